@@ -1,0 +1,36 @@
+// Matrix products of quantized weights with float activations: y = x * W^T.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/dtype.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace kvc::kernels {
+
+// A weight matrix as stored in GGUF: n_rows rows of n_cols elements, each row
+// row_bytes(type, n_cols) long, rows contiguous. GGUF's ne[0] is n_cols.
+struct MatrixView {
+  DType type = DType::f32;
+  const void* data = nullptr;
+  int64_t n_rows = 0;
+  int64_t n_cols = 0;
+};
+
+// y[t][r] = sum_c x[t][c] * W[r][c] for t in [0, n_tokens), r in [0, n_rows).
+//   x: (n_tokens, n_cols) float, row-major;  y: (n_tokens, n_rows) float, row-major.
+// Quantized weights are consumed by integer dot products: x is quantized per token to
+// Q8_0 (for Q8_0 and Q4_0 weights) or Q8_K (for Q4_K and Q6_K), as llama.cpp does.
+// F32/F16/BF16 weights use float dot products. Work is split across `pool` by rows;
+// with n_tokens > 1 several tokens share each loaded weight block (prefill).
+void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+
+// The same product through the scalar reference kernels only (single-threaded), for tests.
+void matmul_reference(const MatrixView& w, const float* x, int64_t n_tokens, float* y);
+
+// The same product on a chosen ISA (falls back to scalar when the CPU lacks it), for tests
+// and benchmarks comparing variants.
+void matmul_isa(Isa isa, const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+
+}  // namespace kvc::kernels

@@ -1,0 +1,56 @@
+// Element-wise and attention kernels of the llama forward pass, on float activations.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/cpu_features.h"
+
+namespace kvc::kernels {
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i], i in [0, n). out may alias x.
+void rmsnorm(const float* x, const float* w, int64_t n, float eps, float* out);
+
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). out may alias gate.
+void silu_mul(const float* gate, const float* up, int64_t n, float* out);
+
+// x[i] += y[i]
+void add_inplace(float* x, const float* y, int64_t n);
+
+// In-place softmax over n values.
+void softmax_inplace(float* x, int64_t n);
+
+// Rotary position embedding for one token's heads, x: (n_heads, head_dim).
+// The first n_rot dims of each head rotate; pair (i, i+1) for `interleaved` (llama GGUF:
+// weights are already permuted for it), pair (i, i + n_rot/2) otherwise (neox, qwen2).
+// theta_i = pos * freq_scale * freq_base^(-2i/n_rot).
+struct RopeParams {
+  int n_rot = 0;
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;  // 1 / linear scaling factor
+  bool interleaved = true;
+};
+void rope(float* x, int n_heads, int head_dim, int64_t pos, const RopeParams& p);
+
+// Causal attention of one query token over n_kv cached positions, for all heads.
+//   q:   (n_head, head_dim) float
+//   k,v: position t of kv head h at  k + t * kv_stride + h * head_dim  (F16 elements)
+//   out: (n_head, head_dim) float
+// Query head i reads kv head i / (n_head / n_kv_head) (GQA; MQA when n_kv_head = 1).
+// scale multiplies q.k (1/sqrt(head_dim)). scratch: at least n_kv floats.
+struct AttentionShape {
+  int n_head = 0;
+  int n_kv_head = 0;
+  int head_dim = 0;
+  int64_t kv_stride = 0;  // elements between consecutive positions
+  float scale = 1.0f;
+};
+void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
+                   const AttentionShape& s, float* out, float* scratch);
+void attention_f16_reference(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
+                             const AttentionShape& s, float* out, float* scratch);
+
+// Converts n floats to F16 (KV cache writes).
+void f32_to_f16_row(const float* x, uint16_t* out, int64_t n);
+
+}  // namespace kvc::kernels

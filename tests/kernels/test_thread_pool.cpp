@@ -1,0 +1,44 @@
+// Thread pool: every thread runs each job once; parallel_for covers [0, n) exactly once.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <vector>
+
+#include "kernels/cpu/dtype.h"
+#include "kernels/cpu/thread_pool.h"
+
+using namespace kvc::kernels;
+
+TEST_CASE("thread pool runs each job on every thread once", "[kernels]") {
+  for (int nth : {1, 2, 3, 5}) {
+    ThreadPool pool(nth);
+    for (int rep = 0; rep < 200; ++rep) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(nth));
+      pool.run([&](int ith, int n) {
+        REQUIRE(n == nth);
+        hits[static_cast<size_t>(ith)].fetch_add(1);
+      });
+      for (auto& h : hits) REQUIRE(h.load() == 1);
+    }
+  }
+}
+
+TEST_CASE("parallel_for covers the range exactly once", "[kernels]") {
+  ThreadPool pool(3);
+  for (int64_t n : {0, 1, 2, 7, 1000}) {
+    std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+    pool.parallel_for(n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) seen[static_cast<size_t>(i)].fetch_add(1);
+    });
+    for (auto& s : seen) REQUIRE(s.load() == 1);
+  }
+}
+
+TEST_CASE("dtype geometry matches the GGUF definitions", "[kernels]") {
+  REQUIRE(row_bytes(DType::q4_0, 4096) == 4096 / 32 * 18);
+  REQUIRE(row_bytes(DType::q8_0, 4096) == 4096 / 32 * 34);
+  REQUIRE(row_bytes(DType::q4_k, 4096) == 4096 / 256 * 144);
+  REQUIRE(row_bytes(DType::q6_k, 4096) == 4096 / 256 * 210);
+  REQUIRE(row_bytes(DType::f16, 10) == 20);
+  REQUIRE(dtype_info(7u) == nullptr);  // Q5_1 is not implemented
+}
