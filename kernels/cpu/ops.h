@@ -37,7 +37,9 @@ void rope(float* x, int n_heads, int head_dim, int64_t pos, const RopeParams& p)
 //   k,v: position t of kv head h at  k + t * kv_stride + h * head_dim  (F16 elements)
 //   out: (n_head, head_dim) float
 // Query head i reads kv head i / (n_head / n_kv_head) (GQA; MQA when n_kv_head = 1).
-// scale multiplies q.k (1/sqrt(head_dim)). scratch: at least n_kv floats.
+// scale multiplies q.k (1/sqrt(head_dim)). Only kv heads [kv_head_begin, kv_head_end) and
+// their query heads are computed, so callers can split heads across threads.
+// scratch: at least (n_head / n_kv_head) * n_kv floats.
 struct AttentionShape {
   int n_head = 0;
   int n_kv_head = 0;
@@ -46,9 +48,11 @@ struct AttentionShape {
   float scale = 1.0f;
 };
 void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
-                   const AttentionShape& s, float* out, float* scratch);
+                   const AttentionShape& s, int kv_head_begin, int kv_head_end, float* out,
+                   float* scratch);
 void attention_f16_reference(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
-                             const AttentionShape& s, float* out, float* scratch);
+                             const AttentionShape& s, int kv_head_begin, int kv_head_end,
+                             float* out, float* scratch);
 
 // Converts n floats to F16 (KV cache writes).
 void f32_to_f16_row(const float* x, uint16_t* out, int64_t n);
