@@ -1,0 +1,87 @@
+// ColdStore: the interface of the cold KV tier (T2). storage/ implements it on SQLite;
+// MemoryColdStore serves tests and runs without a data directory.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/kv/block_key.h"
+
+namespace kvc::kv {
+
+enum class ColdRead {
+  ok,       // payload copied out, checksum verified
+  missing,  // no such block (never stored, collected, or deleted after corruption)
+  corrupt,  // stored but failed its checksum or size check: deleted; recompute it
+};
+
+struct ColdStoreStats {
+  int64_t n_blocks = 0;
+  int64_t used_bytes = 0;
+  int64_t capacity_bytes = 0;
+  int64_t bytes_written = 0;   // total since open
+  int64_t bytes_read = 0;      // total since open
+  int64_t n_corrupt = 0;       // blocks found corrupt and deleted since open
+  int64_t n_collected = 0;     // blocks removed by the byte budget since open
+  int64_t n_pending = 0;       // writes queued, not yet durable
+  bool healthy = true;         // false: writes are failing (read-only or full disk)
+  std::string warning;         // why not healthy, in words for the user
+};
+
+// Implementations are thread-safe. The engine never waits on disk for put(); read() is
+// called off the engine thread by the promotion worker.
+class ColdStore {
+ public:
+  virtual ~ColdStore() = default;
+
+  // Queues a block (the payload is copied) and returns at once; false when it was not
+  // accepted (the store is unhealthy or over its queue limit). `fingerprint` is the model
+  // fingerprint the key chain is rooted in (for bookkeeping and collection).
+  virtual bool put(const BlockKey& key, const BlockKey& parent, const BlockKey& fingerprint,
+                   std::span<const uint8_t> payload) = 0;
+  // Whether the block is stored or queued (an index lookup, no payload read).
+  virtual bool contains(const BlockKey& key) const = 0;
+  // Copies the payload into `out`, which must be exactly the stored size.
+  virtual ColdRead read(const BlockKey& key, std::span<uint8_t> out) = 0;
+  // Marks blocks as first in line for collection (their conversation was deleted).
+  virtual void release(std::span<const BlockKey> keys) = 0;
+  virtual ColdStoreStats stats() const = 0;
+  // Waits until every queued put is durable (or failed).
+  virtual void flush() = 0;
+};
+
+// An in-memory ColdStore with a byte budget and LRU collection; for tests and data-dir-less runs.
+class MemoryColdStore final : public ColdStore {
+ public:
+  explicit MemoryColdStore(int64_t capacity_bytes) { stats_.capacity_bytes = capacity_bytes; }
+
+  bool put(const BlockKey& key, const BlockKey& parent, const BlockKey& fingerprint,
+           std::span<const uint8_t> payload) override;
+  bool contains(const BlockKey& key) const override;
+  ColdRead read(const BlockKey& key, std::span<uint8_t> out) override;
+  void release(std::span<const BlockKey> keys) override;
+  ColdStoreStats stats() const override;
+  void flush() override {}
+
+  // Test hook: flips one byte of a stored payload so the next read finds it corrupt.
+  bool corrupt_for_test(const BlockKey& key);
+
+ private:
+  struct Entry {
+    std::vector<uint8_t> payload;
+    BlockKey checksum;
+    uint64_t last_use;
+  };
+  void collect_locked();
+
+  mutable std::mutex mu_;
+  std::map<BlockKey, Entry> blocks_;
+  uint64_t clock_ = 0;
+  ColdStoreStats stats_;
+};
+
+}  // namespace kvc::kv
