@@ -37,27 +37,18 @@ BlockKey BlockKey::from_hex(std::string_view s) {
 }
 
 BlockKey chain_key(const BlockKey& parent, std::span<const int32_t> tokens) {
-  XXH3_state_t state;
-  XXH3_128bits_reset(&state);
-  uint8_t p[16];
+  // [parent.hi, parent.lo as little-endian u64][tokens as little-endian int32], hashed in one go.
+  std::vector<uint8_t> buf(16 + 4 * tokens.size());
   for (int i = 0; i < 8; ++i) {
-    p[i] = static_cast<uint8_t>(parent.hi >> (8 * i));
-    p[8 + i] = static_cast<uint8_t>(parent.lo >> (8 * i));
+    buf[static_cast<size_t>(i)] = static_cast<uint8_t>(parent.hi >> (8 * i));
+    buf[static_cast<size_t>(8 + i)] = static_cast<uint8_t>(parent.lo >> (8 * i));
   }
-  XXH3_128bits_update(&state, p, sizeof p);
-  // Tokens as little-endian int32, independent of the host's byte order.
-  uint8_t buf[256];
-  size_t n = 0;
+  size_t n = 16;
   for (int32_t t : tokens) {
     const auto u = static_cast<uint32_t>(t);
     for (int i = 0; i < 4; ++i) buf[n++] = static_cast<uint8_t>(u >> (8 * i));
-    if (n == sizeof buf) {
-      XXH3_128bits_update(&state, buf, n);
-      n = 0;
-    }
   }
-  if (n) XXH3_128bits_update(&state, buf, n);
-  return from_xxh(XXH3_128bits_digest(&state));
+  return from_xxh(XXH3_128bits(buf.data(), buf.size()));
 }
 
 BlockKey hash_bytes(std::span<const uint8_t> bytes, const BlockKey& seed) {
