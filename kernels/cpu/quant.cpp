@@ -24,7 +24,8 @@ constexpr int k_qk_k = 256;  // values per k-quant super-block
 void check_row(DType type, int64_t n) {
   const DTypeInfo* info = dtype_info(static_cast<uint32_t>(type));
   if (info == nullptr) precondition_failed("unknown element type", type, n);
-  if (n < 0 || n % info->block_elems != 0) precondition_failed("row length is not a whole number of blocks", type, n);
+  if (n < 0 || n % info->block_elems != 0)
+    precondition_failed("row length is not a whole number of blocks", type, n);
 }
 
 // Rounds v to the nearest integer (halves away from zero) and clamps it to [lo, hi];
@@ -406,11 +407,16 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(h[i]);
       return;
     }
-    case DType::q8_0: return dequantize_q8_0(static_cast<const BlockQ8_0*>(src), dst, n / k_qk);
-    case DType::q4_0: return dequantize_q4_0(static_cast<const BlockQ4_0*>(src), dst, n / k_qk);
-    case DType::q4_k: return dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, n / k_qk_k);
-    case DType::q6_k: return dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, n / k_qk_k);
-    case DType::q8_k: return dequantize_q8_k(static_cast<const BlockQ8_K*>(src), dst, n / k_qk_k);
+    case DType::q8_0:
+      return dequantize_q8_0(static_cast<const BlockQ8_0*>(src), dst, n / k_qk);
+    case DType::q4_0:
+      return dequantize_q4_0(static_cast<const BlockQ4_0*>(src), dst, n / k_qk);
+    case DType::q4_k:
+      return dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, n / k_qk_k);
+    case DType::q6_k:
+      return dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, n / k_qk_k);
+    case DType::q8_k:
+      return dequantize_q8_k(static_cast<const BlockQ8_K*>(src), dst, n / k_qk_k);
   }
   precondition_failed("dequantize_row: unsupported type", type, n);
 }
@@ -431,11 +437,16 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(src[i]);
       return;
     }
-    case DType::q8_0: return quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), n / k_qk);
-    case DType::q4_0: return quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), n / k_qk);
-    case DType::q4_k: return quantize_q4_k(src, static_cast<BlockQ4_K*>(dst), n / k_qk_k);
-    case DType::q6_k: return quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), n / k_qk_k);
-    case DType::q8_k: return quantize_q8_k(src, static_cast<BlockQ8_K*>(dst), n / k_qk_k);
+    case DType::q8_0:
+      return quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), n / k_qk);
+    case DType::q4_0:
+      return quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), n / k_qk);
+    case DType::q4_k:
+      return quantize_q4_k(src, static_cast<BlockQ4_K*>(dst), n / k_qk_k);
+    case DType::q6_k:
+      return quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), n / k_qk_k);
+    case DType::q8_k:
+      return quantize_q8_k(src, static_cast<BlockQ8_K*>(dst), n / k_qk_k);
   }
   precondition_failed("quantize_row: unsupported type", type, n);
 }
@@ -449,7 +460,8 @@ bool can_quantize_to(DType type) {
     case DType::q4_0:
     case DType::q4_k:
     case DType::q6_k:
-    case DType::q8_k: return true;
+    case DType::q8_k:
+      return true;
   }
   return false;
 }

@@ -1,6 +1,5 @@
 // GGUF block formats: hand-built blocks against the format's formulas, and quantize round trips.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -13,9 +12,9 @@ using namespace kvc::kernels;
 
 namespace {
 
-constexpr uint16_t k_half_one = 0x3c00;   // 1.0
-constexpr uint16_t k_half_two = 0x4000;   // 2.0
-constexpr uint16_t k_half_0_5 = 0x3800;   // 0.5
+constexpr uint16_t k_half_one = 0x3c00;  // 1.0
+constexpr uint16_t k_half_two = 0x4000;  // 2.0
+constexpr uint16_t k_half_0_5 = 0x3800;  // 0.5
 
 std::vector<float> dequant(DType t, const void* src, int64_t n) {
   std::vector<float> y(static_cast<size_t>(n));
@@ -74,12 +73,24 @@ std::vector<float> make_data(Dist dist, int64_t n, uint32_t seed) {
   std::vector<float> x(static_cast<size_t>(n));
   for (size_t i = 0; i < x.size(); ++i) {
     switch (dist) {
-      case Dist::normal: x[i] = 0.02f * normal(rng); break;
-      case Dist::uniform: x[i] = uniform(rng); break;
-      case Dist::zero: x[i] = 0.0f; break;
-      case Dist::outliers: x[i] = normal(rng) * (i % 97 == 5 ? 60.0f : 1.0f); break;
-      case Dist::constant: x[i] = -1.25f; break;
-      case Dist::positive: x[i] = 1.0f + std::fabs(normal(rng)); break;
+      case Dist::normal:
+        x[i] = 0.02f * normal(rng);
+        break;
+      case Dist::uniform:
+        x[i] = uniform(rng);
+        break;
+      case Dist::zero:
+        x[i] = 0.0f;
+        break;
+      case Dist::outliers:
+        x[i] = normal(rng) * (i % 97 == 5 ? 60.0f : 1.0f);
+        break;
+      case Dist::constant:
+        x[i] = -1.25f;
+        break;
+      case Dist::positive:
+        x[i] = 1.0f + std::fabs(normal(rng));
+        break;
     }
   }
   return x;
@@ -87,12 +98,18 @@ std::vector<float> make_data(Dist dist, int64_t n, uint32_t seed) {
 
 const char* dist_name(Dist d) {
   switch (d) {
-    case Dist::normal: return "normal";
-    case Dist::uniform: return "uniform";
-    case Dist::zero: return "zero";
-    case Dist::outliers: return "outliers";
-    case Dist::constant: return "constant";
-    case Dist::positive: return "positive";
+    case Dist::normal:
+      return "normal";
+    case Dist::uniform:
+      return "uniform";
+    case Dist::zero:
+      return "zero";
+    case Dist::outliers:
+      return "outliers";
+    case Dist::constant:
+      return "constant";
+    case Dist::positive:
+      return "positive";
   }
   return "?";
 }
@@ -199,8 +216,8 @@ TEST_CASE("Q6_K hand-built block: ql, qh and scales interleave as the format say
   BlockQ6_K b{};
   b.d = k_half_one;
   for (int k = 0; k < 16; ++k) b.scales[k] = static_cast<int8_t>(k + 1);
-  b.qh[5] = 0xC0;   // value 96 + 5 = 101: high bits 3
-  b.ql[37] = 0xA0;  // value 101: low bits 10 (high nibble of ql[32 + 5])
+  b.qh[5] = 0xC0;        // value 96 + 5 = 101: high bits 3
+  b.ql[37] = 0xA0;       // value 101: low bits 10 (high nibble of ql[32 + 5])
   b.qh[32 + 20] = 0x04;  // second half, value 128 + 32 + 20 = 180: high bits 1 (bits 3..2)
   b.ql[64 + 52] = 0x0F;  // value 180: low bits 15 (low nibble of ql[64 + 32 + 20])
   const auto y = dequant(DType::q6_k, &b, 256);
@@ -229,9 +246,9 @@ TEST_CASE("Q6_K random blocks match the element formula", "[kernels]") {
 
 TEST_CASE("Q4_0 quantizer follows llama.cpp: the largest magnitude maps to level 0", "[kernels]") {
   std::vector<float> x(32, 0.0f);
-  x[3] = -5.0f;  // largest magnitude, negative: d = 0.625
-  x[4] = 5.0f;   // its opposite lies one step past level 15 and saturates
-  x[5] = 1.25f;  // exactly 2 steps: level 10
+  x[3] = -5.0f;    // largest magnitude, negative: d = 0.625
+  x[4] = 5.0f;     // its opposite lies one step past level 15 and saturates
+  x[5] = 1.25f;    // exactly 2 steps: level 10
   x[6] = 0.3125f;  // exactly half a step: rounds up to level 9
   BlockQ4_0 b{};
   quantize_row(DType::q4_0, x.data(), &b, 32);
@@ -289,8 +306,8 @@ TEST_CASE("F32, F16 and BF16 rows convert exactly", "[kernels]") {
   std::vector<float> x16, xb;
   for (int i = -1024; i < 1024; ++i) x16.push_back(static_cast<float>(i) * 0.125f);  // 11 bits: exact in f16
   for (int i = -255; i < 256; ++i) xb.push_back(static_cast<float>(i) * 0.125f);     // 8 bits: exact in bf16
-  x16.push_back(65504.0f);               // largest f16
-  x16.push_back(std::ldexp(1.0f, -24));  // smallest f16 subnormal
+  x16.push_back(65504.0f);                                                           // largest f16
+  x16.push_back(std::ldexp(1.0f, -24));                                              // smallest f16 subnormal
   x16.push_back(-0.0f);
   xb.push_back(std::ldexp(1.0f, 120));
   xb.push_back(std::ldexp(-1.0f, -130));  // bf16 keeps float's subnormals
@@ -311,7 +328,8 @@ TEST_CASE("F32, F16 and BF16 rows convert exactly", "[kernels]") {
 TEST_CASE("Quantize round trips stay within each format's step", "[kernels]") {
   const int64_t n = 256 * 8;
   const double eps16 = std::ldexp(1.0, -10);  // relative fp16 rounding of a stored scale, with margin
-  for (Dist dist : {Dist::normal, Dist::uniform, Dist::zero, Dist::outliers, Dist::constant, Dist::positive}) {
+  for (Dist dist :
+       {Dist::normal, Dist::uniform, Dist::zero, Dist::outliers, Dist::constant, Dist::positive}) {
     INFO("distribution " << dist_name(dist));
     const auto x = make_data(dist, n, 7 + static_cast<uint32_t>(dist));
 

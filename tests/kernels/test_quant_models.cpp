@@ -1,6 +1,5 @@
 // Quant formats against llama.cpp's own files: the shared Q8_0/Q4_0/Q4_K_M models versus the F16 one.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -129,7 +128,8 @@ constexpr int64_t k_rows_per_tensor = 16;  // enough rows to cover every block p
 
 TEST_CASE("Q8_0 and Q4_0 quantizers reproduce llama.cpp's bytes for the shared models", "[kernels]") {
   const GgufFile& f16 = f16_model();
-  for (const auto& [file, type] : {std::pair{"tiny-gqa-q8_0.gguf", DType::q8_0}, {"tiny-gqa-q4_0.gguf", DType::q4_0}}) {
+  for (const auto& [file, type] :
+       {std::pair{"tiny-gqa-q8_0.gguf", DType::q8_0}, {"tiny-gqa-q4_0.gguf", DType::q4_0}}) {
     const GgufFile q = load(file);
     int64_t n_blocks = 0, n_differ = 0;
     for (const auto& [name, t] : q.tensors) {
@@ -168,7 +168,8 @@ TEST_CASE("Q4_K and Q6_K tensors of the Q4_K_M model dequantize close to the F16
       std::vector<float> y(static_cast<size_t>(n_cols));
       for (int64_t row = 0; row < k_rows_per_tensor; ++row) {
         const auto x = f16_row(f16, name, row);
-        dequantize_row(type, q.data(t) + row_bytes(type, n_cols) * static_cast<size_t>(row), y.data(), n_cols);
+        dequantize_row(type, q.data(t) + row_bytes(type, n_cols) * static_cast<size_t>(row), y.data(),
+                       n_cols);
         for (int64_t i = 0; i < n_cols; ++i) {
           const double d = static_cast<double>(y[i]) - static_cast<double>(x[i]);
           err2 += d * d;
