@@ -1,0 +1,81 @@
+// Token sampling from logits: repetition penalty, greedy or top-k / temperature / top-p / min-p.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/util/result.h"
+
+namespace kvc::sampling {
+
+// Each filter has a value that turns it off: temperature <= 0 (greedy), top_k <= 0,
+// top_p >= 1, min_p <= 0, repeat_penalty == 1 or repeat_last_n == 0.
+struct SamplingParams {
+  float temperature = 0.8f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;  // keep tokens with p >= min_p * (largest p)
+  float repeat_penalty = 1.1f;
+  int repeat_last_n = 64;  // how many of the most recent tokens the penalty looks at
+  uint64_t seed = 0;
+
+  // invalid_argument naming the flag and the accepted range, e.g.
+  // "--top-p must be in (0, 1], got 1.5".
+  Status validate() const;
+};
+
+// A deterministic PRNG (xoshiro256**, seeded through splitmix64): the same seed gives the
+// same stream on every platform and standard library.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) { seed_with(seed); }
+  void seed_with(uint64_t seed);
+  uint64_t next();
+  double uniform();  // in [0, 1), 53 random bits
+
+ private:
+  uint64_t s_[4];
+};
+
+// Samples one token per call. Order: repetition penalty (llama-style: positive logits of
+// penalized tokens are divided by the penalty, negative ones multiplied, once per distinct
+// token among the last repeat_last_n), then greedy if temperature <= 0, else top-k,
+// temperature, softmax, top-p, min-p, and a draw from what is left.
+// Ties go to the lowest token id (greedy, and the order of top-k / top-p).
+// Buffers are kept between calls: sample() allocates only when a call keeps more
+// candidates than every call before it.
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);  // params.validate() must be ok
+
+  // logits: (n_vocab) raw logits of the next token; the penalty is applied to them in
+  // place. recent_tokens: the sequence so far, oldest first (ids outside the vocabulary
+  // are ignored). Returns a token id in [0, n_vocab); n_vocab must be >= 1.
+  int32_t sample(std::span<float> logits, std::span<const int32_t> recent_tokens);
+
+  // Restarts the random stream, as a new Sampler with this seed would.
+  void reset(uint64_t seed);
+
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  // Invariant after each stage of sample(): candidates_ holds distinct token ids; weight
+  // is the unnormalized probability exp((logit - max) / temperature) once computed.
+  struct Candidate {
+    float logit;
+    int32_t id;
+    float weight;
+  };
+
+  void apply_repetition_penalty(std::span<float> logits, std::span<const int32_t> recent_tokens);
+  void select_top_k(std::span<const float> logits);
+  int32_t draw_from_vocabulary(std::span<const float> logits, double total);
+
+  SamplingParams params_;
+  Rng rng_;
+  std::vector<Candidate> candidates_;  // (n_candidates) the tokens still in the running
+  std::vector<int32_t> penalized_;     // (repeat_last_n) distinct recent ids
+};
+
+}  // namespace kvc::sampling
