@@ -20,6 +20,19 @@ __m256i tail_mask(int64_t n) {
                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+// AMD CPUs run vmaskmovps slowly (a masked store costs tens of cycles), so the masked forms
+// are used only for the partial last vector of n - i < 8 floats.
+__m256 load_n(const float* p, int64_t n) {
+  return n >= k_lanes ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, tail_mask(n));
+}
+void store_n(float* p, __m256 v, int64_t n) {
+  if (n >= k_lanes) {
+    _mm256_storeu_ps(p, v);
+  } else {
+    _mm256_maskstore_ps(p, tail_mask(n), v);
+  }
+}
+
 float hsum(__m256 v) {
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
@@ -77,17 +90,17 @@ void rmsnorm_avx2(const float* x, const float* w, int64_t n, float eps, float* o
     acc1 = _mm256_fmadd_ps(b, b, acc1);
   }
   for (; i < n; i += k_lanes) {
-    const __m256 a = _mm256_maskload_ps(x + i, tail_mask(n - i));
+    const __m256 a = load_n(x + i, n - i);
     acc0 = _mm256_fmadd_ps(a, a, acc0);
   }
   const float sum_sq = hsum(_mm256_add_ps(acc0, acc1));
   const float rms = _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(sum_sq / static_cast<float>(n) + eps)));
   const __m256 inv_rms = _mm256_set1_ps(1.0f / rms);
   for (i = 0; i < n; i += k_lanes) {
-    const __m256i m = tail_mask(n - i);
-    const __m256 a = _mm256_maskload_ps(x + i, m);
-    const __m256 b = _mm256_maskload_ps(w + i, m);
-    _mm256_maskstore_ps(out + i, m, _mm256_mul_ps(_mm256_mul_ps(a, inv_rms), b));
+    const int64_t left = n - i;
+    const __m256 a = load_n(x + i, left);
+    const __m256 b = load_n(w + i, left);
+    store_n(out + i, _mm256_mul_ps(_mm256_mul_ps(a, inv_rms), b), left);
   }
 }
 
@@ -95,19 +108,19 @@ void silu_mul_avx2(const float* gate, const float* up, int64_t n, float* out) {
   const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t i = 0; i < n; i += k_lanes) {
-    const __m256i m = tail_mask(n - i);
-    const __m256 g = _mm256_maskload_ps(gate + i, m);
-    const __m256 u = _mm256_maskload_ps(up + i, m);
+    const int64_t left = n - i;
+    const __m256 g = load_n(gate + i, left);
+    const __m256 u = load_n(up + i, left);
     const __m256 e = exp8(_mm256_xor_ps(g, sign));
     const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, e));
-    _mm256_maskstore_ps(out + i, m, _mm256_mul_ps(silu, u));
+    store_n(out + i, _mm256_mul_ps(silu, u), left);
   }
 }
 
 void add_inplace_avx2(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; i += k_lanes) {
-    const __m256i m = tail_mask(n - i);
-    _mm256_maskstore_ps(x + i, m, _mm256_add_ps(_mm256_maskload_ps(x + i, m), _mm256_maskload_ps(y + i, m)));
+    const int64_t left = n - i;
+    store_n(x + i, _mm256_add_ps(load_n(x + i, left), load_n(y + i, left)), left);
   }
 }
 
@@ -116,22 +129,22 @@ void softmax_inplace_avx2(float* x, int64_t n) {
   const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
   __m256 vmax = neg_inf;
   for (int64_t i = 0; i < n; i += k_lanes) {
-    const __m256i m = tail_mask(n - i);
-    vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(neg_inf, _mm256_maskload_ps(x + i, m), _mm256_castsi256_ps(m)));
+    const int64_t left = n - i;
+    vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(neg_inf, load_n(x + i, left), _mm256_castsi256_ps(tail_mask(left))));
   }
   const __m256 max = _mm256_set1_ps(hmax(vmax));
   __m256 vsum = _mm256_setzero_ps();
   for (int64_t i = 0; i < n; i += k_lanes) {
-    const __m256i m = tail_mask(n - i);
-    const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), max)),
-                                   _mm256_castsi256_ps(m));
+    const int64_t left = n - i;
+    const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(load_n(x + i, left), max)),
+                                   _mm256_castsi256_ps(tail_mask(left)));
     vsum = _mm256_add_ps(vsum, e);
-    _mm256_maskstore_ps(x + i, m, e);
+    store_n(x + i, e, left);
   }
   const __m256 inv_sum = _mm256_set1_ps(1.0f / hsum(vsum));
   for (int64_t i = 0; i < n; i += k_lanes) {
-    const __m256i m = tail_mask(n - i);
-    _mm256_maskstore_ps(x + i, m, _mm256_mul_ps(_mm256_maskload_ps(x + i, m), inv_sum));
+    const int64_t left = n - i;
+    store_n(x + i, _mm256_mul_ps(load_n(x + i, left), inv_sum), left);
   }
 }
 
@@ -143,22 +156,22 @@ void rope_apply_avx2(float* x, int n_heads, int head_dim, int n_rot, bool interl
     if (interleaved) {
       // Pairs never straddle a vector: n_rot and every chunk start are even.
       for (int i = 0; i < n_rot; i += k_lanes) {
-        const __m256i m = tail_mask(n_rot - i);
-        const __m256 a = _mm256_maskload_ps(xh + i, m);
+        const int64_t left = n_rot - i;
+        const __m256 a = load_n(xh + i, left);
         const __m256 swapped = _mm256_permute_ps(a, 0xb1);  // (x1, x0, x3, x2, ...)
-        const __m256 c = _mm256_maskload_ps(cos_full + i, m);
-        const __m256 s = _mm256_maskload_ps(sin_signed + i, m);
-        _mm256_maskstore_ps(xh + i, m, _mm256_fmadd_ps(swapped, s, _mm256_mul_ps(a, c)));
+        const __m256 c = load_n(cos_full + i, left);
+        const __m256 s = load_n(sin_signed + i, left);
+        store_n(xh + i, _mm256_fmadd_ps(swapped, s, _mm256_mul_ps(a, c)), left);
       }
     } else {
       for (int i = 0; i < half; i += k_lanes) {
-        const __m256i m = tail_mask(half - i);
-        const __m256 a = _mm256_maskload_ps(xh + i, m);
-        const __m256 b = _mm256_maskload_ps(xh + half + i, m);
-        const __m256 c = _mm256_maskload_ps(cos_full + i, m);
-        const __m256 s = _mm256_maskload_ps(sin_signed + half + i, m);
-        _mm256_maskstore_ps(xh + i, m, _mm256_fnmadd_ps(b, s, _mm256_mul_ps(a, c)));
-        _mm256_maskstore_ps(xh + half + i, m, _mm256_fmadd_ps(a, s, _mm256_mul_ps(b, c)));
+        const int64_t left = half - i;
+        const __m256 a = load_n(xh + i, left);
+        const __m256 b = load_n(xh + half + i, left);
+        const __m256 c = load_n(cos_full + i, left);
+        const __m256 s = load_n(sin_signed + half + i, left);
+        store_n(xh + i, _mm256_fnmadd_ps(b, s, _mm256_mul_ps(a, c)), left);
+        store_n(xh + half + i, _mm256_fmadd_ps(a, s, _mm256_mul_ps(b, c)), left);
       }
     }
   }
@@ -171,7 +184,7 @@ void f32_to_f16_row_avx2(const float* x, uint16_t* out, int64_t n) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
   }
   if (i < n) {
-    const __m128i h = _mm256_cvtps_ph(_mm256_maskload_ps(x + i, tail_mask(n - i)),
+    const __m128i h = _mm256_cvtps_ph(load_n(x + i, n - i),
                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     uint16_t tmp[k_lanes];
     _mm_storeu_si128(reinterpret_cast<__m128i*>(tmp), h);
@@ -181,8 +194,8 @@ void f32_to_f16_row_avx2(const float* x, uint16_t* out, int64_t n) {
 
 void exp_row_avx2(const float* x, float* out, int64_t n) {
   for (int64_t i = 0; i < n; i += k_lanes) {
-    const __m256i m = tail_mask(n - i);
-    _mm256_maskstore_ps(out + i, m, exp8(_mm256_maskload_ps(x + i, m)));
+    const int64_t left = n - i;
+    store_n(out + i, exp8(load_n(x + i, left)), left);
   }
 }
 
@@ -206,10 +219,17 @@ void score_tile(const float* q, int head_dim, const uint16_t* k, int64_t k_strid
       const __m256 kv = load_f16(kt + d);
       for (int j = 0; j < NJ; ++j) acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(q + j * head_dim + d), kv, acc[j]);
     }
+    float dots[NJ];
+    if constexpr (NJ == 4) {
+      // Three hadds leave [a0 a0 a1 a1 a2 a2 a3 a3] split over the two 128-bit halves.
+      const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+      _mm_storeu_ps(dots, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+    } else {
+      for (int j = 0; j < NJ; ++j) dots[j] = hsum(acc[j]);
+    }
     for (int j = 0; j < NJ; ++j) {
-      float dot = hsum(acc[j]);
-      if (n_full < head_dim) dot += dot_tail(q + j * head_dim, kt, n_full, head_dim);
-      scores[j * score_stride + t] = dot * scale;
+      if (n_full < head_dim) dots[j] += dot_tail(q + j * head_dim, kt, n_full, head_dim);
+      scores[j * score_stride + t] = dots[j] * scale;
     }
   }
 }
@@ -233,20 +253,29 @@ void score_range_f16_avx2(const float* q, int n_q, int head_dim, const uint16_t*
 template <int NJ, int NV>
 void accumulate_tile(const float* w, int64_t w_stride, const uint16_t* v, int64_t v_stride,
                      int64_t n_pos, float* acc, int head_dim) {
+  // GCC keeps a[][] in registers only when these loops are unrolled before scalar
+  // replacement, hence the pragmas.
   __m256 a[NJ][NV];
+#pragma GCC unroll 4
   for (int j = 0; j < NJ; ++j) {
+#pragma GCC unroll 4
     for (int i = 0; i < NV; ++i) a[j][i] = _mm256_loadu_ps(acc + j * head_dim + i * k_lanes);
   }
   for (int64_t t = 0; t < n_pos; ++t) {
     const uint16_t* vt = v + t * v_stride;
     __m256 vv[NV];
+#pragma GCC unroll 4
     for (int i = 0; i < NV; ++i) vv[i] = load_f16(vt + i * k_lanes);
+#pragma GCC unroll 4
     for (int j = 0; j < NJ; ++j) {
       const __m256 wj = _mm256_set1_ps(w[j * w_stride + t]);
+#pragma GCC unroll 4
       for (int i = 0; i < NV; ++i) a[j][i] = _mm256_fmadd_ps(wj, vv[i], a[j][i]);
     }
   }
+#pragma GCC unroll 4
   for (int j = 0; j < NJ; ++j) {
+#pragma GCC unroll 4
     for (int i = 0; i < NV; ++i) _mm256_storeu_ps(acc + j * head_dim + i * k_lanes, a[j][i]);
   }
 }

@@ -174,6 +174,30 @@ void exp_row_avx512(const float* x, float* out, int64_t n) {
   }
 }
 
+// The 8 horizontal sums of a[0..7], in order, by a transposing tree (three levels of
+// shuffles and adds instead of eight separate reductions).
+__m256 reduce8(const __m512* a) {
+  // Level 1: fold 512 -> 256 bits; s01 holds a0 in 128-bit blocks 0-1, a1 in blocks 2-3.
+  const auto fold2 = [](__m512 x, __m512 y) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xee));
+  };
+  const __m512 s01 = fold2(a[0], a[1]);
+  const __m512 s23 = fold2(a[2], a[3]);
+  const __m512 s45 = fold2(a[4], a[5]);
+  const __m512 s67 = fold2(a[6], a[7]);
+  // Level 2: block k of u0 holds 4 partial sums of a[k], of u1 those of a[k + 4].
+  const auto fold4 = [](__m512 x, __m512 y) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88), _mm512_shuffle_f32x4(x, y, 0xdd));
+  };
+  const __m512 u0 = fold4(s01, s23);
+  const __m512 u1 = fold4(s45, s67);
+  // Level 3: lane 4k = sum of a[k], lane 4k + 1 = sum of a[k + 4].
+  const __m512 p = _mm512_add_ps(_mm512_unpacklo_ps(u0, u1), _mm512_unpackhi_ps(u0, u1));
+  const __m512 r = _mm512_add_ps(p, _mm512_permute_ps(p, 0x4e));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, r));
+}
+
 // Scores of NJ query rows against each position: the K row is converted once per tile.
 template <int NJ>
 void score_tile(const float* q, int head_dim, const uint16_t* k, int64_t k_stride, int64_t n_pos,
@@ -194,7 +218,13 @@ void score_tile(const float* q, int head_dim, const uint16_t* k, int64_t k_strid
         acc[j] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m_tail, q + j * head_dim + n_full), kv, acc[j]);
       }
     }
-    for (int j = 0; j < NJ; ++j) scores[j * score_stride + t] = _mm512_reduce_add_ps(acc[j]) * scale;
+    if constexpr (NJ == 8) {
+      float dots[8];
+      _mm256_storeu_ps(dots, _mm256_mul_ps(reduce8(acc), _mm256_set1_ps(scale)));
+      for (int j = 0; j < NJ; ++j) scores[j * score_stride + t] = dots[j];
+    } else {
+      for (int j = 0; j < NJ; ++j) scores[j * score_stride + t] = _mm512_reduce_add_ps(acc[j]) * scale;
+    }
   }
 }
 
@@ -223,23 +253,33 @@ void score_range_f16_avx512(const float* q, int n_q, int head_dim, const uint16_
 template <int NJ, int NV>
 void accumulate_tile(const float* w, int64_t w_stride, const uint16_t* v, int64_t v_stride,
                      int64_t n_pos, float* acc, int head_dim, __mmask16 m_last) {
-  __mmask16 m[NV];
-  for (int i = 0; i < NV; ++i) m[i] = i == NV - 1 ? m_last : static_cast<__mmask16>(0xffff);
+  // GCC keeps a[][] in registers only when these loops are unrolled before scalar
+  // replacement, hence the pragmas (without them it stores all 16 vectors every position).
   __m512 a[NJ][NV];
+#pragma GCC unroll 4
   for (int j = 0; j < NJ; ++j) {
-    for (int i = 0; i < NV; ++i) a[j][i] = _mm512_maskz_loadu_ps(m[i], acc + j * head_dim + i * k_lanes);
+#pragma GCC unroll 4
+    for (int i = 0; i < NV - 1; ++i) a[j][i] = _mm512_loadu_ps(acc + j * head_dim + i * k_lanes);
+    a[j][NV - 1] = _mm512_maskz_loadu_ps(m_last, acc + j * head_dim + (NV - 1) * k_lanes);
   }
   for (int64_t t = 0; t < n_pos; ++t) {
     const uint16_t* vt = v + t * v_stride;
     __m512 vv[NV];
-    for (int i = 0; i < NV; ++i) vv[i] = load_f16_masked(m[i], vt + i * k_lanes);
+#pragma GCC unroll 4
+    for (int i = 0; i < NV - 1; ++i) vv[i] = load_f16(vt + i * k_lanes);
+    vv[NV - 1] = load_f16_masked(m_last, vt + (NV - 1) * k_lanes);
+#pragma GCC unroll 4
     for (int j = 0; j < NJ; ++j) {
       const __m512 wj = _mm512_set1_ps(w[j * w_stride + t]);
+#pragma GCC unroll 4
       for (int i = 0; i < NV; ++i) a[j][i] = _mm512_fmadd_ps(wj, vv[i], a[j][i]);
     }
   }
+#pragma GCC unroll 4
   for (int j = 0; j < NJ; ++j) {
-    for (int i = 0; i < NV; ++i) _mm512_mask_storeu_ps(acc + j * head_dim + i * k_lanes, m[i], a[j][i]);
+#pragma GCC unroll 4
+    for (int i = 0; i < NV - 1; ++i) _mm512_storeu_ps(acc + j * head_dim + i * k_lanes, a[j][i]);
+    _mm512_mask_storeu_ps(acc + j * head_dim + (NV - 1) * k_lanes, m_last, a[j][NV - 1]);
   }
 }
 

@@ -470,14 +470,20 @@ TEST_CASE("attention decode timing at 1200 positions", "[.bench]") {
   for (const OpsTable* t : tables) {
     std::vector<float> out(32 * 64);
     std::vector<float> scratch(8 * 1200);
-    const int n_iter = t->isa == Isa::scalar ? 20 : 200;
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < n_iter; ++i) {
-      attention_f16_with(*t, c.q.data(), c.k.data(), c.v.data(), c.n_kv, c.shape, 0, 4, out.data(), scratch.data());
+    // Best of 5 batches: the machine is shared, the minimum is the kernel's own cost.
+    const int n_iter = t->isa == Isa::scalar ? 5 : 100;
+    double best_us = 1e30;
+    for (int batch = 0; batch < 5; ++batch) {
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < n_iter; ++i) {
+        attention_f16_with(*t, c.q.data(), c.k.data(), c.v.data(), c.n_kv, c.shape, 0, 4, out.data(),
+                           scratch.data());
+      }
+      const std::chrono::duration<double, std::micro> us = std::chrono::steady_clock::now() - start;
+      best_us = std::min(best_us, us.count() / n_iter);
     }
-    const std::chrono::duration<double, std::micro> us = std::chrono::steady_clock::now() - start;
     std::printf("attention_f16 %-7s n_kv 1200, 32/4 heads, dim 64: %8.1f us per call\n", isa_name(t->isa),
-                us.count() / n_iter);
+                best_us);
   }
   REQUIRE(true);
 }
