@@ -20,7 +20,9 @@ ChatTemplate ChatTemplate::detect(std::string_view t) {
   if (has(t, "<|im_start|>")) return ChatTemplate(Family::chatml);
   if (has(t, "<|start_header_id|>")) return ChatTemplate(Family::llama3);
   if (has(t, "<start_of_turn>")) return ChatTemplate(Family::gemma);
-  if (has(t, "<|user|>")) return ChatTemplate(has(t, "<|end|>") ? Family::phi3 : Family::zephyr);
+  // Zephyr-style templates may build the role marker: '<|' + message['role'] + '|>' (TinyLlama).
+  const bool role_markers = has(t, "<|user|>") || has(t, "'<|' + message") || has(t, "\"<|\" + message");
+  if (role_markers) return ChatTemplate(has(t, "<|end|>") ? Family::phi3 : Family::zephyr);
   if (has(t, "[INST]")) return ChatTemplate(has(t, "<<SYS>>") ? Family::llama2 : Family::mistral);
   return ChatTemplate(Family::fallback);
 }

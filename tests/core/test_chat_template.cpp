@@ -47,6 +47,10 @@ const Snippet k_snippets[] = {
      "{% elif message['role'] == 'assistant' %}{{'<|assistant|>\\n' + message['content'] + '<|end|>\\n'}}"
      "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}",
      Family::phi3},
+    // The template of the shared tiny-gqa models (TinyLlama's), which builds "<|user|>" from parts.
+    {"{% for message in messages %}{{'<|' + message['role'] + '|>\\n' + message['content'] + '</s>\\n'}}"
+     "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}",
+     Family::zephyr},
 };
 
 const Family k_families[] = {Family::chatml, Family::llama2, Family::llama3, Family::mistral,

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <sstream>
 #include <limits>
 
 #include "core/tokenizer/tokenizer.h"
@@ -104,6 +105,24 @@ TEST_CASE("tokenizer: ids equal the original stories260K .model on varied text",
   // Byte fallback really happened (stories260K has no CJK pieces), so the test covers it.
   const auto cjk = tok.encode("日本語", false, false);
   CHECK(std::count_if(cjk.begin(), cjk.end(), [&](int32_t id) { return tok.type(id) == TokenType::byte; }) == 9);
+}
+
+TEST_CASE("tokenizer: stories260K ids equal llama.cpp's reference", "[core]") {
+  const auto tok = make(stories().vocab);
+  const auto ref = kvc::test::models_dir() / "stories260K.reference.txt";
+  const auto prompt = kvc::test::read_reference_ids(ref, "prompt");
+  CHECK(tok.encode("Once upon a time", true, false) == std::vector<int32_t>(prompt.begin(), prompt.end()));
+  // The reference's text is llama.cpp's rendering of its greedy ids: the rest of the file.
+  std::ifstream in(ref);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string all = buffer.str();
+  const auto at = all.find("text: ");
+  REQUIRE(at != std::string::npos);
+  std::string text = all.substr(at + 6);
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  const auto greedy = kvc::test::read_reference_ids(ref, "greedy");
+  CHECK(tok.decode(std::vector<int32_t>(greedy.begin(), greedy.end())) == text);
 }
 
 TEST_CASE("tokenizer: leading, trailing and repeated whitespace is kept", "[core]") {
