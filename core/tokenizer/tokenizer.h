@@ -41,8 +41,8 @@ struct Vocabulary {
   bool add_space_prefix = true;  // tokenizer.ggml.add_space_prefix
 };
 
-// Tokenizes like llama.cpp does for `tokenizer.ggml.model = llama` (checked against it on the
-// Llama-2 and stories260K vocabularies): no normalization, whitespace kept as it is (never
+// Tokenizes like llama.cpp does for `tokenizer.ggml.model = llama` (its reference ids agree for
+// stories260K, in the tests, and for the Llama-2 vocabulary of the tiny models): no normalization, whitespace kept as it is (never
 // collapsed or trimmed), and a dummy prefix space before every run of plain text when
 // add_space_prefix is on.
 //
