@@ -324,7 +324,9 @@ class RandomDriver {
       else remove_random_leaf();
       require_ok(idx_);
       if (op % 50 == 0) check_shape();
+      max_blocks_ = std::max(max_blocks_, model_.size());
     }
+    std::printf("radix random seed: up to %zu blocks\n", max_blocks_);
     for (auto& [k, b] : model_) {
       while (b.n_refs > 0) {
         idx_.release(b.handle);
@@ -364,12 +366,16 @@ class RandomDriver {
     return n;
   }
 
+  // Looks up the 4 possible next blocks.
   std::vector<const ModelKey*> children(const ModelKey& k) const {
     std::vector<const ModelKey*> out;
-    for (const auto& [c, b] : model_) {
-      if (c.first == k.first && c.second.size() == k.second.size() + k_bs &&
-          std::equal(k.second.begin(), k.second.end(), c.second.begin())) {
-        out.push_back(&c);
+    ModelKey c = k;
+    c.second.resize(k.second.size() + k_bs);
+    for (int32_t x = 0; x < 2; ++x) {
+      for (int32_t y = 0; y < 2; ++y) {
+        c.second[k.second.size()] = x;
+        c.second[k.second.size() + 1] = y;
+        if (const auto it = model_.find(c); it != model_.end()) out.push_back(&it->first);
       }
     }
     return out;
@@ -533,6 +539,7 @@ class RandomDriver {
   RadixIndex idx_;
   std::map<ModelKey, ModelBlock> model_;
   uint64_t clock_ = 0;
+  size_t max_blocks_ = 0;
 };
 
 }  // namespace
