@@ -10,6 +10,10 @@ namespace {
 
 Status broken(const std::string& what) { return make_error(ErrorCode::internal, "radix index: " + what); }
 
+Status broken_at(const char* kind, size_t id, const std::string& what) {
+  return broken(std::string(kind) + " " + std::to_string(id) + ": " + what);
+}
+
 }  // namespace
 
 IndexStats RadixIndex::stats() const {
@@ -77,32 +81,31 @@ Status RadixIndex::check_invariants() const {
     const Node& n = nodes_[id];
     if (!n.live) continue;
     ++n_live_nodes;
-    const std::string name = "node " + std::to_string(id);
     if (n.parent < 0) {
-      if (!n.blocks.empty()) return broken(name + ": a root holds blocks");
-      if (n.children.empty()) return broken(name + ": an empty root was kept");
+      if (!n.blocks.empty()) return broken_at("node", id, "a root holds blocks");
+      if (n.children.empty()) return broken_at("node", id, "an empty root was kept");
       const auto r = roots_.find(n.fingerprint);
-      if (r == roots_.end() || r->second != static_cast<int32_t>(id)) return broken(name + ": root not in the root map");
+      if (r == roots_.end() || r->second != static_cast<int32_t>(id)) return broken_at("node", id, "root not in the root map");
     } else {
-      if (n.blocks.empty()) return broken(name + ": empty run");
+      if (n.blocks.empty()) return broken_at("node", id, "empty run");
       if (static_cast<size_t>(n.parent) >= nodes_.size() || !nodes_[static_cast<size_t>(n.parent)].live) {
-        return broken(name + ": dead parent");
+        return broken_at("node", id, "dead parent");
       }
       const Node& p = nodes_[static_cast<size_t>(n.parent)];
       if (std::count(p.children.begin(), p.children.end(), static_cast<int32_t>(id)) != 1) {
-        return broken(name + ": not listed exactly once by its parent");
+        return broken_at("node", id, "not listed exactly once by its parent");
       }
-      if (p.fingerprint != n.fingerprint) return broken(name + ": fingerprint differs from its parent's");
-      if (n.children.size() == 1) return broken(name + ": a single child was not merged");
+      if (p.fingerprint != n.fingerprint) return broken_at("node", id, "fingerprint differs from its parent's");
+      if (n.children.size() == 1) return broken_at("node", id, "a single child was not merged");
     }
     std::vector<std::span<const int32_t>> firsts;
     for (int32_t c : n.children) {
       if (c < 0 || static_cast<size_t>(c) >= nodes_.size() || !nodes_[static_cast<size_t>(c)].live) {
-        return broken(name + ": dead child");
+        return broken_at("node", id, "dead child");
       }
       const Node& child = nodes_[static_cast<size_t>(c)];
-      if (child.parent != static_cast<int32_t>(id)) return broken(name + ": child's parent link differs");
-      if (child.blocks.empty()) return broken(name + ": child without blocks");
+      if (child.parent != static_cast<int32_t>(id)) return broken_at("node", id, "child's parent link differs");
+      if (child.blocks.empty()) return broken_at("node", id, "child without blocks");
       firsts.push_back(tokens_of(child.blocks.front()));
     }
     auto less = [](std::span<const int32_t> a, std::span<const int32_t> b) {
@@ -110,13 +113,13 @@ Status RadixIndex::check_invariants() const {
     };
     std::sort(firsts.begin(), firsts.end(), less);
     for (size_t k = 1; k < firsts.size(); ++k) {
-      if (!less(firsts[k - 1], firsts[k])) return broken(name + ": two children start with the same tokens");
+      if (!less(firsts[k - 1], firsts[k])) return broken_at("node", id, "two children start with the same tokens");
     }
     for (size_t k = 0; k < n.blocks.size(); ++k) {
       const uint32_t b = n.blocks[k];
       if (b >= blocks_.size() || blocks_[b].node != static_cast<int32_t>(id) ||
           blocks_[b].index_in_run != static_cast<int32_t>(k)) {
-        return broken(name + ": run entry " + std::to_string(k) + " disagrees with its block");
+        return broken_at("node", id, "run entry " + std::to_string(k) + " disagrees with its block");
       }
     }
   }
@@ -149,32 +152,31 @@ Status RadixIndex::check_invariants() const {
       continue;
     }
     ++n_live;
-    const std::string name = "block " + std::to_string(i);
     if (static_cast<size_t>(b.node) >= nodes_.size() || !nodes_[static_cast<size_t>(b.node)].live) {
-      return broken(name + ": in a dead node");
+      return broken_at("block", i, "in a dead node");
     }
     const Node& n = nodes_[static_cast<size_t>(b.node)];
     if (b.index_in_run < 0 || static_cast<size_t>(b.index_in_run) >= n.blocks.size() ||
         n.blocks[static_cast<size_t>(b.index_in_run)] != i) {
-      return broken(name + ": not at its place in its run");
+      return broken_at("block", i, "not at its place in its run");
     }
     const auto m = key_map_.find(b.key);
-    if (m == key_map_.end() || m->second != i) return broken(name + ": key map disagrees");
+    if (m == key_map_.end() || m->second != i) return broken_at("block", i, "key map disagrees");
     int32_t expect_parent = -1;
     if (b.index_in_run > 0) {
       expect_parent = static_cast<int32_t>(n.blocks[static_cast<size_t>(b.index_in_run) - 1]);
     } else if (nodes_[static_cast<size_t>(n.parent)].parent >= 0) {
       expect_parent = static_cast<int32_t>(nodes_[static_cast<size_t>(n.parent)].blocks.back());
     }
-    if (b.parent_block != expect_parent) return broken(name + ": parent link disagrees with the tree");
+    if (b.parent_block != expect_parent) return broken_at("block", i, "parent link disagrees with the tree");
     const Block* p = expect_parent >= 0 ? &blocks_[static_cast<size_t>(expect_parent)] : nullptr;
-    if (b.key != chain_key(p ? p->key : n.fingerprint, tokens_of(i))) return broken(name + ": key does not chain");
-    if (b.n_before != (p ? p->n_before + 1 : 0)) return broken(name + ": wrong position");
-    if (b.n_refs < 0) return broken(name + ": negative reference count");
-    if (p && p->n_hits < b.n_hits) return broken(name + ": more hits than its parent");
+    if (b.key != chain_key(p ? p->key : n.fingerprint, tokens_of(i))) return broken_at("block", i, "key does not chain");
+    if (b.n_before != (p ? p->n_before + 1 : 0)) return broken_at("block", i, "wrong position");
+    if (b.n_refs < 0) return broken_at("block", i, "negative reference count");
+    if (p && p->n_hits < b.n_hits) return broken_at("block", i, "more hits than its parent");
     if (b.n_refs > 0) {
       for (int32_t a = b.parent_block; a >= 0; a = blocks_[static_cast<size_t>(a)].parent_block) {
-        if (blocks_[static_cast<size_t>(a)].node < 0) return broken(name + ": referenced, with a missing ancestor");
+        if (blocks_[static_cast<size_t>(a)].node < 0) return broken_at("block", i, "referenced, with a missing ancestor");
       }
     }
     const auto tier = static_cast<size_t>(tier_index(b.location.tier));
@@ -185,7 +187,7 @@ Status RadixIndex::check_invariants() const {
       ++n_queued[static_cast<size_t>(b.queued_on)];
       if (b.queued_score != score_of(b) ||
           queues_[static_cast<size_t>(b.queued_on)].count({b.queued_score, i}) != 1) {
-        return broken(name + ": eviction queue entry stale");
+        return broken_at("block", i, "eviction queue entry stale");
       }
     }
   }
@@ -195,10 +197,10 @@ Status RadixIndex::check_invariants() const {
   for (uint32_t i = 0; i < blocks_.size(); ++i) {
     const Block& b = blocks_[i];
     if (b.node < 0) continue;
-    if (b.n_children_on != children_on[i]) return broken("block " + std::to_string(i) + ": child tier counts disagree");
+    if (b.n_children_on != children_on[i]) return broken_at("block", i, "child tier counts disagree");
     const int expect_queue = evictable_from(b, b.location.tier) ? tier_index(b.location.tier) : -1;
     if (b.queued_on != expect_queue) {
-      return broken("block " + std::to_string(i) + ": eviction queue membership wrong");
+      return broken_at("block", i, "eviction queue membership wrong");
     }
   }
   for (size_t t = 0; t < k_n_tiers; ++t) {
