@@ -20,6 +20,7 @@
 // parent left with a single child merges with it (the inverse of the split above), so the tree
 // stays compressed: every node other than a root has zero or at least two children.
 //
+// Not thread-safe: the engine thread that owns the KV cache owns its index.
 // The index is tier-agnostic: each block carries a BlockLocation that the manager sets; the
 // index only uses it to answer "which blocks can leave tier t" (see eviction_candidate).
 #pragma once
