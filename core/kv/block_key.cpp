@@ -38,17 +38,25 @@ BlockKey BlockKey::from_hex(std::string_view s) {
 
 BlockKey chain_key(const BlockKey& parent, std::span<const int32_t> tokens) {
   // [parent.hi, parent.lo as little-endian u64][tokens as little-endian int32], hashed in one go.
-  std::vector<uint8_t> buf(16 + 4 * tokens.size());
+  // Blocks are small (B <= 64 tokens): hash from the stack, falling back to the heap.
+  uint8_t stack[16 + 4 * 64];
+  std::vector<uint8_t> heap;
+  const size_t n_bytes = 16 + 4 * tokens.size();
+  uint8_t* buf = stack;
+  if (n_bytes > sizeof stack) {
+    heap.resize(n_bytes);
+    buf = heap.data();
+  }
   for (int i = 0; i < 8; ++i) {
-    buf[static_cast<size_t>(i)] = static_cast<uint8_t>(parent.hi >> (8 * i));
-    buf[static_cast<size_t>(8 + i)] = static_cast<uint8_t>(parent.lo >> (8 * i));
+    buf[i] = static_cast<uint8_t>(parent.hi >> (8 * i));
+    buf[8 + i] = static_cast<uint8_t>(parent.lo >> (8 * i));
   }
   size_t n = 16;
   for (int32_t t : tokens) {
     const auto u = static_cast<uint32_t>(t);
     for (int i = 0; i < 4; ++i) buf[n++] = static_cast<uint8_t>(u >> (8 * i));
   }
-  return from_xxh(XXH3_128bits(buf.data(), buf.size()));
+  return from_xxh(XXH3_128bits(buf, n_bytes));
 }
 
 BlockKey hash_bytes(std::span<const uint8_t> bytes, const BlockKey& seed) {
