@@ -106,6 +106,7 @@ Result<Database> Database::open(const std::filesystem::path& path, const Databas
                      : options.sync == SyncMode::normal ? "PRAGMA synchronous=NORMAL"
                                                         : "PRAGMA synchronous=OFF";
   KVC_TRY(db.exec(sync));
+  if (options.page_size > 0) KVC_TRY(db.exec("PRAGMA page_size=" + std::to_string(options.page_size)));
   KVC_TRY(db.exec("PRAGMA foreign_keys=ON"));
   // Reading the schema here turns "not a database" into an error at open, not at first use.
   {
@@ -155,6 +156,24 @@ Result<int64_t> Database::query_int(std::string_view sql) {
   if (!row) return row.error();
   if (!*row) return int64_t{0};
   return st->column_int64(0);
+}
+
+Status Database::read_blob(const char* table, const char* column, int64_t rowid, std::span<uint8_t> out) {
+  sqlite3_blob* blob = nullptr;
+  int rc = sqlite3_blob_open(db_, "main", table, column, rowid, 0, &blob);
+  if (rc != SQLITE_OK) {
+    sqlite3_blob_close(blob);
+    return error(rc, "read");
+  }
+  if (static_cast<size_t>(sqlite3_blob_bytes(blob)) != out.size()) {
+    sqlite3_blob_close(blob);
+    return make_error(ErrorCode::invalid_file, "a stored value in " + what_ + " " + path_.string() +
+                                                   " has the wrong size");
+  }
+  rc = out.empty() ? SQLITE_OK : sqlite3_blob_read(blob, out.data(), static_cast<int>(out.size()), 0);
+  sqlite3_blob_close(blob);
+  if (rc != SQLITE_OK) return error(rc, "read");
+  return {};
 }
 
 int64_t Database::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }

@@ -32,6 +32,7 @@ struct DatabaseOptions {
   int busy_timeout_ms = 5000;
   std::string what = "database";  // how messages name the file: "conversations database"
   int64_t max_bytes = 0;          // > 0: cap the file size (PRAGMA max_page_count); writes past it fail as "full"
+  int page_size = 0;              // > 0: page size of a database created by this open (no effect on an existing one)
 };
 
 class Statement;
@@ -53,6 +54,9 @@ class Database {
   Status exec(std::string_view sql);
   Result<Statement> prepare(std::string_view sql);
   Result<int64_t> query_int(std::string_view sql);  // first column of the first row
+  // Reads BLOB `column` of row `rowid` of `table` straight into `out`; an error when the row is
+  // missing or the blob's size is not out.size().
+  Status read_blob(const char* table, const char* column, int64_t rowid, std::span<uint8_t> out);
 
   int64_t last_insert_rowid() const;
   int64_t changes() const;
