@@ -1,6 +1,11 @@
 // The SQLite cold KV tier: round trips, restarts, the byte budget, corruption and a failing disk.
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -302,4 +307,43 @@ TEST_CASE("cold store: concurrent puts and reads stay consistent", "[storage]") 
   CHECK(n_bad == 0);
   CHECK(s->stats().used_bytes <= opt.capacity_bytes);
   s->check_invariants();
+}
+
+// A real write failure from the kernel, which works as root too: a child process whose file
+// size limit (RLIMIT_FSIZE) makes payload file writes fail with EFBIG, as on a full disk.
+TEST_CASE("cold store: payload files that cannot be written make it unhealthy", "[storage]") {
+  kvc::test::TempDir tmp;
+  ColdStoreOptions opt;
+  opt.placement = PayloadPlacement::files;
+  { put_blocks(*open_store(tmp.path(), opt), 0, 2, 64 * 1024); }
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    const rlimit lim{32 * 1024, 32 * 1024};
+    if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) ::_exit(10);
+    auto s = SqliteColdStore::open(tmp.path(), opt);
+    if (!s) ::_exit(11);
+    for (int i = 2; i < 6; ++i) (*s)->put(key_of(i), {}, {}, payload_of(i, 64 * 1024));
+    (*s)->flush();
+    const auto st = (*s)->stats();
+    if (st.healthy) ::_exit(12);
+    if (st.warning.find("cold KV cache disabled") == std::string::npos) ::_exit(13);
+    if (st.warning.find("in RAM") == std::string::npos) ::_exit(14);
+    if ((*s)->put(key_of(9), {}, {}, payload_of(9, 100))) ::_exit(15);
+    std::vector<uint8_t> out(64 * 1024);
+    if ((*s)->read(key_of(1), out) != kv::ColdRead::ok || out != payload_of(1, 64 * 1024)) ::_exit(16);
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(integrity(tmp.path() / "kv_cache.db") == "ok");
+  auto s = open_store(tmp.path(), opt);
+  CHECK(s->stats().n_blocks == 2);  // nothing half-written was indexed
+  bool same = false;
+  CHECK(read_block(*s, 0, 64 * 1024, &same) == kv::ColdRead::ok);
+  CHECK(same);
+  CHECK_FALSE(s->contains(key_of(2)));
 }
