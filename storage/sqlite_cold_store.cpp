@@ -284,7 +284,7 @@ void SqliteColdStore::touch_locked(const kv::BlockKey& key, uint64_t last_use) {
   if (writer_db_) touches_[key] = last_use;
 }
 
-void SqliteColdStore::erase_locked(const kv::BlockKey& key) {
+void SqliteColdStore::erase_locked(kv::BlockKey key) {
   auto it = index_.find(key);
   KVC_ASSERT(it != index_.end());
   lru_.erase({it->second.last_use, key});

@@ -92,7 +92,7 @@ class SqliteColdStore final : public kv::ColdStore {
                      const std::vector<std::pair<kv::BlockKey, int64_t>>& removals,
                      std::vector<int64_t>& rowids);
   void mark_unhealthy_locked(const std::string& why);
-  void erase_locked(const kv::BlockKey& key);  // from the index; queues the row's deletion
+  void erase_locked(kv::BlockKey key);  // by value: callers may pass a reference into lru_
   void touch_locked(const kv::BlockKey& key, uint64_t last_use);
   void collect_locked();
 
