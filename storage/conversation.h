@@ -1,0 +1,66 @@
+// Conversations and messages as stored: plain values, shared by the store and its exports.
+//
+// Messages form a tree per conversation; editing an earlier message adds a sibling, so every
+// version of the chat stays reachable. The active leaf says which branch is shown.
+//
+//   root (system/user) ── assistant ── user ──┬── assistant        (branch 1)
+//                                             └── user (edited) ── assistant   (branch 2, active)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvc::storage {
+
+enum class Role { system, user, assistant };
+enum class MessageState { complete, streaming };  // streaming: still being generated (or cut off by a crash)
+
+const char* to_string(Role role);
+const char* to_string(MessageState state);
+
+struct SamplingSettings {
+  double temperature = 0.8;
+  int64_t top_k = 40;
+  double top_p = 0.95;
+  double min_p = 0.05;
+  double repeat_penalty = 1.0;
+  int64_t seed = -1;        // -1: random
+  int64_t max_tokens = -1;  // -1: until EOS or the context is full
+  friend bool operator==(const SamplingSettings&, const SamplingSettings&) = default;
+};
+
+struct ConversationSettings {
+  std::string system_prompt;
+  std::string model_path;
+  std::string model_name;
+  SamplingSettings sampling;
+  friend bool operator==(const ConversationSettings&, const ConversationSettings&) = default;
+};
+
+struct Conversation {
+  int64_t id = 0;
+  std::string title;
+  int64_t created_ms = 0;  // milliseconds since the Unix epoch
+  int64_t updated_ms = 0;  // last change to the conversation or any of its messages
+  ConversationSettings settings;
+  int64_t active_leaf = 0;  // 0: no messages yet
+};
+
+struct Message {
+  int64_t id = 0;
+  int64_t conversation_id = 0;
+  int64_t parent_id = 0;  // 0: a root
+  Role role = Role::user;
+  std::string text;
+  std::vector<int32_t> tokens;  // exactly the ids the model saw or sampled
+  int64_t created_ms = 0;
+  MessageState state = MessageState::complete;
+};
+
+// JSON of one path through a conversation (root to leaf), tokens included.
+std::string export_json(const Conversation& conversation, const std::vector<Message>& path);
+// Markdown of the same, for people: a heading per message, no token ids.
+std::string export_markdown(const Conversation& conversation, const std::vector<Message>& path);
+
+}  // namespace kvc::storage

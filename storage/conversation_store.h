@@ -1,0 +1,97 @@
+// ConversationStore: conversations, their message trees and exact token ids, in SQLite.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "storage/conversation.h"
+#include "storage/database.h"
+
+namespace kvc::storage {
+
+struct SearchHit {
+  Conversation conversation;
+  int64_t message_id = 0;  // 0: the title matched
+  std::string snippet;     // matched text with [brackets] around the hits
+};
+
+// Durability: DIR/kvchat.db in WAL mode. Every call that returns success has committed.
+// Commits that create or change what the user wrote (conversations, user messages, edits,
+// finish) sync to disk (synchronous=FULL); streamed assistant deltas commit without a sync
+// (synchronous=NORMAL), which survives a crash of kvchat and costs a fraction of a sync: a
+// power loss may lose the last deltas of an answer, never a user message. Thread-safe.
+class ConversationStore {
+ public:
+  struct Options {
+    std::function<int64_t()> now_ms;  // clock; wall clock when empty
+  };
+
+  static Result<std::unique_ptr<ConversationStore>> open(const std::filesystem::path& db_path, Options options = {});
+  // DIR/kvchat.db, creating DIR.
+  static Result<std::unique_ptr<ConversationStore>> open_in(const std::filesystem::path& data_dir,
+                                                            Options options = {});
+
+  Result<int64_t> create_conversation(std::string_view title, const ConversationSettings& settings);
+  Result<Conversation> conversation(int64_t id);
+  // Most recently updated first; [offset, offset + limit).
+  Result<std::vector<Conversation>> list_conversations(int64_t offset, int64_t limit);
+  // Titles (substring) and message text (full-text, every word must occur); recent first.
+  Result<std::vector<SearchHit>> search(std::string_view query, int64_t limit);
+  Status rename_conversation(int64_t id, std::string_view title);
+  Status update_settings(int64_t id, const ConversationSettings& settings);
+  // Deletes the conversation and all its messages.
+  Status delete_conversation(int64_t id);
+
+  // Appends a complete user (or system) message under `parent_id` (0: a root) and makes it the
+  // active leaf. Durable when this returns.
+  Result<int64_t> append_message(int64_t conversation_id, int64_t parent_id, Role role, std::string_view text,
+                                 std::span<const int32_t> tokens);
+  // Starts an empty assistant message in state streaming; it becomes the active leaf.
+  Result<int64_t> begin_assistant_message(int64_t conversation_id, int64_t parent_id);
+  // Appends streamed text and token ids to a streaming message (committed before returning).
+  Status append_streamed(int64_t message_id, std::string_view text, std::span<const int32_t> tokens);
+  Status finish_message(int64_t message_id);
+  // An edit of an earlier message: a new sibling (same parent, same role) holding the new text;
+  // it becomes the active leaf. The original and its replies stay.
+  Result<int64_t> edit_message(int64_t message_id, std::string_view text, std::span<const int32_t> tokens);
+  Status set_active_leaf(int64_t conversation_id, int64_t message_id);
+
+  Result<Message> message(int64_t id);
+  // Root first, `leaf_id` last.
+  Result<std::vector<Message>> path_to(int64_t leaf_id);
+  // All children of the message's parent (the message included), oldest first.
+  Result<std::vector<Message>> siblings(int64_t message_id);
+  // Follows the newest child down from `message_id` to a leaf (what to show after switching branch).
+  Result<int64_t> newest_leaf_under(int64_t message_id);
+
+  Result<std::string> export_json(int64_t conversation_id, int64_t leaf_id);
+  Result<std::string> export_markdown(int64_t conversation_id, int64_t leaf_id);
+
+  const std::filesystem::path& path() const { return db_.path(); }
+
+ private:
+  ConversationStore(Database db, Options options) : db_(std::move(db)), options_(std::move(options)) {}
+  int64_t now() const;
+  Status set_sync_locked(SyncMode mode);
+  Result<Message> message_locked(int64_t id);
+  Result<Conversation> conversation_locked(int64_t id);
+  Status touch_conversation_locked(int64_t id, int64_t now_ms);
+  Result<int64_t> insert_message_locked(int64_t conversation_id, int64_t parent_id, Role role, std::string_view text,
+                                        std::span<const int32_t> tokens, MessageState state);
+  Result<std::vector<Message>> path_locked(int64_t leaf_id);
+
+  std::mutex mu_;
+  Database db_;
+  Options options_;
+  SyncMode sync_ = SyncMode::full;
+};
+
+}  // namespace kvc::storage

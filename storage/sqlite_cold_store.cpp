@@ -1,0 +1,440 @@
+// The cold KV tier: an in-memory index mirrored in SQLite, payloads in files or BLOBs, and a
+// storage thread that writes queued blocks in batched transactions.
+#include "storage/sqlite_cold_store.h"
+
+#include <algorithm>
+#include <array>
+#include <unordered_set>
+#include <cstring>
+
+#include "core/util/assert.h"
+#include "storage/data_dir.h"
+#include "storage/migrations.h"
+
+namespace kvc::storage {
+
+namespace {
+
+constexpr int64_t k_format_raw = 1;  // payload bytes exactly as put() received them
+
+const Migration k_schema[] = {
+    {1,
+     "CREATE TABLE blocks("
+     "  key BLOB PRIMARY KEY NOT NULL,"   // 16 bytes: hi then lo, big-endian
+     "  parent BLOB NOT NULL,"
+     "  fingerprint BLOB NOT NULL,"
+     "  format INTEGER NOT NULL,"
+     "  n_bytes INTEGER NOT NULL,"
+     "  checksum BLOB NOT NULL,"          // XXH3-128 of the payload, same encoding as key
+     "  last_use INTEGER NOT NULL,"       // logical clock; 0 = released, first to go
+     "  payload_rowid INTEGER NOT NULL"   // > 0: payloads.id; 0: a file in kv_blocks/
+     ") WITHOUT ROWID;"
+     "CREATE TABLE payloads(id INTEGER PRIMARY KEY, data BLOB NOT NULL);"},
+};
+
+using Key16 = std::array<uint8_t, 16>;
+
+Key16 encode(const kv::BlockKey& k) {
+  Key16 b{};
+  for (size_t i = 0; i < 8; ++i) {
+    b[i] = static_cast<uint8_t>(k.hi >> (56 - 8 * i));
+    b[8 + i] = static_cast<uint8_t>(k.lo >> (56 - 8 * i));
+  }
+  return b;
+}
+
+kv::BlockKey decode(std::span<const uint8_t> b) {
+  kv::BlockKey k;
+  if (b.size() != 16) return k;
+  for (size_t i = 0; i < 8; ++i) {
+    k.hi = (k.hi << 8) | b[i];
+    k.lo = (k.lo << 8) | b[8 + i];
+  }
+  return k;
+}
+
+}  // namespace
+
+SqliteColdStore::SqliteColdStore(std::filesystem::path dir, const ColdStoreOptions& options)
+    : dir_(std::move(dir)), options_(options), files_(dir_ / "kv_blocks") {
+  stats_.capacity_bytes = options.capacity_bytes;
+}
+
+Result<std::unique_ptr<SqliteColdStore>> SqliteColdStore::open(const std::filesystem::path& dir,
+                                                               const ColdStoreOptions& options) {
+  std::unique_ptr<SqliteColdStore> store(new SqliteColdStore(dir, options));
+  DatabaseOptions db_opt;
+  db_opt.what = "KV cache database";
+  db_opt.sync = SyncMode::normal;  // a cache: a power loss may lose the last blocks, never consistency
+  db_opt.max_bytes = options.max_db_bytes;
+  db_opt.page_size = options.placement == PayloadPlacement::blob ? 65536 : 0;
+
+  std::string why_read_only;
+  if (!options.read_only) {
+    Status made = ensure_dir(dir);
+    if (made.ok()) {
+      auto w = open_versioned(store->db_path(), db_opt, k_schema);
+      if (w) {
+        store->writer_db_ = std::move(w.value());
+      } else {
+        if (w.error().code == ErrorCode::unsupported) return w.error();  // newer schema: leave it alone
+        why_read_only = w.error().message;
+      }
+    } else {
+      why_read_only = made.error().message;
+    }
+  }
+  DatabaseOptions ro = db_opt;
+  ro.mode = store->writer_db_ ? OpenMode::read_write : OpenMode::read_only;
+  auto r = open_versioned(store->db_path(), ro, k_schema);
+  if (!r) return why_read_only.empty() ? r.error() : make_error(ErrorCode::io, why_read_only);
+  store->reader_db_ = std::move(r.value());
+
+  KVC_TRY(store->load_index());
+  if (!store->writer_db_) {
+    store->stats_.healthy = false;
+    store->stats_.warning =
+        "cold KV cache " + dir.string() + " is read-only" + (why_read_only.empty() ? "" : " (" + why_read_only + ")") +
+        "; blocks already on disk are still used, new ones stay in RAM";
+  } else {
+    if (options.placement == PayloadPlacement::files || !store->index_.empty()) {
+      std::unordered_set<kv::BlockKey, kv::BlockKeyHash> in_files;
+      for (const auto& [k, m] : store->index_) {
+        if (m.payload_rowid == 0) in_files.insert(k);
+      }
+      store->extra_.n_orphans_removed = store->files_.remove_orphans(in_files);
+    }
+    store->writer_ = std::thread([s = store.get()] { s->writer_loop(); });
+  }
+  return store;
+}
+
+SqliteColdStore::~SqliteColdStore() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+}
+
+Status SqliteColdStore::load_index() {
+  auto st = reader_db_->prepare("SELECT key, n_bytes, checksum, last_use, payload_rowid FROM blocks");
+  if (!st) return st.error();
+  std::lock_guard lock(mu_);
+  for (;;) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    Meta m;
+    const kv::BlockKey key = decode(st->column_blob(0));
+    m.n_bytes = st->column_int64(1);
+    m.checksum = decode(st->column_blob(2));
+    m.last_use = static_cast<uint64_t>(st->column_int64(3));
+    m.payload_rowid = st->column_int64(4);
+    clock_ = std::max(clock_, m.last_use);
+    index_[key] = m;
+    lru_.insert({m.last_use, key});
+    stats_.used_bytes += m.n_bytes;
+  }
+  return {};
+}
+
+bool SqliteColdStore::put(const kv::BlockKey& key, const kv::BlockKey& parent, const kv::BlockKey& fingerprint,
+                          std::span<const uint8_t> payload) {
+  const auto size = static_cast<int64_t>(payload.size());
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = index_.find(key); it != index_.end()) {
+      touch_locked(key, ++clock_);
+      return true;
+    }
+    if (pending_.count(key)) return true;
+    if (!stats_.healthy || size > options_.capacity_bytes || queued_bytes_ + size > options_.max_queue_bytes) {
+      ++extra_.n_dropped;
+      return false;
+    }
+  }
+  // Copy and hash outside the lock; the engine thread pays for this, not for the disk.
+  auto p = std::make_shared<Pending>();
+  p->key = key;
+  p->parent = parent;
+  p->fingerprint = fingerprint;
+  p->payload.assign(payload.begin(), payload.end());
+  p->checksum = kv::hash_bytes(payload);
+  {
+    std::lock_guard lock(mu_);
+    if (index_.count(key) || pending_.count(key)) return true;  // raced with another put of the same block
+    if (!stats_.healthy || queued_bytes_ + size > options_.max_queue_bytes) {
+      ++extra_.n_dropped;
+      return false;
+    }
+    pending_[key] = p;
+    queue_.push_back(std::move(p));
+    queued_bytes_ += size;
+  }
+  work_cv_.notify_one();
+  return true;
+}
+
+bool SqliteColdStore::contains(const kv::BlockKey& key) const {
+  std::lock_guard lock(mu_);
+  return index_.count(key) != 0 || pending_.count(key) != 0;
+}
+
+int64_t SqliteColdStore::size_of(const kv::BlockKey& key) const {
+  std::lock_guard lock(mu_);
+  if (auto it = index_.find(key); it != index_.end()) return it->second.n_bytes;
+  if (auto it = pending_.find(key); it != pending_.end()) return static_cast<int64_t>(it->second->payload.size());
+  return -1;
+}
+
+kv::ColdRead SqliteColdStore::read(const kv::BlockKey& key, std::span<uint8_t> out) {
+  Meta m;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = pending_.find(key); it != pending_.end()) {
+      const auto& payload = it->second->payload;
+      if (payload.size() != out.size()) return kv::ColdRead::missing;
+      std::memcpy(out.data(), payload.data(), payload.size());
+      stats_.bytes_read += static_cast<int64_t>(out.size());
+      return kv::ColdRead::ok;
+    }
+    auto it = index_.find(key);
+    if (it == index_.end()) return kv::ColdRead::missing;
+    if (it->second.n_bytes != static_cast<int64_t>(out.size())) {
+      erase_locked(key);
+      ++stats_.n_corrupt;
+      return kv::ColdRead::corrupt;
+    }
+    m = it->second;
+  }
+
+  bool read_ok;
+  if (m.payload_rowid == 0) {
+    read_ok = files_.read(key, out);
+  } else {
+    std::lock_guard lock(read_mu_);
+    read_ok = reader_db_->read_blob("payloads", "data", m.payload_rowid, out).ok();
+  }
+  const bool valid = read_ok && kv::hash_bytes(out) == m.checksum;
+
+  std::lock_guard lock(mu_);
+  auto it = index_.find(key);
+  const bool same = it != index_.end() && it->second.checksum == m.checksum &&
+                    it->second.payload_rowid == m.payload_rowid;
+  if (!valid) {
+    if (!same) return kv::ColdRead::missing;  // collected or replaced while we read
+    erase_locked(key);
+    ++stats_.n_corrupt;
+    return kv::ColdRead::corrupt;
+  }
+  if (same) touch_locked(key, ++clock_);
+  stats_.bytes_read += static_cast<int64_t>(out.size());
+  return kv::ColdRead::ok;
+}
+
+void SqliteColdStore::release(std::span<const kv::BlockKey> keys) {
+  std::lock_guard lock(mu_);
+  for (const auto& k : keys) {
+    if (index_.count(k)) touch_locked(k, 0);
+  }
+}
+
+kv::ColdStoreStats SqliteColdStore::stats() const {
+  std::lock_guard lock(mu_);
+  kv::ColdStoreStats s = stats_;
+  s.n_blocks = static_cast<int64_t>(index_.size());
+  s.n_pending = static_cast<int64_t>(pending_.size());
+  return s;
+}
+
+ColdStoreExtraStats SqliteColdStore::extra_stats() const {
+  std::lock_guard lock(mu_);
+  return extra_;
+}
+
+void SqliteColdStore::flush() {
+  std::unique_lock lock(mu_);
+  if (!writer_.joinable()) return;
+  work_cv_.notify_one();
+  idle_cv_.wait(lock, [&] { return queue_.empty() && touches_.empty() && removals_.empty() && !writer_busy_; });
+}
+
+void SqliteColdStore::check_invariants() const {
+  std::lock_guard lock(mu_);
+  int64_t used = 0;
+  KVC_ASSERT(lru_.size() == index_.size());
+  for (const auto& [k, m] : index_) {
+    KVC_ASSERT(pending_.count(k) == 0);
+    KVC_ASSERT(lru_.count({m.last_use, k}) == 1);
+    used += m.n_bytes;
+  }
+  KVC_ASSERT(used == stats_.used_bytes);
+  int64_t queued = 0;
+  for (const auto& p : queue_) queued += static_cast<int64_t>(p->payload.size());
+  KVC_ASSERT(queued <= queued_bytes_);  // in-flight batches are counted until they commit
+}
+
+void SqliteColdStore::touch_locked(const kv::BlockKey& key, uint64_t last_use) {
+  Meta& m = index_.at(key);
+  lru_.erase({m.last_use, key});
+  m.last_use = last_use;
+  lru_.insert({last_use, key});
+  if (writer_db_) touches_[key] = last_use;
+}
+
+void SqliteColdStore::erase_locked(kv::BlockKey key) {
+  auto it = index_.find(key);
+  KVC_ASSERT(it != index_.end());
+  lru_.erase({it->second.last_use, key});
+  stats_.used_bytes -= it->second.n_bytes;
+  if (writer_db_) {
+    removals_.emplace_back(key, it->second.payload_rowid);
+    touches_.erase(key);
+    work_cv_.notify_one();
+  }
+  index_.erase(it);
+}
+
+void SqliteColdStore::collect_locked() {
+  while (stats_.used_bytes > options_.capacity_bytes && !lru_.empty()) {
+    erase_locked(lru_.begin()->second);
+    ++stats_.n_collected;
+  }
+}
+
+void SqliteColdStore::mark_unhealthy_locked(const std::string& why) {
+  stats_.healthy = false;
+  stats_.warning = "cold KV cache disabled: " + why + "; kvchat keeps working with the KV cache in RAM";
+  extra_.n_dropped += static_cast<int64_t>(queue_.size());
+  for (const auto& p : queue_) {
+    pending_.erase(p->key);
+    queued_bytes_ -= static_cast<int64_t>(p->payload.size());
+  }
+  queue_.clear();
+}
+
+void SqliteColdStore::writer_loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !touches_.empty() || !removals_.empty(); });
+    if (queue_.empty() && touches_.empty() && removals_.empty()) break;  // stop_ and drained
+    std::vector<std::shared_ptr<const Pending>> puts = std::move(queue_);
+    queue_.clear();
+    std::vector<std::pair<kv::BlockKey, uint64_t>> touches(touches_.begin(), touches_.end());
+    touches_.clear();
+    std::vector<std::pair<kv::BlockKey, int64_t>> removals = std::move(removals_);
+    removals_.clear();
+    std::vector<uint64_t> uses(puts.size());
+    for (auto& u : uses) u = ++clock_;
+    writer_busy_ = true;
+    lock.unlock();
+
+    std::vector<int64_t> rowids;
+    const Status st = write_batch(puts, uses, touches, removals, rowids);
+
+    lock.lock();
+    writer_busy_ = false;
+    for (const auto& p : puts) {
+      pending_.erase(p->key);
+      queued_bytes_ -= static_cast<int64_t>(p->payload.size());
+    }
+    if (st.ok()) {
+      ++extra_.n_batches;
+      for (size_t i = 0; i < puts.size(); ++i) {
+        const Pending& p = *puts[i];
+        Meta m;
+        m.n_bytes = static_cast<int64_t>(p.payload.size());
+        m.checksum = p.checksum;
+        m.last_use = uses[i];
+        m.payload_rowid = rowids[i];
+        index_[p.key] = m;
+        lru_.insert({m.last_use, p.key});
+        stats_.used_bytes += m.n_bytes;
+        stats_.bytes_written += m.n_bytes;
+      }
+      collect_locked();
+    } else {
+      extra_.n_dropped += static_cast<int64_t>(puts.size());
+      mark_unhealthy_locked(st.error().message);
+    }
+    idle_cv_.notify_all();
+  }
+  idle_cv_.notify_all();
+}
+
+Status SqliteColdStore::write_batch(const std::vector<std::shared_ptr<const Pending>>& puts,
+                                    const std::vector<uint64_t>& uses,
+                                    const std::vector<std::pair<kv::BlockKey, uint64_t>>& touches,
+                                    const std::vector<std::pair<kv::BlockKey, int64_t>>& removals,
+                                    std::vector<int64_t>& rowids) {
+  Database& db = *writer_db_;
+  const bool to_files = options_.placement == PayloadPlacement::files;
+  // Files of removed blocks go first: a removed block may be re-put in this very batch.
+  for (const auto& [key, rowid] : removals) {
+    if (rowid == 0) files_.remove(key);
+  }
+  size_t n_files = 0;
+  Status st;
+  if (to_files) {
+    for (; n_files < puts.size() && st.ok(); ++n_files) st = files_.write(puts[n_files]->key, puts[n_files]->payload);
+  }
+  auto undo_files = [&] {
+    for (size_t i = 0; i < n_files; ++i) files_.remove(puts[i]->key);
+  };
+  if (!st.ok()) {
+    undo_files();
+    return st;
+  }
+
+  auto body = [&]() -> Status {
+    auto tx = Transaction::begin(db);
+    if (!tx) return tx.error();
+    auto del_block = db.prepare("DELETE FROM blocks WHERE key = ?");
+    auto del_payload = db.prepare("DELETE FROM payloads WHERE id = ?");
+    auto ins_block = db.prepare(
+        "INSERT OR REPLACE INTO blocks(key, parent, fingerprint, format, n_bytes, checksum, last_use, payload_rowid)"
+        " VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
+    auto ins_payload = db.prepare("INSERT INTO payloads(data) VALUES(?)");
+    auto upd_use = db.prepare("UPDATE blocks SET last_use = ? WHERE key = ?");
+    for (auto* s : {&del_block, &del_payload, &ins_block, &ins_payload, &upd_use}) {
+      if (!*s) return s->error();
+    }
+    for (const auto& [key, rowid] : removals) {
+      const Key16 k = encode(key);
+      KVC_TRY(del_block->bind_blob(1, k).run());
+      del_block->reset();
+      if (rowid > 0) {
+        KVC_TRY(del_payload->bind(1, rowid).run());
+        del_payload->reset();
+      }
+    }
+    rowids.assign(puts.size(), 0);
+    for (size_t i = 0; i < puts.size(); ++i) {
+      const Pending& p = *puts[i];
+      if (!to_files) {
+        KVC_TRY(ins_payload->bind_blob_nocopy(1, p.payload).run());
+        ins_payload->reset();
+        rowids[i] = db.last_insert_rowid();
+      }
+      const Key16 k = encode(p.key), parent = encode(p.parent), fp = encode(p.fingerprint), sum = encode(p.checksum);
+      ins_block->bind_blob(1, k).bind_blob(2, parent).bind_blob(3, fp).bind(4, k_format_raw);
+      ins_block->bind(5, static_cast<int64_t>(p.payload.size())).bind_blob(6, sum);
+      ins_block->bind(7, static_cast<int64_t>(uses[i])).bind(8, rowids[i]);
+      KVC_TRY(ins_block->run());
+      ins_block->reset();
+    }
+    for (const auto& [key, last_use] : touches) {
+      const Key16 k = encode(key);
+      KVC_TRY(upd_use->bind(1, static_cast<int64_t>(last_use)).bind_blob(2, k).run());
+      upd_use->reset();
+    }
+    return tx->commit();
+  };
+  st = body();
+  if (!st.ok()) undo_files();
+  return st;
+}
+
+}  // namespace kvc::storage

@@ -1,0 +1,125 @@
+// SqliteColdStore: the cold KV tier (T2) on disk, indexed by SQLite, written by a storage thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/kv/cold_store.h"
+#include "storage/database.h"
+#include "storage/payload_files.h"
+
+namespace kvc::storage {
+
+// Where payloads live. Measured by tests/storage/test_cold_store_bench.cpp (64 KiB - 1 MiB
+// blocks): BLOBs cost less to write (one file, no create/rename per block) and restore at least
+// as fast from the page cache; files were faster only on some cold reads of large blocks. BLOBs
+// also commit atomically with their index row, so blob is the default; files stay selectable.
+enum class PayloadPlacement { blob, files };
+
+struct ColdStoreOptions {
+  int64_t capacity_bytes = int64_t{8} << 30;     // payload byte budget; LRU collection beyond it
+  PayloadPlacement placement = PayloadPlacement::blob;
+  int64_t max_queue_bytes = int64_t{64} << 20;   // put() drops (and counts) beyond this much queued
+  int64_t max_db_bytes = 0;                      // > 0: cap on the index database file
+  bool read_only = false;                        // serve what exists, accept no puts
+};
+
+// Counters beyond kv::ColdStoreStats.
+struct ColdStoreExtraStats {
+  int64_t n_dropped = 0;          // puts refused: queue full, unhealthy, or too large
+  int64_t n_orphans_removed = 0;  // payload files without an index row, removed at open
+  int64_t n_batches = 0;          // write transactions committed
+};
+
+// Files under the data dir:
+//   DIR/kv_cache.db          index (and payloads in blob placement); WAL, synchronous=NORMAL
+//   DIR/kv_blocks/ab/....kvb payloads in files placement (see payload_files.h)
+//
+// Invariants (check_invariants()): every key is either queued or indexed, not both;
+// used_bytes = sum of indexed n_bytes; lru_ holds exactly (last_use, key) of each indexed block.
+class SqliteColdStore final : public kv::ColdStore {
+ public:
+  // Opens (creating) the store under `dir`. When the directory or database cannot be written,
+  // the store opens read-only and unhealthy (stats().warning says why); an error only when
+  // nothing can be read either (the caller then runs on a MemoryColdStore).
+  static Result<std::unique_ptr<SqliteColdStore>> open(const std::filesystem::path& dir,
+                                                       const ColdStoreOptions& options = {});
+  ~SqliteColdStore() override;
+
+  bool put(const kv::BlockKey& key, const kv::BlockKey& parent, const kv::BlockKey& fingerprint,
+           std::span<const uint8_t> payload) override;
+  bool contains(const kv::BlockKey& key) const override;
+  // On `corrupt` the contents of `out` are unspecified.
+  kv::ColdRead read(const kv::BlockKey& key, std::span<uint8_t> out) override;
+  void release(std::span<const kv::BlockKey> keys) override;
+  kv::ColdStoreStats stats() const override;
+  void flush() override;
+
+  ColdStoreExtraStats extra_stats() const;
+  // The stored size of a block, -1 when absent (callers size the buffer for read()).
+  int64_t size_of(const kv::BlockKey& key) const;
+  void check_invariants() const;
+
+  std::filesystem::path db_path() const { return dir_ / "kv_cache.db"; }
+  std::filesystem::path payload_path(const kv::BlockKey& key) const { return files_.path_of(key); }
+
+ private:
+  struct Meta {
+    int64_t n_bytes = 0;
+    kv::BlockKey checksum;
+    uint64_t last_use = 0;
+    int64_t payload_rowid = 0;  // > 0: in the payloads table; 0: in a file
+  };
+  struct Pending {
+    kv::BlockKey key, parent, fingerprint, checksum;
+    std::vector<uint8_t> payload;
+  };
+
+  SqliteColdStore(std::filesystem::path dir, const ColdStoreOptions& options);
+  Status load_index();
+  void writer_loop();
+  Status write_batch(const std::vector<std::shared_ptr<const Pending>>& puts, const std::vector<uint64_t>& uses,
+                     const std::vector<std::pair<kv::BlockKey, uint64_t>>& touches,
+                     const std::vector<std::pair<kv::BlockKey, int64_t>>& removals,
+                     std::vector<int64_t>& rowids);
+  void mark_unhealthy_locked(const std::string& why);
+  void erase_locked(kv::BlockKey key);  // by value: callers may pass a reference into lru_
+  void touch_locked(const kv::BlockKey& key, uint64_t last_use);
+  void collect_locked();
+
+  const std::filesystem::path dir_;
+  const ColdStoreOptions options_;
+  PayloadFiles files_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;   // writer waits for work
+  std::condition_variable idle_cv_;   // flush() waits for the writer
+  std::unordered_map<kv::BlockKey, Meta, kv::BlockKeyHash> index_;
+  std::set<std::pair<uint64_t, kv::BlockKey>> lru_;  // (last_use, key), oldest first
+  std::unordered_map<kv::BlockKey, std::shared_ptr<const Pending>, kv::BlockKeyHash> pending_;
+  std::vector<std::shared_ptr<const Pending>> queue_;            // pending_, in arrival order
+  std::unordered_map<kv::BlockKey, uint64_t, kv::BlockKeyHash> touches_;  // last_use to persist
+  std::vector<std::pair<kv::BlockKey, int64_t>> removals_;       // (key, payload_rowid) to delete
+  int64_t queued_bytes_ = 0;
+  bool writer_busy_ = false;
+  bool stop_ = false;
+  uint64_t clock_ = 0;
+  kv::ColdStoreStats stats_;
+  ColdStoreExtraStats extra_;
+
+  std::optional<Database> writer_db_;  // used only by the writer thread; absent when read-only
+  mutable std::mutex read_mu_;         // guards reader_db_
+  std::optional<Database> reader_db_;
+  std::thread writer_;                 // running iff writer_db_
+};
+
+}  // namespace kvc::storage
