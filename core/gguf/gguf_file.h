@@ -40,6 +40,10 @@ struct TensorInfo {
   int64_t n_elements() const;
 };
 
+// Opening validates the whole file first: every count, length and offset is bounded by
+// the bytes that remain, so a truncated or hostile file gives an error, never a crash, a
+// hang or an allocation beyond a small multiple of the file's size (a string costs at most
+// 4x its 8 on-disk bytes as a std::string). Strings are kept as bytes (UTF-8 not required).
 class GgufFile {
  public:
   // Maps `path` read-only. Errors name the path (io) or what is malformed (invalid_file,
@@ -55,7 +59,8 @@ class GgufFile {
 
   uint32_t version() const { return version_; }
   size_t alignment() const { return alignment_; }
-  size_t data_offset() const { return data_offset_; }  // start of the data section, in bytes
+  // Start of the data section, in bytes; a file without tensors may end before it.
+  size_t data_offset() const { return data_offset_; }
   size_t file_bytes() const { return bytes_.size(); }
 
   // Metadata in file order; keys are unique.

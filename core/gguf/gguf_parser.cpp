@@ -93,7 +93,7 @@ class GgufParser {
   bool read_bool(bool& out, const char* what) {
     uint8_t b = 0;
     if (!read(b, what)) return false;
-    if (b > 1) return fail(std::string(what) + " is a bool with value " + std::to_string(b) + " (must be 0 or 1)");
+    if (b > 1) return fail(std::string(what) + " is " + std::to_string(b) + ", but a bool must be 0 or 1");
     out = b == 1;
     return true;
   }

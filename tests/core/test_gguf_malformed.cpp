@@ -141,9 +141,9 @@ TEST_CASE("gguf malformed: metadata", "[core]") {
   }
   SECTION("bool") {
     expect_error(GgufBytes().header(0, 1).key("tokenizer.ggml.add_bos_token", k_bool).u8(2).zeros(8).bytes(),
-                 ErrorCode::invalid_file, {"tokenizer.ggml.add_bos_token", "bool with value 2"});
+                 ErrorCode::invalid_file, {"tokenizer.ggml.add_bos_token", "value is 2, but a bool must be 0 or 1"});
     expect_error(GgufBytes().header(0, 1).key("flags", k_array).u32(k_bool).u64(3).u8(1).u8(0).u8(7).zeros(8).bytes(),
-                 ErrorCode::invalid_file, {"flags", "value 7", "element 2"});
+                 ErrorCode::invalid_file, {"flags", "is 7, but a bool must be 0 or 1", "element 2"});
   }
   SECTION("duplicate key") {
     expect_error(GgufBytes().header(0, 2).key("a.b", k_u32).u32(1).key("a.b", k_u32).u32(2).bytes(),
