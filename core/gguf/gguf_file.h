@@ -42,8 +42,8 @@ struct TensorInfo {
 
 // Opening validates the whole file first: every count, length and offset is bounded by
 // the bytes that remain, so a truncated or hostile file gives an error, never a crash, a
-// hang or an allocation beyond a small multiple of the file's size (a string costs at most
-// 4x its 8 on-disk bytes as a std::string). Strings are kept as bytes (UTF-8 not required).
+// hang or an allocation beyond a small multiple of the bytes read (an empty string costs a
+// 32-byte std::string for its 8 bytes on disk). Strings are kept as bytes (UTF-8 not required).
 class GgufFile {
  public:
   // Maps `path` read-only. Errors name the path (io) or what is malformed (invalid_file,

@@ -27,6 +27,7 @@ namespace {
 constexpr size_t k_min_kv_bytes = 8 + 4 + 1;            // empty key, type, one-byte value
 constexpr size_t k_min_tensor_info_bytes = 8 + 4 + 8 + 4 + 8;  // empty name, 1 dim, type, offset
 constexpr size_t k_min_array_bytes = 4 + 8;              // element type + count
+constexpr size_t k_max_reserve = 4096;  // elements reserved ahead of reading them
 
 size_t min_element_bytes(ValueType t) {
   if (t == ValueType::string) return 8;
@@ -180,17 +181,19 @@ class GgufParser {
         return true;
       }
       case ValueType::string: {
-        std::vector<std::string> v(count);
+        std::vector<std::string> v;  // grown as read: memory follows the bytes consumed
+        v.reserve(std::min(count, k_max_reserve));
         for (size_t i = 0; i < count; ++i) {
-          if (!read_string(v[i], "string")) return at_element(i);
+          if (!read_string(v.emplace_back(), "string")) return at_element(i);
         }
         out = Array(std::move(v));
         return true;
       }
       case ValueType::array: {
-        std::vector<Array> v(count);
+        std::vector<Array> v;  // grown as read, so nested arrays cannot each reserve the rest of the file
+        v.reserve(std::min(count, k_max_reserve));
         for (size_t i = 0; i < count; ++i) {
-          if (!read_array(depth + 1, v[i])) return at_element(i);
+          if (!read_array(depth + 1, v.emplace_back())) return at_element(i);
         }
         out = Array(std::move(v));
         return true;
@@ -254,7 +257,7 @@ class GgufParser {
   }
 
   bool read_metadata(GgufFile& f, uint64_t n_kv) {
-    f.metadata_.reserve(static_cast<size_t>(n_kv));
+    f.metadata_.reserve(std::min(static_cast<size_t>(n_kv), k_max_reserve));
     for (uint64_t i = 0; i < n_kv; ++i) {
       context_ = "metadata key #" + std::to_string(i);
       std::string key;
@@ -288,7 +291,7 @@ class GgufParser {
   }
 
   bool read_tensor_infos(GgufFile& f, uint64_t n_tensors) {
-    f.tensors_.reserve(static_cast<size_t>(n_tensors));
+    f.tensors_.reserve(std::min(static_cast<size_t>(n_tensors), k_max_reserve));
     for (uint64_t i = 0; i < n_tensors; ++i) {
       context_ = "tensor info #" + std::to_string(i);
       TensorInfo t;
