@@ -71,7 +71,7 @@ size_t align_up(size_t n, size_t alignment) { return (n + alignment - 1) / align
 
 struct GgufWriter::Layout {
   size_t alignment = k_default_alignment;
-  std::vector<uint8_t> head;       // header, metadata, tensor infos and the padding after them
+  std::vector<uint8_t> head;       // header, metadata, tensor infos and (with tensors) padding
   std::vector<uint64_t> offsets;   // per tensor, from the data section start
   std::vector<size_t> n_bytes;     // per tensor
 };
@@ -173,7 +173,9 @@ Result<GgufWriter::Layout> GgufWriter::plan() const {
     enc.put(static_cast<uint32_t>(t.type));
     enc.put(layout.offsets[i]);
   }
-  layout.head.resize(align_up(layout.head.size(), layout.alignment), 0);
+  // Without tensors there is no data section to align (the reader accepts that), so a large
+  // alignment costs nothing.
+  if (!tensors_.empty()) layout.head.resize(align_up(layout.head.size(), layout.alignment), 0);
   return layout;
 }
 

@@ -12,7 +12,7 @@ namespace kvc::test {
 class GgufBytes {
  public:
   GgufBytes& raw(std::string_view s) {
-    b_.insert(b_.end(), s.begin(), s.end());
+    for (char c : s) b_.push_back(static_cast<uint8_t>(c));  // not insert(): GCC 12 warns falsely
     return *this;
   }
   GgufBytes& u8(uint8_t v) { return put(v); }
@@ -53,7 +53,7 @@ class GgufBytes {
   GgufBytes& put(T v) {
     uint8_t p[sizeof(T)];
     std::memcpy(p, &v, sizeof(T));  // the test host is little-endian, like the format
-    b_.insert(b_.end(), p, p + sizeof(T));
+    for (uint8_t c : p) b_.push_back(c);
     return *this;
   }
 

@@ -174,6 +174,20 @@ TEST_CASE("gguf: the writer's bytes match a hand encoding of the spec", "[core]"
   CHECK(*bytes == expected);
 }
 
+TEST_CASE("gguf: a file without tensors has no padding, whatever the alignment", "[core]") {
+  // Found by fuzz_gguf: re-encoding a tiny file with general.alignment = 2^30 padded it to 1 GiB.
+  GgufWriter w;
+  w.set_alignment(uint32_t{1} << 30);
+  auto bytes = w.write_to_memory();
+  REQUIRE(bytes.ok());
+  kvc::test::GgufBytes b;
+  b.header(0, 1).key("general.alignment", 4).u32(uint32_t{1} << 30);
+  CHECK(*bytes == b.bytes());
+  const GgufFile f = parse_ok(*bytes);
+  CHECK(f.alignment() == (size_t{1} << 30));
+  CHECK(f.tensors().empty());
+}
+
 TEST_CASE("gguf: the reader decodes a hand-encoded v2 file", "[core]") {
   kvc::test::GgufBytes b;
   b.header(2, 4, 2).key("general.architecture", 8).str("llama");

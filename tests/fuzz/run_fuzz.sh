@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds fuzz_gguf with the "fuzz" preset and fuzzes the GGUF reader for SECONDS seconds.
-# Seeds: the first 64 KiB of each shared .gguf model plus small files from fuzz_gguf_seeds.
+# Seeds: the first 64 KiB of each shared .gguf model, small files from fuzz_gguf_seeds and
+# the past failures kept in tests/fuzz/seeds/.
 # Exits non-zero, printing the crash input's path (kept in a temp dir), if the fuzzer finds
 # a crash; on success the temp dir is removed.
 set -euo pipefail
@@ -20,6 +21,7 @@ artifacts="$work/artifacts"
 mkdir -p "$corpus" "$artifacts"
 
 ./build/fuzz/tests/fuzz/fuzz_gguf_seeds "$corpus"
+cp tests/fuzz/seeds/* "$corpus"/  # inputs that once failed (regressions)
 shopt -s nullglob
 n_models=0
 for m in "$models"/*.gguf; do
