@@ -144,7 +144,11 @@ Result<GgufWriter::Layout> GgufWriter::plan() const {
       return invalid(what + "row length " + std::to_string(t.shape[0]) + " is not a multiple of " + info.name +
                      "'s block of " + std::to_string(info.block_elems) + " elements");
     }
-    const size_t n_bytes = static_cast<size_t>(n_elements / info.block_elems) * info.block_bytes;
+    const auto n_blocks = static_cast<size_t>(n_elements / info.block_elems);
+    if (n_blocks > (std::numeric_limits<size_t>::max() - data_bytes - layout.alignment) / info.block_bytes) {
+      return invalid(what + "byte size overflows");
+    }
+    const size_t n_bytes = n_blocks * info.block_bytes;
     if (t.known_bytes && *t.known_bytes != n_bytes) {
       return invalid(what + "has " + std::to_string(*t.known_bytes) + " bytes of data, but its shape and type " +
                      info.name + " need " + std::to_string(n_bytes));

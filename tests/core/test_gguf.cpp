@@ -290,6 +290,13 @@ TEST_CASE("gguf: the writer refuses what the reader would refuse, before writing
   }
   {
     GgufWriter w;
+    w.add_tensor_stream("huge", {int64_t{1} << 61, 2}, DType::f32, [](const kvc::gguf::ByteSink&) {
+      return kvc::Status();
+    });
+    expect_refused(w, "byte size overflows");
+  }
+  {
+    GgufWriter w;
     w.add_tensor("w", {}, DType::f32, {});
     expect_refused(w, "0 dimensions");
   }
