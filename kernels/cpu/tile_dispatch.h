@@ -18,6 +18,15 @@ struct ActTile {
   int64_t d_stride;
 };
 
+// Decode streams weights from DRAM: each micro-kernel walks R rows side by side, which the
+// hardware prefetcher follows poorly, so kernels prefetch the same offset two tiles ahead
+// (rows are contiguous, so that is where the walk will be then).
+template <int k_bytes>
+inline void prefetch_ahead(const void* p, size_t rb, int k_rows) {
+  const char* q = static_cast<const char*>(p) + 6 * static_cast<size_t>(k_rows) * rb;
+  for (int i = 0; i < k_bytes; i += 64) __builtin_prefetch(q + i, 0, 3);
+}
+
 // Kernel: a struct with constants k_rows, k_tokens and a static template
 //   template <int R, int T> void run(const uint8_t* w, size_t w_row_bytes, const ActTile& a,
 //                                    float* y, int64_t y_stride);

@@ -110,6 +110,7 @@ struct Q8_0FormKernel {
       float wd[R];
       for (int r = 0; r < R; ++r) {
         const auto& blk = reinterpret_cast<const typename W::Block*>(w + r * rb)[b];
+        tiling::prefetch_ahead<sizeof(typename W::Block) + 63>(&blk, rb, k_rows);
         wq[r] = W::load(blk);
         wd[r] = _cvtsh_ss(blk.d);
       }
@@ -159,6 +160,7 @@ struct Q4_KKernel {
       float wd[R], wdmin[R];
       for (int r = 0; r < R; ++r) {
         const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w + r * rb)[b];
+        tiling::prefetch_ahead<sizeof(BlockQ4_K) + 63>(&blk, rb, k_rows);
         uint32_t words[4];
         unpack_q4_k_words(blk.scales, words);
         std::memcpy(sm[r], words, 16);
@@ -236,6 +238,7 @@ struct Q6_KKernel {
       float wd[R];
       for (int r = 0; r < R; ++r) {
         const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(w + r * rb)[b];
+        tiling::prefetch_ahead<sizeof(BlockQ6_K) + 63>(&blk, rb, k_rows);
         sc32[r] = _mm256_slli_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales))), 5);
         wd[r] = _cvtsh_ss(blk.d);
       }

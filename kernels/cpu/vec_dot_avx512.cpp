@@ -103,6 +103,7 @@ struct Q8_0FormKernel {
     __m512 wd[R];
     for (int r = 0; r < R; ++r) {
       const auto* blk = reinterpret_cast<const typename W::Block*>(w + r * rb) + b;
+      tiling::prefetch_ahead<2 * sizeof(typename W::Block) + 63>(blk, rb, k_rows);
       wq[r] = W::template load<k_pair>(blk);
       const uint32_t d2 = blk[0].d | (k_pair ? static_cast<uint32_t>(blk[1].d) << 16 : 0u);
       wd[r] = pair_scales(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d2))));
@@ -121,6 +122,46 @@ struct Q8_0FormKernel {
     }
   }
 
+  // Q4_0 only: four blocks per step. The low nibbles of blocks 0-3 fill one register and the
+  // high nibbles another, so one dot covers 128 values and lanes 4k..4k+3 sum to block k;
+  // the activations are regrouped to match with two 128-bit lane shuffles per token.
+  template <int R, int T>
+  static inline void quad_step(const uint8_t* w, size_t rb, const ActTile& a, int64_t b, __m512 (&acc)[R][T]) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    __m512i wlo[R], whi[R];
+    __m512 wd[R];
+    for (int r = 0; r < R; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ4_0*>(w + r * rb) + b;
+      tiling::prefetch_ahead<4 * sizeof(BlockQ4_0) + 63>(blk, rb, k_rows);
+      auto qs = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[i].qs)); };
+      const __m256i y01 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(0)), qs(1), 1);
+      const __m256i y23 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(2)), qs(3), 1);
+      const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(y01), y23, 1);
+      wlo[r] = _mm512_and_si512(z, low4);
+      whi[r] = _mm512_and_si512(_mm512_srli_epi16(z, 4), low4);
+      const __m128i h = _mm_set_epi16(0, 0, 0, 0, static_cast<short>(blk[3].d), static_cast<short>(blk[2].d),
+                                      static_cast<short>(blk[1].d), static_cast<short>(blk[0].d));
+      wd[r] = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_cvtph_ps(h)));
+    }
+    const __m512i eight = _mm512_set1_epi8(8);
+    for (int t = 0; t < T; ++t) {
+      const int8_t* q = a.qs + t * a.n_cols + 32 * b;
+      const __m512i a01 = _mm512_loadu_si512(q);
+      const __m512i a23 = _mm512_loadu_si512(q + 64);
+      const __m512i alo = _mm512_shuffle_i64x2(a01, a23, _MM_SHUFFLE(2, 0, 2, 0));
+      const __m512i ahi = _mm512_shuffle_i64x2(a01, a23, _MM_SHUFFLE(3, 1, 3, 1));
+      const __m512i zero = _mm512_setzero_si512();
+      const __m512i init = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, eight, _mm512_sub_epi8(zero, alo)), eight,
+                                               _mm512_sub_epi8(zero, ahi));
+      const __m512 ad = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_loadu_ps(a.d + t * a.d_stride + b)));
+      for (int r = 0; r < R; ++r) {
+        const __m512i dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, wlo[r], alo), whi[r], ahi);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(wd[r], ad), acc[r][t]);
+      }
+    }
+  }
+
   template <int R, int T>
   static void run(const uint8_t* w, size_t rb, const ActTile& a, float* y, int64_t ys) {
     const int64_t n_blocks = a.n_cols / 32;
@@ -128,6 +169,9 @@ struct Q8_0FormKernel {
     for (auto& row : acc)
       for (auto& v : row) v = _mm512_setzero_ps();
     int64_t b = 0;
+    if constexpr (W::k_offset == 8) {
+      for (; b + 4 <= n_blocks; b += 4) quad_step<R, T>(w, rb, a, b, acc);
+    }
     for (; b + 2 <= n_blocks; b += 2) step<R, T, true>(w, rb, a, b, acc);
     if (b < n_blocks) step<R, T, false>(w, rb, a, b, acc);
     for (int r = 0; r < R; ++r)
@@ -182,6 +226,7 @@ struct Q4_KKernel {
       float wd[R], wdmin[R];
       for (int r = 0; r < R; ++r) {
         const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w + r * rb)[b];
+        tiling::prefetch_ahead<sizeof(BlockQ4_K) + 63>(&blk, rb, k_rows);
         uint32_t words[4];
         unpack_q4_k_words(blk.scales, words);
         const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(words));
@@ -246,6 +291,7 @@ struct Q6_KKernel {
       float wd[R];
       for (int r = 0; r < R; ++r) {
         const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(w + r * rb)[b];
+        tiling::prefetch_ahead<sizeof(BlockQ6_K) + 63>(&blk, rb, k_rows);
         const __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
         sc16[r] = _mm512_castsi256_si512(s);
         sc32[r] = _mm256_slli_epi16(s, 5);
