@@ -19,11 +19,12 @@ struct ActTile {
 };
 
 // Decode streams weights from DRAM: each micro-kernel walks R rows side by side, which the
-// hardware prefetcher follows poorly, so kernels prefetch the same offset two tiles ahead
-// (rows are contiguous, so that is where the walk will be then).
+// hardware prefetcher follows poorly, so kernels prefetch the same offset k_prefetch_tiles
+// tiles ahead (rows are contiguous, so that is where the walk will be then).
+constexpr size_t k_prefetch_tiles = 6;
 template <int k_bytes>
 inline void prefetch_ahead(const void* p, size_t rb, int k_rows) {
-  const char* q = static_cast<const char*>(p) + 6 * static_cast<size_t>(k_rows) * rb;
+  const char* q = static_cast<const char*>(p) + k_prefetch_tiles * static_cast<size_t>(k_rows) * rb;
   for (int i = 0; i < k_bytes; i += 64) __builtin_prefetch(q + i, 0, 3);
 }
 

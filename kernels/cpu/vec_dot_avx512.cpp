@@ -94,8 +94,8 @@ struct Q8_0Weights {
 template <typename W>
 struct Q8_0FormKernel {
   static constexpr int k_block = 32;
-  static constexpr int k_rows = 4;
-  static constexpr int k_tokens = 4;
+  static constexpr int k_rows = 3;
+  static constexpr int k_tokens = 6;
 
   template <int R, int T, bool k_pair>
   static inline void step(const uint8_t* w, size_t rb, const ActTile& a, int64_t b, __m512 (&acc)[R][T]) {
