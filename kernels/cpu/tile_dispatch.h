@@ -31,16 +31,17 @@ inline void prefetch_ahead(const void* p, size_t rb, int k_rows) {
 // Kernel: a struct with constants k_rows, k_tokens and a static template
 //   template <int R, int T> void run(const uint8_t* w, size_t w_row_bytes, const ActTile& a,
 //                                    float* y, int64_t y_stride);
-// computing R rows x T tokens (R <= k_rows, T <= k_tokens).
-template <typename Kernel, int R, int T>
-void call_exact(int nr, int nt, const uint8_t* w, size_t rb, const ActTile& a, float* y, int64_t ys) {
+// computing R rows x T tokens (R <= k_rows, T <= k_tokens). call_exact picks the instance
+// for a tile of nr x nt and forwards its arguments.
+template <typename Kernel, int R, int T, typename... Args>
+void call_exact(int nr, int nt, Args&&... args) {
   if constexpr (R > 1) {
-    if (nr < R) return call_exact<Kernel, R - 1, T>(nr, nt, w, rb, a, y, ys);
+    if (nr < R) return call_exact<Kernel, R - 1, T>(nr, nt, args...);
   }
   if constexpr (T > 1) {
-    if (nt < T) return call_exact<Kernel, R, T - 1>(nr, nt, w, rb, a, y, ys);
+    if (nt < T) return call_exact<Kernel, R, T - 1>(nr, nt, args...);
   }
-  Kernel::template run<R, T>(w, rb, a, y, ys);
+  Kernel::template run<R, T>(args...);
 }
 
 // Rows outer, tokens inner: a tile's weight rows stay in L1 while every token passes by.

@@ -6,7 +6,9 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/tile_dispatch.h"
 #include "kernels/cpu/vec_dot.h"
@@ -94,8 +96,8 @@ struct Q8_0Weights {
 template <typename W>
 struct Q8_0FormKernel {
   static constexpr int k_block = 32;
-  static constexpr int k_rows = 3;
-  static constexpr int k_tokens = 6;
+  static constexpr int k_rows = 4;
+  static constexpr int k_tokens = 4;
 
   template <int R, int T, bool k_pair>
   static inline void step(const uint8_t* w, size_t rb, const ActTile& a, int64_t b, __m512 (&acc)[R][T]) {
@@ -125,25 +127,27 @@ struct Q8_0FormKernel {
   // Q4_0 only: four blocks per step. The low nibbles of blocks 0-3 fill one register and the
   // high nibbles another, so one dot covers 128 values and lanes 4k..4k+3 sum to block k;
   // the activations are regrouped to match with two 128-bit lane shuffles per token.
-  template <int R, int T>
-  static inline void quad_step(const uint8_t* w, size_t rb, const ActTile& a, int64_t b, __m512 (&acc)[R][T]) {
+  struct Quad {
+    __m512i lo, hi;  // nibbles of values 0-15 / 16-31 of blocks 0-3
+    __m512 d;        // [d0 x 4, d1 x 4, d2 x 4, d3 x 4]
+  };
+  static inline Quad load_quad(const BlockQ4_0* blk) {
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     const __m512i idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-    __m512i wlo[R], whi[R];
-    __m512 wd[R];
-    for (int r = 0; r < R; ++r) {
-      const auto* blk = reinterpret_cast<const BlockQ4_0*>(w + r * rb) + b;
-      tiling::prefetch_ahead<4 * sizeof(BlockQ4_0) + 63>(blk, rb, k_rows);
-      auto qs = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[i].qs)); };
-      const __m256i y01 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(0)), qs(1), 1);
-      const __m256i y23 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(2)), qs(3), 1);
-      const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(y01), y23, 1);
-      wlo[r] = _mm512_and_si512(z, low4);
-      whi[r] = _mm512_and_si512(_mm512_srli_epi16(z, 4), low4);
-      const __m128i h = _mm_set_epi16(0, 0, 0, 0, static_cast<short>(blk[3].d), static_cast<short>(blk[2].d),
-                                      static_cast<short>(blk[1].d), static_cast<short>(blk[0].d));
-      wd[r] = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_cvtph_ps(h)));
-    }
+    auto qs = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[i].qs)); };
+    const __m256i y01 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(0)), qs(1), 1);
+    const __m256i y23 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(2)), qs(3), 1);
+    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(y01), y23, 1);
+    const __m128i h = _mm_set_epi16(0, 0, 0, 0, static_cast<short>(blk[3].d), static_cast<short>(blk[2].d),
+                                    static_cast<short>(blk[1].d), static_cast<short>(blk[0].d));
+    return {_mm512_and_si512(z, low4), _mm512_and_si512(_mm512_srli_epi16(z, 4), low4),
+            _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_cvtph_ps(h)))};
+  }
+
+  // quads: (R) weight quads of this step, from registers or from a prepared tile.
+  template <int R, int T>
+  static inline void quad_dots(const Quad* quads, const ActTile& a, int64_t b, __m512 (&acc)[R][T]) {
+    const __m512i idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
     const __m512i eight = _mm512_set1_epi8(8);
     for (int t = 0; t < T; ++t) {
       const int8_t* q = a.qs + t * a.n_cols + 32 * b;
@@ -156,10 +160,44 @@ struct Q8_0FormKernel {
                                                _mm512_sub_epi8(zero, ahi));
       const __m512 ad = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_loadu_ps(a.d + t * a.d_stride + b)));
       for (int r = 0; r < R; ++r) {
-        const __m512i dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, wlo[r], alo), whi[r], ahi);
-        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(wd[r], ad), acc[r][t]);
+        const __m512i dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, quads[r].lo, alo), quads[r].hi, ahi);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(quads[r].d, ad), acc[r][t]);
       }
     }
+  }
+
+  template <int R, int T>
+  static inline void quad_step(const uint8_t* w, size_t rb, const ActTile& a, int64_t b, __m512 (&acc)[R][T]) {
+    Quad quads[R];
+    for (int r = 0; r < R; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ4_0*>(w + r * rb) + b;
+      tiling::prefetch_ahead<4 * sizeof(BlockQ4_0) + 63>(blk, rb, k_rows);
+      quads[r] = load_quad(blk);
+    }
+    quad_dots<R, T>(quads, a, b, acc);
+  }
+
+  // Pairs and single blocks from b on, then the horizontal sums.
+  template <int R, int T>
+  static inline void finish(const uint8_t* w, size_t rb, const ActTile& a, int64_t b, __m512 (&acc)[R][T], float* y,
+                            int64_t ys) {
+    const int64_t n_blocks = a.n_cols / 32;
+    for (; b + 2 <= n_blocks; b += 2) step<R, T, true>(w, rb, a, b, acc);
+    if (b < n_blocks) step<R, T, false>(w, rb, a, b, acc);
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
+  }
+
+  // Q4_0 prefill: the row tile's quads were unpacked once into `prepared`, (n_quads, R).
+  template <int R, int T>
+  static void run_prepared(const Quad* prepared, const uint8_t* w, size_t rb, const ActTile& a, float* y,
+                           int64_t ys) {
+    const int64_t n_quads = a.n_cols / 128;
+    __m512 acc[R][T];
+    for (auto& row : acc)
+      for (auto& v : row) v = _mm512_setzero_ps();
+    for (int64_t g = 0; g < n_quads; ++g) quad_dots<R, T>(prepared + g * R, a, 4 * g, acc);
+    finish<R, T>(w, rb, a, 4 * n_quads, acc, y, ys);
   }
 
   template <int R, int T>
@@ -172,12 +210,41 @@ struct Q8_0FormKernel {
     if constexpr (W::k_offset == 8) {
       for (; b + 4 <= n_blocks; b += 4) quad_step<R, T>(w, rb, a, b, acc);
     }
-    for (; b + 2 <= n_blocks; b += 2) step<R, T, true>(w, rb, a, b, acc);
-    if (b < n_blocks) step<R, T, false>(w, rb, a, b, acc);
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
+    finish<R, T>(w, rb, a, b, acc, y, ys);
   }
 };
+
+struct PreparedQ4_0 {
+  template <int R, int T>
+  static void run(const Q8_0FormKernel<Q4_0Weights>::Quad* prepared, const uint8_t* w, size_t rb, const ActTile& a,
+                  float* y, int64_t ys) {
+    Q8_0FormKernel<Q4_0Weights>::run_prepared<R, T>(prepared, w, rb, a, y, ys);
+  }
+};
+
+// Q4_0 with many tokens: each row tile is unpacked once into an L1-resident buffer that every
+// token tile then reads, instead of unpacking it again per token tile.
+void tile_q4_0(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens, float* y,
+               int64_t ys) {
+  using K = Q8_0FormKernel<Q4_0Weights>;
+  if (n_tokens <= K::k_tokens) return tiling::tile_quant<K>(w, rb, n_rows, acts, n_tokens, y, ys);
+  const int64_t n_quads = acts.n_cols / 128;
+  thread_local std::vector<K::Quad> prepared;  // (n_quads, k_rows)
+  if (prepared.size() < static_cast<size_t>(n_quads * K::k_rows)) prepared.resize(static_cast<size_t>(n_quads * K::k_rows));
+  const int64_t d_stride = acts.n_cols / 32;
+  for (int64_t r = 0; r < n_rows; r += K::k_rows) {
+    const int nr = static_cast<int>(std::min<int64_t>(K::k_rows, n_rows - r));
+    for (int64_t g = 0; g < n_quads; ++g)
+      for (int i = 0; i < nr; ++i)
+        prepared[static_cast<size_t>(g * nr + i)] = K::load_quad(reinterpret_cast<const BlockQ4_0*>(w + (r + i) * rb) + 4 * g);
+    for (int64_t t = 0; t < n_tokens; t += K::k_tokens) {
+      const int nt = static_cast<int>(std::min<int64_t>(K::k_tokens, n_tokens - t));
+      const ActTile a{acts.qs + t * acts.n_cols, acts.d + t * d_stride, nullptr, acts.n_cols, d_stride};
+      tiling::call_exact<PreparedQ4_0, K::k_rows, K::k_tokens>(nr, nt, prepared.data(), w + r * rb, rb, a,
+                                                               y + t * ys + r, ys);
+    }
+  }
+}
 
 // ---- Q4_K and Q6_K weights x Q8_K activations ----
 //
@@ -397,7 +464,7 @@ const KernelSet& kernels_avx512_vnni() {
       "avx512_vnni",
       quantize_q8_0,
       quantize_q8_k,
-      tiling::tile_quant<Q8_0FormKernel<Q4_0Weights>>,
+      tile_q4_0,
       tiling::tile_quant<Q8_0FormKernel<Q8_0Weights>>,
       tiling::tile_quant<Q4_KKernel>,
       tiling::tile_quant<Q6_KKernel>,
