@@ -1,0 +1,63 @@
+// Walks a (rows x tokens) output block in register tiles and calls a micro-kernel per tile.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/vec_dot.h"
+
+namespace kvc::kernels::tiling {
+
+// The activations of the tokens of one micro-kernel call; token t starts at qs + t * n_cols.
+struct ActTile {
+  const int8_t* qs;
+  const float* d;        // (n_tokens, d_stride)
+  const int16_t* bsums;  // (n_tokens, n_cols / 16), Q8_K form only
+  int64_t n_cols;
+  int64_t d_stride;
+};
+
+// Decode streams weights from DRAM: each micro-kernel walks R rows side by side, which the
+// hardware prefetcher follows poorly, so kernels prefetch the same offset k_prefetch_tiles
+// tiles ahead (rows are contiguous, so that is where the walk will be then).
+constexpr size_t k_prefetch_tiles = 6;
+template <int k_bytes>
+inline void prefetch_ahead(const void* p, size_t rb, int k_rows) {
+  const char* q = static_cast<const char*>(p) + k_prefetch_tiles * static_cast<size_t>(k_rows) * rb;
+  for (int i = 0; i < k_bytes; i += 64) __builtin_prefetch(q + i, 0, 3);
+}
+
+// Kernel: a struct with constants k_rows, k_tokens and a static template
+//   template <int R, int T> void run(const uint8_t* w, size_t w_row_bytes, const ActTile& a,
+//                                    float* y, int64_t y_stride);
+// computing R rows x T tokens (R <= k_rows, T <= k_tokens). call_exact picks the instance
+// for a tile of nr x nt and forwards its arguments.
+template <typename Kernel, int R, int T, typename... Args>
+void call_exact(int nr, int nt, Args&&... args) {
+  if constexpr (R > 1) {
+    if (nr < R) return call_exact<Kernel, R - 1, T>(nr, nt, args...);
+  }
+  if constexpr (T > 1) {
+    if (nt < T) return call_exact<Kernel, R, T - 1>(nr, nt, args...);
+  }
+  Kernel::template run<R, T>(args...);
+}
+
+// Rows outer, tokens inner: a tile's weight rows stay in L1 while every token passes by.
+template <typename Kernel>
+void tile_quant(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
+                float* y, int64_t ys) {
+  const int64_t d_stride = acts.n_cols / Kernel::k_block;
+  for (int64_t r = 0; r < n_rows; r += Kernel::k_rows) {
+    const int nr = static_cast<int>(std::min<int64_t>(Kernel::k_rows, n_rows - r));
+    for (int64_t t = 0; t < n_tokens; t += Kernel::k_tokens) {
+      const int nt = static_cast<int>(std::min<int64_t>(Kernel::k_tokens, n_tokens - t));
+      const ActTile a{acts.qs + t * acts.n_cols, acts.d + t * d_stride,
+                      acts.bsums ? acts.bsums + t * (acts.n_cols / 16) : nullptr, acts.n_cols, d_stride};
+      call_exact<Kernel, Kernel::k_rows, Kernel::k_tokens>(nr, nt, w + r * rb, rb, a, y + t * ys + r, ys);
+    }
+  }
+}
+
+}  // namespace kvc::kernels::tiling

@@ -1,0 +1,282 @@
+// Quantized matmul: the scalar reference against an independent float computation, and every
+// SIMD variant this CPU has against the scalar reference.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/vec_dot.h"
+
+using namespace kvc::kernels;
+
+namespace {
+
+constexpr double k_u = 1.0 / (1 << 24);  // unit roundoff of float
+
+// A weight matrix of random but valid blocks: random bytes everywhere, then sane fp16 scales.
+struct RandomMatrix {
+  DType type;
+  int64_t n_rows, n_cols;
+  std::vector<uint8_t> bytes;
+  MatrixView view() const { return {type, bytes.data(), n_rows, n_cols}; }
+};
+
+RandomMatrix random_matrix(DType type, int64_t n_rows, int64_t n_cols, std::mt19937& rng) {
+  RandomMatrix m{type, n_rows, n_cols, std::vector<uint8_t>(row_bytes(type, n_cols) * static_cast<size_t>(n_rows))};
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.002f, 0.02f);
+  std::normal_distribution<float> value(0.0f, 0.5f);
+  for (auto& b : m.bytes) b = static_cast<uint8_t>(byte(rng));
+  const int64_t n_blocks = static_cast<int64_t>(m.bytes.size() / dtype_info(type).block_bytes);
+  auto put = [&](size_t off, uint16_t h) { std::memcpy(m.bytes.data() + off, &h, 2); };
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const size_t o = static_cast<size_t>(b) * dtype_info(type).block_bytes;
+    switch (type) {
+      case DType::q4_0: case DType::q8_0: put(o, f32_to_fp16(scale(rng))); break;
+      case DType::q4_k: put(o, f32_to_fp16(scale(rng))); put(o + 2, f32_to_fp16(scale(rng))); break;
+      case DType::q6_k: put(o + 208, f32_to_fp16(scale(rng))); break;
+      case DType::f32: { const float f = value(rng); std::memcpy(m.bytes.data() + o, &f, 4); break; }
+      case DType::f16: put(o, f32_to_fp16(value(rng))); break;
+      case DType::bf16: put(o, f32_to_bf16(value(rng))); break;
+      case DType::q8_k: break;
+    }
+  }
+  return m;
+}
+
+// Weight element i of row r by the format's formula, as an exact value (w) and as the sum of
+// the magnitudes of its terms (mag: |d*sc*q| + |dmin*m| for Q4_K), for error bounds.
+struct Elem {
+  double w, mag;
+};
+
+std::vector<Elem> dequantize_row_for_test(DType type, const uint8_t* row, int64_t n) {
+  std::vector<Elem> out(static_cast<size_t>(n));
+  auto h = [](const uint8_t* p) { uint16_t v; std::memcpy(&v, p, 2); return static_cast<double>(fp16_to_f32(v)); };
+  auto set = [&](int64_t i, double w, double mag) { out[static_cast<size_t>(i)] = {w, mag}; };
+  for (int64_t base = 0; base < n; base += dtype_info(type).block_elems) {
+    const uint8_t* blk = row + static_cast<size_t>(base / dtype_info(type).block_elems) * dtype_info(type).block_bytes;
+    switch (type) {
+      case DType::q8_0:
+        for (int j = 0; j < 32; ++j) { const double v = h(blk) * static_cast<int8_t>(blk[2 + j]); set(base + j, v, std::fabs(v)); }
+        break;
+      case DType::q4_0:
+        for (int j = 0; j < 16; ++j) {
+          const double lo = h(blk) * ((blk[2 + j] & 0xF) - 8), hi = h(blk) * ((blk[2 + j] >> 4) - 8);
+          set(base + j, lo, std::fabs(lo));
+          set(base + j + 16, hi, std::fabs(hi));
+        }
+        break;
+      case DType::q4_k: {
+        const double d = h(blk), dmin = h(blk + 2);
+        const uint8_t* s = blk + 4;
+        const uint8_t* qs = blk + 16;
+        for (int j = 0; j < 8; ++j) {
+          const int sc = j < 4 ? s[j] & 63 : (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+          const int m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+          for (int i = 0; i < 32; ++i) {
+            const int q = (j % 2 == 0) ? qs[32 * (j / 2) + i] & 0xF : qs[32 * (j / 2) + i] >> 4;
+            set(base + 32 * j + i, d * sc * q - dmin * m, std::fabs(d * sc * q) + std::fabs(dmin * m));
+          }
+        }
+        break;
+      }
+      case DType::q6_k: {
+        const uint8_t* ql = blk;
+        const uint8_t* qh = blk + 128;
+        const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
+        const double d = h(blk + 208);
+        for (int half = 0; half < 2; ++half) {
+          for (int l = 0; l < 32; ++l) {
+            const int64_t p = base + 128 * half + l;
+            const int q[4] = {(ql[64 * half + l] & 0xF) | (((qh[32 * half + l] >> 0) & 3) << 4),
+                              (ql[64 * half + l + 32] & 0xF) | (((qh[32 * half + l] >> 2) & 3) << 4),
+                              (ql[64 * half + l] >> 4) | (((qh[32 * half + l] >> 4) & 3) << 4),
+                              (ql[64 * half + l + 32] >> 4) | (((qh[32 * half + l] >> 6) & 3) << 4)};
+            for (int k = 0; k < 4; ++k) {
+              const double v = d * sc[8 * half + l / 16 + 2 * k] * (q[k] - 32);
+              set(p + 32 * k, v, std::fabs(v));
+            }
+          }
+        }
+        break;
+      }
+      case DType::f32: { float f; std::memcpy(&f, blk, 4); set(base, f, std::fabs(f)); break; }
+      case DType::f16: set(base, h(blk), std::fabs(h(blk))); break;
+      case DType::bf16: { uint16_t v; std::memcpy(&v, blk, 2); set(base, bf16_to_f32(v), std::fabs(bf16_to_f32(v))); break; }
+      case DType::q8_k: break;
+    }
+  }
+  return out;
+}
+
+bool is_quantized(DType t) { return t == DType::q4_0 || t == DType::q8_0 || t == DType::q4_k || t == DType::q6_k; }
+int64_t act_block(DType t) { return t == DType::q4_k || t == DType::q6_k ? 256 : 32; }
+
+// The activation each kernel consumes, rebuilt by the documented rule: per block of 32 (256),
+// amax = max|x|, q = nearest-even(x * (127 / amax)), value = q * (amax / 127). Also the
+// largest rounding error per element, amax / 127 / 2 (plus float slack), for the bound.
+struct TestActs {
+  std::vector<double> value, err;
+};
+
+TestActs quantize_for_test(const std::vector<float>& x, int64_t block) {
+  TestActs a{std::vector<double>(x.size()), std::vector<double>(x.size())};
+  for (size_t b = 0; b < x.size(); b += static_cast<size_t>(block)) {
+    float amax = 0.0f;
+    for (size_t i = b; i < b + static_cast<size_t>(block); ++i) amax = std::fmax(amax, std::fabs(x[i]));
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const float d = amax / 127.0f;
+    for (size_t i = b; i < b + static_cast<size_t>(block); ++i) {
+      a.value[i] = static_cast<double>(d) * static_cast<double>(std::nearbyint(x[i] * id));
+      // |x - q*d| <= d*(1/2 + 127u) + 2u|x|: rounding of x*id to q, and d*id = 1 +- 2u.
+      a.err[i] = static_cast<double>(d) * (0.5 + 127 * k_u) + 2 * k_u * static_cast<double>(std::fabs(x[i])) + 1e-30;
+    }
+  }
+  return a;
+}
+
+std::vector<float> random_acts(int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = nd(rng);
+  x[static_cast<size_t>(n / 3)] = 9.0f;  // an outlier, as real activations have
+  return x;
+}
+
+// Sum over i of mag_i * |a_i| for one output: the size of the float terms being summed.
+double magnitude(const std::vector<Elem>& w, const std::vector<double>& a, size_t off) {
+  double s = 0;
+  for (size_t i = 0; i < w.size(); ++i) s += w[i].mag * std::fabs(a[off + i]);
+  return s;
+}
+
+const DType k_all_types[] = {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k, DType::f32, DType::f16, DType::bf16};
+
+}  // namespace
+
+TEST_CASE("scalar reference matmul matches a double-precision dot of the dequantized weights", "[kernels]") {
+  std::mt19937 rng(7);
+  for (DType type : k_all_types) {
+    INFO("type " << dtype_name(type));
+    const int64_t n_rows = 9, n_cols = 768, n_tokens = 3;
+    const RandomMatrix m = random_matrix(type, n_rows, n_cols, rng);
+    const std::vector<float> x = random_acts(n_cols * n_tokens, rng);
+    std::vector<float> y(static_cast<size_t>(n_rows * n_tokens));
+    matmul_reference(m.view(), x.data(), n_tokens, y.data());
+    const TestActs qa = is_quantized(type) ? quantize_for_test(x, act_block(type))
+                                           : TestActs{std::vector<double>(x.begin(), x.end()), std::vector<double>(x.size())};
+    const int64_t n_terms = is_quantized(type) ? 2 * n_cols / act_block(type) : n_cols;
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const auto w = dequantize_row_for_test(type, m.bytes.data() + static_cast<size_t>(r) * row_bytes(type, n_cols), n_cols);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        const size_t off = static_cast<size_t>(t * n_cols);
+        double exact_x = 0, exact_q = 0, quant_err = 0;
+        for (size_t i = 0; i < w.size(); ++i) {
+          exact_x += w[i].w * static_cast<double>(x[off + i]);
+          exact_q += w[i].w * qa.value[off + i];
+          quant_err += std::fabs(w[i].w) * qa.err[off + i];
+        }
+        // Float accumulation of n_terms products (each rounded a few times) in any order:
+        // |error| <= (n_terms + 4) * u * sum of the terms' magnitudes.
+        const double round_err = (static_cast<double>(n_terms) + 4) * k_u * magnitude(w, qa.value, off);
+        const double got = y[static_cast<size_t>(t * n_rows + r)];
+        INFO("row " << r << " token " << t << " got " << got << " exact " << exact_x);
+        // Against the float activations: off by at most sum |w_i| * |x_i - a_i|.
+        REQUIRE(std::fabs(got - exact_x) <= quant_err + round_err);
+        // Against the same quantized activations rebuilt here: float rounding only.
+        REQUIRE(std::fabs(got - exact_q) <= round_err);
+      }
+    }
+  }
+}
+
+TEST_CASE("every ISA quantizes activations bit-identically to the scalar version", "[kernels]") {
+  std::vector<const KernelSet*> sets;
+  if (cpu_features().avx2) sets.push_back(&kernels_avx2());
+  if (cpu_features().avx512_vnni) sets.push_back(&kernels_avx512_vnni());
+  if (sets.empty()) WARN("skipped: this CPU has neither AVX2 nor AVX-512 VNNI");
+  std::mt19937 rng(11);
+  const int64_t n = 1024;
+  std::vector<float> x = random_acts(n, rng);
+  std::fill(x.begin() + 256, x.begin() + 512, 0.0f);  // an all-zero block
+  x[600] = 0.5f * (127.0f / 9.0f);                    // values near rounding ties
+  const KernelSet& ref = kernels_scalar();
+  std::vector<int8_t> q0(n), q1(n);
+  std::vector<float> d0(n / 32), d1(n / 32);
+  std::vector<int16_t> s0(n / 16), s1(n / 16);
+  for (const KernelSet* ks : sets) {
+    INFO(ks->name);
+    ref.quantize_q8_0(x.data(), n, q0.data(), d0.data());
+    ks->quantize_q8_0(x.data(), n, q1.data(), d1.data());
+    REQUIRE(q0 == q1);
+    REQUIRE(d0 == d1);
+    ref.quantize_q8_k(x.data(), n, q0.data(), d0.data(), s0.data());
+    ks->quantize_q8_k(x.data(), n, q1.data(), d1.data(), s1.data());
+    REQUIRE(q0 == q1);
+    REQUIRE(std::equal(d0.begin(), d0.begin() + n / 256, d1.begin()));
+    REQUIRE(s0 == s1);
+  }
+}
+
+TEST_CASE("SIMD matmul variants match the scalar reference", "[kernels]") {
+  std::vector<Isa> isas;
+  if (cpu_features().avx2) isas.push_back(Isa::avx2);
+  if (cpu_features().avx512_vnni) isas.push_back(Isa::avx512_vnni);
+  if (isas.empty()) WARN("skipped: this CPU has neither AVX2 nor AVX-512 VNNI");
+  std::mt19937 rng(3);
+  ThreadPool pool1(1), pool3(3);
+  for (DType type : k_all_types) {
+    // Odd shapes: rows not a multiple of any tile, 11 blocks of 32 (4 + 4 + 2 + 1: every step),
+    // float rows not a multiple of the vector width.
+    const int64_t n_cols = is_quantized(type) ? (act_block(type) == 256 ? 512 : 352) : 301;
+    for (int64_t n_rows : {1, 7, 37}) {
+      const RandomMatrix m = random_matrix(type, n_rows, n_cols, rng);
+      for (int64_t n_tokens : {1, 3, 17}) {
+        const std::vector<float> x = random_acts(n_cols * n_tokens, rng);
+        std::vector<float> ref(static_cast<size_t>(n_rows * n_tokens));
+        matmul_reference(m.view(), x.data(), n_tokens, ref.data());
+        const TestActs qa = is_quantized(type) ? quantize_for_test(x, act_block(type))
+                                               : TestActs{std::vector<double>(x.begin(), x.end()), {}};
+        const int64_t n_terms = is_quantized(type) ? 2 * n_cols / act_block(type) : n_cols;
+        std::vector<double> bound(ref.size());
+        for (int64_t r = 0; r < n_rows; ++r) {
+          const auto w = dequantize_row_for_test(type, m.bytes.data() + static_cast<size_t>(r) * row_bytes(type, n_cols), n_cols);
+          for (int64_t t = 0; t < n_tokens; ++t) {
+            // Both sides sum the same exact integer block sums (or the same float products)
+            // in different orders: each is within (n_terms + 4) u S of the exact sum.
+            bound[static_cast<size_t>(t * n_rows + r)] =
+                2 * (static_cast<double>(n_terms) + 4) * k_u * magnitude(w, qa.value, static_cast<size_t>(t * n_cols));
+          }
+        }
+        for (Isa isa : isas) {
+          for (ThreadPool* pool : {&pool1, &pool3}) {
+            INFO(dtype_name(type) << " " << isa_name(isa) << " rows " << n_rows << " tokens " << n_tokens
+                                  << " threads " << pool->n_threads());
+            std::vector<float> y(ref.size(), std::nanf(""));
+            matmul_isa(isa, m.view(), x.data(), n_tokens, y.data(), *pool);
+            for (size_t i = 0; i < y.size(); ++i) {
+              INFO("output " << i << " simd " << y[i] << " scalar " << ref[i]);
+              REQUIRE(std::fabs(static_cast<double>(y[i]) - static_cast<double>(ref[i])) <= bound[i]);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("matmul uses the best ISA and writes every output", "[kernels]") {
+  std::mt19937 rng(5);
+  ThreadPool pool(2);
+  const RandomMatrix m = random_matrix(DType::q4_0, 50, 256, rng);
+  const std::vector<float> x = random_acts(256 * 5, rng);
+  std::vector<float> a(250, std::nanf("")), b(250, std::nanf(""));
+  matmul(m.view(), x.data(), 5, a.data(), pool);
+  matmul_isa(best_isa(), m.view(), x.data(), 5, b.data(), pool);
+  for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == b[i]);  // NaN would fail too
+}
