@@ -9,6 +9,11 @@
 
 namespace kvc::kernels::tiling {
 
+// Included by the per-ISA translation units only; the anonymous namespace gives each its own
+// copy compiled for its ISA, so the linker can never hand an AVX-512 build of a helper to
+// the AVX2 kernels.
+namespace {
+
 // The activations of the tokens of one micro-kernel call; token t starts at qs + t * n_cols.
 struct ActTile {
   const int8_t* qs;
@@ -60,4 +65,5 @@ void tile_quant(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs
   }
 }
 
+}  // namespace
 }  // namespace kvc::kernels::tiling
