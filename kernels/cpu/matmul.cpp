@@ -12,6 +12,7 @@ namespace kvc::kernels {
 
 namespace {
 
+// A bug check (kernels may not include core/util/assert.h): the caller broke the contract.
 void check(bool ok, const char* what) {
   if (!ok) [[unlikely]] {
     std::fprintf(stderr, "kvchat: matmul: %s\n", what);
@@ -89,7 +90,7 @@ void quantized_matmul(const KernelSet& ks, const MatrixView& w, const float* x, 
   QuantTileFn tile = w.type == DType::q4_0 ? ks.q4_0 : w.type == DType::q8_0 ? ks.q8_0
                      : w.type == DType::q4_k ? ks.q4_k : ks.q6_k;
   const size_t rb = row_bytes(w.type, n_cols);
-  const int64_t chunk = std::max<int64_t>(1, k_act_chunk_bytes / n_cols);
+  const int64_t chunk = std::max<int64_t>(1, k_act_chunk_bytes / std::max<int64_t>(1, n_cols));
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
   for_rows(pool, w.n_rows, [&](int64_t r_begin, int64_t r_end) {
     for (int64_t t = 0; t < n_tokens; t += chunk) {

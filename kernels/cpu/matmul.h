@@ -30,7 +30,7 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
 void matmul_reference(const MatrixView& w, const float* x, int64_t n_tokens, float* y);
 
 // The same product on a chosen ISA (falls back to scalar when the CPU lacks it), for tests
-// and benchmarks comparing variants.
+// and benchmarks comparing variants. The 512-bit kernels need VNNI: Isa::avx512 runs AVX2's.
 void matmul_isa(Isa isa, const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
 
 }  // namespace kvc::kernels

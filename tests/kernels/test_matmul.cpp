@@ -280,3 +280,16 @@ TEST_CASE("matmul uses the best ISA and writes every output", "[kernels]") {
   matmul_isa(best_isa(), m.view(), x.data(), 5, b.data(), pool);
   for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == b[i]);  // NaN would fail too
 }
+
+TEST_CASE("matmul over zero columns gives zeros and zero rows or tokens write nothing", "[kernels]") {
+  ThreadPool pool(2);
+  const float x[4] = {1, 2, 3, 4};
+  for (DType type : k_all_types) {
+    const uint8_t w[1] = {0};
+    std::vector<float> y(3, std::nanf(""));
+    matmul({type, w, 3, 0}, x, 1, y.data(), pool);
+    for (float v : y) REQUIRE(v == 0.0f);
+    matmul({type, w, 0, 0}, x, 1, y.data(), pool);
+    matmul({type, w, 3, 0}, x, 0, y.data(), pool);
+  }
+}
