@@ -1,12 +1,26 @@
 // kvchat-cli: the headless command line of kvchat.
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
-#include <cstring>
+
+#include "app/cli/cli_common.h"
 
 int main(int argc, char** argv) {
-  if (argc > 1 && (std::strcmp(argv[1], "--version") == 0)) {
-    std::printf("kvchat-cli %s\n", KVC_VERSION);
-    return 0;
+  CLI::App app{"kvchat-cli: local LLM chat with a KV cache that never recomputes history"};
+  app.set_version_flag("--version", std::string("kvchat-cli ") + KVC_VERSION);
+  app.require_subcommand(1);
+  kvc::cli::register_generate(app);
+  kvc::cli::register_chat(app);
+  kvc::cli::register_inspect(app);
+  kvc::cli::register_bench(app);
+  kvc::cli::register_tokenize(app);
+  kvc::cli::register_logits(app);
+  kvc::cli::register_quantize(app);
+  kvc::cli::register_mkmodel(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
   }
-  std::fprintf(stderr, "usage: kvchat-cli COMMAND [OPTIONS]\n");
-  return 2;
+  return 0;
 }

@@ -1,0 +1,108 @@
+// Options, model loading, progress and error reporting shared by kvchat-cli's commands.
+#include "app/cli/cli_common.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace kvc::cli {
+
+void add_model_options(CLI::App& cmd, ModelOptions& o, bool model_required) {
+  auto* m = cmd.add_option("-m,--model", o.model, "GGUF model file (default: the built-in demo model)");
+  if (model_required) m->required();
+  cmd.add_option("-t,--threads", o.threads, "compute threads (default: one per physical core)")
+      ->check(CLI::Range(0, 1024));
+  cmd.add_option("-c,--ctx-size", o.n_ctx, "context length in tokens (default: the model's, at most 4096)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  cmd.add_option("-b,--batch-size", o.n_batch, "tokens evaluated per forward pass during prefill")
+      ->check(CLI::Range(int64_t{1}, int64_t{8192}));
+  cmd.add_option("--data-dir", o.data_dir, "kvchat's data directory (default: $KVCHAT_DATA_DIR or ~/.local/share/kvchat)");
+  cmd.add_flag("-q,--quiet", o.quiet, "no progress or timings on stderr");
+}
+
+void add_sampling_options(CLI::App& cmd, sampling::SamplingParams& p) {
+  cmd.add_option("--temp", p.temperature, "sampling temperature; 0 = greedy")->capture_default_str();
+  cmd.add_option("--top-k", p.top_k, "keep the k most likely tokens; 0 = off")->capture_default_str();
+  cmd.add_option("--top-p", p.top_p, "nucleus sampling: keep the smallest set with this much probability; 1 = off")
+      ->capture_default_str();
+  cmd.add_option("--min-p", p.min_p, "drop tokens less likely than min-p times the best; 0 = off")
+      ->capture_default_str();
+  cmd.add_option("--repeat-penalty", p.repeat_penalty, "penalty for recently seen tokens; 1 = off")
+      ->capture_default_str();
+  cmd.add_option("--repeat-last-n", p.repeat_last_n, "how many recent tokens the penalty looks at")
+      ->capture_default_str();
+  cmd.add_option("-s,--seed", p.seed, "random seed; the same seed gives the same output")->capture_default_str();
+}
+
+Result<Loaded> load_model(const ModelOptions& o) {
+  std::string path = o.model;
+  if (path.empty()) {
+    auto demo = ensure_demo_model(o.data_dir, o.quiet);
+    if (!demo.ok()) return demo.error();
+    path = *demo;
+  }
+  Loaded l;
+  l.backend = backend::make_cpu_backend(o.threads);
+  Progress bar("loading " + path, o.quiet);
+  model::LoadOptions lo;
+  lo.progress = [&](size_t done, size_t total) { bar.update(total ? static_cast<double>(done) / static_cast<double>(total) : 1.0); };
+  auto m = model::Model::load(path, *l.backend, lo);
+  if (!m.ok()) return m.error();
+  bar.done();
+  l.model = std::move(*m);
+  return l;
+}
+
+int64_t context_length(const ModelOptions& o, const model::Model& m) {
+  if (o.n_ctx > 0) return o.n_ctx;
+  return std::min(m.config().n_ctx_train, k_default_ctx_cap);
+}
+
+Progress::Progress(std::string label, bool quiet)
+    : label_(std::move(label)), quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()) {}
+
+void Progress::update(double fraction) {
+  if (quiet_ || !tty_) return;
+  const int pct = static_cast<int>(fraction * 100.0);
+  if (pct == last_percent_) return;
+  // Draw only once the work has taken a moment, so quick steps do not flicker.
+  if (std::chrono::steady_clock::now() - start_ < std::chrono::milliseconds(300) && pct < 100) return;
+  last_percent_ = pct;
+  const int width = 30;
+  const int filled = pct * width / 100;
+  std::fprintf(stderr, "\r%s [%.*s%*s] %3d%%", label_.c_str(), filled, "##############################",
+               width - filled, "", pct);
+  std::fflush(stderr);
+}
+
+void Progress::done() {
+  if (quiet_) return;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  if (tty_ && last_percent_ >= 0) std::fprintf(stderr, "\r\033[K");
+  std::fprintf(stderr, "%s: done in %.2f s\n", label_.c_str(), s);
+}
+
+int report(const Error& e) {
+  std::fprintf(stderr, "kvchat-cli: %s\n", e.what().c_str());
+  switch (e.code) {
+    case ErrorCode::invalid_argument: return 2;
+    case ErrorCode::io:
+    case ErrorCode::invalid_file:
+    case ErrorCode::unsupported: return 3;
+    default: return 1;
+  }
+}
+
+std::string human_bytes(double n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (n >= 1024.0 && u < 4) {
+    n /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", n, units[u]);
+  return buf;
+}
+
+}  // namespace kvc::cli

@@ -1,0 +1,77 @@
+// Options and helpers shared by kvchat-cli's commands.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/backend/backend.h"
+#include "core/model/model.h"
+#include "core/sampling/sampler.h"
+#include "core/util/result.h"
+
+namespace kvc::cli {
+
+// Options every model-running command takes.
+struct ModelOptions {
+  std::string model;  // -m
+  int threads = 0;    // -t; 0 = one per physical core
+  int64_t n_ctx = 0;  // -c; 0 = the model's training context (capped)
+  int64_t n_batch = 256;
+  std::string data_dir;  // --data-dir
+  bool quiet = false;    // --quiet: no progress or timings on stderr
+};
+
+void add_model_options(CLI::App& cmd, ModelOptions& o, bool model_required = true);
+void add_sampling_options(CLI::App& cmd, sampling::SamplingParams& p);
+
+// A backend and a model loaded on it, with a progress bar on stderr.
+struct Loaded {
+  std::unique_ptr<backend::Backend> backend;
+  std::unique_ptr<model::Model> model;
+};
+Result<Loaded> load_model(const ModelOptions& o);
+
+// The context length to use: -c, else the model's, capped at k_default_ctx_cap.
+int64_t context_length(const ModelOptions& o, const model::Model& m);
+constexpr int64_t k_default_ctx_cap = 4096;
+
+// A single-line progress bar on stderr for work that may take more than a second; silent
+// when stderr is not a terminal, except for a final line.
+class Progress {
+ public:
+  Progress(std::string label, bool quiet);
+  void update(double fraction);
+  void done();
+
+ private:
+  std::string label_;
+  bool quiet_;
+  bool tty_;
+  int last_percent_ = -1;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// Prints "kvchat-cli: <error>" and a hint, returns the exit code for the error.
+int report(const Error& e);
+
+// Formats bytes as "12.3 MiB".
+std::string human_bytes(double n_bytes);
+
+// Command entry points, each registering itself on the app; run() is called when chosen.
+void register_generate(CLI::App& app);
+void register_chat(CLI::App& app);
+void register_inspect(CLI::App& app);
+void register_bench(CLI::App& app);
+void register_tokenize(CLI::App& app);
+void register_logits(CLI::App& app);
+void register_quantize(CLI::App& app);
+void register_mkmodel(CLI::App& app);
+
+// The demo model: built on first use under the data directory from assets/demo/corpus.txt.
+Result<std::string> ensure_demo_model(const std::string& data_dir, bool quiet);
+
+}  // namespace kvc::cli

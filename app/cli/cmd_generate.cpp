@@ -1,0 +1,80 @@
+// kvchat-cli generate: stream a continuation of a prompt to stdout.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "app/cli/cli_common.h"
+#include "core/model/session.h"
+
+namespace kvc::cli {
+
+namespace {
+
+struct GenerateArgs {
+  ModelOptions model;
+  std::string prompt;
+  std::string prompt_file;
+  int64_t n_predict = 128;
+  bool special = false;
+  bool no_bos = false;
+  sampling::SamplingParams sampling;
+};
+
+int run_generate(const GenerateArgs& a) {
+  std::string prompt = a.prompt;
+  if (!a.prompt_file.empty()) {
+    std::ifstream in(a.prompt_file, std::ios::binary);
+    if (!in) return report(make_error(ErrorCode::io, "cannot read prompt file " + a.prompt_file));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    prompt = ss.str();
+  }
+  auto loaded = load_model(a.model);
+  if (!loaded.ok()) return report(loaded.error());
+  const model::Model& m = *loaded->model;
+  auto session = model::Session::create(m, context_length(a.model, m), a.model.n_batch);
+  if (!session.ok()) return report(session.error());
+
+  const std::vector<int32_t> ids = m.tokenizer().encode(prompt, !a.no_bos, a.special);
+  if (ids.empty()) return report(make_error(ErrorCode::invalid_argument, "the prompt is empty: give one with -p or -f"));
+  model::GenerateOptions opt;
+  opt.max_tokens = a.n_predict;
+  opt.sampling = a.sampling;
+  auto r = model::generate(*session, ids, opt, [](std::string_view piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  if (!r.ok()) return report(r.error());
+  std::fputc('\n', stdout);
+  if (!a.model.quiet) {
+    const double n_dec = static_cast<double>(r->tokens.size() > 1 ? r->tokens.size() - 1 : 0);
+    std::fprintf(stderr,
+                 "\nprompt: %lld tokens in %.1f ms (%.1f tok/s) | generated %zu tokens, %.1f tok/s | stop: %s | %s\n",
+                 static_cast<long long>(r->n_prompt), r->prefill_ms,
+                 r->prefill_ms > 0 ? 1000.0 * static_cast<double>(r->n_prompt) / r->prefill_ms : 0.0, r->tokens.size(),
+                 r->decode_ms > 0 ? 1000.0 * n_dec / r->decode_ms : 0.0, model::to_string(r->reason),
+                 std::string(m.backend().name()).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_generate(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  a->sampling.seed = 42;
+  auto* cmd = app.add_subcommand("generate", "continue a prompt; the continuation streams to stdout, logs to stderr");
+  add_model_options(*cmd, a->model, false);
+  auto* p = cmd->add_option("-p,--prompt", a->prompt, "the prompt text");
+  cmd->add_option("-f,--file", a->prompt_file, "read the prompt from a file")->excludes(p);
+  cmd->add_option("-n,--n-predict", a->n_predict, "tokens to generate; -1 = until end of text")->capture_default_str();
+  cmd->add_flag("--special", a->special, "parse control tokens written in the prompt (e.g. <s>)");
+  cmd->add_flag("--no-bos", a->no_bos, "do not start the prompt with the BOS token");
+  add_sampling_options(*cmd, a->sampling);
+  cmd->callback([a] {
+    if (int rc = run_generate(*a); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace kvc::cli

@@ -1,0 +1,133 @@
+// kvchat-cli inspect: a model's metadata, tensors, weight bytes, KV cost and memory estimate.
+#include <cstdio>
+#include <map>
+#include <type_traits>
+#include <variant>
+
+#include "app/cli/cli_common.h"
+#include "core/gguf/gguf_file.h"
+#include "core/kv/kv_format.h"
+#include "core/model/model_config.h"
+
+namespace kvc::cli {
+
+namespace {
+
+// One line for a metadata value: scalars as they are, strings cut at 60 bytes (control
+// characters escaped), arrays as their type, length and first few elements.
+std::string format_value(const gguf::Value& v) {
+  auto clip = [](const std::string& s) {
+    std::string out;
+    for (char c : s.substr(0, 60)) out += (c == '\n') ? std::string("\\n") : std::string(1, c);
+    return s.size() > 60 ? "\"" + out + "\"... (" + std::to_string(s.size()) + " bytes)" : "\"" + out + "\"";
+  };
+  return std::visit(
+      [&](const auto& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          return clip(x);
+        } else if constexpr (std::is_same_v<T, gguf::Array>) {
+          std::string s = "[" + std::to_string(x.size()) + " x " + gguf::to_string(x.element_type()) + "]";
+          std::visit(
+              [&](const auto& elems) {
+                using E = typename std::decay_t<decltype(elems)>::value_type;
+                if constexpr (std::is_arithmetic_v<E> && !std::is_same_v<E, bool>) {
+                  for (size_t i = 0; i < elems.size() && i < 4; ++i) s += " " + std::to_string(elems[i]);
+                } else if constexpr (std::is_same_v<E, std::string>) {
+                  for (size_t i = 0; i < elems.size() && i < 4; ++i) s += " " + clip(elems[i]);
+                }
+                if (elems.size() > 4) s += " ...";
+              },
+              x.elements());
+          return s;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return x ? "true" : "false";
+        } else {
+          return std::to_string(x);
+        }
+      },
+      v.storage());
+}
+
+struct InspectArgs {
+  std::string model;
+  int64_t n_ctx = 4096;
+  bool tensors = false;
+};
+
+int run_inspect(const InspectArgs& a) {
+  auto file = gguf::GgufFile::open(a.model);
+  if (!file.ok()) return report(file.error());
+  const gguf::GgufFile& f = *file;
+  std::printf("file:      %s (GGUF v%u, %s)\n", a.model.c_str(), f.version(),
+              human_bytes(static_cast<double>(f.file_bytes())).c_str());
+  std::printf("\nmetadata (%zu keys):\n", f.metadata().size());
+  for (const auto& kv : f.metadata()) {
+    std::printf("  %-44s %s\n", kv.key.c_str(), format_value(kv.value).c_str());
+  }
+  size_t weight_bytes = 0;
+  std::map<std::string, std::pair<size_t, size_t>> by_type;  // name -> (count, bytes)
+  if (a.tensors) std::printf("\ntensors (%zu):\n", f.tensors().size());
+  for (const auto& t : f.tensors()) {
+    weight_bytes += t.n_bytes;
+    auto& e = by_type[kernels::dtype_name(t.type)];
+    ++e.first;
+    e.second += t.n_bytes;
+    if (a.tensors) {
+      std::string shape;
+      for (size_t i = 0; i < t.shape.size(); ++i) shape += (i ? " x " : "") + std::to_string(t.shape[i]);
+      std::printf("  %-32s %-5s %-18s %s\n", t.name.c_str(), kernels::dtype_name(t.type), shape.c_str(),
+                  human_bytes(static_cast<double>(t.n_bytes)).c_str());
+    }
+  }
+  std::printf("\nweights:   %zu tensors, %s:", f.tensors().size(), human_bytes(static_cast<double>(weight_bytes)).c_str());
+  for (const auto& [name, e] : by_type) {
+    std::printf(" %s x%zu (%s)", name.c_str(), e.first, human_bytes(static_cast<double>(e.second)).c_str());
+  }
+  std::printf("\n");
+
+  auto cfg = model::ModelConfig::from_gguf(f);
+  if (!cfg.ok()) {
+    std::printf("\nmodel:     cannot run: %s\n", cfg.error().what().c_str());
+    return 0;
+  }
+  const model::ModelConfig& c = *cfg;
+  std::printf("\nmodel:     %s%s%s, %lld layers, width %lld, %lld heads / %lld kv heads (%s), head %lld, FFN %lld, vocab %lld\n",
+              c.arch.c_str(), c.name.empty() ? "" : " ", c.name.c_str(), static_cast<long long>(c.n_layer),
+              static_cast<long long>(c.n_embd), static_cast<long long>(c.n_head), static_cast<long long>(c.n_head_kv),
+              c.n_head_kv == 1 ? "MQA" : c.n_head_kv == c.n_head ? "MHA" : "GQA", static_cast<long long>(c.head_dim),
+              static_cast<long long>(c.n_ff), static_cast<long long>(c.n_vocab));
+  std::printf("           context %lld, rope base %.0f, %d rotary dims (%s), rms eps %g%s%s\n",
+              static_cast<long long>(c.n_ctx_train), static_cast<double>(c.rope.freq_base), c.rope.n_rot,
+              c.rope.interleaved ? "adjacent pairs" : "split halves", static_cast<double>(c.rms_eps),
+              c.qkv_bias ? ", QKV bias" : "", c.tied_embeddings ? ", tied embeddings" : "");
+  std::printf("\nKV cache per token (all %lld layers, K and V):\n", static_cast<long long>(c.n_layer));
+  const double f16 = c.kv_bytes_per_token(kv::kv_bytes_per_element(kv::KvFormat::f16));
+  for (kv::KvFormat fmt : {kv::KvFormat::f16, kv::KvFormat::int8, kv::KvFormat::int4}) {
+    const double b = c.kv_bytes_per_token(kv::kv_bytes_per_element(fmt));
+    std::printf("  %-5s %10.0f bytes/token  (%.3fx F16)   %lld tokens: %s\n", std::string(kv::kv_format_name(fmt)).c_str(),
+                b, b / f16, static_cast<long long>(a.n_ctx), human_bytes(b * static_cast<double>(a.n_ctx)).c_str());
+  }
+  // Activations for a 256-token prefill batch, plus logits.
+  const double act = 256.0 * 4.0 * static_cast<double>(4 * c.n_embd + 2 * c.q_width() + 2 * c.kv_width() + 2 * c.n_ff + c.n_vocab);
+  std::printf("\nmemory estimate at %lld tokens of context: weights %s + KV (f16) %s + activations %s = %s\n",
+              static_cast<long long>(a.n_ctx), human_bytes(static_cast<double>(weight_bytes)).c_str(),
+              human_bytes(f16 * static_cast<double>(a.n_ctx)).c_str(), human_bytes(act).c_str(),
+              human_bytes(static_cast<double>(weight_bytes) + f16 * static_cast<double>(a.n_ctx) + act).c_str());
+  return 0;
+}
+
+}  // namespace
+
+void register_inspect(CLI::App& app) {
+  auto a = std::make_shared<InspectArgs>();
+  auto* cmd = app.add_subcommand("inspect", "show a model's metadata, tensors, KV bytes per token and memory needs");
+  cmd->add_option("model", a->model, "GGUF model file")->required();
+  cmd->add_option("-c,--ctx-size", a->n_ctx, "context length for the memory estimate")->capture_default_str();
+  cmd->add_flag("--tensors", a->tensors, "list every tensor");
+  cmd->callback([a] {
+    if (int rc = run_inspect(*a); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace kvc::cli

@@ -1,0 +1,131 @@
+// kvchat-cli mkmodel: write a llama GGUF with random weights; and the built-in demo model.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "app/cli/cli_common.h"
+#include "core/gguf/gguf_file.h"
+#include "core/model/model_builder.h"
+#include "core/tokenizer/train_vocabulary.h"
+#include "storage/data_dir.h"
+
+namespace kvc::cli {
+
+namespace {
+
+struct MkmodelArgs {
+  model::ModelSpec spec;
+  std::string out;
+  std::string type = "q8_0";
+  std::string preset;
+  std::string vocab_from;
+  std::string corpus;
+  int64_t n_vocab = 1024;
+  bool quiet = false;
+};
+
+// The folder of shipped assets: $KVCHAT_ASSET_DIR, an installed share/kvchat/assets next to
+// the executable, or the source tree's assets/.
+std::filesystem::path asset_dir() {
+  if (const char* env = std::getenv("KVCHAT_ASSET_DIR"); env && *env) return env;
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto installed = exe.parent_path().parent_path() / "share/kvchat/assets";
+    if (std::filesystem::exists(installed / "demo/corpus.txt")) return installed;
+  }
+  return KVC_ASSET_DIR;
+}
+
+Result<tokenizer::Vocabulary> make_vocabulary(const std::string& vocab_from, const std::string& corpus, int64_t n_vocab) {
+  if (!vocab_from.empty()) {
+    auto f = gguf::GgufFile::open(vocab_from);
+    if (!f.ok()) return f.error();
+    return model::vocabulary_from_gguf(*f);
+  }
+  const std::string path = corpus.empty() ? (asset_dir() / "demo/corpus.txt").string() : corpus;
+  return tokenizer::train_vocabulary(path, static_cast<int>(n_vocab));
+}
+
+int run_mkmodel(MkmodelArgs a) {
+  if (a.preset == "tinyllama") {
+    a.spec.name = "kvchat random TinyLlama-1.1B shape";
+    a.spec.n_embd = 2048;
+    a.spec.n_layer = 22;
+    a.spec.n_head = 32;
+    a.spec.n_head_kv = 4;
+    a.spec.n_ff = 5632;
+    a.spec.n_ctx = 2048;
+  } else if (!a.preset.empty()) {
+    return report(make_error(ErrorCode::invalid_argument, "unknown preset '" + a.preset + "' (try tinyllama)"));
+  }
+  auto type = model::parse_file_type(a.type);
+  if (!type) return report(make_error(ErrorCode::invalid_argument, "unknown type '" + a.type + "'; choose q8_0, q4_0, q4_k_m, f16, bf16 or f32"));
+  a.spec.type = *type;
+  auto vocab = make_vocabulary(a.vocab_from, a.corpus, a.n_vocab);
+  if (!vocab.ok()) return report(vocab.error());
+  Progress bar("writing " + a.out, a.quiet);
+  auto st = model::write_random_model(a.spec, *vocab, a.out, [&](size_t done, size_t total) {
+    bar.update(total ? static_cast<double>(done) / static_cast<double>(total) : 1.0);
+  });
+  if (!st.ok()) return report(st.error());
+  bar.done();
+  return 0;
+}
+
+}  // namespace
+
+Result<std::string> ensure_demo_model(const std::string& data_dir, bool quiet) {
+  const auto dir = storage::resolve_data_dir(data_dir) / "models";
+  const auto path = dir / "kvchat-demo.gguf";
+  if (std::filesystem::exists(path) && gguf::GgufFile::open(path.string()).ok()) return path.string();
+  KVC_TRY(storage::ensure_dir(dir));
+  if (!quiet) {
+    std::fprintf(stderr, "building the demo model (random weights, vocabulary trained on kvchat's own text) at %s\n",
+                 path.c_str());
+  }
+  auto vocab = tokenizer::train_vocabulary((asset_dir() / "demo/corpus.txt").string(), 1024);
+  if (!vocab.ok()) return vocab.error();
+  model::ModelSpec spec;
+  spec.name = "kvchat demo (random weights)";
+  spec.n_embd = 512;
+  spec.n_layer = 8;
+  spec.n_head = 8;
+  spec.n_head_kv = 2;
+  spec.n_ff = 1408;
+  spec.n_ctx = 4096;
+  spec.type = model::FileType::q8_0;
+  spec.chat_template = model::demo_chat_template();
+  Progress bar("demo model", quiet);
+  KVC_TRY(model::write_random_model(spec, *vocab, path.string(), [&](size_t done, size_t total) {
+    bar.update(total ? static_cast<double>(done) / static_cast<double>(total) : 1.0);
+  }));
+  bar.done();
+  return path.string();
+}
+
+void register_mkmodel(CLI::App& app) {
+  auto a = std::make_shared<MkmodelArgs>();
+  auto* cmd = app.add_subcommand("mkmodel", "write a llama GGUF with random weights of any shape and weight type");
+  cmd->add_option("-o,--output", a->out, "GGUF file to write")->required();
+  cmd->add_option("--preset", a->preset, "a known shape: tinyllama (dim 2048, 22 layers, 32/4 heads, FFN 5632)");
+  cmd->add_option("--type", a->type, "weight type: q8_0, q4_0, q4_k_m, f16, bf16, f32")->capture_default_str();
+  cmd->add_option("--dim", a->spec.n_embd, "model width")->capture_default_str();
+  cmd->add_option("--layers", a->spec.n_layer, "transformer blocks")->capture_default_str();
+  cmd->add_option("--heads", a->spec.n_head, "attention heads")->capture_default_str();
+  cmd->add_option("--kv-heads", a->spec.n_head_kv, "KV heads (1 = MQA)")->capture_default_str();
+  cmd->add_option("--ffn", a->spec.n_ff, "feed-forward width")->capture_default_str();
+  cmd->add_option("--ctx", a->spec.n_ctx, "context length")->capture_default_str();
+  cmd->add_option("--seed", a->spec.seed, "weights seed")->capture_default_str();
+  auto* vf = cmd->add_option("--vocab-from", a->vocab_from, "copy the tokenizer of this GGUF model");
+  cmd->add_option("--corpus", a->corpus, "train the vocabulary on this text (default: assets/demo/corpus.txt)")->excludes(vf);
+  cmd->add_option("--vocab", a->n_vocab, "vocabulary size when training")->capture_default_str()->excludes(vf);
+  cmd->add_option("-t,--threads", a->spec.n_threads, "threads (default: one per physical core)");
+  cmd->add_flag("-q,--quiet", a->quiet, "no progress on stderr");
+  cmd->callback([a] {
+    if (int rc = run_mkmodel(*a); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace kvc::cli

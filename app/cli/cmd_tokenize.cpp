@@ -1,0 +1,56 @@
+// kvchat-cli tokenize: print the token ids (or pieces) of a text.
+#include <cstdio>
+
+#include "app/cli/cli_common.h"
+#include "core/gguf/gguf_file.h"
+#include "core/tokenizer/tokenizer.h"
+
+namespace kvc::cli {
+
+namespace {
+
+struct TokenizeArgs {
+  std::string model;
+  std::string prompt;
+  bool pieces = false;
+  bool no_bos = false;
+  bool special = false;
+};
+
+int run_tokenize(const TokenizeArgs& a) {
+  // Only the tokenizer is needed: read the metadata, never touch the weights.
+  auto file = gguf::GgufFile::open(a.model);
+  if (!file.ok()) return report(file.error());
+  auto vocab = model::vocabulary_from_gguf(*file);
+  if (!vocab.ok()) return report(vocab.error());
+  auto tok = tokenizer::Tokenizer::create(*vocab);
+  if (!tok.ok()) return report(tok.error());
+  const auto ids = tok->encode(a.prompt, !a.no_bos, a.special);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) std::fputc(' ', stdout);
+    if (a.pieces) {
+      std::printf("%d:'%s'", ids[i], std::string(tok->piece(ids[i])).c_str());
+    } else {
+      std::printf("%d", ids[i]);
+    }
+  }
+  std::fputc('\n', stdout);
+  return 0;
+}
+
+}  // namespace
+
+void register_tokenize(CLI::App& app) {
+  auto a = std::make_shared<TokenizeArgs>();
+  auto* cmd = app.add_subcommand("tokenize", "print the token ids of a text, space-separated on one line");
+  cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
+  cmd->add_option("-p,--prompt", a->prompt, "the text")->required();
+  cmd->add_flag("--pieces", a->pieces, "show each token's piece next to its id");
+  cmd->add_flag("--no-bos", a->no_bos, "do not add the BOS token");
+  cmd->add_flag("--special", a->special, "parse control tokens written in the text");
+  cmd->callback([a] {
+    if (int rc = run_tokenize(*a); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace kvc::cli

@@ -1,0 +1,83 @@
+// The compute backend interface: the ops the llama forward pass is written against.
+//
+// The forward pass (core/model/forward.cpp) is written once against these ops; the CPU
+// backend implements them with kernels/cpu, and a CUDA backend implements the same ops on
+// device memory. Every pointer an op takes is backend memory, obtained from alloc():
+// host memory for the CPU backend, device memory for CUDA. Host-visible results come back
+// through copy_to_host(), which is also the synchronisation point.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/util/result.h"
+#include "kernels/cpu/dtype.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+
+namespace kvc::backend {
+
+// A weight matrix in GGUF layout: n_rows rows of n_cols elements of `type`.
+// `view.data` is backend memory (for the CPU backend: a pointer into the mmapped file).
+struct Weight {
+  kernels::MatrixView view;
+};
+
+// The K and V of one layer for one sequence, as the attention op reads them.
+//   k, v: position t at  k + t * stride  (F16), each position (n_kv_head, head_dim)
+// This is the contiguous layout; the paged KV cache supplies a block table instead.
+struct LayerKv {
+  uint16_t* k = nullptr;
+  uint16_t* v = nullptr;
+  int64_t stride = 0;  // elements between consecutive positions
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string_view name() const = 0;  // "cpu (avx512_vnni, 2 threads)"
+
+  // Backend memory for activations and caches; zero-initialised. Null when it cannot be had.
+  virtual void* alloc(size_t n_bytes) = 0;
+  virtual void free(void* p) = 0;
+  virtual void copy_to_host(const void* src, void* host_dst, size_t n_bytes) = 0;
+  virtual void copy_from_host(const void* host_src, void* dst, size_t n_bytes) = 0;
+
+  // Makes a GGUF tensor usable as a weight (the CPU backend uses the mapping in place; a
+  // device backend uploads it). `host` stays valid for the model's lifetime.
+  virtual Result<Weight> upload_weight(const kernels::MatrixView& host) = 0;
+  // A float vector (norm weights, biases) in backend memory.
+  virtual Result<float*> upload_floats(const float* host, int64_t n) = 0;
+
+  // x: (n_tokens, n_embd) <- rows `tokens` of `table` (dequantized).
+  virtual void embed(const Weight& table, const int32_t* tokens, int64_t n_tokens, float* x) = 0;
+  // out = rmsnorm(x) * w, row by row; x, out: (n_tokens, n).
+  virtual void rmsnorm(const float* x, const float* w, int64_t n_tokens, int64_t n, float eps, float* out) = 0;
+  // y: (n_tokens, w.n_rows) = x: (n_tokens, w.n_cols) * W^T, plus bias (n_rows) when non-null.
+  virtual void matmul(const Weight& w, const float* x, int64_t n_tokens, float* y, const float* bias) = 0;
+  // Rotates each token's heads in place; x: (n_tokens, n_heads * head_dim), positions: n_tokens.
+  virtual void rope(float* x, int64_t n_tokens, const int64_t* positions, int n_heads, int head_dim,
+                    const kernels::RopeParams& p) = 0;
+  // Stores K and V rows of n_tokens new positions [pos0, pos0 + n_tokens) into `kv`.
+  //   k, v: (n_tokens, n_kv_head * head_dim) float
+  virtual void kv_store(const LayerKv& kv, int64_t pos0, const float* k, const float* v, int64_t n_tokens,
+                        int64_t kv_width) = 0;
+  // Causal attention of n_tokens queries at positions [pos0, pos0 + n_tokens) over the
+  // first pos0 + i + 1 positions of `kv` for query i.
+  //   q, out: (n_tokens, n_head * head_dim)
+  virtual void attention(const float* q, const LayerKv& kv, int64_t pos0, int64_t n_tokens,
+                         const kernels::AttentionShape& s, float* out) = 0;
+  // gate = silu(gate) * up; gate, up: n floats.
+  virtual void silu_mul(float* gate, const float* up, int64_t n) = 0;
+  // x += y; n floats.
+  virtual void add(float* x, const float* y, int64_t n) = 0;
+};
+
+// The CPU backend with n_threads compute threads (0: one per physical core).
+std::unique_ptr<Backend> make_cpu_backend(int n_threads);
+
+}  // namespace kvc::backend

@@ -1,0 +1,123 @@
+// The CPU backend: backend ops on host memory through kernels/cpu and a thread pool.
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "core/backend/backend.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace kvc::backend {
+
+namespace {
+
+constexpr size_t k_alignment = 64;
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int n_threads)
+      : pool_(n_threads > 0 ? n_threads : kernels::default_thread_count()),
+        name_(std::string("cpu (") + kernels::isa_name(kernels::best_isa()) + ", " +
+              std::to_string(pool_.n_threads()) + (pool_.n_threads() == 1 ? " thread)" : " threads)")),
+        scratch_(static_cast<size_t>(pool_.n_threads())) {}
+
+  std::string_view name() const override { return name_; }
+
+  void* alloc(size_t n_bytes) override {
+    const size_t rounded = (n_bytes + k_alignment - 1) / k_alignment * k_alignment;
+    void* p = std::aligned_alloc(k_alignment, rounded == 0 ? k_alignment : rounded);
+    if (p) std::memset(p, 0, rounded);
+    return p;
+  }
+  void free(void* p) override { std::free(p); }
+  void copy_to_host(const void* src, void* dst, size_t n) override { std::memcpy(dst, src, n); }
+  void copy_from_host(const void* src, void* dst, size_t n) override { std::memcpy(dst, src, n); }
+
+  Result<Weight> upload_weight(const kernels::MatrixView& host) override { return Weight{host}; }
+
+  Result<float*> upload_floats(const float* host, int64_t n) override {
+    auto* p = static_cast<float*>(alloc(static_cast<size_t>(n) * sizeof(float)));
+    if (!p) return make_error(ErrorCode::out_of_memory, "cannot allocate " + std::to_string(n) + " floats");
+    std::memcpy(p, host, static_cast<size_t>(n) * sizeof(float));
+    return p;
+  }
+
+  void embed(const Weight& table, const int32_t* tokens, int64_t n_tokens, float* x) override {
+    const int64_t n_embd = table.view.n_cols;
+    const size_t row = kernels::row_bytes(table.view.type, n_embd);
+    const auto* base = static_cast<const uint8_t*>(table.view.data);
+    for (int64_t i = 0; i < n_tokens; ++i) {
+      kernels::dequantize_row(table.view.type, base + static_cast<size_t>(tokens[i]) * row, x + i * n_embd, n_embd);
+    }
+  }
+
+  void rmsnorm(const float* x, const float* w, int64_t n_tokens, int64_t n, float eps, float* out) override {
+    pool_.parallel_for(n_tokens, 4, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) kernels::rmsnorm(x + i * n, w, n, eps, out + i * n);
+    });
+  }
+
+  void matmul(const Weight& w, const float* x, int64_t n_tokens, float* y, const float* bias) override {
+    kernels::matmul(w.view, x, n_tokens, y, pool_);
+    if (bias) {
+      for (int64_t i = 0; i < n_tokens; ++i) kernels::add_inplace(y + i * w.view.n_rows, bias, w.view.n_rows);
+    }
+  }
+
+  void rope(float* x, int64_t n_tokens, const int64_t* positions, int n_heads, int head_dim,
+            const kernels::RopeParams& p) override {
+    const int64_t width = int64_t{n_heads} * head_dim;
+    pool_.parallel_for(n_tokens, 4, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) kernels::rope(x + i * width, n_heads, head_dim, positions[i], p);
+    });
+  }
+
+  void kv_store(const LayerKv& kv, int64_t pos0, const float* k, const float* v, int64_t n_tokens,
+                int64_t kv_width) override {
+    for (int64_t i = 0; i < n_tokens; ++i) {
+      kernels::f32_to_f16_row(k + i * kv_width, kv.k + (pos0 + i) * kv.stride, kv_width);
+      kernels::f32_to_f16_row(v + i * kv_width, kv.v + (pos0 + i) * kv.stride, kv_width);
+    }
+  }
+
+  void attention(const float* q, const LayerKv& kv, int64_t pos0, int64_t n_tokens, const kernels::AttentionShape& s,
+                 float* out) override {
+    const int64_t width = int64_t{s.n_head} * s.head_dim;
+    const int64_t group = s.n_head / s.n_kv_head;
+    const size_t need = static_cast<size_t>(group * (pos0 + n_tokens));
+    for (auto& buf : scratch_) {
+      if (buf.size() < need) buf.resize(need);
+    }
+    // Work items are (token, kv head) pairs, split evenly across threads.
+    const int64_t n_items = n_tokens * s.n_kv_head;
+    pool_.run([&](int ith, int nth) {
+      float* scratch = scratch_[static_cast<size_t>(ith)].data();
+      const int64_t begin = n_items * ith / nth;
+      const int64_t end = n_items * (ith + 1) / nth;
+      for (int64_t it = begin; it < end; ++it) {
+        const int64_t t = it / s.n_kv_head;
+        const int h = static_cast<int>(it % s.n_kv_head);
+        kernels::attention_f16(q + t * width, kv.k, kv.v, pos0 + t + 1, s, h, h + 1, out + t * width, scratch);
+      }
+    });
+  }
+
+  void silu_mul(float* gate, const float* up, int64_t n) override {
+    pool_.parallel_for(n, 16384, [&](int64_t b, int64_t e) { kernels::silu_mul(gate + b, up + b, e - b, gate + b); });
+  }
+
+  void add(float* x, const float* y, int64_t n) override { kernels::add_inplace(x, y, n); }
+
+ private:
+  kernels::ThreadPool pool_;
+  std::string name_;
+  std::vector<std::vector<float>> scratch_;  // per thread: attention scores
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int n_threads) { return std::make_unique<CpuBackend>(n_threads); }
+
+}  // namespace kvc::backend

@@ -1,0 +1,265 @@
+// Loading a llama-family GGUF model: config, tokenizer, chat template and weights.
+#include "core/model/model.h"
+
+#include <sys/mman.h>
+
+#include <map>
+#include <set>
+
+#include "kernels/cpu/quant.h"
+
+namespace kvc::model {
+
+namespace {
+
+using kernels::DType;
+
+bool is_matrix_type(DType t) {
+  switch (t) {
+    case DType::f32: case DType::f16: case DType::bf16: case DType::q8_0:
+    case DType::q4_0: case DType::q4_k: case DType::q6_k:
+      return true;
+    case DType::q8_k:
+      return false;
+  }
+  return false;
+}
+
+class Loader {
+ public:
+  Loader(const gguf::GgufFile& f, backend::Backend& be, std::vector<void*>& owned)
+      : f_(f), be_(be), owned_(owned) {}
+
+  // A 2-D weight with exactly (n_rows, n_cols).
+  Result<backend::Weight> matrix(const std::string& name, int64_t n_rows, int64_t n_cols) {
+    const gguf::TensorInfo* t = f_.find_tensor(name);
+    if (!t) return make_error(ErrorCode::invalid_file, "tensor " + name + " is missing");
+    if (t->shape.size() != 2 || t->shape[0] != n_cols || t->shape[1] != n_rows) {
+      return make_error(ErrorCode::invalid_file, "tensor " + name + " has shape " + shape_str(*t) +
+                                                     ", expected [" + std::to_string(n_cols) + ", " +
+                                                     std::to_string(n_rows) + "]");
+    }
+    if (!is_matrix_type(t->type)) {
+      return make_error(ErrorCode::unsupported, "tensor " + name + ": type " +
+                                                    kernels::dtype_name(t->type) + " cannot be a weight matrix");
+    }
+    kernels::MatrixView v{t->type, f_.tensor_data(*t), n_rows, n_cols};
+    bytes_ += t->n_bytes;
+    types_.insert(kernels::dtype_name(t->type));
+    return be_.upload_weight(v);
+  }
+
+  // A 1-D float vector of n elements (any float or quantized type, dequantized).
+  Result<const float*> vector(const std::string& name, int64_t n, bool optional = false) {
+    const gguf::TensorInfo* t = f_.find_tensor(name);
+    if (!t) {
+      if (optional) return static_cast<const float*>(nullptr);
+      return make_error(ErrorCode::invalid_file, "tensor " + name + " is missing");
+    }
+    if (t->shape.size() != 1 || t->shape[0] != n) {
+      return make_error(ErrorCode::invalid_file, "tensor " + name + " has shape " + shape_str(*t) +
+                                                     ", expected [" + std::to_string(n) + "]");
+    }
+    std::vector<float> host(static_cast<size_t>(n));
+    kernels::dequantize_row(t->type, f_.tensor_data(*t), host.data(), n);
+    bytes_ += t->n_bytes;
+    auto dev = be_.upload_floats(host.data(), n);
+    if (!dev.ok()) return dev.error();
+    owned_.push_back(*dev);
+    return static_cast<const float*>(*dev);
+  }
+
+  size_t bytes() const { return bytes_; }
+  const std::set<std::string>& types() const { return types_; }
+
+ private:
+  static std::string shape_str(const gguf::TensorInfo& t) {
+    std::string s = "[";
+    for (size_t i = 0; i < t.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(t.shape[i]);
+    return s + "]";
+  }
+
+  const gguf::GgufFile& f_;
+  backend::Backend& be_;
+  std::vector<void*>& owned_;
+  size_t bytes_ = 0;
+  std::set<std::string> types_;
+};
+
+// Touches every page of the tensor data so that the first token does not pay for page
+// faults, reporting progress; asks the kernel to read ahead.
+void prefault(const gguf::GgufFile& f, const LoadOptions& opt) {
+  if (f.file_bytes() <= f.data_offset()) return;
+  const uint8_t* base = f.tensor_data(f.tensors().front()) - f.tensors().front().offset;
+  const size_t total = f.file_bytes() - f.data_offset();
+  const auto page = static_cast<size_t>(4096);
+  const uintptr_t aligned = reinterpret_cast<uintptr_t>(base) & ~(page - 1);
+  ::madvise(reinterpret_cast<void*>(aligned), total + (reinterpret_cast<uintptr_t>(base) - aligned), MADV_WILLNEED);
+  volatile uint8_t sink = 0;
+  const size_t step = size_t{64} << 20;
+  for (size_t done = 0; done < total;) {
+    const size_t end = std::min(total, done + step);
+    for (size_t i = done; i < end; i += page) sink = static_cast<uint8_t>(sink + base[i]);
+    done = end;
+    if (opt.progress) opt.progress(done, total);
+  }
+  (void)sink;
+}
+
+}  // namespace
+
+Result<tokenizer::Vocabulary> vocabulary_from_gguf(const gguf::GgufFile& f) {
+  tokenizer::Vocabulary v;
+  auto model = f.get_string("tokenizer.ggml.model");
+  if (!model.ok()) return model.error();
+  v.model = *model;
+  auto tokens = f.get_string_array("tokenizer.ggml.tokens");
+  if (!tokens.ok()) return tokens.error();
+  v.tokens = std::move(*tokens);
+  if (f.find("tokenizer.ggml.scores")) {
+    auto scores = f.get_f32_array("tokenizer.ggml.scores");
+    if (!scores.ok()) return scores.error();
+    v.scores = std::move(*scores);
+  } else {
+    v.scores.assign(v.tokens.size(), 0.0f);
+  }
+  if (f.find("tokenizer.ggml.token_type")) {
+    auto types = f.get_i32_array("tokenizer.ggml.token_type");
+    if (!types.ok()) return types.error();
+    v.types = std::move(*types);
+  } else {
+    v.types.assign(v.tokens.size(), 1);
+  }
+  auto id = [&](const char* key, int32_t fallback) -> Result<int32_t> {
+    if (!f.find(key)) return fallback;
+    auto r = f.get_uint(key);
+    if (!r.ok()) return r.error();
+    if (*r == 0xffffffffu) return -1;  // some converters write uint32 -1 for "none"
+    if (*r >= v.tokens.size()) {
+      return make_error(ErrorCode::invalid_file, std::string("metadata ") + key + ": token id " +
+                                                     std::to_string(*r) + " is outside the vocabulary");
+    }
+    return static_cast<int32_t>(*r);
+  };
+  auto flag = [&](const char* key, bool fallback) -> Result<bool> {
+    if (!f.find(key)) return fallback;
+    return f.get_bool(key);
+  };
+  auto bos = id("tokenizer.ggml.bos_token_id", -1);
+  auto eos = id("tokenizer.ggml.eos_token_id", -1);
+  auto unk = id("tokenizer.ggml.unknown_token_id", -1);
+  auto pad = id("tokenizer.ggml.padding_token_id", -1);
+  auto add_bos = flag("tokenizer.ggml.add_bos_token", true);
+  auto add_eos = flag("tokenizer.ggml.add_eos_token", false);
+  auto add_space = flag("tokenizer.ggml.add_space_prefix", true);
+  for (auto* r : {&bos, &eos, &unk, &pad}) {
+    if (!r->ok()) return r->error();
+  }
+  for (auto* r : {&add_bos, &add_eos, &add_space}) {
+    if (!r->ok()) return r->error();
+  }
+  v.bos_id = *bos;
+  v.eos_id = *eos;
+  v.unk_id = *unk;
+  v.pad_id = *pad;
+  v.add_bos = *add_bos;
+  v.add_eos = *add_eos;
+  v.add_space_prefix = *add_space;
+  return v;
+}
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Backend& be, const LoadOptions& opt) {
+  auto file = gguf::GgufFile::open(path);
+  if (!file.ok()) return file.error();
+  auto config = ModelConfig::from_gguf(*file);
+  if (!config.ok()) return make_error(config.error().code, path + ": " + config.error().message);
+  auto vocab = vocabulary_from_gguf(*file);
+  if (!vocab.ok()) return make_error(vocab.error().code, path + ": " + vocab.error().message);
+  auto tok = tokenizer::Tokenizer::create(*vocab);
+  if (!tok.ok()) return make_error(tok.error().code, path + ": " + tok.error().message);
+
+  auto tmpl = file->get_string_or("tokenizer.chat_template", "");
+  if (!tmpl.ok()) return make_error(tmpl.error().code, path + ": " + tmpl.error().message);
+  const auto chat_template = chat::ChatTemplate::detect(*tmpl);
+  std::unique_ptr<Model> m(new Model(std::move(*file), std::move(*tok), chat_template));
+  m->config_ = *config;
+  m->backend_ = &be;
+  m->path_ = path;
+
+  prefault(m->file_, opt);
+
+  const ModelConfig& c = m->config_;
+  Loader ld(m->file_, be, m->owned_);
+  auto fail = [&](const Error& e) { return make_error(e.code, path + ": " + e.message); };
+
+  auto embd = ld.matrix("token_embd.weight", c.n_vocab, c.n_embd);
+  if (!embd.ok()) return fail(embd.error());
+  m->weights_.token_embd = *embd;
+  m->weights_.layers.resize(static_cast<size_t>(c.n_layer));
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    LayerWeights& w = m->weights_.layers[static_cast<size_t>(l)];
+    const std::string b = "blk." + std::to_string(l) + ".";
+    auto assign_m = [&](backend::Weight& dst, const char* name, int64_t rows, int64_t cols) -> Status {
+      auto r = ld.matrix(b + name, rows, cols);
+      if (!r.ok()) return r.error();
+      dst = *r;
+      return {};
+    };
+    auto assign_v = [&](const float*& dst, const char* name, int64_t n, bool optional) -> Status {
+      auto r = ld.vector(b + name, n, optional);
+      if (!r.ok()) return r.error();
+      dst = *r;
+      return {};
+    };
+    for (Status s : {assign_v(w.attn_norm, "attn_norm.weight", c.n_embd, false),
+                     assign_m(w.wq, "attn_q.weight", c.q_width(), c.n_embd),
+                     assign_m(w.wk, "attn_k.weight", c.kv_width(), c.n_embd),
+                     assign_m(w.wv, "attn_v.weight", c.kv_width(), c.n_embd),
+                     assign_m(w.wo, "attn_output.weight", c.n_embd, c.q_width()),
+                     assign_v(w.bq, "attn_q.bias", c.q_width(), true),
+                     assign_v(w.bk, "attn_k.bias", c.kv_width(), true),
+                     assign_v(w.bv, "attn_v.bias", c.kv_width(), true),
+                     assign_v(w.ffn_norm, "ffn_norm.weight", c.n_embd, false),
+                     assign_m(w.w_gate, "ffn_gate.weight", c.n_ff, c.n_embd),
+                     assign_m(w.w_up, "ffn_up.weight", c.n_ff, c.n_embd),
+                     assign_m(w.w_down, "ffn_down.weight", c.n_embd, c.n_ff)}) {
+      if (!s.ok()) return fail(s.error());
+    }
+    if (c.qkv_bias && (!w.bq || !w.bk || !w.bv)) {
+      return fail(make_error(ErrorCode::invalid_file, b + "attn_{q,k,v}.bias: " + c.arch + " needs Q, K and V biases"));
+    }
+  }
+  auto onorm = ld.vector("output_norm.weight", c.n_embd);
+  if (!onorm.ok()) return fail(onorm.error());
+  m->weights_.output_norm = *onorm;
+  if (c.tied_embeddings) {
+    m->weights_.output = m->weights_.token_embd;
+  } else {
+    auto out = ld.matrix("output.weight", c.n_vocab, c.n_embd);
+    if (!out.ok()) return fail(out.error());
+    m->weights_.output = *out;
+  }
+  m->weight_bytes_ = ld.bytes();
+  return m;
+}
+
+std::string Model::weight_type_summary() const {
+  std::map<std::string, size_t> bytes;
+  auto add = [&](const backend::Weight& w) {
+    bytes[kernels::dtype_name(w.view.type)] += kernels::row_bytes(w.view.type, w.view.n_cols) *
+                                               static_cast<size_t>(w.view.n_rows);
+  };
+  for (const auto& l : weights_.layers) {
+    for (const auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*w);
+  }
+  if (bytes.size() == 1) return bytes.begin()->first;
+  std::string s = "mixed:";
+  for (const auto& [name, n] : bytes) s += " " + name;
+  return s;
+}
+
+Model::~Model() {
+  for (void* p : owned_) backend_->free(p);
+}
+
+}  // namespace kvc::model

@@ -1,0 +1,83 @@
+// A loaded llama-family model: its GGUF mapping, config, tokenizer and weights on a backend.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend/backend.h"
+#include "core/chat/chat_template.h"
+#include "core/gguf/gguf_file.h"
+#include "core/model/model_config.h"
+#include "core/tokenizer/tokenizer.h"
+#include "core/util/result.h"
+
+namespace kvc::model {
+
+// The weights of one transformer block, in backend memory.
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // (n_embd)
+  backend::Weight wq;                // (q_width rows, n_embd cols)
+  backend::Weight wk;                // (kv_width, n_embd)
+  backend::Weight wv;                // (kv_width, n_embd)
+  backend::Weight wo;                // (n_embd, q_width)
+  const float* bq = nullptr;         // (q_width), qwen2 only
+  const float* bk = nullptr;         // (kv_width)
+  const float* bv = nullptr;         // (kv_width)
+  const float* ffn_norm = nullptr;   // (n_embd)
+  backend::Weight w_gate;            // (n_ff, n_embd)
+  backend::Weight w_up;              // (n_ff, n_embd)
+  backend::Weight w_down;            // (n_embd, n_ff)
+};
+
+struct ModelWeights {
+  backend::Weight token_embd;        // (n_vocab rows, n_embd cols)
+  std::vector<LayerWeights> layers;  // n_layer
+  const float* output_norm = nullptr;  // (n_embd)
+  backend::Weight output;            // (n_vocab, n_embd); token_embd when tied
+};
+
+struct LoadOptions {
+  // Called with (done, total) bytes while weights are paged in or uploaded.
+  std::function<void(size_t done, size_t total)> progress;
+};
+
+class Model {
+ public:
+  static Result<std::unique_ptr<Model>> load(const std::string& path, backend::Backend& be,
+                                             const LoadOptions& options = {});
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
+  const chat::ChatTemplate& chat_template() const { return chat_template_; }
+  const gguf::GgufFile& file() const { return file_; }
+  backend::Backend& backend() const { return *backend_; }
+  const std::string& path() const { return path_; }
+  // Bytes of all weight tensors (what decode reads per token).
+  size_t weight_bytes() const { return weight_bytes_; }
+  // The dominant weight type of the big matrices ("Q4_0", or "mixed: Q4_K, Q6_K").
+  std::string weight_type_summary() const;
+
+  ~Model();
+
+ private:
+  Model(gguf::GgufFile file, tokenizer::Tokenizer tok, chat::ChatTemplate tmpl)
+      : file_(std::move(file)), tokenizer_(std::move(tok)), chat_template_(tmpl) {}
+
+  gguf::GgufFile file_;
+  tokenizer::Tokenizer tokenizer_;
+  chat::ChatTemplate chat_template_;
+  ModelConfig config_;
+  ModelWeights weights_;
+  backend::Backend* backend_ = nullptr;
+  std::vector<void*> owned_;  // backend allocations (norms, biases) freed with the model
+  std::string path_;
+  size_t weight_bytes_ = 0;
+};
+
+// The tokenizer vocabulary described by a GGUF file's tokenizer.ggml.* metadata.
+Result<tokenizer::Vocabulary> vocabulary_from_gguf(const gguf::GgufFile& file);
+
+}  // namespace kvc::model

@@ -1,0 +1,173 @@
+// Random-weight llama GGUF models, generated and quantized while they are written.
+#include "core/model/model_builder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/gguf/gguf_writer.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace kvc::model {
+
+namespace {
+
+using kernels::DType;
+
+uint64_t splitmix64(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t hash_name(std::string_view s) {
+  uint64_t h = 1469598103934665603ull;
+  for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+  return h;
+}
+
+// One tensor to generate: values are uniform in [center - a, center + a].
+struct TensorPlan {
+  std::string name;
+  std::vector<int64_t> shape;  // (row length, n_rows)
+  DType type;
+  float center;
+  float half_width;
+};
+
+// Fills rows [row_begin, row_end) of `t` into `out` (already quantized to t.type).
+void generate_rows(const TensorPlan& t, uint64_t seed, int64_t row_begin, int64_t row_end, uint8_t* out,
+                   std::vector<float>& scratch) {
+  const int64_t n_cols = t.shape[0];
+  const size_t row = kernels::row_bytes(t.type, n_cols);
+  scratch.resize(static_cast<size_t>(n_cols));
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    uint64_t s = seed ^ hash_name(t.name) ^ (static_cast<uint64_t>(r) * 0xd1b54a32d192ed03ull);
+    for (int64_t c = 0; c < n_cols; c += 2) {
+      const uint64_t bits = splitmix64(s);
+      const auto u0 = static_cast<float>(static_cast<uint32_t>(bits) >> 8) * (1.0f / 16777216.0f);
+      const auto u1 = static_cast<float>(static_cast<uint32_t>(bits >> 32) >> 8) * (1.0f / 16777216.0f);
+      scratch[static_cast<size_t>(c)] = t.center + t.half_width * (2.0f * u0 - 1.0f);
+      if (c + 1 < n_cols) scratch[static_cast<size_t>(c + 1)] = t.center + t.half_width * (2.0f * u1 - 1.0f);
+    }
+    kernels::quantize_row(t.type, scratch.data(), out + static_cast<size_t>(r - row_begin) * row, n_cols);
+  }
+}
+
+}  // namespace
+
+Status ModelSpec::validate(int64_t n_vocab) const {
+  auto bad = [](const std::string& m) { return make_error(ErrorCode::invalid_argument, m); };
+  if (n_embd <= 0 || n_layer <= 0 || n_head <= 0 || n_head_kv <= 0 || n_ff <= 0 || n_ctx <= 0) {
+    return bad("every dimension must be positive");
+  }
+  if (n_embd % n_head != 0) return bad("--dim must be a multiple of --heads");
+  if (n_head % n_head_kv != 0) return bad("--heads must be a multiple of --kv-heads");
+  if ((n_embd / n_head) % 2 != 0) return bad("the head size (--dim / --heads) must be even for rotary embeddings");
+  if (n_embd % 32 != 0 || n_ff % 32 != 0) return bad("--dim and --ffn must be multiples of 32 (the quantization block)");
+  if (n_vocab < 4) return bad("the vocabulary is too small");
+  if (n_layer > 512 || n_embd > 65536 || n_ff > 262144) return bad("the model is implausibly large");
+  return {};
+}
+
+std::string demo_chat_template() {
+  return "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
+         "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% else %}{{ message['content'] + eos_token }}"
+         "{% endif %}{% endfor %}";
+}
+
+Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vocab, const std::string& path,
+                          const std::function<void(size_t, size_t)>& progress) {
+  const auto n_vocab = static_cast<int64_t>(vocab.tokens.size());
+  KVC_TRY(spec.validate(n_vocab));
+  const int64_t head_dim = spec.n_embd / spec.n_head;
+  const int64_t q_width = spec.n_embd, kv_width = spec.n_head_kv * head_dim;
+
+  gguf::GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("general.name", spec.name);
+  w.set_u32("general.file_type", static_cast<uint32_t>(spec.type));
+  w.set_u32("llama.context_length", static_cast<uint32_t>(spec.n_ctx));
+  w.set_u32("llama.embedding_length", static_cast<uint32_t>(spec.n_embd));
+  w.set_u32("llama.block_count", static_cast<uint32_t>(spec.n_layer));
+  w.set_u32("llama.feed_forward_length", static_cast<uint32_t>(spec.n_ff));
+  w.set_u32("llama.attention.head_count", static_cast<uint32_t>(spec.n_head));
+  w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(spec.n_head_kv));
+  w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(head_dim));
+  w.set_f32("llama.rope.freq_base", spec.rope_freq_base);
+  w.set_f32("llama.attention.layer_norm_rms_epsilon", spec.rms_eps);
+  w.set_u32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
+  w.set_string("tokenizer.ggml.model", vocab.model);
+  w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
+  w.set_vector("tokenizer.ggml.scores", vocab.scores);
+  w.set_vector("tokenizer.ggml.token_type", vocab.types);
+  auto set_id = [&](const char* key, int32_t id) {
+    if (id >= 0) w.set_u32(key, static_cast<uint32_t>(id));
+  };
+  set_id("tokenizer.ggml.bos_token_id", vocab.bos_id);
+  set_id("tokenizer.ggml.eos_token_id", vocab.eos_id);
+  set_id("tokenizer.ggml.unknown_token_id", vocab.unk_id);
+  set_id("tokenizer.ggml.padding_token_id", vocab.pad_id);
+  w.set_bool("tokenizer.ggml.add_bos_token", vocab.add_bos);
+  w.set_bool("tokenizer.ggml.add_eos_token", vocab.add_eos);
+  w.set_bool("tokenizer.ggml.add_space_prefix", vocab.add_space_prefix);
+  if (!spec.chat_template.empty()) w.set_string("tokenizer.chat_template", spec.chat_template);
+
+  // Weights: std over a uniform distribution is half_width / sqrt(3); norms near 1.
+  const float a = spec.weight_std * std::sqrt(3.0f);
+  std::vector<TensorPlan> plans;
+  auto matrix = [&](std::string name, int64_t rows, int64_t cols) {
+    const DType t = tensor_type(spec.type, name, 2, cols, spec.n_layer);
+    plans.push_back({std::move(name), {cols, rows}, t, 0.0f, a});
+  };
+  auto norm = [&](std::string name, int64_t n) { plans.push_back({std::move(name), {n}, DType::f32, 1.0f, 0.05f}); };
+  matrix("token_embd.weight", n_vocab, spec.n_embd);
+  for (int64_t l = 0; l < spec.n_layer; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    norm(b + "attn_norm.weight", spec.n_embd);
+    matrix(b + "attn_q.weight", q_width, spec.n_embd);
+    matrix(b + "attn_k.weight", kv_width, spec.n_embd);
+    matrix(b + "attn_v.weight", kv_width, spec.n_embd);
+    matrix(b + "attn_output.weight", spec.n_embd, q_width);
+    norm(b + "ffn_norm.weight", spec.n_embd);
+    matrix(b + "ffn_gate.weight", spec.n_ff, spec.n_embd);
+    matrix(b + "ffn_up.weight", spec.n_ff, spec.n_embd);
+    matrix(b + "ffn_down.weight", spec.n_embd, spec.n_ff);
+  }
+  norm("output_norm.weight", spec.n_embd);
+  matrix("output.weight", n_vocab, spec.n_embd);
+
+  size_t total = 0;
+  for (const auto& p : plans) {
+    total += kernels::row_bytes(p.type, p.shape[0]) * static_cast<size_t>(p.shape.size() > 1 ? p.shape[1] : 1);
+  }
+  auto pool = std::make_shared<kernels::ThreadPool>(spec.n_threads > 0 ? spec.n_threads : kernels::default_thread_count());
+  auto done = std::make_shared<size_t>(0);
+  for (const auto& p : plans) {
+    w.add_tensor_stream(p.name, p.shape, p.type, [p, pool, done, total, &progress, seed = spec.seed](const gguf::ByteSink& sink) -> Status {
+      const int64_t n_rows = p.shape.size() > 1 ? p.shape[1] : 1;
+      const size_t row = kernels::row_bytes(p.type, p.shape[0]);
+      // Chunks of about 4 MiB, generated in parallel, emitted in order.
+      const int64_t chunk_rows = std::max<int64_t>(1, static_cast<int64_t>((size_t{4} << 20) / row));
+      std::vector<uint8_t> buf;
+      std::vector<std::vector<float>> scratch(static_cast<size_t>(pool->n_threads()));
+      for (int64_t r0 = 0; r0 < n_rows; r0 += chunk_rows) {
+        const int64_t r1 = std::min(n_rows, r0 + chunk_rows);
+        buf.resize(static_cast<size_t>(r1 - r0) * row);
+        pool->run([&](int ith, int nth) {
+          const int64_t b = r0 + (r1 - r0) * ith / nth, e = r0 + (r1 - r0) * (ith + 1) / nth;
+          if (b < e) generate_rows(p, seed, b, e, buf.data() + static_cast<size_t>(b - r0) * row, scratch[static_cast<size_t>(ith)]);
+        });
+        KVC_TRY(sink(buf));
+        *done += buf.size();
+        if (progress) progress(*done, total);
+      }
+      return {};
+    });
+  }
+  return w.write(path);
+}
+
+}  // namespace kvc::model

@@ -1,0 +1,43 @@
+// Writing llama GGUF models with random weights: benchmark models and the built-in demo model.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "core/model/quant_policy.h"
+#include "core/tokenizer/tokenizer.h"
+#include "core/util/result.h"
+
+namespace kvc::model {
+
+// The shape of a llama model. Defaults: a small model that runs anywhere.
+struct ModelSpec {
+  std::string name = "kvchat random llama";
+  int64_t n_embd = 256;
+  int64_t n_layer = 4;
+  int64_t n_head = 8;
+  int64_t n_head_kv = 2;
+  int64_t n_ff = 768;
+  int64_t n_ctx = 2048;
+  float rope_freq_base = 10000.0f;
+  float rms_eps = 1e-5f;
+  FileType type = FileType::q8_0;
+  uint64_t seed = 1;
+  float weight_std = 0.02f;     // weights: uniform with this standard deviation
+  std::string chat_template;    // tokenizer.chat_template; empty: none
+  int n_threads = 0;            // 0: one per physical core
+
+  Status validate(int64_t n_vocab) const;
+};
+
+// Writes the model to `path` atomically. Weights are generated and quantized row block by
+// row block while the file is written, so the model never sits in memory whole; the values
+// depend only on the seed, never on the thread count. progress(done, total) counts tensors' bytes.
+Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vocab, const std::string& path,
+                          const std::function<void(size_t done, size_t total)>& progress = {});
+
+// A chat template in the [INST] family, for the demo model (its vocabulary has <s> and </s>).
+std::string demo_chat_template();
+
+}  // namespace kvc::model

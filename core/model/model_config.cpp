@@ -1,0 +1,146 @@
+// Reading a llama-family model's hyper-parameters from GGUF metadata.
+#include "core/model/model_config.h"
+
+#include <cmath>
+
+#include "core/gguf/gguf_file.h"
+
+namespace kvc::model {
+
+namespace {
+
+// Architectures whose GGUF tensors and metadata follow the llama layout.
+struct ArchTraits {
+  const char* name;
+  bool interleaved_rope;  // llama: adjacent pairs; qwen2: halves (neox)
+  bool qkv_bias;
+};
+constexpr ArchTraits k_archs[] = {
+    {"llama", true, false},
+    {"mistral", true, false},
+    {"qwen2", false, true},
+};
+
+Result<int64_t> required_count(const gguf::GgufFile& f, const std::string& key) {
+  auto v = f.get_uint(key);
+  if (!v.ok()) return v.error();
+  if (*v == 0 || *v > (uint64_t{1} << 31)) {
+    return make_error(ErrorCode::invalid_file,
+                      "metadata " + key + ": " + std::to_string(*v) + " is not a plausible size");
+  }
+  return static_cast<int64_t>(*v);
+}
+
+Result<int64_t> optional_count(const gguf::GgufFile& f, const std::string& key, int64_t fallback) {
+  if (!f.find(key)) return fallback;
+  return required_count(f, key);
+}
+
+Result<float> optional_float(const gguf::GgufFile& f, const std::string& key, float fallback) {
+  if (!f.find(key)) return fallback;
+  auto v = f.get_float(key);
+  if (!v.ok()) return v.error();
+  if (!std::isfinite(*v)) return make_error(ErrorCode::invalid_file, "metadata " + key + ": not a finite number");
+  return static_cast<float>(*v);
+}
+
+}  // namespace
+
+Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
+  ModelConfig c;
+  auto arch = f.get_string("general.architecture");
+  if (!arch.ok()) return arch.error();
+  c.arch = *arch;
+  const ArchTraits* traits = nullptr;
+  for (const auto& a : k_archs) {
+    if (c.arch == a.name) traits = &a;
+  }
+  if (!traits) {
+    return make_error(ErrorCode::unsupported, "architecture '" + c.arch +
+                                                  "' is not supported yet (supported: llama, mistral, qwen2)");
+  }
+  if (f.find("general.name")) {
+    if (auto n = f.get_string("general.name"); n.ok()) c.name = *n;
+  }
+  const std::string p = c.arch + ".";
+
+  auto embd = required_count(f, p + "embedding_length");
+  if (!embd.ok()) return embd.error();
+  c.n_embd = *embd;
+  auto layers = required_count(f, p + "block_count");
+  if (!layers.ok()) return layers.error();
+  c.n_layer = *layers;
+  auto heads = required_count(f, p + "attention.head_count");
+  if (!heads.ok()) return heads.error();
+  c.n_head = *heads;
+  auto heads_kv = optional_count(f, p + "attention.head_count_kv", c.n_head);
+  if (!heads_kv.ok()) return heads_kv.error();
+  c.n_head_kv = *heads_kv;
+  auto ff = required_count(f, p + "feed_forward_length");
+  if (!ff.ok()) return ff.error();
+  c.n_ff = *ff;
+  auto ctx = optional_count(f, p + "context_length", 2048);
+  if (!ctx.ok()) return ctx.error();
+  c.n_ctx_train = *ctx;
+  if (c.n_embd % c.n_head != 0) {
+    return make_error(ErrorCode::invalid_file, "embedding_length " + std::to_string(c.n_embd) +
+                                                   " is not a multiple of head_count " + std::to_string(c.n_head));
+  }
+  auto hd = optional_count(f, p + "attention.key_length", c.n_embd / c.n_head);
+  if (!hd.ok()) return hd.error();
+  c.head_dim = *hd;
+  if (f.find(p + "attention.value_length")) {
+    auto vl = required_count(f, p + "attention.value_length");
+    if (!vl.ok()) return vl.error();
+    if (*vl != c.head_dim) {
+      return make_error(ErrorCode::unsupported, "attention.value_length differs from key_length");
+    }
+  }
+  if (c.n_head % c.n_head_kv != 0) {
+    return make_error(ErrorCode::invalid_file, "attention.head_count " + std::to_string(c.n_head) +
+                                                   " is not a multiple of head_count_kv " +
+                                                   std::to_string(c.n_head_kv));
+  }
+  auto eps = optional_float(f, p + "attention.layer_norm_rms_epsilon", 1e-5f);
+  if (!eps.ok()) return eps.error();
+  c.rms_eps = *eps;
+  if (!(c.rms_eps > 0.0f)) return make_error(ErrorCode::invalid_file, "layer_norm_rms_epsilon must be positive");
+
+  auto base = optional_float(f, p + "rope.freq_base", 10000.0f);
+  if (!base.ok()) return base.error();
+  auto n_rot = optional_count(f, p + "rope.dimension_count", c.head_dim);
+  if (!n_rot.ok()) return n_rot.error();
+  if (*n_rot > c.head_dim || *n_rot % 2 != 0) {
+    return make_error(ErrorCode::invalid_file, "rope.dimension_count " + std::to_string(*n_rot) +
+                                                   " must be even and at most the head size " +
+                                                   std::to_string(c.head_dim));
+  }
+  c.rope.n_rot = static_cast<int>(*n_rot);
+  c.rope.freq_base = *base;
+  c.rope.interleaved = traits->interleaved_rope;
+  c.qkv_bias = traits->qkv_bias;
+
+  std::string scaling = "none";
+  if (f.find(p + "rope.scaling.type")) {
+    auto s = f.get_string(p + "rope.scaling.type");
+    if (!s.ok()) return s.error();
+    scaling = *s;
+  }
+  if (scaling == "linear") {
+    auto factor = optional_float(f, p + "rope.scaling.factor", 1.0f);
+    if (!factor.ok()) return factor.error();
+    if (!(*factor >= 1.0f)) return make_error(ErrorCode::invalid_file, "rope.scaling.factor must be >= 1");
+    c.rope.freq_scale = 1.0f / *factor;
+  } else if (scaling != "none") {
+    return make_error(ErrorCode::unsupported, "rope scaling '" + scaling +
+                                                  "' is not supported yet (supported: none, linear)");
+  }
+
+  c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
+  auto vocab = f.get_string_array("tokenizer.ggml.tokens");
+  if (!vocab.ok()) return vocab.error();
+  c.n_vocab = static_cast<int64_t>(vocab->size());
+  return c;
+}
+
+}  // namespace kvc::model

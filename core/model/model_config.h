@@ -1,0 +1,46 @@
+// The hyper-parameters of a llama-family model, read from GGUF metadata and checked.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/util/result.h"
+#include "kernels/cpu/ops.h"
+
+namespace kvc::gguf {
+class GgufFile;
+}
+
+namespace kvc::model {
+
+// Invariants (checked by from_gguf): n_head % n_head_kv == 0; n_rot <= head_dim and even;
+// every count positive.
+struct ModelConfig {
+  std::string arch;        // general.architecture: "llama", "qwen2", ...
+  std::string name;        // general.name, if present
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;      // model width
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;   // n_head (MHA), fewer (GQA), 1 (MQA)
+  int64_t head_dim = 0;    // usually n_embd / n_head
+  int64_t n_ff = 0;        // FFN hidden width
+  int64_t n_ctx_train = 0; // context length the model was trained for
+  float rms_eps = 1e-5f;
+  kernels::RopeParams rope;  // n_rot, freq_base, freq_scale, pairing
+  bool qkv_bias = false;     // qwen2-style biases on Q, K, V
+  bool tied_embeddings = false;  // no output.weight: logits use token_embd
+
+  int64_t q_width() const { return n_head * head_dim; }
+  int64_t kv_width() const { return n_head_kv * head_dim; }
+  // Bytes of K plus V per token over all layers for a KV element of `elem_bytes` (F16: 2).
+  double kv_bytes_per_token(double elem_bytes) const {
+    return 2.0 * static_cast<double>(n_layer * kv_width()) * elem_bytes;
+  }
+
+  // Reads and validates the config; unsupported architectures and rope scalings get a
+  // clear error naming what is missing.
+  static Result<ModelConfig> from_gguf(const gguf::GgufFile& file);
+};
+
+}  // namespace kvc::model

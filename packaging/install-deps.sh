@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs the Debian/Ubuntu packages kvchat needs to build, test and run; idempotent.
+#   packaging/install-deps.sh          build + runtime + test dependencies
+# Runs apt-get only when something is missing; uses sudo when not root.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  g++ cmake ninja-build pkg-config git
+  # libraries (headers)
+  libsentencepiece-dev libxxhash-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev
+  # tests: Catch2 2.x; clang brings libFuzzer for the GGUF fuzz target
+  catch2 clang
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "kvchat: all ${#packages[@]} build dependencies are installed"
+  exit 0
+fi
+
+echo "kvchat: installing ${missing[*]}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+    echo "kvchat: need root or sudo to install: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

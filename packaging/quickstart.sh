@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# kvchat's quick start: install what is missing, build, then run the app or the tests.
+#   packaging/quickstart.sh demo   chat with the built-in demo model (built on first run)
+#   packaging/quickstart.sh test   run the whole test suite, then a short fuzz run
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode="${1:-demo}"
+case "$mode" in demo|test) ;; *) echo "usage: $0 demo|test" >&2; exit 2 ;; esac
+
+packaging/install-deps.sh
+cmake --preset release >/dev/null
+cmake --build --preset release
+
+if [ "$mode" = demo ]; then
+  exec build/release/app/kvchat-cli chat
+fi
+
+ctest --preset release
+tests/fuzz/run_fuzz.sh "${KVCHAT_FUZZ_SECONDS:-60}"

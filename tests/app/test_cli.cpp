@@ -1,0 +1,156 @@
+// kvchat-cli end to end: the commands as a user runs them, on the shared models.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "support/test_support.h"
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs kvchat-cli with `args` (shell-quoted by the caller), capturing stdout and stderr.
+Run cli(const std::string& args, const kvc::test::TempDir& tmp, const std::string& stdin_text = "") {
+  const std::string err_file = tmp.file("stderr.txt"), in_file = tmp.file("stdin.txt");
+  { std::ofstream(in_file) << stdin_text; }
+  const std::string cmd = std::string("KVCHAT_DATA_DIR='") + tmp.file("data") + "' '" + KVC_CLI_PATH + "' " + args +
+                          " <'" + in_file + "' 2>'" + err_file + "'";
+  Run r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::array<char, 4096> buf{};
+  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), p)) > 0;) r.out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err_file);
+  std::stringstream ss;
+  ss << e.rdbuf();
+  r.err = ss.str();
+  return r;
+}
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+}  // namespace
+
+TEST_CASE("cli: generate streams the stories260K greedy reference text", "[app][e2e]") {
+  kvc::test::TempDir tmp;
+  const auto ref = kvc::test::models_dir() / "stories260K.reference.txt";
+  std::ifstream in(ref);
+  std::string line, text;
+  while (std::getline(in, line)) {
+    if (line.rfind("text: ", 0) == 0) text = line.substr(6);
+    else if (!text.empty()) text += "\n" + line;  // the reference text spans lines
+  }
+  REQUIRE(!text.empty());
+  auto r = cli("generate -m " + quoted(kvc::test::model_path("stories260K.gguf")) +
+                   " -p 'Once upon a time' -n 100 --temp 0 --repeat-penalty 1 -t 2",
+               tmp);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  // stdout holds only the continuation (and a final newline); timings go to stderr.
+  CHECK(r.out == text + "\n");
+  CHECK_THAT(r.err, Catch::Contains("tok/s"));
+}
+
+TEST_CASE("cli: tokenize prints the reference ids", "[app][e2e]") {
+  kvc::test::TempDir tmp;
+  auto r = cli("tokenize -m " + quoted(kvc::test::model_path("tiny-gqa-q4_0.gguf")) +
+                   " -p 'The quick brown fox jumps over the lazy dog. Memory tiers keep what matters.'",
+               tmp);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out == "1 450 4996 17354 1701 29916 432 17204 975 278 17366 11203 29889 18914 260 4285 3013 825 13750 29889\n");
+}
+
+TEST_CASE("cli: inspect reports shape, KV bytes per format and a memory estimate", "[app][e2e]") {
+  kvc::test::TempDir tmp;
+  auto r = cli("inspect " + quoted(kvc::test::model_path("tiny-gqa-q4_k_m.gguf")) + " -c 1000", tmp);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("4 layers") && Catch::Contains("GQA") && Catch::Contains("Q6_K"));
+  // 4 layers x 2 (K, V) x 2 kv heads x 32 dims x 2 bytes = 1024 bytes per token in F16.
+  CHECK_THAT(r.out, Catch::Contains("f16         1024 bytes/token"));
+  CHECK_THAT(r.out, Catch::Contains("int8         544 bytes/token  (0.531x F16)"));
+  CHECK_THAT(r.out, Catch::Contains("int4         288 bytes/token  (0.281x F16)"));
+  CHECK_THAT(r.out, Catch::Contains("memory estimate at 1000 tokens"));
+}
+
+TEST_CASE("cli: bad input gets a clear error and a non-zero exit", "[app][e2e]") {
+  kvc::test::TempDir tmp;
+  SECTION("missing model file") {
+    auto r = cli("generate -m /nonexistent/model.gguf -p hi", tmp);
+    CHECK(r.exit_code == 3);
+    CHECK_THAT(r.err, Catch::Contains("/nonexistent/model.gguf"));
+  }
+  SECTION("not a GGUF file") {
+    { std::ofstream(tmp.file("bad.gguf")) << "this is not a model"; }
+    auto r = cli("inspect " + quoted(tmp.file("bad.gguf")), tmp);
+    CHECK(r.exit_code == 3);
+    CHECK_THAT(r.err, Catch::Contains("GGUF"));
+  }
+  SECTION("bad sampling option") {
+    auto r = cli("generate -m " + quoted(kvc::test::model_path("stories260K.gguf")) + " -p hi --top-p 1.5", tmp);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("top-p"));
+  }
+  SECTION("unknown quantization type") {
+    auto r = cli("quantize " + quoted(kvc::test::model_path("stories260K.gguf")) + " " + quoted(tmp.file("o.gguf")) + " q3_x", tmp);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("q4_0"));
+  }
+}
+
+TEST_CASE("cli: every command has --help", "[app]") {
+  kvc::test::TempDir tmp;
+  for (const char* c : {"generate", "chat", "inspect", "bench", "tokenize", "logits", "quantize", "mkmodel"}) {
+    auto r = cli(std::string(c) + " --help", tmp);
+    INFO(c);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("Usage") || Catch::Contains("usage"));
+  }
+  auto v = cli("--version", tmp);
+  CHECK(v.exit_code == 0);
+  CHECK_THAT(v.out, Catch::StartsWith("kvchat-cli "));
+}
+
+TEST_CASE("cli: mkmodel, quantize, then logits and chat on the result", "[app][e2e]") {
+  kvc::test::TempDir tmp;
+  const auto f32 = tmp.file("m-f32.gguf"), q8 = tmp.file("m-q8.gguf");
+  auto mk = cli("mkmodel -o " + quoted(f32) + " --type f32 --dim 128 --layers 2 --heads 4 --kv-heads 2 --ffn 256 --vocab 600 -q", tmp);
+  INFO(mk.err);
+  REQUIRE(mk.exit_code == 0);
+  auto qz = cli("quantize " + quoted(f32) + " " + quoted(q8) + " q8_0 -q", tmp);
+  INFO(qz.err);
+  REQUIRE(qz.exit_code == 0);
+  auto a = cli("logits -m " + quoted(f32) + " -p 'hello memory' -o " + quoted(tmp.file("a.f32")) + " -q", tmp);
+  auto b = cli("logits -m " + quoted(q8) + " -p 'hello memory' -o " + quoted(tmp.file("b.f32")) + " -q", tmp);
+  REQUIRE((a.exit_code == 0 && b.exit_code == 0));
+  const auto la = kvc::test::read_f32_file(tmp.file("a.f32")), lb = kvc::test::read_f32_file(tmp.file("b.f32"));
+  REQUIRE(la.size() == lb.size());
+  REQUIRE(la.size() % 600 == 0);
+  double d2 = 0, s2 = 0;
+  for (size_t i = 0; i < la.size(); ++i) {
+    const double d = static_cast<double>(la[i]) - static_cast<double>(lb[i]);
+    d2 += d * d;
+    s2 += static_cast<double>(la[i]) * static_cast<double>(la[i]);
+  }
+  // Q8_0 weights change the logits by a fraction of a percent of their magnitude.
+  CHECK(std::sqrt(d2 / s2) < 0.02);
+  CHECK(std::sqrt(d2 / s2) > 0.0);  // the quantized model really is different
+
+  // Two chat turns: the second reuses the whole first turn from the cache.
+  auto chat = cli("chat -m " + quoted(q8) + " -n 8 --temp 0", tmp, "hello\nand again\n");
+  INFO(chat.err);
+  REQUIRE(chat.exit_code == 0);
+  CHECK_THAT(chat.err, Catch::Contains("0 from cache"));
+  CHECK_THAT(chat.err, Catch::Matches("(.|\\n)*prompt [0-9]+ tokens, [1-9][0-9]* from cache(.|\\n)*"));
+}
