@@ -20,7 +20,9 @@ inline void cpu_relax() {
 #endif
 }
 
-constexpr int k_spin_iterations = 200000;  // about 10-50 us before sleeping
+// About 30-60 us of spinning before sleeping: long enough to catch the next job of a decode
+// step without a futex round trip, short enough not to steal a core another process needs.
+constexpr int k_spin_iterations = 2000;
 
 }  // namespace
 
@@ -42,7 +44,13 @@ void ThreadPool::dispatch(const Job& job) {
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
   job.call(job.ctx, 0, n_threads_);
-  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+  // Wait for the workers: spin briefly, then sleep (a spinning caller would starve a worker
+  // that shares its core when the machine is oversubscribed).
+  for (int spin = 0; spin < k_spin_iterations; ++spin) {
+    if (pending_.load(std::memory_order_acquire) == 0) return;
+    cpu_relax();
+  }
+  for (int left; (left = pending_.load(std::memory_order_acquire)) != 0;) pending_.wait(left, std::memory_order_acquire);
 }
 
 void ThreadPool::worker_main(int ith) {
@@ -60,7 +68,7 @@ void ThreadPool::worker_main(int ith) {
     seen = gen;
     if (stop_.load(std::memory_order_acquire)) return;
     job_.call(job_.ctx, ith, n_threads_);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
   }
 }
 

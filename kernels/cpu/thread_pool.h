@@ -10,8 +10,9 @@ namespace kvc::kernels {
 
 // Invariants: a job is published by bumping generation_; every worker runs it once and
 // decrements pending_; run() returns only when pending_ is 0, so a job's captures outlive
-// every use. Workers spin briefly before sleeping on generation_ (decode issues hundreds of
-// small jobs per token, and a futex wake per job would cost more than the job).
+// every use. Workers and the caller spin briefly before sleeping (on generation_ and
+// pending_): decode issues hundreds of small jobs per token, and a futex round trip per job
+// would cost more than the job; sleeping after that keeps an oversubscribed machine usable.
 class ThreadPool {
  public:
   explicit ThreadPool(int n_threads);  // total threads, the caller included; >= 1
