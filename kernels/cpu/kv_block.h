@@ -1,0 +1,73 @@
+// Geometry of one KV cache block (B positions of every layer's K and V) and the writes that
+// append a position's K and V to it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "kernels/cpu/kv_format.h"
+
+namespace kvc::kernels {
+
+// A block holds positions [i B, (i + 1) B) of one sequence for every layer; a row is one
+// position's K (or V) of one layer, n_kv_head * head_dim elements (kv_format.h):
+//
+//   block = | layer 0: K row 0 .. K row B-1 | V row 0 .. V row B-1 | layer 1: K .. V .. | ...
+//            <------ B * k_row_bytes ------> <---- B * v_row_bytes ->
+//            <------------------- layer_bytes ----------------------->
+//
+// Invariants (make_kv_block_layout establishes them): all counts > 0; head_dim % 32 == 0
+// when k_type or v_type is quantized; k_row_bytes = row_bytes(k_type, n_kv_head * head_dim),
+// likewise v_row_bytes; layer_bytes = B (k_row_bytes + v_row_bytes); block_bytes =
+// n_layer layer_bytes. Every row size is even, so F16 rows are 2-byte aligned when the block
+// is (callers allocate blocks 64-byte aligned).
+struct KvBlockLayout {
+  int n_layer = 0;
+  int n_kv_head = 0;
+  int head_dim = 0;
+  int block_tokens = 0;  // B
+  KvType k_type = KvType::f16;
+  KvType v_type = KvType::f16;
+  int64_t k_row_bytes = 0;
+  int64_t v_row_bytes = 0;
+  int64_t layer_bytes = 0;
+  int64_t block_bytes = 0;
+
+  int64_t k_offset(int layer) const { return layer * layer_bytes; }
+  int64_t v_offset(int layer) const { return layer * layer_bytes + block_tokens * k_row_bytes; }
+  // Byte offset of row `row` in [0, B) of layer `layer`'s K (V) inside a block.
+  int64_t k_row_offset(int layer, int row) const { return k_offset(layer) + row * k_row_bytes; }
+  int64_t v_row_offset(int layer, int row) const { return v_offset(layer) + row * v_row_bytes; }
+  // Byte offset of kv head h inside a K (V) row.
+  int64_t k_head_offset(int h) const { return row_bytes(k_type, static_cast<int64_t>(h) * head_dim); }
+  int64_t v_head_offset(int h) const { return row_bytes(v_type, static_cast<int64_t>(h) * head_dim); }
+
+  // True when the invariants above hold.
+  bool check_invariants() const;
+};
+
+// The layout for a model's shape, or nullopt when the shape cannot be stored: a count <= 0,
+// or a quantized type with head_dim not a multiple of 32 (the caller reports it; a model
+// file can have such a head_dim, so it is not a bug here).
+std::optional<KvBlockLayout> make_kv_block_layout(int n_layer, int n_kv_head, int head_dim,
+                                                  int block_tokens, KvType k_type, KvType v_type);
+
+// Where position t of a sequence lives, given its block table (block i holds [i B, (i+1) B)).
+struct KvSlot {
+  int64_t block = 0;  // index into the block table
+  int row = 0;        // in [0, B)
+};
+inline KvSlot kv_slot(const KvBlockLayout& layout, int64_t t) {
+  return {t / layout.block_tokens, static_cast<int>(t % layout.block_tokens)};
+}
+
+// Encodes one position's K and V of one layer into row `row` of `block`.
+//   k, v: (n_kv_head, head_dim) floats.
+void kv_store(const KvBlockLayout& layout, uint8_t* block, int layer, int row, const float* k,
+              const float* v);
+
+// kv_store at position t of a sequence through its block table (blocks[t / B] non-null).
+void kv_store_at(const KvBlockLayout& layout, uint8_t* const* blocks, int layer, int64_t t,
+                 const float* k, const float* v);
+
+}  // namespace kvc::kernels

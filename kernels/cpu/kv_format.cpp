@@ -1,0 +1,89 @@
+// Row conversions of kv_format.h: run-time ISA dispatch over the KvOpsTable.
+#include "kernels/cpu/kv_format.h"
+
+#include "kernels/cpu/kv_ops.h"
+#include "kernels/cpu/ops_impl.h"
+#include "kernels/cpu/quant.h"
+
+namespace kvc::kernels {
+
+const KvOpsTable& kv_ops_for(Isa isa) {
+  const CpuFeatures& f = cpu_features();
+  if (isa >= Isa::avx512 && f.avx512) return kv_ops_avx512();
+  if (isa >= Isa::avx2 && f.avx2) return kv_ops_avx2();
+  return kv_ops_scalar();
+}
+
+const KvOpsTable& kv_ops_active() {
+  static const KvOpsTable& t = kv_ops_for(best_isa());
+  return t;
+}
+
+const char* kv_type_name(KvType type) {
+  switch (type) {
+    case KvType::f16: return "f16";
+    case KvType::q8: return "q8";
+    case KvType::q4: return "q4";
+  }
+  return "?";
+}
+
+void encode_row_with(const KvOpsTable& t, KvType type, const float* x, int64_t n, uint8_t* out) {
+  KVC_KERNEL_CHECK(n >= 0);
+  switch (type) {
+    case KvType::f16: {
+      uint16_t* h = reinterpret_cast<uint16_t*>(out);
+      KVC_KERNEL_CHECK(reinterpret_cast<uintptr_t>(h) % alignof(uint16_t) == 0);
+      ops_for(t.isa).f32_to_f16_row(x, h, n);
+      return;
+    }
+    case KvType::q8:
+      KVC_KERNEL_CHECK(n % k_kv_group == 0);
+      t.encode_q8(x, n, out);
+      return;
+    case KvType::q4:
+      KVC_KERNEL_CHECK(n % k_kv_group == 0);
+      t.encode_q4(x, n, out);
+      return;
+  }
+  KVC_KERNEL_CHECK(false && "unknown KvType");
+}
+
+void decode_row_with(const KvOpsTable& t, KvType type, const uint8_t* in, int64_t n, float* out) {
+  KVC_KERNEL_CHECK(n >= 0);
+  switch (type) {
+    case KvType::f16: {
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(in);
+      KVC_KERNEL_CHECK(reinterpret_cast<uintptr_t>(h) % alignof(uint16_t) == 0);
+      for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_f32(h[i]);
+      return;
+    }
+    case KvType::q8:
+      KVC_KERNEL_CHECK(n % k_kv_group == 0);
+      t.decode_q8(in, n, out);
+      return;
+    case KvType::q4:
+      KVC_KERNEL_CHECK(n % k_kv_group == 0);
+      t.decode_q4(in, n, out);
+      return;
+  }
+  KVC_KERNEL_CHECK(false && "unknown KvType");
+}
+
+void encode_row(KvType type, const float* x, int64_t n, uint8_t* out) {
+  encode_row_with(kv_ops_active(), type, x, n, out);
+}
+
+void decode_row(KvType type, const uint8_t* in, int64_t n, float* out) {
+  decode_row_with(kv_ops_active(), type, in, n, out);
+}
+
+void encode_row_reference(KvType type, const float* x, int64_t n, uint8_t* out) {
+  encode_row_with(kv_ops_scalar(), type, x, n, out);
+}
+
+void decode_row_reference(KvType type, const uint8_t* in, int64_t n, float* out) {
+  decode_row_with(kv_ops_scalar(), type, in, n, out);
+}
+
+}  // namespace kvc::kernels

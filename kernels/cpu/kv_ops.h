@@ -1,0 +1,62 @@
+// Internal to the KV kernels: one table per ISA of the loops over quantized KV rows (encode,
+// decode, and the attention inner loops over a range of positions read straight from blocks).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/kv_format.h"
+
+namespace kvc::kernels {
+
+// x: n floats -> out: row_bytes(type, n) bytes (and back); n a multiple of 32.
+using EncodeRowFn = void (*)(const float* x, int64_t n, uint8_t* out);
+using DecodeRowFn = void (*)(const uint8_t* in, int64_t n, float* out);
+
+// scores[j * score_stride + t] = scale * dot(q[j], dequant(k[t])) for j in [0, n_q),
+// t in [0, n_pos), where k[t] = k + t * k_stride_bytes is the first group of one head
+// (head_dim / 32 groups).  q: (n_q, head_dim) float, contiguous.
+using ScoreRangeQ = void (*)(const float* q, int n_q, int head_dim, const uint8_t* k,
+                             int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores,
+                             int64_t score_stride);
+
+// acc[j][d] += sum_t w[j * w_stride + t] * dequant(v[t])[d], v[t] = v + t * v_stride_bytes.
+//   acc: (n_q, head_dim) float, contiguous.
+using AccumulateRangeQ = void (*)(const float* w, int64_t w_stride, int n_q, const uint8_t* v,
+                                  int64_t v_stride_bytes, int64_t n_pos, int head_dim,
+                                  float* acc);
+
+// Invariant: every pointer is non-null, and a table is handed out (kv_ops_for) only when the
+// CPU supports its ISA. F16 rows use the OpsTable of the same ISA (ops_impl.h).
+struct KvOpsTable {
+  Isa isa = Isa::scalar;
+  EncodeRowFn encode_q8 = nullptr;
+  EncodeRowFn encode_q4 = nullptr;
+  DecodeRowFn decode_q8 = nullptr;
+  DecodeRowFn decode_q4 = nullptr;
+  ScoreRangeQ score_range_q8 = nullptr;
+  ScoreRangeQ score_range_q4 = nullptr;
+  AccumulateRangeQ accumulate_range_q8 = nullptr;
+  AccumulateRangeQ accumulate_range_q4 = nullptr;
+};
+
+const KvOpsTable& kv_ops_scalar();
+const KvOpsTable& kv_ops_avx2();    // call only when cpu_features().avx2
+const KvOpsTable& kv_ops_avx512();  // call only when cpu_features().avx512
+
+// The table for `isa`, or for the best ISA below it that this CPU supports.
+const KvOpsTable& kv_ops_for(Isa isa);
+// The table chosen once from best_isa().
+const KvOpsTable& kv_ops_active();
+
+namespace detail {
+// Rounds a group's scale d to F16, stores its bits, and returns 1 / d_f16 (0 when d_f16 is 0).
+// Out of line so that every ISA quantizes with the same scalar arithmetic.
+float kv_group_scale(float d, uint16_t* d_bits);
+}  // namespace detail
+
+// Row conversions with table `t` (F16 through ops_for(t.isa)).
+void encode_row_with(const KvOpsTable& t, KvType type, const float* x, int64_t n, uint8_t* out);
+void decode_row_with(const KvOpsTable& t, KvType type, const uint8_t* in, int64_t n, float* out);
+
+}  // namespace kvc::kernels

@@ -1,0 +1,94 @@
+// Paged attention (paged_attention.h): walks the block table and calls the per-ISA range
+// loops of ops_impl.h (F16) and kv_ops.h (INT8 / INT4) once per block.
+#include "kernels/cpu/paged_attention.h"
+
+#include <cstring>
+
+#include "kernels/cpu/ops_impl.h"
+#include "kernels/cpu/paged_attention_impl.h"
+
+namespace kvc::kernels {
+
+void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView& kv, int64_t n_kv,
+                          const AttentionShape& s, int kv_head_begin, int kv_head_end, float* out,
+                          float* scratch) {
+  KVC_KERNEL_CHECK(kv.layout != nullptr && kv.blocks != nullptr);
+  const KvBlockLayout& l = *kv.layout;
+  KVC_KERNEL_CHECK(s.n_kv_head > 0 && s.n_head % s.n_kv_head == 0 && s.n_kv_head == l.n_kv_head &&
+                   s.head_dim == l.head_dim && 0 <= kv.layer && kv.layer < l.n_layer);
+  KVC_KERNEL_CHECK(0 <= kv_head_begin && kv_head_begin <= kv_head_end &&
+                   kv_head_end <= s.n_kv_head && n_kv >= 0);
+  const int64_t B = l.block_tokens;
+  KVC_KERNEL_CHECK(n_kv <= kv.n_blocks * B);
+  const OpsTable& ops = ops_for(t.isa);
+  const int n_group = s.n_head / s.n_kv_head;  // query heads per kv head
+  const int64_t group_floats = static_cast<int64_t>(n_group) * s.head_dim;
+  const int64_t begin = paged_window_begin(kv, n_kv);
+  const int64_t n_att = n_kv - begin;
+  const int64_t block_begin = begin / B;
+  const int64_t block_end = (n_kv + B - 1) / B;
+  for (int64_t b = block_begin; b < block_end; ++b) {
+    KVC_KERNEL_CHECK(kv.blocks[b] != nullptr &&
+                     reinterpret_cast<uintptr_t>(kv.blocks[b]) % alignof(uint16_t) == 0);
+  }
+
+  for (int h = kv_head_begin; h < kv_head_end; ++h) {
+    const float* q_group = q + h * group_floats;  // (n_group, head_dim)
+    float* out_group = out + h * group_floats;    // (n_group, head_dim)
+    float* scores = scratch;                      // (n_group, n_att)
+    std::memset(out_group, 0, static_cast<size_t>(group_floats) * sizeof(float));
+    if (n_att == 0) continue;
+    for (int64_t b = block_begin; b < block_end; ++b) {
+      const int64_t t0 = b * B > begin ? b * B : begin;
+      const int64_t t1 = (b + 1) * B < n_kv ? (b + 1) * B : n_kv;
+      const uint8_t* k = kv.blocks[b] + l.k_row_offset(kv.layer, static_cast<int>(t0 - b * B)) +
+                         l.k_head_offset(h);
+      float* sb = scores + (t0 - begin);
+      switch (l.k_type) {
+        case KvType::f16:
+          ops.score_range_f16(q_group, n_group, s.head_dim, reinterpret_cast<const uint16_t*>(k),
+                              l.k_row_bytes / 2, t1 - t0, s.scale, sb, n_att);
+          break;
+        case KvType::q8:
+          t.score_range_q8(q_group, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
+          break;
+        case KvType::q4:
+          t.score_range_q4(q_group, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
+          break;
+      }
+    }
+    for (int j = 0; j < n_group; ++j) ops.softmax_inplace(scores + j * n_att, n_att);
+    for (int64_t b = block_begin; b < block_end; ++b) {
+      const int64_t t0 = b * B > begin ? b * B : begin;
+      const int64_t t1 = (b + 1) * B < n_kv ? (b + 1) * B : n_kv;
+      const uint8_t* v = kv.blocks[b] + l.v_row_offset(kv.layer, static_cast<int>(t0 - b * B)) +
+                         l.v_head_offset(h);
+      const float* w = scores + (t0 - begin);
+      switch (l.v_type) {
+        case KvType::f16:
+          ops.accumulate_range_f16(w, n_att, n_group, reinterpret_cast<const uint16_t*>(v),
+                                   l.v_row_bytes / 2, t1 - t0, s.head_dim, out_group);
+          break;
+        case KvType::q8:
+          t.accumulate_range_q8(w, n_att, n_group, v, l.v_row_bytes, t1 - t0, s.head_dim, out_group);
+          break;
+        case KvType::q4:
+          t.accumulate_range_q4(w, n_att, n_group, v, l.v_row_bytes, t1 - t0, s.head_dim, out_group);
+          break;
+      }
+    }
+  }
+}
+
+void attention_paged(const float* q, const PagedKvView& kv, int64_t n_kv, const AttentionShape& s,
+                     int kv_head_begin, int kv_head_end, float* out, float* scratch) {
+  attention_paged_with(kv_ops_active(), q, kv, n_kv, s, kv_head_begin, kv_head_end, out, scratch);
+}
+
+void attention_paged_reference(const float* q, const PagedKvView& kv, int64_t n_kv,
+                               const AttentionShape& s, int kv_head_begin, int kv_head_end,
+                               float* out, float* scratch) {
+  attention_paged_with(kv_ops_scalar(), q, kv, n_kv, s, kv_head_begin, kv_head_end, out, scratch);
+}
+
+}  // namespace kvc::kernels

@@ -1,0 +1,388 @@
+// Paged attention over F16 / INT8 / INT4 blocks: F16 blocks against the contiguous
+// attention_f16 (bit for bit), every ISA against the scalar reference, the reference against
+// double precision on the dequantized values, quantized KV against F16 within the error the
+// quantization allows, and sliding windows that must not read blocks outside them.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/kv_block.h"
+#include "kernels/cpu/kv_format.h"
+#include "kernels/cpu/ops_impl.h"
+#include "kernels/cpu/paged_attention.h"
+#include "kernels/cpu/paged_attention_impl.h"
+#include "kernels/cpu/quant.h"
+
+using namespace kvc::kernels;
+
+namespace {
+
+std::vector<const KvOpsTable*> all_tables() {
+  std::vector<const KvOpsTable*> r{&kv_ops_scalar()};
+  if (cpu_features().avx2) r.push_back(&kv_ops_avx2());
+  if (cpu_features().avx512) r.push_back(&kv_ops_avx512());
+  return r;
+}
+
+std::vector<float> random_floats(int64_t n, float lo, float hi, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// One sequence's KV in blocks; layer `layer` holds the case's data, the other layer noise.
+struct PagedCase {
+  AttentionShape shape;
+  int64_t n_kv = 0;
+  KvBlockLayout layout;
+  int layer = 1;
+  std::vector<float> q;                      // (n_head, head_dim)
+  std::vector<float> k;                      // (n_kv, n_kv_head * head_dim), as given
+  std::vector<float> v;                      // (n_kv, n_kv_head * head_dim)
+  std::vector<float> kd;                     // (n_kv, n_kv_head * head_dim), decoded from the blocks
+  std::vector<float> vd;                     // (n_kv, n_kv_head * head_dim)
+  std::vector<std::vector<uint8_t>> blocks;  // (n_blocks, block_bytes)
+  std::vector<const uint8_t*> table;         // (n_blocks)
+
+  int64_t row_elems() const { return static_cast<int64_t>(shape.n_kv_head) * shape.head_dim; }
+  PagedKvView view(int64_t window = 0) const { return {table.data(), static_cast<int64_t>(table.size()), &layout, layer, window}; }
+};
+
+PagedCase make_case(int n_head, int n_kv_head, int head_dim, int64_t n_kv, int block_tokens,
+                    KvType k_type, KvType v_type, float q_range, uint32_t seed) {
+  PagedCase c;
+  c.shape.n_head = n_head;
+  c.shape.n_kv_head = n_kv_head;
+  c.shape.head_dim = head_dim;
+  c.shape.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  c.n_kv = n_kv;
+  const auto layout = make_kv_block_layout(2, n_kv_head, head_dim, block_tokens, k_type, v_type);
+  REQUIRE(layout.has_value());
+  c.layout = *layout;
+  std::mt19937 rng(seed);
+  const int64_t n = c.row_elems();
+  c.q = random_floats(static_cast<int64_t>(n_head) * head_dim, -q_range, q_range, rng);
+  c.k = random_floats(n_kv * n, -1.0f, 1.0f, rng);
+  c.v = random_floats(n_kv * n, -1.0f, 1.0f, rng);
+  const int64_t n_blocks = (n_kv + block_tokens - 1) / block_tokens;
+  // 0xff bytes are NaN in F16 and as a scale: any read of an unwritten row shows in the output.
+  c.blocks.assign(static_cast<size_t>(n_blocks), std::vector<uint8_t>(static_cast<size_t>(c.layout.block_bytes), 0xff));
+  std::vector<uint8_t*> writable;
+  for (auto& b : c.blocks) writable.push_back(b.data());
+  const auto noise = random_floats(n, -5.0f, 5.0f, rng);
+  for (int64_t t = 0; t < n_kv; ++t) {
+    kv_store_at(c.layout, writable.data(), c.layer, t, c.k.data() + t * n, c.v.data() + t * n);
+    kv_store_at(c.layout, writable.data(), 0, t, noise.data(), noise.data());
+  }
+  for (auto* b : writable) c.table.push_back(b);
+  c.kd.resize(c.k.size());
+  c.vd.resize(c.v.size());
+  for (int64_t t = 0; t < n_kv; ++t) {
+    const KvSlot s = kv_slot(c.layout, t);
+    const uint8_t* block = c.table[static_cast<size_t>(s.block)];
+    decode_row_reference(k_type, block + c.layout.k_row_offset(c.layer, s.row), n, c.kd.data() + t * n);
+    decode_row_reference(v_type, block + c.layout.v_row_offset(c.layer, s.row), n, c.vd.data() + t * n);
+  }
+  return c;
+}
+
+std::vector<float> run_paged(const KvOpsTable& t, const PagedCase& c, int64_t window = 0,
+                             int head_begin = 0, int head_end = -1) {
+  const AttentionShape& s = c.shape;
+  if (head_end < 0) head_end = s.n_kv_head;
+  const int64_t n_att = c.n_kv - paged_window_begin(c.view(window), c.n_kv);
+  std::vector<float> out(static_cast<size_t>(s.n_head * s.head_dim), 0.0f);
+  std::vector<float> scratch(static_cast<size_t>(paged_attention_scratch_floats(s, n_att)));
+  attention_paged_with(t, c.q.data(), c.view(window), c.n_kv, s, head_begin, head_end, out.data(), scratch.data());
+  return out;
+}
+
+// softmax(q.k * scale) . v per query head in double over positions [begin, n_kv) of rows
+// k, v: (n_kv, n_kv_head * head_dim). weights, when given, receives (n_head, n_kv - begin).
+std::vector<double> attention_double(const PagedCase& c, const std::vector<float>& k,
+                                     const std::vector<float>& v, int64_t begin,
+                                     std::vector<double>* weights = nullptr) {
+  const AttentionShape& s = c.shape;
+  const int64_t n = c.row_elems();
+  const int64_t n_att = c.n_kv - begin;
+  std::vector<double> out(static_cast<size_t>(s.n_head * s.head_dim), 0.0);
+  if (weights) weights->assign(static_cast<size_t>(s.n_head * n_att), 0.0);
+  for (int i = 0; i < s.n_head; ++i) {
+    const int h = i / (s.n_head / s.n_kv_head);
+    std::vector<double> p(static_cast<size_t>(n_att));
+    for (int64_t t = 0; t < n_att; ++t) {
+      double dot = 0.0;
+      for (int d = 0; d < s.head_dim; ++d) {
+        dot += static_cast<double>(c.q[static_cast<size_t>(i * s.head_dim + d)]) *
+               static_cast<double>(k[static_cast<size_t>((begin + t) * n + h * s.head_dim + d)]);
+      }
+      p[static_cast<size_t>(t)] = dot * static_cast<double>(s.scale);
+    }
+    double max = -INFINITY;
+    for (double x : p) max = std::max(max, x);
+    double sum = 0.0;
+    for (double& x : p) sum += (x = std::exp(x - max));
+    for (int64_t t = 0; t < n_att; ++t) {
+      const double w = p[static_cast<size_t>(t)] / sum;
+      if (weights) (*weights)[static_cast<size_t>(i * n_att + t)] = w;
+      for (int d = 0; d < s.head_dim; ++d) {
+        out[static_cast<size_t>(i * s.head_dim + d)] +=
+            w * static_cast<double>(v[static_cast<size_t>((begin + t) * n + h * s.head_dim + d)]);
+      }
+    }
+  }
+  return out;
+}
+
+// Error of a float attention against exact arithmetic on the same (dequantized) values:
+// a dot of head_dim terms errs by <= (head_dim + 2) 2^-24 sum|q k| (one FMA or product and
+// one add per term, and the scale), so each score by ds <= that times scale; the weights
+// then err relatively by <= e^(2 ds) - 1 plus the softmax's own rounding (exp within 2 ulp,
+// a float sum of n_att terms, one division: (n_att + 8) 2^-24), and the weighted sum of
+// n_att values adds n_att 2^-24 max|v|.
+double float_attention_bound(const PagedCase& c, int64_t begin) {
+  const AttentionShape& s = c.shape;
+  const int64_t n = c.row_elems();
+  double max_qk = 0.0;
+  double max_v = 0.0;
+  for (int i = 0; i < s.n_head; ++i) {
+    const int h = i / (s.n_head / s.n_kv_head);
+    for (int64_t t = begin; t < c.n_kv; ++t) {
+      double sum = 0.0;
+      for (int d = 0; d < s.head_dim; ++d) {
+        sum += std::fabs(static_cast<double>(c.q[static_cast<size_t>(i * s.head_dim + d)]) *
+                         static_cast<double>(c.kd[static_cast<size_t>(t * n + h * s.head_dim + d)]));
+      }
+      max_qk = std::max(max_qk, sum);
+    }
+  }
+  for (int64_t t = begin; t < c.n_kv; ++t) {
+    for (int64_t e = 0; e < n; ++e) max_v = std::max(max_v, std::fabs(static_cast<double>(c.vd[static_cast<size_t>(t * n + e)])));
+  }
+  const double u = std::ldexp(1.0, -24);
+  const double n_att = static_cast<double>(c.n_kv - begin);
+  const double ds = (s.head_dim + 2) * u * max_qk * static_cast<double>(s.scale);
+  return max_v * (std::expm1(2.0 * ds) + (2.0 * n_att + 8.0) * u);
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<double>& b) {
+  double m = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  return max_abs_diff(a, std::vector<double>(b.begin(), b.end()));
+}
+
+struct Heads {
+  int n_head;
+  int n_kv_head;
+};
+constexpr Heads k_heads[] = {{8, 2}, {4, 1}};  // GQA 8/2, MQA 4/1
+constexpr KvType k_types[] = {KvType::f16, KvType::q8, KvType::q4};
+
+}  // namespace
+
+TEST_CASE("paged F16 attention equals attention_f16 on the same data laid out contiguously", "[kernels]") {
+  // Exact: every position's score is the same arithmetic as in attention_f16, softmax runs on
+  // the same score array, and each accumulator sums positions in the same order (a block
+  // boundary only spills the float accumulators to memory and reloads them).
+  for (const KvOpsTable* t : all_tables()) {
+    INFO(isa_name(t->isa));
+    const OpsTable& ops = ops_for(t->isa);
+    for (int block_tokens : {16, 32}) {
+      for (int64_t n_kv : {1, 15, 16, 17, 100}) {
+        for (const Heads& hd : k_heads) {
+          for (int head_dim : {64, 80}) {
+            INFO("B " << block_tokens << " n_kv " << n_kv << " heads " << hd.n_head << "/" << hd.n_kv_head
+                      << " head_dim " << head_dim);
+            const PagedCase c = make_case(hd.n_head, hd.n_kv_head, head_dim, n_kv, block_tokens, KvType::f16,
+                                          KvType::f16, 2.0f, static_cast<uint32_t>(n_kv * 7 + block_tokens));
+            AttentionShape s = c.shape;
+            s.kv_stride = c.row_elems();
+            std::vector<uint16_t> k(c.k.size());
+            std::vector<uint16_t> v(c.v.size());
+            for (size_t i = 0; i < k.size(); ++i) {
+              k[i] = f32_to_fp16(c.k[i]);
+              v[i] = f32_to_fp16(c.v[i]);
+            }
+            std::vector<float> want(static_cast<size_t>(s.n_head * s.head_dim), 0.0f);
+            std::vector<float> scratch(static_cast<size_t>(s.n_head / s.n_kv_head * n_kv));
+            attention_f16_with(ops, c.q.data(), k.data(), v.data(), n_kv, s, 0, s.n_kv_head, want.data(),
+                               scratch.data());
+            const std::vector<float> got = run_paged(*t, c);
+            CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("paged attention: SIMD matches the scalar reference, the reference matches double precision",
+          "[kernels]") {
+  for (KvType kt : k_types) {
+    for (KvType vt : k_types) {
+      for (int block_tokens : {16, 32}) {
+        for (int64_t n_kv : {1, 17, 100}) {
+          for (const Heads& hd : k_heads) {
+            for (int head_dim : {64, 96}) {
+              INFO("K " << kv_type_name(kt) << " V " << kv_type_name(vt) << " B " << block_tokens << " n_kv "
+                        << n_kv << " heads " << hd.n_head << "/" << hd.n_kv_head << " head_dim " << head_dim);
+              const PagedCase c = make_case(hd.n_head, hd.n_kv_head, head_dim, n_kv, block_tokens, kt, vt, 2.0f,
+                                            static_cast<uint32_t>(n_kv + head_dim));
+              const double bound = float_attention_bound(c, 0);
+              const std::vector<float> ref = run_paged(kv_ops_scalar(), c);
+              const double err_ref = max_abs_diff(ref, attention_double(c, c.kd, c.vd, 0));
+              INFO("reference vs double " << err_ref << " bound " << bound);
+              CHECK(err_ref <= bound);
+              for (const KvOpsTable* t : all_tables()) {
+                INFO(isa_name(t->isa));
+                const double err = max_abs_diff(run_paged(*t, c), ref);
+                INFO("vs reference " << err << " bound " << 2 * bound);
+                CHECK(err <= 2.0 * bound);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("quantized KV attention stays within its quantization error of F16 attention", "[kernels]") {
+  // With scores perturbed by at most eps (computed from the actual dequantized K) the softmax
+  // weights change by a factor in [e^-2eps, e^2eps], so per output element
+  //   |o_q - o_f16| <= max_t |dv_t| + (e^(2 eps) - 1) sum_t p_t |v_t|   (p: the F16 weights)
+  // plus the float error of the quantized run (float_attention_bound).
+  const int head_dim = 64;
+  const int64_t n_kv = 100;
+  for (KvType kt : k_types) {
+    for (KvType vt : k_types) {
+      if (kt == KvType::f16 && vt == KvType::f16) continue;
+      for (const Heads& hd : k_heads) {
+        INFO("K " << kv_type_name(kt) << " V " << kv_type_name(vt) << " heads " << hd.n_head << "/" << hd.n_kv_head);
+        const PagedCase c = make_case(hd.n_head, hd.n_kv_head, head_dim, n_kv, 16, kt, vt, 2.0f, 5);
+        const PagedCase f = make_case(hd.n_head, hd.n_kv_head, head_dim, n_kv, 16, KvType::f16, KvType::f16, 2.0f, 5);
+        REQUIRE(c.k == f.k);
+        std::vector<double> p;
+        const std::vector<double> want = attention_double(f, f.kd, f.vd, 0, &p);
+        const std::vector<float> got = run_paged(kv_ops_active(), c);
+        const AttentionShape& s = c.shape;
+        const int64_t n = c.row_elems();
+        const double slack = float_attention_bound(c, 0);
+        double worst = 0.0;
+        double worst_ratio = 0.0;
+        for (int i = 0; i < s.n_head; ++i) {
+          const int h = i / (s.n_head / s.n_kv_head);
+          double eps = 0.0;
+          for (int64_t t = 0; t < n_kv; ++t) {
+            double ds = 0.0;
+            for (int d = 0; d < head_dim; ++d) {
+              const size_t e = static_cast<size_t>(t * n + h * head_dim + d);
+              ds += static_cast<double>(c.q[static_cast<size_t>(i * head_dim + d)]) *
+                    (static_cast<double>(c.kd[e]) - static_cast<double>(f.kd[e]));
+            }
+            eps = std::max(eps, std::fabs(ds) * static_cast<double>(s.scale));
+          }
+          for (int d = 0; d < head_dim; ++d) {
+            double max_dv = 0.0;
+            double mean_abs_v = 0.0;
+            for (int64_t t = 0; t < n_kv; ++t) {
+              const size_t e = static_cast<size_t>(t * n + h * head_dim + d);
+              max_dv = std::max(max_dv, std::fabs(static_cast<double>(c.vd[e]) - static_cast<double>(f.vd[e])));
+              mean_abs_v += p[static_cast<size_t>(i * n_kv + t)] * std::fabs(static_cast<double>(f.vd[e]));
+            }
+            const double bound = max_dv + std::expm1(2.0 * eps) * mean_abs_v + slack;
+            const size_t o = static_cast<size_t>(i * head_dim + d);
+            const double err = std::fabs(static_cast<double>(got[o]) - want[o]);
+            worst = std::max(worst, err);
+            worst_ratio = std::max(worst_ratio, err / bound);
+            if (!(err <= bound)) {
+              INFO("head " << i << " dim " << d << " err " << err << " bound " << bound);
+              REQUIRE(err <= bound);
+            }
+          }
+        }
+        INFO("max |o_q - o_f16| " << worst << ", at most " << worst_ratio << " of its bound");
+        CHECK(worst > 0.0);  // quantized KV does differ from F16
+      }
+    }
+  }
+}
+
+TEST_CASE("sliding-window paged attention attends only to the window and never reads outside it", "[kernels]") {
+  const int64_t n_kv = 100;
+  const int block_tokens = 16;
+  for (KvType type : k_types) {
+    for (int64_t window : {1, 5, 16, 20, 37, 100, 150}) {
+      INFO(kv_type_name(type) << " window " << window);
+      PagedCase c = make_case(8, 2, 64, n_kv, block_tokens, type, type, 2.0f, static_cast<uint32_t>(window));
+      const int64_t begin = n_kv - std::min(window, n_kv);
+      REQUIRE(paged_window_begin(c.view(window), n_kv) == begin);
+      // Blocks wholly before the window become null; rows before it in its first block are
+      // overwritten with NaN bytes (every layer), so reading any of them shows in the output.
+      for (int64_t b = 0; b < begin / block_tokens; ++b) c.table[static_cast<size_t>(b)] = nullptr;
+      uint8_t* first = c.blocks[static_cast<size_t>(begin / block_tokens)].data();
+      for (int row = 0; row < begin % block_tokens; ++row) {
+        for (int layer = 0; layer < c.layout.n_layer; ++layer) {
+          std::memset(first + c.layout.k_row_offset(layer, row), 0xff, static_cast<size_t>(c.layout.k_row_bytes));
+          std::memset(first + c.layout.v_row_offset(layer, row), 0xff, static_cast<size_t>(c.layout.v_row_bytes));
+        }
+      }
+      const double bound = float_attention_bound(c, begin);
+      const std::vector<double> want = attention_double(c, c.kd, c.vd, begin);
+      for (const KvOpsTable* t : all_tables()) {
+        INFO(isa_name(t->isa));
+        const std::vector<float> got = run_paged(*t, c, window);
+        for (float x : got) REQUIRE(std::isfinite(x));
+        CHECK(max_abs_diff(got, want) <= bound);
+        if (type == KvType::f16) {
+          // Exactly attention_f16 over the window's positions alone.
+          AttentionShape s = c.shape;
+          s.kv_stride = c.row_elems();
+          std::vector<uint16_t> k(c.k.size());
+          std::vector<uint16_t> v(c.v.size());
+          for (size_t i = 0; i < k.size(); ++i) {
+            k[i] = f32_to_fp16(c.k[i]);
+            v[i] = f32_to_fp16(c.v[i]);
+          }
+          std::vector<float> exact(got.size(), 0.0f);
+          std::vector<float> scratch(static_cast<size_t>(4 * (n_kv - begin)));
+          attention_f16_with(ops_for(t->isa), c.q.data(), k.data() + begin * s.kv_stride,
+                             v.data() + begin * s.kv_stride, n_kv - begin, s, 0, 2, exact.data(), scratch.data());
+          CHECK(std::memcmp(got.data(), exact.data(), got.size() * sizeof(float)) == 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("paged attention over a split of kv heads equals attention over all of them", "[kernels]") {
+  const PagedCase c = make_case(8, 4, 64, 37, 16, KvType::q4, KvType::q8, 2.0f, 3);
+  for (const KvOpsTable* t : all_tables()) {
+    INFO(isa_name(t->isa));
+    const std::vector<float> whole = run_paged(*t, c);
+    const std::vector<float> first = run_paged(*t, c, 0, 0, 1);
+    const std::vector<float> rest = run_paged(*t, c, 0, 1, 4);
+    std::vector<float> joined(whole.size());
+    for (size_t i = 0; i < joined.size(); ++i) joined[i] = i < 2 * 64 ? first[i] : rest[i];
+    CHECK(joined == whole);
+    CHECK(std::all_of(first.begin() + 2 * 64, first.end(), [](float x) { return x == 0.0f; }));
+  }
+}
+
+TEST_CASE("paged attention with no attended position writes zeros", "[kernels]") {
+  PagedCase c = make_case(4, 1, 64, 1, 16, KvType::q8, KvType::q8, 1.0f, 9);
+  c.n_kv = 0;
+  std::vector<float> out(4 * 64, 1.0f);
+  attention_paged(c.q.data(), c.view(), 0, c.shape, 0, 1, out.data(), nullptr);
+  CHECK(std::all_of(out.begin(), out.end(), [](float x) { return x == 0.0f; }));
+}
