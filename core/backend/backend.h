@@ -10,11 +10,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
 #include "core/util/result.h"
 #include "kernels/cpu/dtype.h"
+#include "kernels/cpu/kv_block.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 
@@ -26,13 +28,15 @@ struct Weight {
   kernels::MatrixView view;
 };
 
-// The K and V of one layer for one sequence, as the attention op reads them.
-//   k, v: position t at  k + t * stride  (F16), each position (n_kv_head, head_dim)
-// This is the contiguous layout; the paged KV cache supplies a block table instead.
-struct LayerKv {
-  uint16_t* k = nullptr;
-  uint16_t* v = nullptr;
-  int64_t stride = 0;  // elements between consecutive positions
+// One sequence's part of a batch: rows [row_begin, row_begin + n_tokens) of the batch's
+// activations are its tokens at positions [pos0, pos0 + n_tokens). Its KV lives in paged
+// blocks: blocks[i] (backend memory) holds positions [iB, (i+1)B) of every layer, laid out
+// as kernels::KvBlockLayout says.
+struct SeqSlice {
+  std::span<uint8_t* const> blocks;
+  int64_t pos0 = 0;
+  int64_t n_tokens = 0;
+  int64_t row_begin = 0;
 };
 
 class Backend {
@@ -46,6 +50,7 @@ class Backend {
   virtual void free(void* p) = 0;
   virtual void copy_to_host(const void* src, void* host_dst, size_t n_bytes) = 0;
   virtual void copy_from_host(const void* host_src, void* dst, size_t n_bytes) = 0;
+  virtual void copy(const void* src, void* dst, size_t n_bytes) = 0;  // within backend memory
 
   // Makes a GGUF tensor usable as a weight (the CPU backend uses the mapping in place; a
   // device backend uploads it). `host` stays valid for the model's lifetime.
@@ -62,15 +67,15 @@ class Backend {
   // Rotates each token's heads in place; x: (n_tokens, n_heads * head_dim), positions: n_tokens.
   virtual void rope(float* x, int64_t n_tokens, const int64_t* positions, int n_heads, int head_dim,
                     const kernels::RopeParams& p) = 0;
-  // Stores K and V rows of n_tokens new positions [pos0, pos0 + n_tokens) into `kv`.
-  //   k, v: (n_tokens, n_kv_head * head_dim) float
-  virtual void kv_store(const LayerKv& kv, int64_t pos0, const float* k, const float* v, int64_t n_tokens,
-                        int64_t kv_width) = 0;
-  // Causal attention of n_tokens queries at positions [pos0, pos0 + n_tokens) over the
-  // first pos0 + i + 1 positions of `kv` for query i.
-  //   q, out: (n_tokens, n_head * head_dim)
-  virtual void attention(const float* q, const LayerKv& kv, int64_t pos0, int64_t n_tokens,
-                         const kernels::AttentionShape& s, float* out) = 0;
+  // Stores layer `layer`'s K and V of every token of the batch into its sequence's blocks.
+  //   k, v: (n_rows, n_kv_head * head_dim) float
+  virtual void kv_store(const kernels::KvBlockLayout& layout, int layer, std::span<const SeqSlice> seqs,
+                        const float* k, const float* v) = 0;
+  // Causal attention for every token of the batch over its sequence's positions up to and
+  // including its own (only the last `window` of them when window > 0).
+  //   q, out: (n_rows, n_head * head_dim)
+  virtual void attention(const kernels::KvBlockLayout& layout, int layer, std::span<const SeqSlice> seqs,
+                         const float* q, const kernels::AttentionShape& s, int64_t window, float* out) = 0;
   // gate = silu(gate) * up; gate, up: n floats.
   virtual void silu_mul(float* gate, const float* up, int64_t n) = 0;
   // x += y; n floats.

@@ -1,4 +1,5 @@
 // The CPU backend: backend ops on host memory through kernels/cpu and a thread pool.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -6,6 +7,8 @@
 
 #include "core/backend/backend.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/kv_block.h"
+#include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -34,6 +37,7 @@ class CpuBackend final : public Backend {
   void free(void* p) override { std::free(p); }
   void copy_to_host(const void* src, void* dst, size_t n) override { std::memcpy(dst, src, n); }
   void copy_from_host(const void* src, void* dst, size_t n) override { std::memcpy(dst, src, n); }
+  void copy(const void* src, void* dst, size_t n) override { std::memcpy(dst, src, n); }
 
   Result<Weight> upload_weight(const kernels::MatrixView& host) override { return Weight{host}; }
 
@@ -74,32 +78,47 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void kv_store(const LayerKv& kv, int64_t pos0, const float* k, const float* v, int64_t n_tokens,
-                int64_t kv_width) override {
-    for (int64_t i = 0; i < n_tokens; ++i) {
-      kernels::f32_to_f16_row(k + i * kv_width, kv.k + (pos0 + i) * kv.stride, kv_width);
-      kernels::f32_to_f16_row(v + i * kv_width, kv.v + (pos0 + i) * kv.stride, kv_width);
+  void kv_store(const kernels::KvBlockLayout& layout, int layer, std::span<const SeqSlice> seqs, const float* k,
+                const float* v) override {
+    const int64_t width = int64_t{layout.n_kv_head} * layout.head_dim;
+    for (const SeqSlice& sq : seqs) {
+      pool_.parallel_for(sq.n_tokens, 8, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          const int64_t row = sq.row_begin + i;
+          kernels::kv_store_at(layout, sq.blocks.data(), layer, sq.pos0 + i, k + row * width, v + row * width);
+        }
+      });
     }
   }
 
-  void attention(const float* q, const LayerKv& kv, int64_t pos0, int64_t n_tokens, const kernels::AttentionShape& s,
-                 float* out) override {
+  void attention(const kernels::KvBlockLayout& layout, int layer, std::span<const SeqSlice> seqs, const float* q,
+                 const kernels::AttentionShape& s, int64_t window, float* out) override {
     const int64_t width = int64_t{s.n_head} * s.head_dim;
-    const int64_t group = s.n_head / s.n_kv_head;
-    const size_t need = static_cast<size_t>(group * (pos0 + n_tokens));
+    int64_t max_kv = 0, n_rows = 0;
+    for (const SeqSlice& sq : seqs) {
+      max_kv = std::max(max_kv, sq.pos0 + sq.n_tokens);
+      n_rows += sq.n_tokens;
+    }
+    const auto need = static_cast<size_t>(kernels::paged_attention_scratch_floats(s, max_kv));
     for (auto& buf : scratch_) {
       if (buf.size() < need) buf.resize(need);
     }
-    // Work items are (token, kv head) pairs, split evenly across threads.
-    const int64_t n_items = n_tokens * s.n_kv_head;
+    // Work items are (row, kv head) pairs, split evenly across threads; rows map to their
+    // sequence through a prefix walk (batches hold few sequences).
+    const int64_t n_items = n_rows * s.n_kv_head;
     pool_.run([&](int ith, int nth) {
       float* scratch = scratch_[static_cast<size_t>(ith)].data();
       const int64_t begin = n_items * ith / nth;
       const int64_t end = n_items * (ith + 1) / nth;
+      size_t si = 0;
       for (int64_t it = begin; it < end; ++it) {
-        const int64_t t = it / s.n_kv_head;
+        const int64_t row = it / s.n_kv_head;
         const int h = static_cast<int>(it % s.n_kv_head);
-        kernels::attention_f16(q + t * width, kv.k, kv.v, pos0 + t + 1, s, h, h + 1, out + t * width, scratch);
+        while (row >= seqs[si].row_begin + seqs[si].n_tokens) ++si;
+        const SeqSlice& sq = seqs[si];
+        const int64_t pos = sq.pos0 + (row - sq.row_begin);
+        const kernels::PagedKvView view{sq.blocks.data(), static_cast<int64_t>(sq.blocks.size()), &layout, layer, window};
+        kernels::attention_paged(q + row * width, view, pos + 1, s, h, h + 1, out + row * width, scratch);
       }
     });
   }

@@ -8,49 +8,11 @@
 
 namespace kvc::model {
 
-Result<ContiguousKv> ContiguousKv::create(backend::Backend& be, const ModelConfig& c, int64_t n_ctx) {
-  if (n_ctx <= 0) return make_error(ErrorCode::invalid_argument, "context length must be positive");
-  ContiguousKv kv;
-  kv.be_ = &be;
-  kv.n_ctx_ = n_ctx;
-  kv.kv_width_ = c.kv_width();
-  kv.n_bytes_ = static_cast<size_t>(c.n_layer) * 2 * static_cast<size_t>(n_ctx * c.kv_width()) * sizeof(uint16_t);
-  kv.data_ = static_cast<uint16_t*>(be.alloc(kv.n_bytes_));
-  if (!kv.data_) {
-    return make_error(ErrorCode::out_of_memory, "cannot allocate " + std::to_string(kv.n_bytes_ >> 20) +
-                                                    " MiB of KV cache for a context of " + std::to_string(n_ctx) +
-                                                    " tokens; choose a smaller context with -c");
-  }
-  return kv;
-}
-
-ContiguousKv::ContiguousKv(ContiguousKv&& o) noexcept { *this = std::move(o); }
-
-ContiguousKv& ContiguousKv::operator=(ContiguousKv&& o) noexcept {
-  if (this != &o) {
-    if (data_) be_->free(data_);
-    be_ = o.be_;
-    data_ = o.data_;
-    n_ctx_ = o.n_ctx_;
-    kv_width_ = o.kv_width_;
-    n_bytes_ = o.n_bytes_;
-    o.data_ = nullptr;
-  }
-  return *this;
-}
-
-ContiguousKv::~ContiguousKv() {
-  if (data_) be_->free(data_);
-}
-
-backend::LayerKv ContiguousKv::layer(int64_t l) const {
-  uint16_t* base = data_ + l * 2 * n_ctx_ * kv_width_;
-  return backend::LayerKv{base, base + n_ctx_ * kv_width_, kv_width_};
-}
-
-Forward::Forward(const Model& m, int64_t max_batch) : m_(m), be_(m.backend()), max_batch_(max_batch) {
+Forward::Forward(const Model& m, const kernels::KvBlockLayout& layout, int64_t max_batch)
+    : m_(m), be_(m.backend()), layout_(layout), max_batch_(max_batch) {
   KVC_ASSERT(max_batch > 0);
   const ModelConfig& c = m.config();
+  KVC_ASSERT(layout.n_layer == c.n_layer && layout.n_kv_head == c.n_head_kv && layout.head_dim == c.head_dim);
   auto buf = [&](int64_t width) {
     auto* p = static_cast<float*>(be_.alloc(static_cast<size_t>(max_batch * width) * sizeof(float)));
     KVC_ASSERT(p != nullptr);
@@ -64,55 +26,54 @@ Forward::Forward(const Model& m, int64_t max_batch) : m_(m), be_(m.backend()), m
   att_ = buf(c.q_width());
   gate_ = buf(c.n_ff);
   up_ = buf(c.n_ff);
+  out_rows_ = buf(c.n_embd);
   logits_ = buf(c.n_vocab);
-  positions_.resize(static_cast<size_t>(max_batch));
+  tokens_ = static_cast<int32_t*>(be_.alloc(static_cast<size_t>(max_batch) * sizeof(int32_t)));
+  KVC_ASSERT(tokens_ != nullptr);
 }
 
 Forward::~Forward() {
-  for (float* p : {x_, h_, q_, k_, v_, att_, gate_, up_, logits_}) be_.free(p);
+  for (float* p : {x_, h_, q_, k_, v_, att_, gate_, up_, out_rows_, logits_}) be_.free(p);
+  be_.free(tokens_);
 }
 
-Result<std::span<const float>> Forward::eval(std::span<const int32_t> tokens, int64_t pos0, const ContiguousKv& kv,
-                                             Logits which) {
+Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, Logits which) {
   const ModelConfig& c = m_.config();
-  const auto n = static_cast<int64_t>(tokens.size());
-  if (n == 0) return make_error(ErrorCode::invalid_argument, "nothing to evaluate: the token list is empty");
-  if (pos0 < 0 || pos0 + n > kv.n_ctx()) {
-    return make_error(ErrorCode::invalid_argument,
-                      "context full: " + std::to_string(pos0 + n) + " tokens do not fit a context of " +
-                          std::to_string(kv.n_ctx()) + " (raise -c)");
-  }
-  for (int32_t t : tokens) {
-    if (t < 0 || t >= c.n_vocab) {
-      return make_error(ErrorCode::invalid_argument, "token id " + std::to_string(t) + " is outside the vocabulary of " +
-                                                         std::to_string(c.n_vocab));
+  const int64_t B = layout_.block_tokens;
+  slices_.clear();
+  batch_tokens_.clear();
+  positions_.clear();
+  for (const SeqInput& in : inputs) {
+    const auto n = static_cast<int64_t>(in.tokens.size());
+    if (n == 0) return make_error(ErrorCode::invalid_argument, "nothing to evaluate: a sequence has no tokens");
+    if (static_cast<int64_t>(in.blocks.size()) * B < in.pos0 + n) {
+      return make_error(ErrorCode::invalid_argument, "the KV blocks cannot hold positions up to " +
+                                                         std::to_string(in.pos0 + n));
     }
+    for (int32_t t : in.tokens) {
+      if (t < 0 || t >= c.n_vocab) {
+        return make_error(ErrorCode::invalid_argument, "token id " + std::to_string(t) +
+                                                           " is outside the vocabulary of " + std::to_string(c.n_vocab));
+      }
+    }
+    slices_.push_back(backend::SeqSlice{in.blocks, in.pos0, n, static_cast<int64_t>(batch_tokens_.size())});
+    batch_tokens_.insert(batch_tokens_.end(), in.tokens.begin(), in.tokens.end());
+    for (int64_t i = 0; i < n; ++i) positions_.push_back(in.pos0 + i);
   }
-  const bool all = which == Logits::all;
-  host_logits_.resize(static_cast<size_t>((all ? n : 1) * c.n_vocab));
-  for (int64_t done = 0; done < n;) {
-    const int64_t chunk = std::min(max_batch_, n - done);
-    const bool last_chunk = done + chunk == n;
-    float* dst = all ? host_logits_.data() + done * c.n_vocab : (last_chunk ? host_logits_.data() : nullptr);
-    eval_chunk(tokens.data() + done, chunk, pos0 + done, kv, all, dst);
-    done += chunk;
+  const auto n = static_cast<int64_t>(batch_tokens_.size());
+  if (n > max_batch_) {
+    return make_error(ErrorCode::invalid_argument, "a batch of " + std::to_string(n) + " tokens exceeds the limit of " +
+                                                       std::to_string(max_batch_));
   }
-  return std::span<const float>(host_logits_);
-}
-
-void Forward::eval_chunk(const int32_t* tokens, int64_t n, int64_t pos0, const ContiguousKv& kv, bool all_logits,
-                         float* host_logits) {
-  const ModelConfig& c = m_.config();
   const ModelWeights& w = m_.weights();
-  for (int64_t i = 0; i < n; ++i) positions_[static_cast<size_t>(i)] = pos0 + i;
   const kernels::AttentionShape shape{static_cast<int>(c.n_head), static_cast<int>(c.n_head_kv),
                                       static_cast<int>(c.head_dim), c.kv_width(),
                                       1.0f / std::sqrt(static_cast<float>(c.head_dim))};
-
-  be_.embed(w.token_embd, tokens, n, x_);  // x: (n, n_embd)
+  be_.copy_from_host(batch_tokens_.data(), tokens_, static_cast<size_t>(n) * sizeof(int32_t));
+  be_.embed(w.token_embd, tokens_, n, x_);  // x: (n, n_embd)
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
-    const backend::LayerKv lkv = kv.layer(l);
+    const int layer = static_cast<int>(l);
     // Attention block: h = norm(x); q, k, v = h W^T; rope; store k, v; x += attn(q) Wo^T.
     be_.rmsnorm(x_, lw.attn_norm, n, c.n_embd, c.rms_eps, h_);
     be_.matmul(lw.wq, h_, n, q_, lw.bq);
@@ -120,8 +81,8 @@ void Forward::eval_chunk(const int32_t* tokens, int64_t n, int64_t pos0, const C
     be_.matmul(lw.wv, h_, n, v_, lw.bv);
     be_.rope(q_, n, positions_.data(), static_cast<int>(c.n_head), static_cast<int>(c.head_dim), c.rope);
     be_.rope(k_, n, positions_.data(), static_cast<int>(c.n_head_kv), static_cast<int>(c.head_dim), c.rope);
-    be_.kv_store(lkv, pos0, k_, v_, n, c.kv_width());
-    be_.attention(q_, lkv, pos0, n, shape, att_);
+    be_.kv_store(layout_, layer, slices_, k_, v_);
+    be_.attention(layout_, layer, slices_, q_, shape, /*window=*/0, att_);
     be_.matmul(lw.wo, att_, n, h_, nullptr);
     be_.add(x_, h_, n * c.n_embd);
     // Feed-forward block: x += (silu(h Wg^T) * (h Wu^T)) Wd^T with h = norm(x).
@@ -132,13 +93,23 @@ void Forward::eval_chunk(const int32_t* tokens, int64_t n, int64_t pos0, const C
     be_.matmul(lw.w_down, gate_, n, h_, nullptr);
     be_.add(x_, h_, n * c.n_embd);
   }
-  if (!host_logits) return;
-  // Logits for every row, or only for the last one.
-  const float* rows = all_logits ? x_ : x_ + (n - 1) * c.n_embd;
-  const int64_t n_rows = all_logits ? n : 1;
-  be_.rmsnorm(rows, w.output_norm, n_rows, c.n_embd, c.rms_eps, h_);
-  be_.matmul(w.output, h_, n_rows, logits_, nullptr);
-  be_.copy_to_host(logits_, host_logits, static_cast<size_t>(n_rows * c.n_vocab) * sizeof(float));
+  // Logits for every row, or for the last row of each sequence.
+  const float* rows = x_;
+  int64_t n_out = n;
+  if (which == Logits::last) {
+    n_out = static_cast<int64_t>(slices_.size());
+    for (size_t i = 0; i < slices_.size(); ++i) {
+      const int64_t src = slices_[i].row_begin + slices_[i].n_tokens - 1;
+      be_.copy(x_ + src * c.n_embd, out_rows_ + static_cast<int64_t>(i) * c.n_embd,
+               static_cast<size_t>(c.n_embd) * sizeof(float));
+    }
+    rows = out_rows_;
+  }
+  be_.rmsnorm(rows, w.output_norm, n_out, c.n_embd, c.rms_eps, h_);
+  be_.matmul(w.output, h_, n_out, logits_, nullptr);
+  host_logits_.resize(static_cast<size_t>(n_out * c.n_vocab));
+  be_.copy_to_host(logits_, host_logits_.data(), host_logits_.size() * sizeof(float));
+  return std::span<const float>(host_logits_);
 }
 
 }  // namespace kvc::model

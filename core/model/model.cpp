@@ -5,6 +5,7 @@
 
 #include <map>
 #include <set>
+#include <cstring>
 
 #include "kernels/cpu/quant.h"
 
@@ -187,6 +188,20 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Bac
   m->path_ = path;
 
   prefault(m->file_, opt);
+  {
+    // Hash all tensor data (the file's data section) and the tokens.
+    const gguf::GgufFile& f = m->file_;
+    kv::BlockKey fp;
+    if (!f.tensors().empty()) {
+      const uint8_t* data = f.tensor_data(f.tensors().front()) - f.tensors().front().offset;
+      fp = kv::hash_bytes({data, f.file_bytes() - f.data_offset()});
+    }
+    for (int32_t id = 0; id < m->tokenizer_.n_vocab(); ++id) {
+      const auto p = m->tokenizer_.piece(id);
+      fp = kv::hash_bytes({reinterpret_cast<const uint8_t*>(p.data()), p.size()}, fp);
+    }
+    m->weights_fingerprint_ = fp;
+  }
 
   const ModelConfig& c = m->config_;
   Loader ld(m->file_, be, m->owned_);
@@ -256,6 +271,19 @@ std::string Model::weight_type_summary() const {
   std::string s = "mixed:";
   for (const auto& [name, n] : bytes) s += " " + name;
   return s;
+}
+
+kv::BlockKey kv_fingerprint(const Model& m, const kernels::KvBlockLayout& layout) {
+  const ModelConfig& c = m.config();
+  // Little-endian words: layout geometry and formats, then rope settings.
+  const int64_t words[] = {layout.n_layer,       layout.n_kv_head,  layout.head_dim, layout.block_tokens,
+                           static_cast<int64_t>(layout.k_type), static_cast<int64_t>(layout.v_type),
+                           c.rope.n_rot,         c.rope.interleaved ? 1 : 0};
+  const double reals[] = {static_cast<double>(c.rope.freq_base), static_cast<double>(c.rope.freq_scale)};
+  uint8_t bytes[sizeof words + sizeof reals];
+  std::memcpy(bytes, words, sizeof words);
+  std::memcpy(bytes + sizeof words, reals, sizeof reals);
+  return kv::hash_bytes({bytes, sizeof bytes}, m.weights_fingerprint());
 }
 
 Model::~Model() {

@@ -9,6 +9,8 @@
 #include "core/backend/backend.h"
 #include "core/chat/chat_template.h"
 #include "core/gguf/gguf_file.h"
+#include "core/kv/block_key.h"
+#include "kernels/cpu/kv_block.h"
 #include "core/model/model_config.h"
 #include "core/tokenizer/tokenizer.h"
 #include "core/util/result.h"
@@ -57,6 +59,9 @@ class Model {
   const std::string& path() const { return path_; }
   // Bytes of all weight tensors (what decode reads per token).
   size_t weight_bytes() const { return weight_bytes_; }
+  // XXH3-128 over the tensor data and the tokenizer: the root of every KV key chain (with
+  // the KV layout and rope settings mixed in by kv_fingerprint()).
+  const kv::BlockKey& weights_fingerprint() const { return weights_fingerprint_; }
   // The dominant weight type of the big matrices ("Q4_0", or "mixed: Q4_K, Q6_K").
   std::string weight_type_summary() const;
 
@@ -75,7 +80,12 @@ class Model {
   std::vector<void*> owned_;  // backend allocations (norms, biases) freed with the model
   std::string path_;
   size_t weight_bytes_ = 0;
+  kv::BlockKey weights_fingerprint_;
 };
+
+// The fingerprint KV block keys are rooted in: weights, tokenizer, KV layout (formats, block
+// size, shape) and rope settings. Any difference gives keys that can never match.
+kv::BlockKey kv_fingerprint(const Model& m, const kernels::KvBlockLayout& layout);
 
 // The tokenizer vocabulary described by a GGUF file's tokenizer.ggml.* metadata.
 Result<tokenizer::Vocabulary> vocabulary_from_gguf(const gguf::GgufFile& file);

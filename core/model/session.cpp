@@ -30,46 +30,117 @@ size_t held_back(std::string_view text, const std::vector<std::string>& stops) {
 }  // namespace
 
 Result<Session> Session::create(const Model& m, int64_t n_ctx, int64_t n_batch) {
-  if (n_ctx <= 0) n_ctx = m.config().n_ctx_train;
-  auto kv = ContiguousKv::create(m.backend(), m.config(), n_ctx);
-  if (!kv.ok()) return kv.error();
-  return Session(m, std::move(*kv), n_batch);
+  SessionOptions o;
+  o.n_ctx = n_ctx;
+  o.n_batch = n_batch;
+  return create(m, o);
 }
+
+Result<Session> Session::create(const Model& m, const SessionOptions& o) {
+  const ModelConfig& c = m.config();
+  const int64_t n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(c.n_ctx_train, 4096);
+  auto layout = kernels::make_kv_block_layout(static_cast<int>(c.n_layer), static_cast<int>(c.n_head_kv),
+                                              static_cast<int>(c.head_dim), o.block_tokens, kv::to_kernel_type(o.k_format),
+                                              kv::to_kernel_type(o.v_format));
+  if (!layout) {
+    return make_error(ErrorCode::unsupported, "KV format " + std::string(kv::kv_format_name(o.k_format)) + "/" +
+                                                  std::string(kv::kv_format_name(o.v_format)) +
+                                                  " needs a head size that is a multiple of 32; this model's is " +
+                                                  std::to_string(c.head_dim) + " (use f16)");
+  }
+  kv::KvCacheConfig kc;
+  kc.layout = *layout;
+  const int64_t n_blocks = (n_ctx + o.block_tokens - 1) / o.block_tokens + 2;  // +2: copy on write, reserve ahead
+  kc.t0_bytes = o.t0_bytes > 0 ? o.t0_bytes : n_blocks * layout->block_bytes;
+  kc.t1_bytes = o.t1_bytes;
+  kc.fingerprint = kv_fingerprint(m, *layout);
+  auto cache = kv::KvCache::create(kc, m.backend(), o.cold);
+  if (!cache.ok()) return cache.error();
+  return Session(m, std::move(*cache), n_ctx, o.n_batch);
+}
+
+Session::Session(const Model& m, std::unique_ptr<kv::KvCache> cache, int64_t n_ctx, int64_t n_batch)
+    : m_(&m),
+      cache_(std::move(cache)),
+      forward_(std::make_unique<Forward>(m, cache_->layout(), n_batch)),
+      seq_(cache_->create_sequence()),
+      n_ctx_(n_ctx) {}
 
 Result<std::span<const float>> Session::evaluate(std::span<const int32_t> tokens) {
   if (tokens.empty()) return make_error(ErrorCode::invalid_argument, "the prompt is empty");
-  if (static_cast<int64_t>(tokens.size()) > n_ctx()) {
+  if (static_cast<int64_t>(tokens.size()) > n_ctx_) {
     return make_error(ErrorCode::invalid_argument, "the prompt has " + std::to_string(tokens.size()) +
-                                                       " tokens, more than the context of " +
-                                                       std::to_string(n_ctx()) + " (raise -c)");
+                                                       " tokens, more than the context of " + std::to_string(n_ctx_) +
+                                                       " (raise -c)");
   }
-  size_t common = 0;
-  while (common < tokens_.size() && common < tokens.size() && tokens_[common] == tokens[common]) ++common;
-  if (common == tokens.size()) --common;  // re-evaluate the last token for its logits
-  tokens_.resize(common);
-  n_reused_ = static_cast<int64_t>(common);
-  auto r = append(tokens.subspan(common));
-  n_reused_ = static_cast<int64_t>(common);
-  return r;
+  auto info = cache_->prepare(seq_, tokens);
+  if (!info.ok()) return info.error();
+  last_prefix_ = *info;
+  return run(tokens.subspan(static_cast<size_t>(info->n_cached)), Logits::last);
 }
 
 Result<std::span<const float>> Session::append(std::span<const int32_t> tokens) {
-  auto r = forward_->eval(tokens, static_cast<int64_t>(tokens_.size()), kv_, Logits::last);
-  if (!r.ok()) return r.error();
-  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
-  n_reused_ = 0;
-  n_evaluated_ = static_cast<int64_t>(tokens.size());
-  return r;
+  last_prefix_ = kv::PrefixInfo{};
+  last_prefix_.n_prompt = cache_->n_tokens(seq_) + static_cast<int64_t>(tokens.size());
+  last_prefix_.n_cached = cache_->n_tokens(seq_);
+  return run(tokens, Logits::last);
 }
 
 Result<std::span<const float>> Session::evaluate_all(std::span<const int32_t> tokens) {
-  tokens_.clear();
-  auto r = forward_->eval(tokens, 0, kv_, Logits::all);
-  if (!r.ok()) return r.error();
-  tokens_.assign(tokens.begin(), tokens.end());
-  n_reused_ = 0;
+  clear();
+  last_prefix_ = kv::PrefixInfo{};
+  last_prefix_.n_prompt = static_cast<int64_t>(tokens.size());
+  all_logits_.clear();
+  const auto n_vocab = static_cast<size_t>(m_->config().n_vocab);
+  all_logits_.reserve(tokens.size() * n_vocab);
+  // Chunked like run(), keeping every row's logits.
+  for (size_t done = 0; done < tokens.size();) {
+    const size_t n = std::min(tokens.size() - done, static_cast<size_t>(forward_->max_batch()));
+    const auto chunk = tokens.subspan(done, n);
+    if (!cache_->reserve(seq_, static_cast<int64_t>(n))) {
+      return make_error(ErrorCode::out_of_memory, "the KV cache cannot hold " + std::to_string(done + n) + " tokens");
+    }
+    const model::SeqInput in{chunk, cache_->block_table(seq_), cache_->n_tokens(seq_)};
+    auto r = forward_->eval({&in, 1}, Logits::all);
+    if (!r.ok()) return r.error();
+    all_logits_.insert(all_logits_.end(), r->begin(), r->end());
+    cache_->commit(seq_, chunk);
+    done += n;
+  }
   n_evaluated_ = static_cast<int64_t>(tokens.size());
-  return r;
+  return std::span<const float>(all_logits_);
+}
+
+void Session::clear() {
+  cache_->destroy_sequence(seq_);
+  seq_ = cache_->create_sequence();
+}
+
+Result<std::span<const float>> Session::run(std::span<const int32_t> tokens, Logits which) {
+  if (tokens.empty()) return make_error(ErrorCode::invalid_argument, "nothing to evaluate");
+  if (cache_->n_tokens(seq_) + static_cast<int64_t>(tokens.size()) > n_ctx_) {
+    return make_error(ErrorCode::invalid_argument, "context full: " +
+                                                       std::to_string(cache_->n_tokens(seq_) + static_cast<int64_t>(tokens.size())) +
+                                                       " tokens do not fit a context of " + std::to_string(n_ctx_) + " (raise -c)");
+  }
+  std::span<const float> logits;
+  for (size_t done = 0; done < tokens.size();) {
+    const size_t n = std::min(tokens.size() - done, static_cast<size_t>(forward_->max_batch()));
+    const auto chunk = tokens.subspan(done, n);
+    if (!cache_->reserve(seq_, static_cast<int64_t>(n))) {
+      return make_error(ErrorCode::out_of_memory, "the KV cache cannot hold " +
+                                                      std::to_string(cache_->n_tokens(seq_) + static_cast<int64_t>(n)) +
+                                                      " tokens; raise its budget or shorten the conversation");
+    }
+    const model::SeqInput in{chunk, cache_->block_table(seq_), cache_->n_tokens(seq_)};
+    auto r = forward_->eval({&in, 1}, which);
+    if (!r.ok()) return r.error();
+    cache_->commit(seq_, chunk);
+    logits = *r;
+    done += n;
+  }
+  n_evaluated_ = static_cast<int64_t>(tokens.size());
+  return logits;
 }
 
 const char* to_string(StopReason r) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/kv/kv_cache.h"
 #include "core/model/forward.h"
 #include "core/model/model.h"
 #include "core/sampling/sampler.h"
@@ -14,40 +15,57 @@
 
 namespace kvc::model {
 
-// Invariant: kv_ holds exactly the positions of tokens_ (tokens_.size() <= n_ctx).
+struct SessionOptions {
+  int64_t n_ctx = 0;          // most tokens the sequence may hold; 0: the model's (capped at 4096)
+  int64_t n_batch = 256;      // tokens per forward pass during prefill
+  kv::KvFormat k_format = kv::KvFormat::f16;
+  kv::KvFormat v_format = kv::KvFormat::f16;
+  int32_t block_tokens = 16;  // B
+  int64_t t0_bytes = 0;       // 0: room for n_ctx tokens
+  int64_t t1_bytes = 0;
+  kv::ColdStore* cold = nullptr;
+};
+
+// One conversation's inference on its own KV cache: a convenience over KvCache and Forward
+// for the command line and tests (the engine runs many sequences on one shared cache).
+// Invariant: the cache's sequence holds exactly tokens() after every call.
 class Session {
  public:
+  static Result<Session> create(const Model& m, const SessionOptions& options);
   static Result<Session> create(const Model& m, int64_t n_ctx, int64_t n_batch = 256);
 
-  // Makes the session hold exactly `tokens`, reusing the longest common prefix with what it
-  // holds and evaluating the rest; returns the logits of the last token (n_vocab floats).
-  // At least one token is evaluated, because its logits are needed.
+  // Makes the session hold exactly `tokens`, reusing the longest cached prefix (its own
+  // history, shared blocks, other tiers) and evaluating the rest; returns the logits of the
+  // last token (n_vocab floats). At least one token is evaluated, because its logits are needed.
   Result<std::span<const float>> evaluate(std::span<const int32_t> tokens);
   // Appends tokens (evaluated) and returns the last token's logits.
   Result<std::span<const float>> append(std::span<const int32_t> tokens);
-  // Logits at every position of `tokens`, evaluated from an empty history.
+  // Logits at every position of `tokens`, all evaluated from an empty history.
   Result<std::span<const float>> evaluate_all(std::span<const int32_t> tokens);
+  // Forgets the history (cached blocks stay in the cache for other turns).
+  void clear();
 
-  // Forgets the history (the KV cache is overwritten by later evaluations).
-  void clear() { tokens_.clear(); }
-
-  const std::vector<int32_t>& tokens() const { return tokens_; }
-  int64_t n_ctx() const { return kv_.n_ctx(); }
+  std::span<const int32_t> tokens() const { return cache_->tokens(seq_); }
+  int64_t n_ctx() const { return n_ctx_; }
   const Model& model() const { return *m_; }
-  // Tokens reused and evaluated by the last evaluate().
-  int64_t n_reused() const { return n_reused_; }
+  kv::KvCache& cache() { return *cache_; }
+  // What the last evaluate() reused, and how many tokens it computed.
+  const kv::PrefixInfo& last_prefix() const { return last_prefix_; }
+  int64_t n_reused() const { return last_prefix_.n_cached; }
   int64_t n_evaluated() const { return n_evaluated_; }
 
  private:
-  Session(const Model& m, ContiguousKv kv, int64_t n_batch)
-      : m_(&m), kv_(std::move(kv)), forward_(std::make_unique<Forward>(m, n_batch)) {}
+  Session(const Model& m, std::unique_ptr<kv::KvCache> cache, int64_t n_ctx, int64_t n_batch);
+  Result<std::span<const float>> run(std::span<const int32_t> tokens, Logits which);
 
   const Model* m_;
-  ContiguousKv kv_;
+  std::unique_ptr<kv::KvCache> cache_;
   std::unique_ptr<Forward> forward_;
-  std::vector<int32_t> tokens_;
-  int64_t n_reused_ = 0;
+  kv::SeqId seq_ = 0;
+  int64_t n_ctx_ = 0;
+  kv::PrefixInfo last_prefix_;
   int64_t n_evaluated_ = 0;
+  std::vector<float> all_logits_;
 };
 
 struct GenerateOptions {

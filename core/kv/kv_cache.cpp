@@ -1,0 +1,518 @@
+// The tiered, prefix-shared KV block cache.
+#include "core/kv/kv_cache.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <set>
+
+#include "core/util/assert.h"
+
+namespace kvc::kv {
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+BlockPool::BlockPool(uint8_t* base, int64_t slot_bytes, int32_t n_slots)
+    : base_(base), slot_bytes_(slot_bytes), n_slots_(n_slots), is_free_(static_cast<size_t>(n_slots), true) {
+  free_.reserve(static_cast<size_t>(n_slots));
+  for (int32_t i = n_slots - 1; i >= 0; --i) free_.push_back(i);  // low slots first
+}
+
+int32_t BlockPool::alloc() {
+  if (free_.empty()) return -1;
+  const int32_t s = free_.back();
+  free_.pop_back();
+  is_free_[static_cast<size_t>(s)] = false;
+  return s;
+}
+
+void BlockPool::free(int32_t slot) {
+  KVC_ASSERT(slot >= 0 && slot < n_slots_ && !is_free_[static_cast<size_t>(slot)]);
+  is_free_[static_cast<size_t>(slot)] = true;
+  free_.push_back(slot);
+}
+
+Result<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config, backend::Backend& be, ColdStore* cold) {
+  if (!config.layout.check_invariants()) {
+    return make_error(ErrorCode::invalid_argument, "the KV block layout is inconsistent");
+  }
+  const int64_t bb = config.layout.block_bytes;
+  if (config.t0_bytes < bb) {
+    return make_error(ErrorCode::invalid_argument,
+                      "the T0 KV budget (" + std::to_string(config.t0_bytes) + " bytes) is smaller than one block (" +
+                          std::to_string(bb) + " bytes); raise it");
+  }
+  std::unique_ptr<KvCache> c(new KvCache(config, be, cold));
+  const auto n0 = static_cast<int32_t>(std::min<int64_t>(config.t0_bytes / bb, INT32_MAX));
+  const auto n1 = static_cast<int32_t>(std::min<int64_t>(config.t1_bytes / bb, INT32_MAX));
+  c->t0_memory_ = static_cast<uint8_t*>(be.alloc(static_cast<size_t>(n0) * static_cast<size_t>(bb)));
+  if (!c->t0_memory_) {
+    return make_error(ErrorCode::out_of_memory, "cannot allocate " + std::to_string((int64_t{n0} * bb) >> 20) +
+                                                    " MiB for the KV cache; lower the T0 budget");
+  }
+  c->t1_memory_.resize(static_cast<size_t>(n1) * static_cast<size_t>(bb));
+  c->t0_ = BlockPool(c->t0_memory_, bb, n0);
+  c->t1_ = BlockPool(c->t1_memory_.data(), bb, n1);
+  c->staging_.resize(static_cast<size_t>(bb));
+  return c;
+}
+
+KvCache::KvCache(const KvCacheConfig& config, backend::Backend& be, ColdStore* cold)
+    : config_(config), be_(be), cold_(cold), index_(RadixIndexOptions{config.layout.block_tokens, 4.0}) {}
+
+KvCache::~KvCache() {
+  if (t0_memory_) be_.free(t0_memory_);
+}
+
+KvCache::Sequence& KvCache::seq(SeqId id) {
+  auto it = seqs_.find(id);
+  KVC_ASSERT(it != seqs_.end());
+  return it->second;
+}
+
+const KvCache::Sequence& KvCache::seq(SeqId id) const {
+  auto it = seqs_.find(id);
+  KVC_ASSERT(it != seqs_.end());
+  return it->second;
+}
+
+SeqId KvCache::create_sequence() {
+  const SeqId id = next_seq_++;
+  seqs_.emplace(id, Sequence{});
+  return id;
+}
+
+void KvCache::destroy_sequence(SeqId id) {
+  Sequence& s = seq(id);
+  release_blocks_from(s, 0);
+  seqs_.erase(id);
+}
+
+void KvCache::rebuild_table(Sequence& s) {
+  s.table.resize(s.blocks.size());
+  for (size_t i = 0; i < s.blocks.size(); ++i) {
+    s.table[i] = s.blocks[i].t0_slot >= 0 ? t0_.data(s.blocks[i].t0_slot) : nullptr;
+  }
+}
+
+// Drops blocks [first_block, end) from the sequence: shared ones are unpinned (they stay
+// cached), private ones freed.
+void KvCache::release_blocks_from(Sequence& s, size_t first_block) {
+  for (size_t i = first_block; i < s.blocks.size(); ++i) {
+    SeqBlock& b = s.blocks[i];
+    if (b.shared.is_null()) {
+      if (b.t0_slot >= 0) t0_.free(b.t0_slot);  // a parked sequence's forgotten blocks have none
+    } else if (s.pinned) {
+      index_.release(b.shared);
+    }
+  }
+  s.blocks.resize(std::min(first_block, s.blocks.size()));
+  rebuild_table(s);
+}
+
+// Keeps the first n tokens. A kept shared block that will be written into (n inside it) is
+// copied first.
+void KvCache::truncate(Sequence& s, int64_t n) {
+  const int64_t B = block_tokens();
+  KVC_ASSERT(n <= static_cast<int64_t>(s.tokens.size()));
+  const auto keep_blocks = static_cast<size_t>((n + B - 1) / B);
+  release_blocks_from(s, keep_blocks);
+  s.tokens.resize(static_cast<size_t>(n));
+  if (n % B != 0) {
+    SeqBlock& last = s.blocks.back();
+    if (!last.shared.is_null()) {
+      // Copy on write: the tail block becomes private before any position in it changes.
+      const int32_t slot = alloc_t0();
+      KVC_ASSERT(slot >= 0);  // callers make room first
+      std::memcpy(t0_.data(slot), t0_.data(last.t0_slot), static_cast<size_t>(config_.layout.block_bytes));
+      if (s.pinned) index_.release(last.shared);
+      last = SeqBlock{slot, {}};
+      ++counters_.n_cow;
+      rebuild_table(s);
+    }
+  }
+}
+
+int32_t KvCache::alloc_t0() {
+  int32_t slot = t0_.alloc();
+  if (slot < 0 && make_room_t0(1)) slot = t0_.alloc();
+  if (slot < 0) ++counters_.n_alloc_failures;
+  return slot;
+}
+
+bool KvCache::make_room_t0(int32_t n_slots) {
+  while (t0_.n_free() < n_slots) {
+    if (!demote_one(Tier::t0)) return false;
+  }
+  return true;
+}
+
+bool KvCache::make_room_t1(int32_t n_slots) {
+  while (t1_.n_free() < n_slots) {
+    if (!demote_one(Tier::t1)) return false;
+  }
+  return true;
+}
+
+// Moves the best eviction candidate of `from` one tier down (T0 -> T1 -> T2), or drops it
+// when there is no lower tier to take it.
+bool KvCache::demote_one(Tier from) {
+  auto victim = index_.eviction_candidate(from);
+  if (!victim) return false;
+  const BlockHandle h = *victim;
+  const BlockLocation loc = index_.location(h);
+  const auto bb = static_cast<size_t>(config_.layout.block_bytes);
+  const uint8_t* src = from == Tier::t0 ? t0_.data(loc.slot) : t1_.data(loc.slot);
+  if (from == Tier::t0 && t1_.n_slots() > 0 && (t1_.n_free() > 0 || make_room_t1(1))) {
+    const int32_t dst = t1_.alloc();
+    be_.copy_to_host(src, t1_.data(dst), bb);
+    index_.set_location(h, {Tier::t1, dst});
+    t0_.free(loc.slot);
+    ++counters_.n_demoted_t0_t1;
+    counters_.bytes_t0_t1 += static_cast<int64_t>(bb);
+    return true;
+  }
+  // To T2 (already written behind at publish, unless the store refused it then) or gone.
+  const bool on_t2 = cold_ && (cold_->contains(index_.key(h)) || [&] {
+                       if (from == Tier::t0) {
+                         be_.copy_to_host(src, staging_.data(), bb);
+                         src = staging_.data();
+                       }
+                       const BlockHandle p = index_.parent(h);
+                       return cold_->put(index_.key(h), p.is_null() ? fingerprint() : index_.key(p), fingerprint(),
+                                         {src, bb});
+                     }());
+  if (from == Tier::t0) t0_.free(loc.slot);
+  else t1_.free(loc.slot);
+  if (on_t2) {
+    index_.set_location(h, {Tier::t2, -1});
+    ++counters_.n_demoted_to_t2;
+    counters_.bytes_to_t2 += static_cast<int64_t>(bb);
+  } else if (index_.info(h).n_children == 0) {
+    index_.remove(h);
+    ++counters_.n_dropped;
+  } else {
+    index_.set_location(h, {Tier::none, -1});
+    ++counters_.n_dropped;
+  }
+  return true;
+}
+
+// Brings a matched block to T0 and returns its slot; on a missing or corrupt T2 block the
+// block is marked as having no data and an error is returned (the caller recomputes).
+Result<int32_t> KvCache::promote(BlockHandle h, int64_t& bad_tokens) {
+  const BlockLocation loc = index_.location(h);
+  if (loc.tier == Tier::t0) return loc.slot;
+  const auto bb = static_cast<size_t>(config_.layout.block_bytes);
+  const int32_t slot = alloc_t0();
+  if (slot < 0) return make_error(ErrorCode::out_of_memory, "T0 is full");
+  if (loc.tier == Tier::t1) {
+    be_.copy_from_host(t1_.data(loc.slot), t0_.data(slot), bb);
+    t1_.free(loc.slot);
+    ++counters_.n_promoted[1];
+    counters_.bytes_t1_t0 += static_cast<int64_t>(bb);
+  } else {
+    const ColdRead r = cold_ ? cold_->read(index_.key(h), staging_) : ColdRead::missing;
+    if (r != ColdRead::ok) {
+      t0_.free(slot);
+      if (r == ColdRead::corrupt) ++counters_.n_cold_corrupt;
+      index_.set_location(h, {Tier::none, -1});
+      bad_tokens += block_tokens();
+      return make_error(ErrorCode::io, "cold block missing or corrupt");
+    }
+    be_.copy_from_host(staging_.data(), t0_.data(slot), bb);
+    ++counters_.n_promoted[2];
+    counters_.bytes_t2_t0 += static_cast<int64_t>(bb);
+  }
+  index_.set_location(h, {Tier::t0, slot});
+  return slot;
+}
+
+Result<PrefixInfo> KvCache::prepare(SeqId id, std::span<const int32_t> prompt) {
+  Sequence& s = seq(id);
+  const int64_t B = block_tokens();
+  PrefixInfo info;
+  info.n_prompt = static_cast<int64_t>(prompt.size());
+  const auto t_lookup = std::chrono::steady_clock::now();
+
+  // Unpin what the sequence held; keep its private tail aside for reuse.
+  SeqBlock tail;
+  std::vector<int32_t> tail_tokens;
+  const int64_t n_full_old = static_cast<int64_t>(s.tokens.size()) / B;
+  if (static_cast<int64_t>(s.tokens.size()) % B != 0 && static_cast<int64_t>(s.blocks.size()) > n_full_old &&
+      s.blocks[static_cast<size_t>(n_full_old)].shared.is_null()) {
+    tail = s.blocks[static_cast<size_t>(n_full_old)];
+    tail_tokens.assign(s.tokens.begin() + n_full_old * B, s.tokens.end());
+    s.blocks.erase(s.blocks.begin() + n_full_old);
+  }
+  release_blocks_from(s, 0);
+  s.tokens.clear();
+  s.pinned = true;
+
+  // The index, on any tier; blocks without data end the match.
+  PrefixMatch match = index_.match(fingerprint(), prompt);
+  std::vector<MatchedBlock> blocks(match.blocks().begin(), match.blocks().end());
+  auto first_dataless = std::find_if(blocks.begin(), blocks.end(),
+                                     [](const MatchedBlock& b) { return b.location.tier == Tier::none; });
+  blocks.erase(first_dataless, blocks.end());
+  // After a restart the index is empty but the cold store may hold the chain: continue it.
+  if (cold_) {
+    BlockKey parent_key = blocks.empty() ? fingerprint() : blocks.back().key;
+    BlockHandle parent = blocks.empty() ? BlockHandle{} : blocks.back().handle;
+    for (auto b = static_cast<int64_t>(blocks.size()); (b + 1) * B <= info.n_prompt; ++b) {
+      const auto toks = prompt.subspan(static_cast<size_t>(b * B), static_cast<size_t>(B));
+      const BlockKey key = chain_key(parent_key, toks);
+      if (!cold_->contains(key)) break;
+      if (index_.find(key)) break;  // indexed without data: it failed before
+      const InsertResult r = index_.insert(fingerprint(), parent, NewBlock{key, toks, {Tier::t2, -1}, tick()});
+      blocks.push_back(MatchedBlock{r.handle, key, {Tier::t2, -1}});
+      parent_key = key;
+      parent = r.handle;
+    }
+  }
+  info.lookup_ms = ms_since(t_lookup);
+
+  // Pin and promote, in order; a block that cannot be restored ends the prefix there.
+  const auto t_promote = std::chrono::steady_clock::now();
+  for (const MatchedBlock& mb : blocks) index_.acquire(mb.handle);
+  size_t n_ok = 0;
+  for (; n_ok < blocks.size(); ++n_ok) {
+    const Tier was = index_.location(blocks[n_ok].handle).tier;
+    auto slot = promote(blocks[n_ok].handle, info.n_recomputed_bad);
+    if (!slot.ok()) break;
+    index_.touch(blocks[n_ok].handle, tick());
+    s.blocks.push_back(SeqBlock{*slot, blocks[n_ok].handle});
+    info.n_from_tier[tier_index(was)] += B;
+    ++counters_.n_hits_blocks[tier_index(was)];
+  }
+  for (size_t i = n_ok; i < blocks.size(); ++i) index_.release(blocks[i].handle);
+  s.tokens.assign(prompt.begin(), prompt.begin() + static_cast<int64_t>(n_ok) * B);
+
+  // The private tail of the previous turn continues right after the shared blocks it followed.
+  if (tail.t0_slot >= 0) {
+    size_t common = 0;
+    const auto at = static_cast<size_t>(n_full_old * B);
+    if (static_cast<int64_t>(n_ok) == n_full_old) {
+      while (common < tail_tokens.size() && at + common < prompt.size() && tail_tokens[common] == prompt[at + common]) {
+        ++common;
+      }
+    }
+    if (common > 0) {
+      s.blocks.push_back(tail);
+      s.tokens.insert(s.tokens.end(), tail_tokens.begin(), tail_tokens.begin() + static_cast<int64_t>(common));
+      info.n_from_tier[0] += static_cast<int64_t>(common);
+    } else {
+      t0_.free(tail.t0_slot);
+    }
+  }
+  rebuild_table(s);
+  // Leave at least one token to compute: its logits are the point of the call.
+  if (!s.tokens.empty() && s.tokens.size() == prompt.size()) {
+    truncate(s, static_cast<int64_t>(s.tokens.size()) - 1);
+    // One token fewer was served from the cache; take it from the tier that served the last block.
+    for (int t = 2; t >= 0; --t) {
+      if (info.n_from_tier[t] > 0) {
+        --info.n_from_tier[t];
+        break;
+      }
+    }
+  }
+  info.n_cached = static_cast<int64_t>(s.tokens.size());
+  info.promote_ms = ms_since(t_promote);
+  return info;
+}
+
+bool KvCache::reserve(SeqId id, int64_t n_new) {
+  Sequence& s = seq(id);
+  const int64_t B = block_tokens();
+  const auto need = static_cast<size_t>((static_cast<int64_t>(s.tokens.size()) + n_new + B - 1) / B);
+  while (s.blocks.size() < need) {
+    const int32_t slot = alloc_t0();
+    if (slot < 0) {
+      rebuild_table(s);
+      return false;
+    }
+    s.blocks.push_back(SeqBlock{slot, {}});
+  }
+  rebuild_table(s);
+  return true;
+}
+
+void KvCache::commit(SeqId id, std::span<const int32_t> tokens) {
+  Sequence& s = seq(id);
+  const int64_t B = block_tokens();
+  const int64_t old_n = static_cast<int64_t>(s.tokens.size());
+  KVC_ASSERT(static_cast<int64_t>(s.blocks.size()) * B >= old_n + static_cast<int64_t>(tokens.size()));
+  s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
+  const int64_t new_full = static_cast<int64_t>(s.tokens.size()) / B;
+  for (int64_t b = old_n / B; b < new_full; ++b) {
+    SeqBlock& sb = s.blocks[static_cast<size_t>(b)];
+    if (!sb.shared.is_null()) continue;
+    const BlockHandle parent = b == 0 ? BlockHandle{} : s.blocks[static_cast<size_t>(b - 1)].shared;
+    const BlockKey parent_key = b == 0 ? fingerprint() : index_.key(parent);
+    const auto toks = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(b * B), static_cast<size_t>(B));
+    const BlockKey key = chain_key(parent_key, toks);
+    const InsertResult r = index_.insert(fingerprint(), parent, NewBlock{key, toks, {Tier::t0, sb.t0_slot}, tick()});
+    if (r.inserted) {
+      write_behind(r.handle, t0_.data(sb.t0_slot));
+    } else {
+      // Someone published the same block first: use theirs, or give them our T0 copy.
+      ++counters_.n_dedup;
+      const BlockLocation loc = index_.location(r.handle);
+      if (loc.tier == Tier::t0) {
+        t0_.free(sb.t0_slot);
+        sb.t0_slot = loc.slot;
+      } else {
+        if (loc.tier == Tier::t1) t1_.free(loc.slot);
+        index_.set_location(r.handle, {Tier::t0, sb.t0_slot});
+      }
+    }
+    index_.acquire(r.handle);
+    sb.shared = r.handle;
+  }
+  rebuild_table(s);
+}
+
+void KvCache::write_behind(BlockHandle h, const uint8_t* t0_data) {
+  if (!cold_) return;
+  const auto bb = static_cast<size_t>(config_.layout.block_bytes);
+  be_.copy_to_host(t0_data, staging_.data(), bb);
+  const BlockHandle p = index_.parent(h);
+  cold_->put(index_.key(h), p.is_null() ? fingerprint() : index_.key(p), fingerprint(), {staging_.data(), bb});
+}
+
+void KvCache::park(SeqId id) {
+  Sequence& s = seq(id);
+  if (!s.pinned) return;
+  // Parked form: the full blocks are forgotten (found again through the index, wherever
+  // eviction moves them meanwhile); only the private tail keeps its slot, at its position.
+  const int64_t B = block_tokens();
+  const auto n_full = static_cast<size_t>(static_cast<int64_t>(s.tokens.size()) / B);
+  const bool has_tail = static_cast<int64_t>(s.tokens.size()) % B != 0;
+  std::vector<SeqBlock> parked(n_full, SeqBlock{});
+  for (size_t i = 0; i < s.blocks.size(); ++i) {
+    const SeqBlock& b = s.blocks[i];
+    if (!b.shared.is_null()) {
+      index_.release(b.shared);
+    } else if (has_tail && i == n_full) {
+      parked.push_back(b);
+    } else {
+      t0_.free(b.t0_slot);  // reserved ahead, never written
+    }
+  }
+  s.blocks = std::move(parked);
+  s.pinned = false;
+  s.table.clear();
+}
+
+std::span<uint8_t* const> KvCache::block_table(SeqId id) const { return seq(id).table; }
+int64_t KvCache::n_tokens(SeqId id) const { return static_cast<int64_t>(seq(id).tokens.size()); }
+std::span<const int32_t> KvCache::tokens(SeqId id) const { return seq(id).tokens; }
+
+TierUsageBytes KvCache::tier_usage(Tier t) const {
+  TierUsageBytes u;
+  const int64_t bb = config_.layout.block_bytes;
+  if (t == Tier::t0 || t == Tier::t1) {
+    const BlockPool& p = t == Tier::t0 ? t0_ : t1_;
+    u.capacity_blocks = p.n_slots();
+    u.used_blocks = p.n_slots() - p.n_free();
+    u.capacity_bytes = int64_t{u.capacity_blocks} * bb;
+    u.used_bytes = int64_t{u.used_blocks} * bb;
+  } else if (t == Tier::t2 && cold_) {
+    const ColdStoreStats st = cold_->stats();
+    u.used_bytes = st.used_bytes;
+    u.capacity_bytes = st.capacity_bytes;
+    u.used_blocks = static_cast<int32_t>(st.n_blocks);
+    u.capacity_blocks = static_cast<int32_t>(st.capacity_bytes / std::max<int64_t>(bb, 1));
+  }
+  return u;
+}
+
+int64_t KvCache::internal_fragmentation_tokens() const {
+  const int64_t B = block_tokens();
+  int64_t waste = 0;
+  for (const auto& [id, s] : seqs_) {
+    const int64_t n = static_cast<int64_t>(s.tokens.size());
+    if (n % B != 0) waste += B - n % B;
+  }
+  return waste;
+}
+
+void KvCache::demote_all_unpinned(Tier to) {
+  if (to == Tier::t1) {
+    while (t1_.n_free() > 0 && demote_one(Tier::t0)) {
+    }
+    return;
+  }
+  while (demote_one(Tier::t0)) {
+  }
+  while (demote_one(Tier::t1)) {
+  }
+}
+
+Status KvCache::check_invariants() const {
+  auto fail = [](const std::string& m) { return make_error(ErrorCode::internal, "KvCache invariant: " + m); };
+  KVC_TRY(index_.check_invariants());
+  const int64_t B = block_tokens();
+  // Every T0/T1 slot is free or has exactly one owner.
+  std::vector<int> owners0(static_cast<size_t>(t0_.n_slots()), 0), owners1(static_cast<size_t>(t1_.n_slots()), 0);
+  std::unordered_map<uint32_t, int> refs;  // slab index -> pins by sequences
+  for (const auto& [id, s] : seqs_) {
+    if (s.pinned) {
+      if (static_cast<int64_t>(s.blocks.size()) * B < static_cast<int64_t>(s.tokens.size())) {
+        return fail("sequence " + std::to_string(id) + " has fewer blocks than its tokens need");
+      }
+      if (s.table.size() != s.blocks.size()) return fail("stale block table");
+      for (size_t i = 0; i < s.blocks.size(); ++i) {
+        const SeqBlock& b = s.blocks[i];
+        if (s.table[i] != t0_.data(b.t0_slot)) return fail("block table disagrees with slots");
+        const bool full = static_cast<int64_t>(i + 1) * B <= static_cast<int64_t>(s.tokens.size());
+        if (b.shared.is_null()) {
+          ++owners0[static_cast<size_t>(b.t0_slot)];
+          if (full) return fail("a full block of a running sequence is not published");
+        } else {
+          if (!index_.is_live(b.shared)) return fail("a sequence holds a removed block");
+          const BlockLocation loc = index_.location(b.shared);
+          if (loc.tier != Tier::t0 || loc.slot != b.t0_slot) return fail("a pinned block is not on T0 at its slot");
+          ++refs[b.shared.index];
+        }
+      }
+    } else {
+      for (const SeqBlock& b : s.blocks) {
+        if (b.t0_slot >= 0) ++owners0[static_cast<size_t>(b.t0_slot)];
+      }
+    }
+  }
+  index_.visit([&](const NodeView& n) {
+    for (uint32_t bi : n.blocks) {
+      const BlockLocation loc = index_.location(index_.handle_of(bi));
+      if (loc.tier == Tier::t0) ++owners0[static_cast<size_t>(loc.slot)];
+      if (loc.tier == Tier::t1) ++owners1[static_cast<size_t>(loc.slot)];
+      const int pins = refs.count(bi) ? refs[bi] : 0;
+      if (index_.info(index_.handle_of(bi)).n_refs != pins) {
+        owners0[0] = -1000;  // reported below
+      }
+    }
+  });
+  for (int32_t i = 0; i < t0_.n_slots(); ++i) {
+    const int want = t0_.is_free(i) ? 0 : 1;
+    if (owners0[static_cast<size_t>(i)] != want) {
+      return fail(owners0[0] == -1000 ? "index reference counts differ from the sequences' pins"
+                                      : "T0 slot " + std::to_string(i) + " has " +
+                                            std::to_string(owners0[static_cast<size_t>(i)]) + " owners");
+    }
+  }
+  for (int32_t i = 0; i < t1_.n_slots(); ++i) {
+    const int want = t1_.is_free(i) ? 0 : 1;
+    if (owners1[static_cast<size_t>(i)] != want) return fail("T1 slot " + std::to_string(i) + " owners mismatch");
+  }
+  return {};
+}
+
+}  // namespace kvc::kv
