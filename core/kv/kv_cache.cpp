@@ -241,15 +241,24 @@ Result<PrefixInfo> KvCache::prepare(SeqId id, std::span<const int32_t> prompt) {
   info.n_prompt = static_cast<int64_t>(prompt.size());
   const auto t_lookup = std::chrono::steady_clock::now();
 
-  // Unpin what the sequence held; keep its private tail aside for reuse.
+  // The block where the prompt leaves the sequence's own history (a regenerate, an edit, or
+  // simply the previous turn's partial tail) still holds the positions before the
+  // divergence. Keep it aside: used in place when private, copied first when shared (copy on
+  // write), before the pins below are dropped.
+  size_t lcp = 0;
+  while (lcp < s.tokens.size() && lcp < prompt.size() && s.tokens[lcp] == prompt[lcp]) ++lcp;
+  const auto tail_block = static_cast<size_t>(static_cast<int64_t>(lcp) / B);
+  const auto tail_n = static_cast<size_t>(static_cast<int64_t>(lcp) % B);
   SeqBlock tail;
-  std::vector<int32_t> tail_tokens;
-  const int64_t n_full_old = static_cast<int64_t>(s.tokens.size()) / B;
-  if (static_cast<int64_t>(s.tokens.size()) % B != 0 && static_cast<int64_t>(s.blocks.size()) > n_full_old &&
-      s.blocks[static_cast<size_t>(n_full_old)].shared.is_null()) {
-    tail = s.blocks[static_cast<size_t>(n_full_old)];
-    tail_tokens.assign(s.tokens.begin() + n_full_old * B, s.tokens.end());
-    s.blocks.erase(s.blocks.begin() + n_full_old);
+  if (tail_n > 0 && tail_block < s.blocks.size() && s.blocks[tail_block].t0_slot >= 0) {
+    if (s.blocks[tail_block].shared.is_null()) {
+      tail = s.blocks[tail_block];
+      s.blocks[tail_block].t0_slot = -1;  // moved out: not freed with the rest
+    } else if (const int32_t slot = alloc_t0(); slot >= 0) {
+      std::memcpy(t0_.data(slot), t0_.data(s.blocks[tail_block].t0_slot), static_cast<size_t>(config_.layout.block_bytes));
+      tail = SeqBlock{slot, {}};
+      ++counters_.n_cow;
+    }
   }
   release_blocks_from(s, 0);
   s.tokens.clear();
@@ -294,19 +303,13 @@ Result<PrefixInfo> KvCache::prepare(SeqId id, std::span<const int32_t> prompt) {
   for (size_t i = n_ok; i < blocks.size(); ++i) index_.release(blocks[i].handle);
   s.tokens.assign(prompt.begin(), prompt.begin() + static_cast<int64_t>(n_ok) * B);
 
-  // The private tail of the previous turn continues right after the shared blocks it followed.
+  // The kept block continues right after the shared blocks it followed.
   if (tail.t0_slot >= 0) {
-    size_t common = 0;
-    const auto at = static_cast<size_t>(n_full_old * B);
-    if (static_cast<int64_t>(n_ok) == n_full_old) {
-      while (common < tail_tokens.size() && at + common < prompt.size() && tail_tokens[common] == prompt[at + common]) {
-        ++common;
-      }
-    }
-    if (common > 0) {
+    if (n_ok == tail_block) {
       s.blocks.push_back(tail);
-      s.tokens.insert(s.tokens.end(), tail_tokens.begin(), tail_tokens.begin() + static_cast<int64_t>(common));
-      info.n_from_tier[0] += static_cast<int64_t>(common);
+      s.tokens.insert(s.tokens.end(), prompt.begin() + static_cast<int64_t>(tail_block) * B,
+                      prompt.begin() + static_cast<int64_t>(lcp));
+      info.n_from_tier[0] += static_cast<int64_t>(tail_n);
     } else {
       t0_.free(tail.t0_slot);
     }
