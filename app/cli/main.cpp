@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   kvc::cli::register_logits(app);
   kvc::cli::register_quantize(app);
   kvc::cli::register_mkmodel(app);
+  kvc::cli::register_perplexity(app);
+  kvc::cli::register_bench_cache(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,6 +1,10 @@
 // The CPU backend: backend ops on host memory through kernels/cpu and a thread pool.
 #include <algorithm>
+#include <sys/mman.h>
+
 #include <cstdlib>
+#include <mutex>
+#include <unordered_map>
 #include <cstring>
 #include <new>
 #include <vector>
@@ -28,13 +32,32 @@ class CpuBackend final : public Backend {
 
   std::string_view name() const override { return name_; }
 
+  // Large buffers (KV pools) come from mmap: zero pages that cost nothing until touched.
   void* alloc(size_t n_bytes) override {
+    if (n_bytes >= k_mmap_threshold) {
+      void* p = ::mmap(nullptr, n_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) return nullptr;
+      std::lock_guard lock(mapped_mu_);
+      mapped_[p] = n_bytes;
+      return p;
+    }
     const size_t rounded = (n_bytes + k_alignment - 1) / k_alignment * k_alignment;
     void* p = std::aligned_alloc(k_alignment, rounded == 0 ? k_alignment : rounded);
     if (p) std::memset(p, 0, rounded);
     return p;
   }
-  void free(void* p) override { std::free(p); }
+  void free(void* p) override {
+    if (!p) return;
+    {
+      std::lock_guard lock(mapped_mu_);
+      if (auto it = mapped_.find(p); it != mapped_.end()) {
+        ::munmap(p, it->second);
+        mapped_.erase(it);
+        return;
+      }
+    }
+    std::free(p);
+  }
   void copy_to_host(const void* src, void* dst, size_t n) override { std::memcpy(dst, src, n); }
   void copy_from_host(const void* src, void* dst, size_t n) override { std::memcpy(dst, src, n); }
   void copy(const void* src, void* dst, size_t n) override { std::memcpy(dst, src, n); }
@@ -130,6 +153,9 @@ class CpuBackend final : public Backend {
   void add(float* x, const float* y, int64_t n) override { kernels::add_inplace(x, y, n); }
 
  private:
+  static constexpr size_t k_mmap_threshold = size_t{1} << 20;
+  std::mutex mapped_mu_;
+  std::unordered_map<void*, size_t> mapped_;  // mmapped allocations and their sizes
   kernels::ThreadPool pool_;
   std::string name_;
   std::vector<std::vector<float>> scratch_;  // per thread: attention scores

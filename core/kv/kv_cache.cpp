@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <new>
 #include <set>
 
 #include "core/util/assert.h"
@@ -56,9 +57,13 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config, ba
     return make_error(ErrorCode::out_of_memory, "cannot allocate " + std::to_string((int64_t{n0} * bb) >> 20) +
                                                     " MiB for the KV cache; lower the T0 budget");
   }
-  c->t1_memory_.resize(static_cast<size_t>(n1) * static_cast<size_t>(bb));
+  c->t1_memory_.reset(new (std::nothrow) uint8_t[static_cast<size_t>(n1) * static_cast<size_t>(bb)]);
+  if (!c->t1_memory_ && n1 > 0) {
+    return make_error(ErrorCode::out_of_memory, "cannot reserve " + std::to_string((int64_t{n1} * bb) >> 20) +
+                                                    " MiB of host RAM for the KV cache's T1 tier; lower its budget");
+  }
   c->t0_ = BlockPool(c->t0_memory_, bb, n0);
-  c->t1_ = BlockPool(c->t1_memory_.data(), bb, n1);
+  c->t1_ = BlockPool(c->t1_memory_.get(), bb, n1);
   c->staging_.resize(static_cast<size_t>(bb));
   return c;
 }
@@ -84,7 +89,9 @@ const KvCache::Sequence& KvCache::seq(SeqId id) const {
 
 SeqId KvCache::create_sequence() {
   const SeqId id = next_seq_++;
-  seqs_.emplace(id, Sequence{});
+  Sequence s;
+  s.pinned = true;  // active: the shared blocks it publishes hold its references
+  seqs_.emplace(id, std::move(s));
   return id;
 }
 
@@ -333,6 +340,7 @@ Result<PrefixInfo> KvCache::prepare(SeqId id, std::span<const int32_t> prompt) {
 
 bool KvCache::reserve(SeqId id, int64_t n_new) {
   Sequence& s = seq(id);
+  KVC_ASSERT(s.pinned);  // a parked sequence is resumed by prepare()
   const int64_t B = block_tokens();
   const auto need = static_cast<size_t>((static_cast<int64_t>(s.tokens.size()) + n_new + B - 1) / B);
   while (s.blocks.size() < need) {
@@ -349,6 +357,7 @@ bool KvCache::reserve(SeqId id, int64_t n_new) {
 
 void KvCache::commit(SeqId id, std::span<const int32_t> tokens) {
   Sequence& s = seq(id);
+  KVC_ASSERT(s.pinned);
   const int64_t B = block_tokens();
   const int64_t old_n = static_cast<int64_t>(s.tokens.size());
   KVC_ASSERT(static_cast<int64_t>(s.blocks.size()) * B >= old_n + static_cast<int64_t>(tokens.size()));

@@ -72,7 +72,7 @@ struct PrefixInfo {
 };
 
 // Counters since creation, for metrics and tests.
-struct KvCounters {
+struct KvCacheCounters {
   int64_t n_hits_blocks[3] = {};
   int64_t n_promoted[3] = {};     // blocks brought to T0 from T0 (0), T1, T2
   int64_t n_demoted_t0_t1 = 0;
@@ -129,7 +129,7 @@ class KvCache {
   int32_t block_tokens() const { return config_.layout.block_tokens; }
   const BlockKey& fingerprint() const { return config_.fingerprint; }
   TierUsageBytes tier_usage(Tier t) const;
-  const KvCounters& counters() const { return counters_; }
+  const KvCacheCounters& counters() const { return counters_; }
   const RadixIndex& index() const { return index_; }
   ColdStore* cold_store() const { return cold_; }
   // Wasted slots in partial last blocks (tokens), over all sequences.
@@ -172,13 +172,13 @@ class KvCache {
   ColdStore* cold_;
   RadixIndex index_;
   uint8_t* t0_memory_ = nullptr;
-  std::vector<uint8_t> t1_memory_;
+  std::unique_ptr<uint8_t[]> t1_memory_;  // host RAM, untouched until used
   std::vector<uint8_t> staging_;  // host copy of one block for T2 writes and reads
   BlockPool t0_, t1_;
   std::unordered_map<SeqId, Sequence> seqs_;
   SeqId next_seq_ = 1;
   uint64_t tick_ = 0;
-  KvCounters counters_;
+  KvCacheCounters counters_;
 };
 
 // Maps core's KV format to the kernels' row type.

@@ -154,3 +154,32 @@ TEST_CASE("cli: mkmodel, quantize, then logits and chat on the result", "[app][e
   CHECK_THAT(chat.err, Catch::Contains("0 from cache"));
   CHECK_THAT(chat.err, Catch::Matches("(.|\\n)*prompt [0-9]+ tokens, [1-9][0-9]* from cache(.|\\n)*"));
 }
+
+TEST_CASE("cli: bench-cache reports every tier and serves the history from each", "[app][e2e]") {
+  kvc::test::TempDir tmp;
+  auto r = cli("bench-cache -m " + quoted(kvc::test::model_path("tiny-gqa-q8_0.gguf")) +
+                   " -t 2 --history 64 --new 8 --conversations 2 --turns 2 --json --data-dir " + quoted(tmp.file("d")),
+               tmp);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  for (const char* key : {"ttft_cold_ms", "ttft_t0_ms", "ttft_t1_ms", "ttft_t2_ms", "ttft_restart_ms",
+                          "prefill_new_only_ms", "kv_bytes_per_token", "t2_restore_mb_s"}) {
+    INFO(key);
+    CHECK_THAT(r.out, Catch::Contains(std::string("\"") + key + "\""));
+  }
+  // 64 history tokens are 4 full blocks: each tier serves all of them.
+  CHECK_THAT(r.out, Catch::Contains("\"t1\": 64") && Catch::Contains("\"t2\": 64") && Catch::Contains("\"restart_t2\": 64"));
+  CHECK_THAT(r.out, Catch::Contains("\"kv_bytes_per_token\": 1024.0"));
+}
+
+TEST_CASE("cli: perplexity compares a quantized KV cache with F16", "[app][e2e]") {
+  kvc::test::TempDir tmp;
+  auto r = cli("perplexity -m " + quoted(kvc::test::model_path("tiny-gqa-q8_0.gguf")) + " -f " +
+                   quoted(std::string(KVC_ASSET_DIR) + "/demo/corpus.txt") + " --kv-type int8 -c 128 --chunks 2 -q",
+               tmp);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("ppl f16") && Catch::Contains("ppl int8") && Catch::Contains("top-1 agree"));
+  auto bad = cli("perplexity -m " + quoted(kvc::test::model_path("tiny-gqa-q8_0.gguf")) + " -f /nonexistent --kv-type q9", tmp);
+  CHECK(bad.exit_code == 2);
+}

@@ -226,3 +226,20 @@ TEST_CASE("kv cache: INT8 and INT4 KV stay close to F16", "[core][kv]") {
     CHECK(d > 0.0);
   }
 }
+
+TEST_CASE("kv cache: a small T0 budget recycles the blocks of closed sequences", "[core][kv]") {
+  Fixture f;
+  model::SessionOptions o;
+  o.n_ctx = 64;  // T0 holds 64 tokens + 2 blocks
+  auto s = model::Session::create(*f.m, o);
+  REQUIRE(s.ok());
+  for (int round = 0; round < 4; ++round) {
+    const auto t = tokens_of(64, round + 10);
+    auto all = s->evaluate_all(t);
+    INFO("round " << round);
+    REQUIRE(all.ok());
+    REQUIRE(s->cache().check_invariants().ok());
+  }
+  CHECK(s->cache().counters().n_dropped > 0);
+  CHECK(s->cache().counters().n_alloc_failures == 0);
+}

@@ -1,0 +1,118 @@
+// kvchat-cli perplexity: perplexity of a text, and how a quantized KV cache changes the logits.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "app/cli/cli_common.h"
+#include "core/kv/kv_format.h"
+#include "core/model/session.h"
+
+namespace kvc::cli {
+
+namespace {
+
+struct PerplexityArgs {
+  ModelOptions model;
+  std::string file;
+  std::string kv_type = "f16";
+  int64_t max_chunks = 0;
+};
+
+// log-softmax of one row into out; returns nothing, out[i] = log p(i).
+void log_softmax(std::span<const float> row, std::vector<double>& out) {
+  double m = -1e300;
+  for (float x : row) m = std::max(m, static_cast<double>(x));
+  double z = 0;
+  for (float x : row) z += std::exp(static_cast<double>(x) - m);
+  const double lz = m + std::log(z);
+  out.resize(row.size());
+  for (size_t i = 0; i < row.size(); ++i) out[i] = static_cast<double>(row[i]) - lz;
+}
+
+int run_perplexity(PerplexityArgs a) {
+  auto fmt = kv::parse_kv_format(a.kv_type);
+  if (!fmt) return report(make_error(ErrorCode::invalid_argument, "--kv-type must be f16, int8 or int4, got " + a.kv_type));
+  std::ifstream in(a.file, std::ios::binary);
+  if (!in) return report(make_error(ErrorCode::io, "cannot read " + a.file));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto loaded = load_model(a.model);
+  if (!loaded.ok()) return report(loaded.error());
+  const model::Model& m = *loaded->model;
+  const auto ids = m.tokenizer().encode(ss.str(), true, false);
+  const int64_t n_ctx = a.model.n_ctx > 0 ? a.model.n_ctx : 512;
+  if (static_cast<int64_t>(ids.size()) < 2 * std::min<int64_t>(n_ctx, 16)) {
+    return report(make_error(ErrorCode::invalid_argument, "the text is too short: " + std::to_string(ids.size()) + " tokens"));
+  }
+  model::SessionOptions o;
+  o.n_ctx = n_ctx;
+  o.n_batch = std::min<int64_t>(a.model.n_batch, n_ctx);
+  auto ref = model::Session::create(m, o);  // F16 KV, the reference
+  o.k_format = o.v_format = *fmt;
+  auto test = model::Session::create(m, o);
+  if (!ref.ok()) return report(ref.error());
+  if (!test.ok()) return report(test.error());
+
+  const auto n_vocab = static_cast<size_t>(m.config().n_vocab);
+  double nll_ref = 0, nll_test = 0, kl = 0;
+  int64_t n_scored = 0, n_top1_same = 0, n_chunks = 0;
+  std::vector<double> lp_ref, lp_test;
+  Progress bar("perplexity", a.model.quiet);
+  const auto total_chunks = static_cast<int64_t>(ids.size()) / n_ctx + (ids.size() % static_cast<size_t>(n_ctx) > 1);
+  for (size_t begin = 0; begin + 1 < ids.size(); begin += static_cast<size_t>(n_ctx)) {
+    if (a.max_chunks > 0 && n_chunks >= a.max_chunks) break;
+    const auto chunk = std::span<const int32_t>(ids).subspan(begin, std::min<size_t>(static_cast<size_t>(n_ctx), ids.size() - begin));
+    auto lr = ref->evaluate_all(chunk);
+    if (!lr.ok()) return report(lr.error());
+    const std::vector<float> ref_logits(lr->begin(), lr->end());
+    auto lt = test->evaluate_all(chunk);
+    if (!lt.ok()) return report(lt.error());
+    // Score the second half of each chunk, where every prediction has context.
+    for (size_t i = chunk.size() / 2; i + 1 < chunk.size(); ++i) {
+      log_softmax(std::span<const float>(ref_logits).subspan(i * n_vocab, n_vocab), lp_ref);
+      log_softmax(lt->subspan(i * n_vocab, n_vocab), lp_test);
+      const auto next = static_cast<size_t>(chunk[i + 1]);
+      nll_ref -= lp_ref[next];
+      nll_test -= lp_test[next];
+      double d = 0;
+      size_t top_r = 0, top_t = 0;
+      for (size_t v = 0; v < n_vocab; ++v) {
+        d += std::exp(lp_ref[v]) * (lp_ref[v] - lp_test[v]);
+        if (lp_ref[v] > lp_ref[top_r]) top_r = v;
+        if (lp_test[v] > lp_test[top_t]) top_t = v;
+      }
+      kl += d;
+      n_top1_same += top_r == top_t;
+      ++n_scored;
+    }
+    ++n_chunks;
+    bar.update(static_cast<double>(n_chunks) / static_cast<double>(std::max<int64_t>(total_chunks, 1)));
+  }
+  bar.done();
+  const double ns = static_cast<double>(n_scored);
+  std::printf("model       %s\n", m.path().c_str());
+  std::printf("tokens      %zu (%lld chunks of %lld, %lld predictions scored)\n", ids.size(),
+              static_cast<long long>(n_chunks), static_cast<long long>(n_ctx), static_cast<long long>(n_scored));
+  std::printf("ppl f16     %.4f\n", std::exp(nll_ref / ns));
+  std::printf("ppl %-7s %.4f\n", a.kv_type.c_str(), std::exp(nll_test / ns));
+  std::printf("KL(f16 || %s)  %.6f nats/token (mean)\n", a.kv_type.c_str(), kl / ns);
+  std::printf("top-1 agree %.2f %%\n", 100.0 * static_cast<double>(n_top1_same) / ns);
+  return 0;
+}
+
+}  // namespace
+
+void register_perplexity(CLI::App& app) {
+  auto a = std::make_shared<PerplexityArgs>();
+  auto* cmd = app.add_subcommand("perplexity", "perplexity of a text with a KV format, against F16 KV (KL, top-1)");
+  add_model_options(*cmd, a->model);
+  cmd->add_option("-f,--file", a->file, "text file")->required();
+  cmd->add_option("--kv-type", a->kv_type, "KV cache format: f16, int8, int4")->capture_default_str();
+  cmd->add_option("--chunks", a->max_chunks, "score at most this many chunks (0: all)");
+  cmd->callback([a] {
+    if (int rc = run_perplexity(*a); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace kvc::cli
