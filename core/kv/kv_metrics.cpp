@@ -154,8 +154,9 @@ int64_t BandwidthMeter::bucket_id(int64_t t_us) const {
   return (t_us % bucket_us_ < 0) ? q - 1 : q;  // floor division
 }
 
-const BandwidthMeter::Bucket* BandwidthMeter::bucket(int64_t id) const {
+const BandwidthMeter::Bucket* BandwidthMeter::bucket(int64_t id, int64_t now_id) const {
   const auto n = static_cast<int64_t>(buckets_.size());
+  if (id > now_id || now_id - id >= n) return nullptr;
   const Bucket& b = buckets_[static_cast<size_t>(((id % n) + n) % n)];
   return b.id == id ? &b : nullptr;
 }
@@ -184,7 +185,7 @@ void BandwidthMeter::series(Tier from, Tier to, int64_t now_us, std::span<float>
   const double per_s = 1e6 / static_cast<double>(bucket_us_);
   for (size_t k = 0; k < out.size(); ++k) {
     const int64_t id = now_id - static_cast<int64_t>(out.size() - 1 - k);
-    if (const Bucket* b = bucket(id)) {
+    if (const Bucket* b = bucket(id, now_id)) {
       const int64_t n = b->bytes[static_cast<size_t>(tier_index(from))][static_cast<size_t>(tier_index(to))];
       out[k] = static_cast<float>(static_cast<double>(n) * per_s);
     }
@@ -196,7 +197,7 @@ double BandwidthMeter::bytes_per_second(Tier from, Tier to, int64_t now_us, size
   const int64_t now_id = bucket_id(now_us);
   int64_t total = 0;
   for (size_t k = 1; k <= n_window; ++k) {
-    if (const Bucket* b = bucket(now_id - static_cast<int64_t>(k))) {
+    if (const Bucket* b = bucket(now_id - static_cast<int64_t>(k), now_id)) {
       total += b->bytes[static_cast<size_t>(tier_index(from))][static_cast<size_t>(tier_index(to))];
     }
   }

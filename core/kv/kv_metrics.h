@@ -176,7 +176,9 @@ class BandwidthMeter {
     TierMatrix bytes{};
   };
   int64_t bucket_id(int64_t t_us) const;
-  const Bucket* bucket(int64_t id) const;  // null when the window no longer holds id
+  // Bucket id as seen at now_id; null when it is outside the window (now_id - n, now_id] or
+  // its slot was reused.
+  const Bucket* bucket(int64_t id, int64_t now_id) const;
 
   int64_t bucket_us_;
   std::vector<Bucket> buckets_;  // (n_buckets) ring indexed by id mod n_buckets
