@@ -95,6 +95,17 @@ uint64_t KvEventLog::oldest() const {
   return h > capacity() ? h - capacity() : 0;
 }
 
+bool KvEventLog::check_invariants() const {
+  const uint64_t h = head();
+  for (uint64_t i = oldest(); i < h; ++i) {
+    if (slots_[i & mask_].seq.load(std::memory_order_relaxed) != i + 1) return false;
+  }
+  for (uint64_t i = h; i < capacity(); ++i) {  // slots never written yet (first lap only)
+    if (slots_[i].seq.load(std::memory_order_relaxed) != 0) return false;
+  }
+  return true;
+}
+
 EventReadResult KvEventLog::read_since(uint64_t cursor, std::vector<KvEvent>& out,
                                        size_t max_events) const {
   const uint64_t cap = capacity();

@@ -127,6 +127,10 @@ class KvEventLog {
   uint64_t oldest() const;  // cursor of the oldest event still held
   size_t capacity() const { return mask_ + 1; }
 
+  // Every held slot names the event its position says it holds. Call from the writer thread
+  // (or when it is idle): for asserts and tests.
+  bool check_invariants() const;
+
  private:
   static constexpr size_t k_words = sizeof(KvEvent) / sizeof(uint64_t);
   static constexpr uint64_t k_busy = UINT64_MAX;

@@ -66,6 +66,23 @@ Fragmentation internal_fragmentation(std::span<const int64_t> seq_n_tokens, int6
   return f;
 }
 
+bool KvMetrics::check_invariants() const {
+  std::array<int64_t, k_n_data_tiers> share_sum{};
+  for (const SequenceShare& sh : shares) {
+    for (size_t t = 0; t < share_sum.size(); ++t) {
+      if (sh.bytes[t] < 0) return false;
+      share_sum[t] += sh.bytes[t];
+    }
+  }
+  for (size_t t = 0; t < tiers.size(); ++t) {
+    const TierUsage& u = tiers[t];
+    if (u.used_bytes < 0 || u.used_blocks < 0) return false;
+    if (u.used_bytes > u.capacity_bytes || u.used_blocks > u.capacity_blocks) return false;
+    if (share_sum[t] > u.used_bytes) return false;
+  }
+  return fragmentation.n_wasted_tokens >= 0 && fragmentation.wasted_bytes >= 0;
+}
+
 // ---- RequestMetrics ----
 
 int64_t RequestMetrics::phase_end_us(RequestPhase p) const {

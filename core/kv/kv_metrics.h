@@ -83,6 +83,10 @@ struct KvMetrics {
   std::vector<SequenceShare> shares;  // one per live sequence
   KvCounters counters;
   Fragmentation fragmentation;
+
+  // Every tier within its capacity, every share non-negative, the shares of a tier summing to
+  // at most its used bytes. For asserts and tests of the producer.
+  bool check_invariants() const;
 };
 
 // Phases of a request, the order their events arrive in (request_started ... request_finished).

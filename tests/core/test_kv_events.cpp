@@ -51,6 +51,7 @@ TEST_CASE("event log: a reader that keeps up gets every event in order", "[core]
   CHECK(r.cursor == 0);
 
   for (uint64_t i = 0; i < 10; ++i) log.append(event_number(i));
+  CHECK(log.check_invariants());
   r = log.read_since(0, out);
   CHECK(r.n_read == 10);
   CHECK(r.n_lost == 0);
@@ -72,6 +73,7 @@ TEST_CASE("event log: wrap-around and exact loss counts when a reader falls behi
   for (uint64_t i = 0; i < 20; ++i) log.append(event_number(i));
   CHECK(log.head() == 20);
   CHECK(log.oldest() == 12);
+  CHECK(log.check_invariants());
 
   std::vector<KvEvent> out;
   EventReadResult r = log.read_since(0, out);

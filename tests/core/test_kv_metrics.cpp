@@ -199,3 +199,16 @@ TEST_CASE("bandwidth meter: the window slides and drops what is older", "[core][
   for (float v : s) total += v;
   CHECK(total == 70.0f);
 }
+
+TEST_CASE("metrics: check_invariants catches over-full tiers and oversized shares", "[core][kv_metrics]") {
+  KvMetrics m;
+  m.tiers[0] = {1000, 4000, 1, 4};
+  m.tiers[1] = {0, 8000, 0, 8};
+  m.shares = {{1, {600, 0, 0}}, {2, {400, 0, 0}}};
+  CHECK(m.check_invariants());
+  m.shares[1].bytes[0] = 401;  // shares exceed T0's used bytes
+  CHECK_FALSE(m.check_invariants());
+  m.shares[1].bytes[0] = 400;
+  m.tiers[1].used_blocks = 9;  // more blocks than the tier has
+  CHECK_FALSE(m.check_invariants());
+}
