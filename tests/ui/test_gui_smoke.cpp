@@ -13,11 +13,13 @@ namespace {
 
 bool have_xvfb_run() { return std::system("command -v xvfb-run >/dev/null 2>&1") == 0; }
 
+// model: empty for the built-in demo model.
 int run_script(const std::string& model, const std::string& data_dir, const std::string& script,
                const std::string& shots, std::string& output) {
-  const std::string cmd = "timeout 120 xvfb-run -a -s '-screen 0 1600x1000x24' '" + std::string(KVC_GUI_PATH) + "' -m '" +
-                          model + "' -t 2 --data-dir '" + data_dir + "' --script '" + std::string(KVC_ASSET_DIR) +
-                          "/scripts/" + script + "' --screenshot-dir '" + shots + "' 2>&1";
+  std::string cmd = "timeout 120 xvfb-run -a -s '-screen 0 1600x1000x24' '" + std::string(KVC_GUI_PATH) + "'";
+  if (!model.empty()) cmd += " -m '" + model + "'";
+  cmd += " -t 2 --data-dir '" + data_dir + "' --script '" + std::string(KVC_ASSET_DIR) + "/scripts/" + script +
+         "' --screenshot-dir '" + shots + "' 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
   char buf[4096];
@@ -57,4 +59,19 @@ TEST_CASE("kvchat GUI: smoke script, then a restart resumes the conversation", "
   INFO(out);
   REQUIRE(rc == 0);
   CHECK(is_png(std::filesystem::path(shots) / "resumed.png"));
+}
+
+TEST_CASE("kvchat GUI: first launch builds the demo model and answers in the welcome conversation", "[ui][e2e]") {
+  if (!have_xvfb_run()) {
+    WARN("skipped: xvfb-run is not installed (apt-get install xvfb xauth)");
+    return;
+  }
+  kvc::test::TempDir tmp;
+  std::string out;
+  const int rc = run_script("", tmp.file("data"), "demo-first-launch.json", tmp.file("shots"), out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  CHECK(std::filesystem::exists(tmp.path() / "data/models/kvchat-demo.gguf"));
+  CHECK(is_png(tmp.path() / "shots/first-launch.png"));
+  CHECK(is_png(tmp.path() / "shots/demo.png"));
 }
