@@ -9,6 +9,10 @@ packages=(
   g++ cmake ninja-build pkg-config git
   # libraries (headers)
   libsentencepiece-dev libxxhash-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev
+  # the desktop app: Dear ImGui (its GLFW/OpenGL3 backend sources), GLFW, stb (PNG screenshots), fonts
+  libimgui-dev libglfw3-dev libstb-dev fonts-dejavu-core
+  # GUI tests under a virtual X server; packaging (.deb dependencies)
+  xvfb xauth dpkg-dev
   # tests: Catch2 2.x; clang brings libFuzzer for the GGUF fuzz target
   catch2 clang
 )

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # kvchat's quick start: install what is missing, build, then run the app or the tests.
-#   packaging/quickstart.sh demo   chat with the built-in demo model (built on first run)
+#   packaging/quickstart.sh demo   open the kvchat app on the built-in demo model (built on first run);
+#                                  without a display, chat with it in the terminal instead
 #   packaging/quickstart.sh test   run the whole test suite, then a short fuzz run
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,7 @@ cmake --preset release >/dev/null
 cmake --build --preset release
 
 if [ "$mode" = demo ]; then
+  if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then exec build/release/app/kvchat; fi
   exec build/release/app/kvchat-cli chat
 fi
 

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "app/cli/cli_common.h"
+#include "app/common/chat_turn.h"
 #include "core/model/session.h"
 
 namespace kvc::cli {
@@ -47,7 +48,6 @@ int run_chat(ChatArgs a) {
   opt.sampling = a.sampling;
   opt.stop_strings = tmpl.stop_strings();
   std::vector<int32_t> conversation;  // the append-only token stream: the source of truth
-  bool reply_open = false;            // the last reply ended without its end-of-turn token
   int turn = 0;
   std::string line;
   for (;;) {
@@ -56,7 +56,6 @@ int run_chat(ChatArgs a) {
     if (line == "/exit" || line == "/quit") break;
     if (line == "/reset") {
       conversation.clear();
-      reply_open = false;
       turn = 0;
       std::fprintf(stderr, "(new conversation)\n");
       continue;
@@ -67,11 +66,9 @@ int run_chat(ChatArgs a) {
     }
     if (line.empty()) continue;
     // Only the new segment is rendered and tokenized; the history's tokens are reused as is.
-    std::string segment = reply_open ? tmpl.assistant_suffix() : "";
-    segment += tmpl.render_user_turn(turn == 0 ? a.system : "", line, turn == 0);
-    const auto seg_ids = turn == 0 ? tok.encode(segment, tok.wants_bos(), true) : tok.encode_continuation(segment, true);
+    const app::TurnSegment seg = app::build_user_turn(tok, tmpl, a.system, line, turn == 0);
     std::vector<int32_t> prompt = conversation;
-    prompt.insert(prompt.end(), seg_ids.begin(), seg_ids.end());
+    prompt.insert(prompt.end(), seg.tokens.begin(), seg.tokens.end());
     auto r = model::generate(*session, prompt, opt, [](std::string_view piece) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
@@ -90,8 +87,7 @@ int run_chat(ChatArgs a) {
     conversation = prompt;
     conversation.insert(conversation.end(), r->tokens.begin(), r->tokens.end());
     // An end-of-turn token is not in the stream; the next segment starts with the template's
-    // closing text instead, so the stream stays identical to a full render.
-    reply_open = true;
+    // closing text instead (build_user_turn), so the stream stays identical to a full render.
     ++turn;
     if (!a.model.quiet) {
       const double n_dec = static_cast<double>(r->tokens.size() > 1 ? r->tokens.size() - 1 : 0);

@@ -5,10 +5,10 @@
 #include <filesystem>
 
 #include "app/cli/cli_common.h"
+#include "app/common/demo_model.h"
 #include "core/gguf/gguf_file.h"
 #include "core/model/model_builder.h"
 #include "core/tokenizer/train_vocabulary.h"
-#include "storage/data_dir.h"
 
 namespace kvc::cli {
 
@@ -25,26 +25,13 @@ struct MkmodelArgs {
   bool quiet = false;
 };
 
-// The folder of shipped assets: $KVCHAT_ASSET_DIR, an installed share/kvchat/assets next to
-// the executable, or the source tree's assets/.
-std::filesystem::path asset_dir() {
-  if (const char* env = std::getenv("KVCHAT_ASSET_DIR"); env && *env) return env;
-  std::error_code ec;
-  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const auto installed = exe.parent_path().parent_path() / "share/kvchat/assets";
-    if (std::filesystem::exists(installed / "demo/corpus.txt")) return installed;
-  }
-  return KVC_ASSET_DIR;
-}
-
 Result<tokenizer::Vocabulary> make_vocabulary(const std::string& vocab_from, const std::string& corpus, int64_t n_vocab) {
   if (!vocab_from.empty()) {
     auto f = gguf::GgufFile::open(vocab_from);
     if (!f.ok()) return f.error();
     return model::vocabulary_from_gguf(*f);
   }
-  const std::string path = corpus.empty() ? (asset_dir() / "demo/corpus.txt").string() : corpus;
+  const std::string path = corpus.empty() ? (app::asset_dir() / "demo/corpus.txt").string() : corpus;
   return tokenizer::train_vocabulary(path, static_cast<int>(n_vocab));
 }
 
@@ -77,32 +64,17 @@ int run_mkmodel(MkmodelArgs a) {
 }  // namespace
 
 Result<std::string> ensure_demo_model(const std::string& data_dir, bool quiet) {
-  const auto dir = storage::resolve_data_dir(data_dir) / "models";
-  const auto path = dir / "kvchat-demo.gguf";
+  const auto path = app::demo_model_path(data_dir);
   if (std::filesystem::exists(path) && gguf::GgufFile::open(path.string()).ok()) return path.string();
-  KVC_TRY(storage::ensure_dir(dir));
   if (!quiet) {
     std::fprintf(stderr, "building the demo model (random weights, vocabulary trained on kvchat's own text) at %s\n",
                  path.c_str());
   }
-  auto vocab = tokenizer::train_vocabulary((asset_dir() / "demo/corpus.txt").string(), 1024);
-  if (!vocab.ok()) return vocab.error();
-  model::ModelSpec spec;
-  spec.name = "kvchat demo (random weights)";
-  spec.n_embd = 512;
-  spec.n_layer = 8;
-  spec.n_head = 8;
-  spec.n_head_kv = 2;
-  spec.n_ff = 1408;
-  spec.n_ctx = 4096;
-  spec.type = model::FileType::q8_0;
-  spec.chat_template = model::demo_chat_template();
   Progress bar("demo model", quiet);
-  KVC_TRY(model::write_random_model(spec, *vocab, path.string(), [&](size_t done, size_t total) {
-    bar.update(total ? static_cast<double>(done) / static_cast<double>(total) : 1.0);
-  }));
+  auto built = app::ensure_demo_model(data_dir, [&](double f) { bar.update(f); });
+  if (!built.ok()) return built.error();
   bar.done();
-  return path.string();
+  return built;
 }
 
 void register_mkmodel(CLI::App& app) {

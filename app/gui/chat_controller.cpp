@@ -1,0 +1,486 @@
+// The chat controller's worker: model loading, conversations, turns and snapshots.
+#include "app/gui/chat_controller.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <random>
+
+#include "app/common/chat_turn.h"
+#include "app/common/demo_model.h"
+#include "storage/data_dir.h"
+
+namespace kvc::app {
+
+namespace {
+
+constexpr const char* k_new_title = "New chat";
+constexpr const char* k_welcome_title = "Welcome to kvchat";
+constexpr int64_t k_publish_interval_us = 30'000;   // streamed text reaches the UI at ~30 Hz
+constexpr int64_t k_flush_interval_us = 250'000;    // and the disk at 4 Hz
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+ui::Role to_ui(storage::Role r) {
+  switch (r) {
+    case storage::Role::system: return ui::Role::system;
+    case storage::Role::user: return ui::Role::user;
+    case storage::Role::assistant: return ui::Role::assistant;
+  }
+  return ui::Role::user;
+}
+
+ui::SamplingView to_ui(const storage::SamplingSettings& s) {
+  ui::SamplingView v;
+  v.temperature = static_cast<float>(s.temperature);
+  v.top_k = static_cast<int>(s.top_k);
+  v.top_p = static_cast<float>(s.top_p);
+  v.min_p = static_cast<float>(s.min_p);
+  v.repeat_penalty = static_cast<float>(s.repeat_penalty);
+  v.seed = s.seed;
+  v.max_tokens = s.max_tokens;
+  return v;
+}
+
+storage::SamplingSettings to_storage(const ui::SamplingView& v) {
+  storage::SamplingSettings s;
+  s.temperature = v.temperature;
+  s.top_k = v.top_k;
+  s.top_p = v.top_p;
+  s.min_p = v.min_p;
+  s.repeat_penalty = v.repeat_penalty;
+  s.seed = v.seed;
+  s.max_tokens = v.max_tokens;
+  return s;
+}
+
+// What a new conversation starts with: replies of a readable length.
+storage::ConversationSettings default_settings(const ui::ModelState& m) {
+  storage::ConversationSettings s;
+  s.model_path = m.path;
+  s.model_name = m.name;
+  s.sampling.max_tokens = 256;
+  s.sampling.repeat_penalty = 1.1;
+  return s;
+}
+
+std::string title_from(const std::string& text) {
+  std::string t;
+  for (char c : text) {
+    if (t.size() >= 48) break;
+    t += (c == '\n' || c == '\t') ? ' ' : c;
+  }
+  // Never cut a UTF-8 sequence in half.
+  while (!t.empty() && (static_cast<unsigned char>(t.back()) & 0xC0) == 0x80) t.pop_back();
+  if (!t.empty() && (static_cast<unsigned char>(t.back()) & 0x80)) t.pop_back();
+  if (t.size() < text.size()) t += "...";
+  return t.empty() ? k_new_title : t;
+}
+
+}  // namespace
+
+ChatController::ChatController(Options options)
+    : options_(std::move(options)), snap_(std::make_shared<ui::AppSnapshot>()), worker_([this] { worker_loop(); }) {
+  post([this] { start(); });
+}
+
+ChatController::~ChatController() {
+  cancel_ = true;
+  {
+    std::lock_guard lock(q_mu_);
+    quit_ = true;
+  }
+  q_cv_.notify_all();
+  worker_.join();
+}
+
+std::shared_ptr<const ui::AppSnapshot> ChatController::snapshot() const {
+  std::lock_guard lock(snap_mu_);
+  return snap_;
+}
+
+void ChatController::post(std::function<void()> task) {
+  ++n_busy_;
+  {
+    std::lock_guard lock(q_mu_);
+    queue_.push_back(std::move(task));
+  }
+  q_cv_.notify_one();
+}
+
+void ChatController::worker_loop() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock lock(q_mu_);
+      q_cv_.wait(lock, [&] { return quit_ || !queue_.empty(); });
+      if (quit_) return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();
+    publish(true);
+    --n_busy_;
+  }
+}
+
+void ChatController::publish(bool force) {
+  const int64_t t = now_us();
+  if (!force && t - last_publish_us_ < k_publish_interval_us) return;
+  last_publish_us_ = t;
+  ++state_.version;
+  if (runner_) runner_->fill_memory(state_.memory);
+  auto next = std::make_shared<const ui::AppSnapshot>(state_);
+  std::lock_guard lock(snap_mu_);
+  snap_ = std::move(next);
+}
+
+bool ChatController::fail(const Error& e) {
+  state_.error = e.message;
+  return false;
+}
+
+// ---- commands (UI thread): each only queues ----
+
+void ChatController::new_conversation() { post([this] { do_new_conversation(); }); }
+void ChatController::open_conversation(int64_t id) { post([this, id] { do_open(id); }); }
+void ChatController::send(std::string text) { post([this, t = std::move(text)] { do_send(t); }); }
+void ChatController::regenerate() { post([this] { do_regenerate(); }); }
+void ChatController::load_model(std::string path) { post([this, p = std::move(path)] { do_load_model(p); }); }
+void ChatController::dismiss_error() { post([this] { state_.error.clear(); }); }
+void ChatController::edit_message(int64_t message_id, std::string text) {
+  post([this, message_id, t = std::move(text)] { do_edit(message_id, t); });
+}
+
+void ChatController::rename_conversation(int64_t id, std::string title) {
+  post([this, id, t = std::move(title)] {
+    if (!store_) return;
+    if (auto st = store_->rename_conversation(id, t); !st.ok()) fail(st.error());
+    refresh_list();
+    if (state_.chat.conversation_id == id) state_.chat.title = t;
+  });
+}
+
+void ChatController::delete_conversation(int64_t id) {
+  post([this, id] {
+    if (!store_) return;
+    if (auto st = store_->delete_conversation(id); !st.ok()) fail(st.error());
+    refresh_list();
+    if (state_.chat.conversation_id == id) {
+      state_.chat = ui::ChatState{};
+      if (!state_.conversations.empty()) do_open(state_.conversations.front().id);
+    }
+  });
+}
+
+void ChatController::search(std::string query) {
+  const uint64_t serial = ++search_serial_;
+  post([this, serial, q = std::move(query)] {
+    if (serial != search_serial_.load() || !store_) return;  // a newer query is queued
+    state_.search_query = q;
+    state_.search_results.clear();
+    if (q.empty()) return;
+    auto hits = store_->search(q, 50);
+    if (!hits.ok()) {
+      fail(hits.error());
+      return;
+    }
+    for (const auto& h : *hits) {
+      state_.search_results.push_back({h.conversation.id, h.conversation.title, h.conversation.updated_ms, h.snippet});
+    }
+  });
+}
+
+void ChatController::switch_branch(int64_t message_id) {
+  post([this, message_id] {
+    if (!store_ || state_.chat.conversation_id == 0) return;
+    auto leaf = store_->newest_leaf_under(message_id);
+    if (!leaf.ok()) return (void)fail(leaf.error());
+    if (auto st = store_->set_active_leaf(state_.chat.conversation_id, *leaf); !st.ok()) fail(st.error());
+    reload_chat();
+  });
+}
+
+void ChatController::update_settings(std::string system_prompt, ui::SamplingView sampling) {
+  post([this, sp = std::move(system_prompt), sampling] {
+    if (!store_ || state_.chat.conversation_id == 0) return;
+    auto c = store_->conversation(state_.chat.conversation_id);
+    if (!c.ok()) return (void)fail(c.error());
+    storage::ConversationSettings s = c->settings;
+    s.system_prompt = sp;
+    s.sampling = to_storage(sampling);
+    if (auto st = store_->update_settings(c->id, s); !st.ok()) fail(st.error());
+    state_.chat.system_prompt = sp;
+    state_.chat.sampling = sampling;
+  });
+}
+
+// ---- worker thread ----
+
+void ChatController::start() {
+  auto store = storage::ConversationStore::open_in(storage::resolve_data_dir(options_.data_dir));
+  if (store.ok()) {
+    store_ = std::move(*store);
+  } else {
+    fail(make_error(store.error().code, "conversations cannot be saved: " + store.error().message));
+  }
+  refresh_list();
+  publish(true);
+  do_load_model(options_.model_path);
+  if (!store_) return;
+  if (state_.conversations.empty()) {
+    auto id = store_->create_conversation(k_welcome_title, default_settings(state_.model));
+    if (!id.ok()) return (void)fail(id.error());
+    refresh_list();
+  }
+  do_open(state_.conversations.front().id);
+}
+
+void ChatController::do_load_model(const std::string& requested) {
+  runner_.reset();
+  model_.reset();
+  ui::ModelState& ms = state_.model;
+  ms = ui::ModelState{};
+  std::string path = requested;
+  if (path.empty()) {
+    ms.is_demo = true;
+    ms.path = demo_model_path(options_.data_dir).string();
+    if (!std::filesystem::exists(ms.path)) ms.status = ui::ModelStatus::building_demo;
+    publish(true);
+    auto built = ensure_demo_model(options_.data_dir, [&](double f) {
+      ms.status = ui::ModelStatus::building_demo;
+      ms.progress = f;
+      publish(false);
+    });
+    if (!built.ok()) {
+      ms.status = ui::ModelStatus::failed;
+      ms.error = "cannot build the demo model: " + built.error().message;
+      return;
+    }
+    path = *built;
+  }
+  ms.status = ui::ModelStatus::loading;
+  ms.path = path;
+  ms.progress = 0;
+  ms.name = std::filesystem::path(path).filename().string();
+  publish(true);
+  if (!backend_) backend_ = backend::make_cpu_backend(options_.n_threads);
+  model::LoadOptions lo;
+  lo.progress = [&](size_t done, size_t total) {
+    ms.progress = total ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
+    publish(false);
+  };
+  auto m = model::Model::load(path, *backend_, lo);
+  if (!m.ok()) {
+    ms.status = ui::ModelStatus::failed;
+    ms.error = m.error().message;
+    return;
+  }
+  model_ = std::move(*m);
+  const model::ModelConfig& c = model_->config();
+  const int64_t n_ctx = options_.n_ctx > 0 ? options_.n_ctx : std::min<int64_t>(c.n_ctx_train, 4096);
+  auto runner = SessionTurnRunner::create(*model_, n_ctx);
+  if (!runner.ok()) {
+    model_.reset();
+    ms.status = ui::ModelStatus::failed;
+    ms.error = runner.error().message;
+    return;
+  }
+  runner_ = std::move(*runner);
+  if (!c.name.empty()) ms.name = c.name;
+  ms.arch = c.arch;
+  ms.weight_type = model_->weight_type_summary();
+  ms.backend = std::string(backend_->name());
+  ms.chat_template = std::string(model_->chat_template().name());
+  ms.n_ctx = n_ctx;
+  ms.n_ctx_train = c.n_ctx_train;
+  ms.n_layer = c.n_layer;
+  ms.weight_bytes = model_->weight_bytes();
+  ms.n_params = 0;
+  for (const auto& t : model_->file().tensors()) ms.n_params += t.n_elements();
+  ms.progress = 1;
+  ms.status = ui::ModelStatus::ready;
+  state_.memory.weight_bytes = ms.weight_bytes;
+}
+
+void ChatController::refresh_list() {
+  state_.conversations.clear();
+  if (!store_) return;
+  auto list = store_->list_conversations(0, 1000);
+  if (!list.ok()) return (void)fail(list.error());
+  for (const auto& c : *list) state_.conversations.push_back({c.id, c.title, c.updated_ms, {}});
+}
+
+void ChatController::do_new_conversation() {
+  if (!store_) return;
+  auto id = store_->create_conversation(k_new_title, default_settings(state_.model));
+  if (!id.ok()) return (void)fail(id.error());
+  refresh_list();
+  do_open(*id);
+}
+
+void ChatController::do_open(int64_t id) {
+  state_.chat.conversation_id = id;
+  reload_chat();
+  if (runner_) {
+    std::vector<int32_t> tokens;
+    if (!state_.chat.messages.empty()) tokens = stream_until(state_.chat.messages.back().id);
+    runner_->prefetch(id, tokens);
+  }
+}
+
+void ChatController::reload_chat() {
+  ui::ChatState& chat = state_.chat;
+  const int64_t id = chat.conversation_id;
+  const bool generating = chat.generating;
+  chat = ui::ChatState{};
+  chat.generating = generating;
+  if (!store_ || id == 0) return;
+  auto c = store_->conversation(id);
+  if (!c.ok()) return (void)fail(c.error());
+  chat.conversation_id = id;
+  chat.title = c->title;
+  chat.system_prompt = c->settings.system_prompt;
+  chat.sampling = to_ui(c->settings.sampling);
+  if (c->active_leaf == 0) return;
+  auto path = store_->path_to(c->active_leaf);
+  if (!path.ok()) return (void)fail(path.error());
+  for (const auto& m : *path) {
+    ui::MessageView v;
+    v.id = m.id;
+    v.parent_id = m.parent_id;
+    v.role = to_ui(m.role);
+    v.text = m.text;
+    v.streaming = m.state == storage::MessageState::streaming;
+    if (auto sib = store_->siblings(m.id); sib.ok()) {
+      v.n_siblings = static_cast<int>(sib->size());
+      for (size_t i = 0; i < sib->size(); ++i) {
+        if ((*sib)[i].id != m.id) continue;
+        v.sibling_index = static_cast<int>(i);
+        if (i > 0) v.prev_sibling = (*sib)[i - 1].id;
+        if (i + 1 < sib->size()) v.next_sibling = (*sib)[i + 1].id;
+      }
+    }
+    if (auto it = stats_.find(m.id); it != stats_.end()) v.stats = it->second;
+    chat.n_stream_tokens += static_cast<int64_t>(m.tokens.size());
+    chat.messages.push_back(std::move(v));
+  }
+}
+
+std::vector<int32_t> ChatController::stream_until(int64_t message_id) {
+  std::vector<int32_t> tokens;
+  if (!store_ || message_id == 0) return tokens;
+  auto path = store_->path_to(message_id);
+  if (!path.ok()) return tokens;
+  for (const auto& m : *path) tokens.insert(tokens.end(), m.tokens.begin(), m.tokens.end());
+  return tokens;
+}
+
+void ChatController::do_send(const std::string& text) {
+  if (text.empty()) return;
+  if (!model_ || !runner_) return (void)fail(make_error(ErrorCode::invalid_argument, "no model is loaded: open one in the Model window"));
+  if (!store_) return (void)fail(make_error(ErrorCode::io, "conversations cannot be saved (see the error above)"));
+  if (state_.chat.conversation_id == 0) do_new_conversation();
+  const int64_t conv = state_.chat.conversation_id;
+  const int64_t leaf = state_.chat.messages.empty() ? 0 : state_.chat.messages.back().id;
+  std::vector<int32_t> history = stream_until(leaf);
+  const TurnSegment seg = build_user_turn(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt, text,
+                                          history.empty());
+  // Durable before generation starts.
+  auto user_id = store_->append_message(conv, leaf, storage::Role::user, text, seg.tokens);
+  if (!user_id.ok()) return (void)fail(user_id.error());
+  if (state_.chat.title == k_new_title || (state_.chat.title == k_welcome_title && leaf == 0)) {
+    if (auto st = store_->rename_conversation(conv, title_from(text)); !st.ok()) fail(st.error());
+  }
+  run_reply(conv, *user_id, std::move(history), seg.tokens);
+}
+
+void ChatController::do_regenerate() {
+  if (!model_ || !runner_ || !store_ || state_.chat.messages.empty()) return;
+  const ui::MessageView& last = state_.chat.messages.back();
+  const int64_t parent = last.role == ui::Role::assistant ? last.parent_id : last.id;
+  if (parent == 0) return;
+  run_reply(state_.chat.conversation_id, parent, stream_until(parent), {});
+}
+
+void ChatController::do_edit(int64_t message_id, const std::string& text) {
+  if (!model_ || !runner_ || !store_ || text.empty()) return;
+  auto m = store_->message(message_id);
+  if (!m.ok()) return (void)fail(m.error());
+  if (m->role != storage::Role::user) return;
+  std::vector<int32_t> history = stream_until(m->parent_id);
+  const TurnSegment seg = build_user_turn(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt, text,
+                                          history.empty());
+  auto edited = store_->edit_message(message_id, text, seg.tokens);
+  if (!edited.ok()) return (void)fail(edited.error());
+  run_reply(state_.chat.conversation_id, *edited, std::move(history), seg.tokens);
+}
+
+void ChatController::run_reply(int64_t conv, int64_t parent_id, std::vector<int32_t> history,
+                               std::vector<int32_t> segment) {
+  auto asst = store_->begin_assistant_message(conv, parent_id);
+  if (!asst.ok()) return (void)fail(asst.error());
+  const int64_t asst_id = *asst;
+  refresh_list();
+  state_.chat.generating = true;
+  reload_chat();
+  publish(true);
+
+  const ui::SamplingView& sv = state_.chat.sampling;
+  TurnRequest req;
+  req.conversation_id = conv;
+  req.history = std::move(history);
+  req.segment = std::move(segment);
+  req.options.max_tokens = sv.max_tokens;
+  req.options.sampling.temperature = sv.temperature;
+  req.options.sampling.top_k = sv.top_k;
+  req.options.sampling.top_p = sv.top_p;
+  req.options.sampling.min_p = sv.min_p;
+  req.options.sampling.repeat_penalty = sv.repeat_penalty;
+  req.options.sampling.seed = sv.seed >= 0 ? static_cast<uint64_t>(sv.seed) : std::random_device{}();
+  req.options.stop_strings = model_->chat_template().stop_strings();
+  cancel_ = false;
+
+  std::string pending;  // streamed text not yet on disk
+  int64_t last_flush = now_us();
+  auto r = runner_->run(req, [&](const TurnDelta& d) {
+    if (!state_.chat.messages.empty()) state_.chat.messages.back().text += d.text;
+    pending += d.text;
+    if (now_us() - last_flush > k_flush_interval_us) {
+      if (auto st = store_->append_streamed(asst_id, pending, {}); !st.ok()) fail(st.error());
+      pending.clear();
+      last_flush = now_us();
+    }
+    publish(false);
+    return !cancel_.load();
+  });
+  state_.chat.generating = false;
+  if (!r.ok()) {
+    if (auto st = store_->append_streamed(asst_id, pending, {}); !st.ok()) fail(st.error());
+    if (auto st = store_->finish_message(asst_id); !st.ok()) fail(st.error());
+    const int64_t n = static_cast<int64_t>(req.history.size() + req.segment.size());
+    if (r.error().code == ErrorCode::invalid_argument && model_ && n >= state_.model.n_ctx) {
+      fail(make_error(r.error().code, "this conversation (" + std::to_string(n) + " tokens) no longer fits the context of " +
+                                          std::to_string(state_.model.n_ctx) + " tokens: start a new chat (Ctrl+N)"));
+    } else {
+      fail(r.error());
+    }
+    reload_chat();
+    return;
+  }
+  // The streamed text is a prefix of the final text (which is cut before a stop string).
+  if (auto st = store_->append_streamed(asst_id, pending, r->tokens); !st.ok()) fail(st.error());
+  if (auto st = store_->finish_message(asst_id); !st.ok()) fail(st.error());
+  stats_[asst_id] = r->stats;
+  const ui::TurnStats& s = r->stats;
+  const double n_dec = static_cast<double>(s.n_tokens > 1 ? s.n_tokens - 1 : 0);
+  state_.memory.turns.push_back({s.n_prompt_reused, s.n_prompt - s.n_prompt_reused, s.ttft_ms,
+                                 s.decode_ms > 0 ? 1000.0 * n_dec / s.decode_ms : 0.0});
+  refresh_list();
+  reload_chat();
+}
+
+}  // namespace kvc::app

@@ -1,0 +1,102 @@
+// The chat controller: owns the model, the conversation store and one worker thread; the UI
+// pushes commands and reads snapshots, and never waits on the model or the disk.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "app/gui/turn_runner.h"
+#include "core/backend/backend.h"
+#include "core/model/model.h"
+#include "storage/conversation_store.h"
+#include "ui/app_state.h"
+
+namespace kvc::app {
+
+// Threads: every member below the queue is touched only by the worker thread, which runs the
+// queued commands one at a time in order. The UI thread only posts commands, sets cancel_,
+// and reads snapshot(); the snapshot mutex guards a pointer swap, never model or disk work.
+class ChatController final : public ui::AppCommands {
+ public:
+  struct Options {
+    std::string data_dir;    // --data-dir; empty: the default data directory
+    std::string model_path;  // -m; empty: the demo model, built on first use
+    int n_threads = 0;       // 0: one per physical core
+    int64_t n_ctx = 0;       // 0: the model's training context, at most 4096
+  };
+
+  explicit ChatController(Options options);
+  ~ChatController() override;
+  ChatController(const ChatController&) = delete;
+  ChatController& operator=(const ChatController&) = delete;
+
+  // The latest state; cheap (a shared pointer copy under a mutex nobody holds for long).
+  std::shared_ptr<const ui::AppSnapshot> snapshot() const;
+
+  void new_conversation() override;
+  void open_conversation(int64_t id) override;
+  void rename_conversation(int64_t id, std::string title) override;
+  void delete_conversation(int64_t id) override;
+  void search(std::string query) override;
+  void send(std::string text) override;
+  void stop() override { cancel_ = true; }
+  void regenerate() override;
+  void edit_message(int64_t message_id, std::string text) override;
+  void switch_branch(int64_t message_id) override;
+  void update_settings(std::string system_prompt, ui::SamplingView sampling) override;
+  void load_model(std::string path) override;
+  void dismiss_error() override;
+  bool busy() const override { return n_busy_.load() > 0; }
+
+ private:
+  void post(std::function<void()> task);
+  void worker_loop();
+  void publish(bool force);
+
+  // Worker thread only.
+  void start();
+  void do_load_model(const std::string& path);
+  void do_new_conversation();
+  void do_open(int64_t id);
+  void do_send(const std::string& text);
+  void do_regenerate();
+  void do_edit(int64_t message_id, const std::string& text);
+  void run_reply(int64_t conversation_id, int64_t parent_id, std::vector<int32_t> history,
+                 std::vector<int32_t> segment);
+  void refresh_list();
+  void reload_chat();
+  bool fail(const Error& e);  // records e for the UI; returns false
+  std::vector<int32_t> stream_until(int64_t message_id);  // tokens of the path, message included
+
+  Options options_;
+
+  mutable std::mutex snap_mu_;
+  std::shared_ptr<const ui::AppSnapshot> snap_;
+
+  std::mutex q_mu_;
+  std::condition_variable q_cv_;
+  std::deque<std::function<void()>> queue_;
+  bool quit_ = false;
+  std::atomic<int> n_busy_{0};     // queued plus running commands
+  std::atomic<bool> cancel_{false};
+  std::atomic<uint64_t> search_serial_{0};
+
+  std::unique_ptr<storage::ConversationStore> store_;
+  std::unique_ptr<backend::Backend> backend_;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<TurnRunner> runner_;  // uses model_; reset before it
+  ui::AppSnapshot state_;
+  std::map<int64_t, ui::TurnStats> stats_;  // assistant message id -> what its turn cost
+  int64_t last_publish_us_ = 0;
+
+  std::thread worker_;  // last: starts after every member above exists
+};
+
+}  // namespace kvc::app

@@ -1,0 +1,60 @@
+// The engine-shaped seam of the chat controller: submit a turn, get streamed events back.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/model/model.h"
+#include "core/model/session.h"
+#include "core/util/result.h"
+#include "ui/app_state.h"
+
+namespace kvc::app {
+
+// One request: conversation C's stored token stream plus the new segment to append.
+//   prompt = history ++ segment; the reply continues it.
+struct TurnRequest {
+  int64_t conversation_id = 0;
+  std::vector<int32_t> history;  // the stored, append-only stream (never re-tokenized)
+  std::vector<int32_t> segment;  // the new user turn (empty for a regenerate)
+  model::GenerateOptions options;
+};
+
+// Streamed while a turn runs; returning false from the callback cancels it.
+struct TurnDelta {
+  std::string_view text;
+};
+
+struct TurnResult {
+  std::vector<int32_t> tokens;  // the reply's ids, exactly as sampled
+  std::string text;
+  ui::TurnStats stats;
+};
+
+// Today a single model::Session; the paged KV engine implements the same interface.
+class TurnRunner {
+ public:
+  virtual ~TurnRunner() = default;
+  virtual Result<TurnResult> run(const TurnRequest& request, const std::function<bool(const TurnDelta&)>& on_delta) = 0;
+  // Called when a conversation is opened: the engine prefetches its blocks; a session does nothing.
+  virtual void prefetch(int64_t conversation_id, const std::vector<int32_t>& tokens) = 0;
+  virtual void fill_memory(ui::MemoryState& out) const = 0;
+};
+
+class SessionTurnRunner final : public TurnRunner {
+ public:
+  static Result<std::unique_ptr<SessionTurnRunner>> create(const model::Model& m, int64_t n_ctx);
+  Result<TurnResult> run(const TurnRequest& request, const std::function<bool(const TurnDelta&)>& on_delta) override;
+  void prefetch(int64_t, const std::vector<int32_t>&) override {}
+  void fill_memory(ui::MemoryState& out) const override;
+
+ private:
+  explicit SessionTurnRunner(model::Session s) : session_(std::move(s)) {}
+  model::Session session_;
+};
+
+}  // namespace kvc::app

@@ -1,0 +1,23 @@
+# Installed layout and CPack packages (.deb, .tar.gz): binaries in bin/, shipped assets in
+# share/kvchat/assets (found next to the executable's prefix), a desktop entry and an icon.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/assets/demo ${PROJECT_SOURCE_DIR}/assets/scripts
+  DESTINATION share/kvchat/assets PATTERN "*.py" EXCLUDE)
+install(FILES ${PROJECT_SOURCE_DIR}/assets/kvchat.desktop DESTINATION share/applications)
+install(FILES ${PROJECT_SOURCE_DIR}/assets/icons/kvchat.svg DESTINATION share/icons/hicolor/scalable/apps)
+
+set(CPACK_PACKAGE_NAME kvchat)
+set(CPACK_PACKAGE_VENDOR "kvchat")
+set(CPACK_PACKAGE_CONTACT "kvchat developers <kvchat@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_GENERATOR "DEB;TGZ")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_STRIP_FILES ON)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION utils)
+# Runtime libraries from the binaries' own links (dpkg-shlibdeps), plus fonts the GUI prefers.
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "fonts-dejavu-core")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "fonts-noto-cjk, xvfb")
+set(CPACK_ARCHIVE_COMPONENT_INSTALL OFF)
+include(CPack)

@@ -1,0 +1,77 @@
+// The real kvchat app under Xvfb: the smoke script (two turns with stories260K), then a
+// restart on the same data directory that resumes the conversation. Asserts are the scripts'
+// own (state reached), plus the screenshots being real PNGs.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "support/test_support.h"
+
+namespace {
+
+bool have_xvfb_run() { return std::system("command -v xvfb-run >/dev/null 2>&1") == 0; }
+
+// model: empty for the built-in demo model.
+int run_script(const std::string& model, const std::string& data_dir, const std::string& script,
+               const std::string& shots, std::string& output) {
+  std::string cmd = "timeout 120 xvfb-run -a -s '-screen 0 1600x1000x24' '" + std::string(KVC_GUI_PATH) + "'";
+  if (!model.empty()) cmd += " -m '" + model + "'";
+  cmd += " -t 2 --data-dir '" + data_dir + "' --script '" + std::string(KVC_ASSET_DIR) + "/scripts/" + script +
+         "' --screenshot-dir '" + shots + "' 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  output.clear();
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) output.append(buf, n);
+  const int status = ::pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+bool is_png(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  char sig[8] = {};
+  return f.read(sig, 8) && std::string(sig, 8) == "\x89PNG\r\n\x1a\n" && std::filesystem::file_size(p) > 1000;
+}
+
+}  // namespace
+
+TEST_CASE("kvchat GUI: smoke script, then a restart resumes the conversation", "[ui][e2e]") {
+  if (!have_xvfb_run()) {
+    WARN("skipped: xvfb-run is not installed (apt-get install xvfb xauth)");
+    return;
+  }
+  const std::string model = kvc::test::model_path("stories260K.gguf");
+  kvc::test::TempDir tmp;
+  const std::string shots = tmp.file("shots");
+  std::string out;
+  int rc = run_script(model, tmp.file("data"), "smoke.json", shots, out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  CHECK(out.find("script passed") != std::string::npos);
+  for (const char* name : {"app", "chat", "memory", "model"}) {
+    CAPTURE(name);
+    CHECK(is_png(std::filesystem::path(shots) / (std::string(name) + ".png")));
+  }
+
+  rc = run_script(model, tmp.file("data"), "resume.json", shots, out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  CHECK(is_png(std::filesystem::path(shots) / "resumed.png"));
+}
+
+TEST_CASE("kvchat GUI: first launch builds the demo model and answers in the welcome conversation", "[ui][e2e]") {
+  if (!have_xvfb_run()) {
+    WARN("skipped: xvfb-run is not installed (apt-get install xvfb xauth)");
+    return;
+  }
+  kvc::test::TempDir tmp;
+  std::string out;
+  const int rc = run_script("", tmp.file("data"), "demo-first-launch.json", tmp.file("shots"), out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  CHECK(std::filesystem::exists(tmp.path() / "data/models/kvchat-demo.gguf"));
+  CHECK(is_png(tmp.path() / "shots/first-launch.png"));
+  CHECK(is_png(tmp.path() / "shots/demo.png"));
+}

@@ -1,0 +1,148 @@
+// What the views draw (an immutable snapshot of the app) and what they may ask for (commands).
+//
+// The views never touch the model, the engine or the disk: each frame they read the latest
+// AppSnapshot and push commands through AppCommands, which only queue work (DESIGN.md §7).
+// Today the chat controller in app/gui fills the snapshot from a model::Session; the paged
+// KV engine will fill the same structs (MemoryState::tiers is its seam).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kvc::ui {
+
+enum class ModelStatus { none, building_demo, loading, ready, failed };
+enum class Role { system, user, assistant };
+
+struct ModelState {
+  ModelStatus status = ModelStatus::none;
+  std::string path;
+  std::string name;         // general.name or the file name
+  std::string arch;
+  std::string weight_type;  // "Q8_0", "mixed: Q4_K, Q6_K"
+  std::string backend;      // "cpu (avx512_vnni, 2 threads)"
+  std::string chat_template;
+  int64_t n_params = 0;
+  int64_t n_ctx = 0;        // context of the running session
+  int64_t n_ctx_train = 0;
+  int64_t n_layer = 0;
+  size_t weight_bytes = 0;
+  double progress = 0;      // [0, 1] while building or loading
+  bool is_demo = false;     // the built-in model with random weights
+  std::string error;        // when failed
+};
+
+// Per answer: what the turn cost. Invariant: n_prompt_reused <= n_prompt.
+struct TurnStats {
+  bool valid = false;
+  int64_t n_tokens = 0;         // generated
+  int64_t n_prompt = 0;
+  int64_t n_prompt_reused = 0;  // served from cache (today: the session's contiguous KV)
+  double ttft_ms = 0;
+  double prefill_ms = 0;
+  double decode_ms = 0;
+  std::string stop_reason;
+};
+
+struct MessageView {
+  int64_t id = 0;
+  int64_t parent_id = 0;
+  Role role = Role::user;
+  std::string text;
+  bool streaming = false;
+  int sibling_index = 0;  // [0, n_siblings): which version of this message is shown
+  int n_siblings = 1;
+  int64_t prev_sibling = 0;  // message ids; 0 when there is none
+  int64_t next_sibling = 0;
+  TurnStats stats;           // assistant messages answered in this run of the app
+};
+
+struct ConversationSummary {
+  int64_t id = 0;
+  std::string title;
+  int64_t updated_ms = 0;
+  std::string snippet;  // search hits only: text with [brackets] around matches
+};
+
+struct SamplingView {
+  float temperature = 0.8f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  float repeat_penalty = 1.1f;
+  int64_t seed = -1;        // -1: random
+  int64_t max_tokens = 256; // -1: until the end of the answer or the context
+};
+
+struct ChatState {
+  int64_t conversation_id = 0;  // 0: none open
+  std::string title;
+  std::string system_prompt;
+  SamplingView sampling;
+  std::vector<MessageView> messages;  // the active branch, root first
+  bool generating = false;
+  int64_t n_stream_tokens = 0;        // tokens in the conversation's stream
+};
+
+// One tier of the KV cache, as the engine will report it.
+struct TierView {
+  std::string name;  // "T0 device", "T1 host", "T2 disk"
+  size_t used_bytes = 0;
+  size_t capacity_bytes = 0;
+};
+
+struct TurnPoint {
+  int64_t n_reused = 0;
+  int64_t n_computed = 0;
+  double ttft_ms = 0;
+  double tok_per_s = 0;
+};
+
+struct MemoryState {
+  size_t weight_bytes = 0;
+  size_t kv_capacity_bytes = 0;  // the session's KV buffer
+  size_t kv_used_bytes = 0;      // of it, the positions holding tokens
+  double kv_bytes_per_token = 0;
+  int64_t n_ctx = 0;
+  int64_t n_session_tokens = 0;
+  std::vector<TurnPoint> turns;  // every answer of this run, oldest first
+  std::vector<TierView> tiers;   // empty until the paged engine reports tiers
+};
+
+struct AppSnapshot {
+  uint64_t version = 0;
+  ModelState model;
+  std::vector<ConversationSummary> conversations;  // recent first
+  std::string search_query;
+  std::vector<ConversationSummary> search_results;
+  ChatState chat;
+  MemoryState memory;
+  std::string error;  // the last failure a user should see; empty when none
+};
+
+// Commands only queue work and return at once; results show up in later snapshots.
+class AppCommands {
+ public:
+  virtual ~AppCommands() = default;
+  virtual void new_conversation() = 0;
+  virtual void open_conversation(int64_t id) = 0;
+  virtual void rename_conversation(int64_t id, std::string title) = 0;
+  virtual void delete_conversation(int64_t id) = 0;
+  virtual void search(std::string query) = 0;
+  virtual void send(std::string text) = 0;
+  virtual void stop() = 0;
+  virtual void regenerate() = 0;
+  // Replaces an earlier user message by a new version (a branch) and answers it.
+  virtual void edit_message(int64_t message_id, std::string text) = 0;
+  // Shows the branch of `message_id` (a sibling of a message on the active branch).
+  virtual void switch_branch(int64_t message_id) = 0;
+  virtual void update_settings(std::string system_prompt, SamplingView sampling) = 0;
+  virtual void load_model(std::string path) = 0;
+  virtual void dismiss_error() = 0;
+  // True while a command is queued or running (script mode waits on it).
+  virtual bool busy() const = 0;
+};
+
+}  // namespace kvc::ui

@@ -1,0 +1,292 @@
+// The Chat window: the active branch of a conversation, streaming answers, and the input box.
+#include <imgui.h>
+
+#include <algorithm>
+#include <string>
+
+#include "ui/format.h"
+#include "ui/markdown.h"
+#include "ui/views.h"
+
+namespace kvc::ui {
+
+namespace {
+
+constexpr const char* k_demo_notice =
+    "This is kvchat's built-in demo model. Its weights are random, so its replies are gibberish: it is here to "
+    "show the engine and the KV cache at work. For real answers, open a GGUF model in the Model window (File > "
+    "Open model), or pick one found in your Ollama, LM Studio or Hugging Face folders.";
+
+// Prose wrapped to the window; code in a monospace box with its language on top.
+void draw_text_blocks(ViewContext& ctx, const std::string& text, int64_t id) {
+  const auto blocks = split_code_blocks(text);
+  int n = 0;
+  for (const TextBlock& b : blocks) {
+    if (b.kind == TextBlock::Kind::prose) {
+      ImGui::PushTextWrapPos(0.0f);
+      ImGui::TextUnformatted(b.text.c_str(), b.text.c_str() + b.text.size());
+      ImGui::PopTextWrapPos();
+      continue;
+    }
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    dl->ChannelsSplit(2);
+    dl->ChannelsSetCurrent(1);
+    const ImVec2 pad(10.0f, 6.0f);
+    const ImVec2 start = ImGui::GetCursorScreenPos();
+    const float width = ImGui::GetContentRegionAvail().x;
+    ImGui::SetCursorScreenPos(ImVec2(start.x + pad.x, start.y + pad.y));
+    ImGui::BeginGroup();
+    ImGui::PushID(static_cast<int>(id * 64 + n++));
+    ImGui::TextDisabled("%s", b.language.empty() ? "code" : b.language.c_str());
+    ImGui::SameLine(width - 70.0f);
+    if (ImGui::SmallButton("Copy")) ImGui::SetClipboardText(b.text.c_str());
+    ImGui::PopID();
+    ImGui::PushFont(ctx.fonts.mono);
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.86f, 0.90f, 0.80f, 1.0f));
+    ImGui::TextUnformatted(b.text.c_str(), b.text.c_str() + b.text.size());
+    ImGui::PopStyleColor();
+    ImGui::PopFont();
+    ImGui::EndGroup();
+    const ImVec2 end(start.x + width, ImGui::GetItemRectMax().y + pad.y);
+    dl->ChannelsSetCurrent(0);
+    dl->AddRectFilled(start, end, IM_COL32(18, 20, 24, 255), 6.0f);
+    dl->AddRect(start, end, IM_COL32(60, 66, 78, 255), 6.0f);
+    dl->ChannelsMerge();
+    ImGui::SetCursorScreenPos(ImVec2(start.x, end.y + 4.0f));
+    ImGui::Dummy(ImVec2(0, 0));
+  }
+}
+
+std::string stats_line(const TurnStats& s) {
+  const int64_t n_dec = s.n_tokens > 1 ? s.n_tokens - 1 : 0;
+  return format_tok_per_s(n_dec, s.decode_ms) + "  ·  TTFT " + format_duration_ms(s.ttft_ms) + "  ·  prompt: " +
+         std::to_string(s.n_prompt_reused) + " from cache, " + std::to_string(s.n_prompt - s.n_prompt_reused) +
+         " computed  ·  " + std::to_string(s.n_tokens) + " tokens (" + s.stop_reason + ")";
+}
+
+}  // namespace
+
+void ChatView::send(ViewContext& ctx) {
+  if (input_.empty() || ctx.snap.chat.generating || ctx.snap.model.status != ModelStatus::ready) return;
+  ctx.cmd.send(input_);
+  input_.clear();
+  stick_to_bottom_ = true;
+}
+
+void ChatView::draw_message(ViewContext& ctx, const MessageView& m, bool last) {
+  const ChatState& chat = ctx.snap.chat;
+  ImGui::PushID(static_cast<int>(m.id));
+  const bool user = m.role == Role::user;
+  ImGui::PushFont(ctx.fonts.regular);
+  ImGui::TextColored(user ? colors::user : colors::assistant, "%s",
+                     user ? "You" : m.role == Role::assistant ? "Assistant" : "System");
+  ImGui::PopFont();
+  if (m.n_siblings > 1) {
+    ImGui::SameLine();
+    ImGui::BeginDisabled(m.prev_sibling == 0 || chat.generating);
+    if (ImGui::SmallButton("<")) ctx.cmd.switch_branch(m.prev_sibling);
+    ImGui::EndDisabled();
+    ImGui::SameLine();
+    ImGui::TextDisabled("%d/%d", m.sibling_index + 1, m.n_siblings);
+    ImGui::SameLine();
+    ImGui::BeginDisabled(m.next_sibling == 0 || chat.generating);
+    const std::string next_name = "chat.branch_next." + std::to_string(m.id);
+    if (named_button(ctx.hooks, next_name, ">")) ctx.cmd.switch_branch(m.next_sibling);
+    ImGui::EndDisabled();
+  }
+
+  if (editing_id_ == m.id) {
+    input_string_multiline("##edit", edit_text_, ImVec2(-1.0f, ImGui::GetTextLineHeight() * 4.0f));
+    if (named_button(ctx.hooks, "chat.edit_send", "Save & send") && !edit_text_.empty()) {
+      ctx.cmd.edit_message(m.id, edit_text_);
+      editing_id_ = 0;
+      stick_to_bottom_ = true;
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel")) editing_id_ = 0;
+  } else if (m.text.empty() && m.streaming) {
+    ImGui::TextDisabled(chat.generating && last ? "thinking..." : "(no text)");
+  } else {
+    // SentencePiece replies start with the space of their first word; not worth showing.
+    const size_t lead = m.role == Role::assistant ? std::min(m.text.find_first_not_of(' '), m.text.size()) : 0;
+    draw_text_blocks(ctx, m.text.substr(lead), m.id);
+  }
+
+  if (m.role == Role::assistant && m.stats.valid) {
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::muted);
+    ImGui::TextUnformatted(stats_line(m.stats).c_str());
+    ImGui::PopStyleColor();
+  }
+  if (editing_id_ != m.id && !(m.streaming && chat.generating)) {
+    if (ImGui::SmallButton("Copy")) ImGui::SetClipboardText(m.text.c_str());
+    if (user && !chat.generating) {
+      ImGui::SameLine();
+      if (named_button(ctx.hooks, "chat.edit." + std::to_string(m.id), "Edit")) {
+        editing_id_ = m.id;
+        edit_text_ = m.text;
+      }
+    }
+    if (last && m.role == Role::assistant && !chat.generating) {
+      ImGui::SameLine();
+      if (named_button(ctx.hooks, "chat.regenerate", "Regenerate")) {
+        ctx.cmd.regenerate();
+        stick_to_bottom_ = true;
+      }
+    }
+  }
+  ImGui::PopID();
+}
+
+void ChatView::draw_settings(ViewContext& ctx) {
+  if (ImGui::IsWindowAppearing()) {
+    settings_system_ = ctx.snap.chat.system_prompt;
+    settings_sampling_ = ctx.snap.chat.sampling;
+  }
+  ImGui::TextUnformatted("System prompt (used when the conversation starts)");
+  input_string_multiline("##system", settings_system_, ImVec2(420.0f, ImGui::GetTextLineHeight() * 4.0f));
+  SamplingView& s = settings_sampling_;
+  ImGui::SetNextItemWidth(260.0f);
+  ImGui::SliderFloat("temperature", &s.temperature, 0.0f, 2.0f, "%.2f");
+  ImGui::SetNextItemWidth(260.0f);
+  ImGui::SliderInt("top-k", &s.top_k, 0, 200);
+  ImGui::SetNextItemWidth(260.0f);
+  ImGui::SliderFloat("top-p", &s.top_p, 0.05f, 1.0f, "%.2f");
+  ImGui::SetNextItemWidth(260.0f);
+  ImGui::SliderFloat("min-p", &s.min_p, 0.0f, 0.5f, "%.2f");
+  ImGui::SetNextItemWidth(260.0f);
+  ImGui::SliderFloat("repeat penalty", &s.repeat_penalty, 1.0f, 2.0f, "%.2f");
+  int max_tokens = static_cast<int>(s.max_tokens);
+  ImGui::SetNextItemWidth(260.0f);
+  if (ImGui::InputInt("max tokens (-1: no limit)", &max_tokens)) s.max_tokens = std::max(-1, max_tokens);
+  int seed = static_cast<int>(s.seed);
+  ImGui::SetNextItemWidth(260.0f);
+  if (ImGui::InputInt("seed (-1: random)", &seed)) s.seed = std::max(-1, seed);
+  if (ImGui::Button("Apply")) {
+    ctx.cmd.update_settings(settings_system_, settings_sampling_);
+    ImGui::CloseCurrentPopup();
+  }
+  ImGui::SameLine();
+  if (ImGui::Button("Cancel")) ImGui::CloseCurrentPopup();
+}
+
+void ChatView::draw(ViewContext& ctx) {
+  if (!ImGui::Begin(k_chat_window)) {
+    ImGui::End();
+    return;
+  }
+  ctx.hooks.note_window(k_chat_window);
+  const AppSnapshot& s = ctx.snap;
+  const ChatState& chat = s.chat;
+
+  // Header: title, model, settings.
+  ImGui::PushFont(ctx.fonts.large);
+  ImGui::TextUnformatted(chat.conversation_id ? chat.title.c_str() : "No conversation");
+  ImGui::PopFont();
+  ImGui::SameLine(ImGui::GetWindowContentRegionMax().x - 90.0f);
+  ImGui::BeginDisabled(chat.conversation_id == 0);
+  if (named_button(ctx.hooks, "chat.settings", "Settings")) ImGui::OpenPopup("Conversation settings");
+  ImGui::EndDisabled();
+  if (ImGui::BeginPopup("Conversation settings")) {
+    draw_settings(ctx);
+    ImGui::EndPopup();
+  }
+  ImGui::TextDisabled("%s  ·  %lld tokens in this conversation%s", s.model.name.empty() ? "no model" : s.model.name.c_str(),
+                      static_cast<long long>(chat.n_stream_tokens),
+                      s.model.n_ctx ? (" of " + std::to_string(s.model.n_ctx)).c_str() : "");
+
+  if (s.model.is_demo && s.model.status == ModelStatus::ready) {
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::warning);
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextUnformatted(k_demo_notice);
+    ImGui::PopTextWrapPos();
+    ImGui::PopStyleColor();
+  }
+  if (!s.error.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::error);
+    ImGui::PushTextWrapPos(ImGui::GetContentRegionAvail().x - 80.0f);
+    ImGui::TextUnformatted(s.error.c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::PopStyleColor();
+    ImGui::SameLine();
+    if (ImGui::SmallButton("Dismiss")) ctx.cmd.dismiss_error();
+  }
+  ImGui::Separator();
+
+  // History: variable-height messages; those scrolled out of view are replaced by their
+  // measured height, so a long history costs only what is visible.
+  const float input_h = ImGui::GetTextLineHeight() * 4.0f + ImGui::GetStyle().ItemSpacing.y * 4.0f + 36.0f;
+  ImGui::BeginChild("##history", ImVec2(0, -input_h), false);
+  const bool changed = chat.conversation_id != shown_conversation_ || chat.messages.size() != shown_messages_;
+  size_t n_chars = 0;
+  for (const auto& m : chat.messages) n_chars += m.text.size();
+  const bool grew = n_chars != shown_chars_;
+  if (chat.conversation_id != shown_conversation_) heights_.clear();
+  if (changed || grew) {
+    if (changed) stick_to_bottom_ = stick_to_bottom_ || chat.generating || chat.conversation_id != shown_conversation_;
+    shown_conversation_ = chat.conversation_id;
+    shown_messages_ = chat.messages.size();
+    shown_chars_ = n_chars;
+  }
+  if (chat.messages.empty() && chat.conversation_id != 0) {
+    ImGui::Spacing();
+    ImGui::TextDisabled("Type a message below and press Ctrl+Enter to send it.");
+  }
+  const float view_top = ImGui::GetScrollY();
+  const float view_bottom = view_top + ImGui::GetWindowHeight();
+  const float width = ImGui::GetContentRegionAvail().x;
+  for (size_t i = 0; i < chat.messages.size(); ++i) {
+    const MessageView& m = chat.messages[i];
+    const bool last = i + 1 == chat.messages.size();
+    const uint64_t key = (static_cast<uint64_t>(m.text.size()) << 20) ^ static_cast<uint64_t>(width) ^
+                         (m.stats.valid ? 1u : 0u) ^ (editing_id_ == m.id ? 2u : 0u);
+    const float y = ImGui::GetCursorPosY();
+    auto it = heights_.find(m.id);
+    if (!last && it != heights_.end() && it->second.first == key &&
+        (y + it->second.second < view_top - 200.0f || y > view_bottom + 200.0f)) {
+      ImGui::Dummy(ImVec2(width, it->second.second));
+      continue;
+    }
+    draw_message(ctx, m, last);
+    ImGui::Dummy(ImVec2(0, 6.0f));
+    if (!last) ImGui::Separator();
+    heights_[m.id] = {key, ImGui::GetCursorPosY() - y - ImGui::GetStyle().ItemSpacing.y};
+  }
+  if (stick_to_bottom_) {
+    ImGui::SetScrollHereY(1.0f);
+    if (!chat.generating && !ctx.cmd.busy()) stick_to_bottom_ = false;
+  } else if (ImGui::GetScrollY() >= ImGui::GetScrollMaxY() - 4.0f && chat.generating) {
+    stick_to_bottom_ = true;
+  }
+  ImGui::EndChild();
+
+  // Input.
+  if (focus_input) {
+    ImGui::SetKeyboardFocusHere();
+    focus_input = false;
+  }
+  const float button_w = 110.0f;
+  // Enter adds a line; Ctrl+Enter returns true (and leaves the field, so focus comes back).
+  const bool ctrl_enter = named_input(ctx.hooks, "chat.input", "##input", input_, ImGuiInputTextFlags_EnterReturnsTrue,
+                                      ImVec2(ImGui::GetContentRegionAvail().x - button_w - ImGui::GetStyle().ItemSpacing.x,
+                                             ImGui::GetTextLineHeight() * 4.0f));
+  ImGui::SameLine();
+  ImGui::BeginGroup();
+  if (chat.generating) {
+    if (named_button(ctx.hooks, "chat.stop", "Stop", ImVec2(button_w, 0))) ctx.cmd.stop();
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Esc");
+  } else {
+    ImGui::BeginDisabled(s.model.status != ModelStatus::ready || input_.empty());
+    if (named_button(ctx.hooks, "chat.send", "Send", ImVec2(button_w, 0))) send(ctx);
+    ImGui::EndDisabled();
+    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) ImGui::SetTooltip("Ctrl+Enter");
+  }
+  ImGui::EndGroup();
+  if (ctrl_enter) {
+    send(ctx);
+    focus_input = true;
+  }
+  ImGui::TextDisabled(chat.generating ? "generating...  Esc stops" : "Ctrl+Enter send  ·  Ctrl+N new chat  ·  Ctrl+F search");
+  ImGui::End();
+}
+
+}  // namespace kvc::ui

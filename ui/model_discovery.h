@@ -1,0 +1,64 @@
+// Finding GGUF models already on the machine, and what a model file says about itself before loading.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/util/result.h"
+
+namespace kvc::ui {
+
+// A folder where some app keeps models.
+struct ModelSource {
+  std::string label;  // "kvchat", "Ollama", "LM Studio", "Hugging Face"
+  std::filesystem::path root;
+};
+
+// kvchat's models folder under `data_dir`, then Ollama (~/.ollama/models), LM Studio
+// (~/.lmstudio/models, ~/.cache/lm-studio/models) and Hugging Face (~/.cache/huggingface/hub).
+std::vector<ModelSource> default_model_sources(const std::filesystem::path& home, const std::filesystem::path& data_dir);
+
+struct FoundModel {
+  std::filesystem::path path;
+  std::string source;        // the ModelSource label
+  std::string display_name;  // file name; for a blob without a name, "blob sha256-1a2b3c4d..."
+  uintmax_t file_bytes = 0;
+};
+
+// True when the file starts with the GGUF magic.
+bool has_gguf_magic(const std::filesystem::path& path);
+
+// Files named *.gguf (any case), and blobs without an extension (Ollama's sha256-..., Hugging
+// Face's blobs/) that start with the GGUF magic, under every source; a file reached twice
+// (a Hugging Face snapshot link and its blob) is listed once, under its named path. Missing
+// or unreadable folders are skipped. At most `max_models`, sorted by source order, then name.
+std::vector<FoundModel> discover_models(const std::vector<ModelSource>& sources, size_t max_models = 500);
+
+// What the Model window shows before loading.
+struct ModelInfo {
+  std::string path;
+  std::string name;
+  std::string arch;
+  std::string weight_type;  // the type holding most weight bytes ("Q8_0"), "mixed: ..." if no type has 3/4
+  int64_t n_params = 0;
+  int64_t n_ctx_train = 0;
+  int64_t n_layer = 0;
+  int64_t n_embd = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t n_vocab = 0;
+  uintmax_t file_bytes = 0;
+  size_t weight_bytes = 0;
+  double kv_bytes_per_token_f16 = 0;  // K and V, all layers
+};
+
+// Reads the GGUF header (mapped, not loaded); errors say what is wrong with the file.
+Result<ModelInfo> read_model_info(const std::filesystem::path& path);
+
+// Weights + KV at n_ctx tokens with KV elements of kv_element_bytes + activations of a
+// 256-token prefill batch: what loading and filling the context will take.
+double memory_estimate_bytes(const ModelInfo& info, int64_t n_ctx, double kv_element_bytes);
+
+}  // namespace kvc::ui

@@ -1,0 +1,220 @@
+// Parsing and validating script-mode JSON.
+#include "ui/script.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+namespace kvc::ui {
+
+namespace {
+
+using nlohmann::json;
+
+struct KindName {
+  StepKind kind;
+  const char* name;
+};
+constexpr KindName k_kinds[] = {
+    {StepKind::wait_model, "wait_model"}, {StepKind::type, "type"},           {StepKind::click, "click"},
+    {StepKind::key, "key"},               {StepKind::wait_idle, "wait_idle"}, {StepKind::frames, "frames"},
+    {StepKind::screenshot, "screenshot"}, {StepKind::assert_state, "assert"}, {StepKind::quit, "quit"},
+};
+
+struct OpName {
+  CompareOp op;
+  const char* name;
+};
+constexpr OpName k_ops[] = {{CompareOp::eq, "=="}, {CompareOp::ne, "!="}, {CompareOp::ge, ">="}, {CompareOp::le, "<="},
+                            {CompareOp::gt, ">"},  {CompareOp::lt, "<"},  {CompareOp::contains, "contains"}};
+
+const char* const k_keys[] = {"ctrl+n", "ctrl+enter", "escape", "ctrl+f"};
+
+Error step_error(int index, const std::string& kind, const std::string& what) {
+  return make_error(ErrorCode::invalid_argument, "step " + std::to_string(index) + (kind.empty() ? "" : " (" + kind + ")") +
+                                                     ": " + what);
+}
+
+// A required non-empty string member.
+Result<std::string> need_string(const json& j, const char* key, int index, const std::string& kind) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string() || it->get<std::string>().empty()) {
+    return step_error(index, kind, std::string("\"") + key + "\" must be a non-empty string");
+  }
+  return it->get<std::string>();
+}
+
+Result<ScriptStep> parse_step(const json& j, int index) {
+  if (!j.is_object()) return step_error(index, "", "a step must be an object like {\"do\": \"click\", ...}");
+  auto d = j.find("do");
+  if (d == j.end() || !d->is_string()) return step_error(index, "", "missing \"do\" (what the step does)");
+  const std::string kind = d->get<std::string>();
+  ScriptStep s;
+  s.index = index;
+  bool known = false;
+  for (const auto& k : k_kinds) {
+    if (kind == k.name) {
+      s.kind = k.kind;
+      known = true;
+    }
+  }
+  if (!known) {
+    std::string names;
+    for (const auto& k : k_kinds) names += std::string(names.empty() ? "" : ", ") + k.name;
+    return step_error(index, kind, "unknown step; known: " + names);
+  }
+  if (auto t = j.find("timeout_s"); t != j.end()) {
+    if (!t->is_number() || t->get<double>() <= 0) return step_error(index, kind, "\"timeout_s\" must be a positive number");
+    s.timeout_s = t->get<double>();
+  }
+  switch (s.kind) {
+    case StepKind::type: {
+      auto w = need_string(j, "widget", index, kind);
+      if (!w.ok()) return w.error();
+      s.widget = *w;
+      auto t = j.find("text");
+      if (t == j.end() || !t->is_string()) return step_error(index, kind, "\"text\" must be a string");
+      s.text = t->get<std::string>();
+      break;
+    }
+    case StepKind::click: {
+      auto w = need_string(j, "widget", index, kind);
+      if (!w.ok()) return w.error();
+      s.widget = *w;
+      break;
+    }
+    case StepKind::key: {
+      auto k = need_string(j, "key", index, kind);
+      if (!k.ok()) return k.error();
+      s.text = *k;
+      bool ok = false;
+      for (const char* name : k_keys) ok = ok || s.text == name;
+      if (!ok) return step_error(index, kind, "unknown key \"" + s.text + "\"; known: ctrl+n, ctrl+enter, escape, ctrl+f");
+      break;
+    }
+    case StepKind::frames: {
+      auto n = j.find("n");
+      if (n == j.end() || !n->is_number_integer() || n->get<int64_t>() < 1 || n->get<int64_t>() > 100000) {
+        return step_error(index, kind, "\"n\" must be an integer in [1, 100000]");
+      }
+      s.n_frames = n->get<int>();
+      break;
+    }
+    case StepKind::screenshot: {
+      auto n = need_string(j, "name", index, kind);
+      if (!n.ok()) return n.error();
+      s.name = *n;
+      if (s.name.find('/') != std::string::npos || s.name.find("..") != std::string::npos) {
+        return step_error(index, kind, "\"name\" must be a plain file name, got \"" + s.name + "\"");
+      }
+      if (auto w = j.find("window"); w != j.end()) {
+        if (!w->is_string()) return step_error(index, kind, "\"window\" must be a string");
+        s.window = w->get<std::string>();
+      }
+      break;
+    }
+    case StepKind::assert_state: {
+      auto st = need_string(j, "state", index, kind);
+      if (!st.ok()) return st.error();
+      s.state = *st;
+      if (auto o = j.find("op"); o != j.end()) {
+        bool found = false;
+        for (const auto& op : k_ops) {
+          if (o->is_string() && o->get<std::string>() == op.name) {
+            s.op = op.op;
+            found = true;
+          }
+        }
+        if (!found) return step_error(index, kind, "\"op\" must be one of == != >= <= > < contains");
+      }
+      auto v = j.find("value");
+      if (v == j.end()) return step_error(index, kind, "missing \"value\"");
+      if (v->is_string()) {
+        s.value_is_string = true;
+        s.value_text = v->get<std::string>();
+      } else if (v->is_number()) {
+        s.value = v->get<double>();
+      } else if (v->is_boolean()) {
+        s.value = v->get<bool>() ? 1 : 0;
+      } else {
+        return step_error(index, kind, "\"value\" must be a number, a boolean or a string");
+      }
+      if (!s.value_is_string && s.op == CompareOp::contains) {
+        return step_error(index, kind, "\"contains\" needs a string value");
+      }
+      break;
+    }
+    case StepKind::wait_model:
+    case StepKind::wait_idle:
+    case StepKind::quit: break;
+  }
+  return s;
+}
+
+}  // namespace
+
+const char* to_string(StepKind k) {
+  for (const auto& e : k_kinds) {
+    if (e.kind == k) return e.name;
+  }
+  return "?";
+}
+
+const char* to_string(CompareOp op) {
+  for (const auto& e : k_ops) {
+    if (e.op == op) return e.name;
+  }
+  return "?";
+}
+
+Result<Script> parse_script(std::string_view text) {
+  json j = json::parse(text.begin(), text.end(), nullptr, false);
+  if (j.is_discarded()) return make_error(ErrorCode::invalid_argument, "the script is not valid JSON");
+  if (!j.is_object() || !j.contains("steps") || !j["steps"].is_array()) {
+    return make_error(ErrorCode::invalid_argument, "the script must be an object with a \"steps\" array");
+  }
+  Script script;
+  int index = 0;
+  for (const auto& step : j["steps"]) {
+    auto s = parse_step(step, ++index);
+    if (!s.ok()) return s.error();
+    script.steps.push_back(std::move(*s));
+  }
+  if (script.steps.empty()) return make_error(ErrorCode::invalid_argument, "the script has no steps");
+  return script;
+}
+
+Result<Script> load_script(const std::filesystem::path& path) {
+  std::ifstream f(path);
+  if (!f) return make_error(ErrorCode::io, "cannot open script " + path.string());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto s = parse_script(ss.str());
+  if (!s.ok()) return make_error(s.error().code, path.string() + ": " + s.error().message);
+  return s;
+}
+
+bool compare(double a, CompareOp op, double e) {
+  switch (op) {
+    case CompareOp::eq: return a == e;
+    case CompareOp::ne: return a != e;
+    case CompareOp::ge: return a >= e;
+    case CompareOp::le: return a <= e;
+    case CompareOp::gt: return a > e;
+    case CompareOp::lt: return a < e;
+    case CompareOp::contains: return false;
+  }
+  return false;
+}
+
+bool compare(const std::string& a, CompareOp op, const std::string& e) {
+  switch (op) {
+    case CompareOp::eq: return a == e;
+    case CompareOp::ne: return a != e;
+    case CompareOp::contains: return a.find(e) != std::string::npos;
+    default: return false;
+  }
+}
+
+}  // namespace kvc::ui

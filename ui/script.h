@@ -1,0 +1,59 @@
+// Script mode's scripts: JSON steps that drive the real app (type, click, wait, screenshot, assert).
+//
+//   {"steps": [
+//     {"do": "wait_model", "timeout_s": 120},
+//     {"do": "type", "widget": "chat.input", "text": "Hello"},
+//     {"do": "click", "widget": "chat.send"},
+//     {"do": "wait_idle", "timeout_s": 60},
+//     {"do": "frames", "n": 5},
+//     {"do": "screenshot", "name": "chat", "window": "Chat"},
+//     {"do": "assert", "state": "n_messages", "op": ">=", "value": 2},
+//     {"do": "quit"}
+//   ]}
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/util/result.h"
+
+namespace kvc::ui {
+
+enum class StepKind { wait_model, type, click, key, wait_idle, frames, screenshot, assert_state, quit };
+const char* to_string(StepKind k);
+
+enum class CompareOp { eq, ne, ge, le, gt, lt, contains };
+
+// Invariant (parse_script): the fields a kind needs are set; timeout_s > 0; n_frames >= 1.
+struct ScriptStep {
+  int index = 0;          // 1-based, for messages
+  StepKind kind = StepKind::frames;
+  std::string widget;     // type, click
+  std::string text;       // type; key: "ctrl+n", "ctrl+enter", "escape", "ctrl+f"
+  std::string name;       // screenshot file name (without .png)
+  std::string window;     // screenshot: crop to this window; empty: the whole frame
+  std::string state;      // assert: which app state
+  CompareOp op = CompareOp::eq;
+  bool value_is_string = false;
+  double value = 0;
+  std::string value_text;
+  double timeout_s = 30;  // wait_model, wait_idle, and how long a widget may take to appear
+  int n_frames = 1;       // frames
+};
+
+struct Script {
+  std::vector<ScriptStep> steps;
+};
+
+// Errors name the step: "step 3 (click): \"widget\" must be a non-empty string".
+Result<Script> parse_script(std::string_view json_text);
+Result<Script> load_script(const std::filesystem::path& path);
+
+// Applies op to numbers; for strings only eq, ne and contains are meaningful (others false).
+bool compare(double actual, CompareOp op, double expected);
+bool compare(const std::string& actual, CompareOp op, const std::string& expected);
+const char* to_string(CompareOp op);
+
+}  // namespace kvc::ui

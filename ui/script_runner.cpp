@@ -1,0 +1,188 @@
+// The script runner, the app state asserts read, and PNG screenshots.
+#include "ui/script_runner.h"
+
+#include <GL/gl.h>
+#include <stb/stb_image_write.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+namespace kvc::ui {
+
+std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
+  std::map<std::string, StateValue> m;
+  double n_user = 0, n_assistant = 0;
+  for (const auto& msg : s.chat.messages) {
+    n_user += msg.role == Role::user ? 1 : 0;
+    n_assistant += msg.role == Role::assistant ? 1 : 0;
+  }
+  const MessageView* last = nullptr;
+  for (const auto& msg : s.chat.messages) {
+    if (msg.role == Role::assistant) last = &msg;
+  }
+  m["n_conversations"] = static_cast<double>(s.conversations.size());
+  m["n_messages"] = static_cast<double>(s.chat.messages.size());
+  m["n_user_messages"] = n_user;
+  m["n_assistant_messages"] = n_assistant;
+  m["last_reply_chars"] = last ? static_cast<double>(last->text.size()) : 0.0;
+  m["last_reply_tokens"] = last && last->stats.valid ? static_cast<double>(last->stats.n_tokens) : 0.0;
+  m["last_prompt_reused"] = last && last->stats.valid ? static_cast<double>(last->stats.n_prompt_reused) : 0.0;
+  m["last_reply"] = last ? last->text : std::string();
+  m["n_turns"] = static_cast<double>(s.memory.turns.size());
+  m["n_stream_tokens"] = static_cast<double>(s.chat.n_stream_tokens);
+  m["generating"] = s.chat.generating ? 1.0 : 0.0;
+  m["model_ready"] = s.model.status == ModelStatus::ready ? 1.0 : 0.0;
+  m["model_is_demo"] = s.model.is_demo ? 1.0 : 0.0;
+  const char* status = "none";
+  switch (s.model.status) {
+    case ModelStatus::none: status = "none"; break;
+    case ModelStatus::building_demo: status = "building_demo"; break;
+    case ModelStatus::loading: status = "loading"; break;
+    case ModelStatus::ready: status = "ready"; break;
+    case ModelStatus::failed: status = "failed"; break;
+  }
+  m["model_status"] = std::string(status);
+  m["model_name"] = s.model.name;
+  m["chat_title"] = s.chat.title;
+  m["error"] = s.error;
+  return m;
+}
+
+Status write_screenshot(const std::filesystem::path& file, int fb_w, int fb_h, int x, int y, int w, int h) {
+  x = std::clamp(x, 0, fb_w);
+  y = std::clamp(y, 0, fb_h);
+  w = std::clamp(w, 0, fb_w - x);
+  h = std::clamp(h, 0, fb_h - y);
+  if (w == 0 || h == 0) return make_error(ErrorCode::invalid_argument, "the screenshot region is empty");
+  std::vector<unsigned char> pixels(static_cast<size_t>(w) * static_cast<size_t>(h) * 3);  // (h, w, rgb), bottom row first
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadPixels(x, fb_h - y - h, w, h, GL_RGB, GL_UNSIGNED_BYTE, pixels.data());
+  // GL's rows run bottom-up; PNG's top-down.
+  const size_t stride = static_cast<size_t>(w) * 3;
+  std::vector<unsigned char> flipped(pixels.size());
+  for (int r = 0; r < h; ++r) {
+    std::copy_n(pixels.data() + static_cast<size_t>(h - 1 - r) * stride, stride, flipped.data() + static_cast<size_t>(r) * stride);
+  }
+  if (!stbi_write_png(file.c_str(), w, h, 3, flipped.data(), static_cast<int>(stride))) {
+    return make_error(ErrorCode::io, "cannot write " + file.string());
+  }
+  return {};
+}
+
+ScriptRunner::ScriptRunner(Script script, std::filesystem::path screenshot_dir)
+    : script_(std::move(script)), dir_(std::move(screenshot_dir)) {}
+
+void ScriptRunner::fail(const std::string& why) {
+  finished_ = true;
+  exit_code_ = 1;
+  message_ = "step " + std::to_string(step().index) + " (" + to_string(step().kind) + ") failed: " + why;
+}
+
+void ScriptRunner::advance() {
+  ++current_;
+  step_start_s_ = -1;  // the next before_frame starts the step's clock
+  frames_in_step_ = 0;
+  requested_ = false;
+  if (current_ >= script_.steps.size()) {
+    finished_ = true;
+    message_ = "script passed: " + std::to_string(script_.steps.size()) + " steps";
+  }
+}
+
+void ScriptRunner::before_frame(const AppSnapshot& snap, const AppCommands& cmd, ScriptHooks& hooks, double now_s) {
+  if (finished_ || screenshot_due_) return;
+  if (step_start_s_ < 0) step_start_s_ = now_s;
+  ++frames_in_step_;
+  const ScriptStep& s = step();
+  const double elapsed = now_s - step_start_s_;
+  const bool timed_out = elapsed > s.timeout_s;
+  switch (s.kind) {
+    case StepKind::wait_model:
+      if (snap.model.status == ModelStatus::ready) return advance();
+      if (snap.model.status == ModelStatus::failed) return fail("the model failed to load: " + snap.model.error);
+      if (timed_out) return fail("no model after " + std::to_string(s.timeout_s) + " s");
+      return;
+    case StepKind::wait_idle:
+      // Two frames first, so a command posted by the previous step's click is counted as busy.
+      if (frames_in_step_ > 2 && !cmd.busy() && !snap.chat.generating) return advance();
+      if (timed_out) return fail("still busy after " + std::to_string(s.timeout_s) + " s");
+      return;
+    case StepKind::type:
+    case StepKind::click:
+      if (!requested_) {
+        if (!hooks.seen_last_frame(s.widget)) {
+          if (timed_out) return fail("no widget \"" + s.widget + "\" on screen; visible: " + hooks.seen_list());
+          return;
+        }
+        if (s.kind == StepKind::type) hooks.set_text(s.widget, s.text);
+        if (s.kind == StepKind::click) hooks.request_click(s.widget);
+        requested_ = true;
+        return;
+      }
+      if (!hooks.pending(s.widget)) return advance();
+      if (timed_out) return fail("widget \"" + s.widget + "\" did not take the input");
+      return;
+    case StepKind::key:
+      if (!requested_) {
+        hooks.request_key(s.text);
+        requested_ = true;
+        return;
+      }
+      if (!hooks.key_pending(s.text)) return advance();
+      if (timed_out) return fail("key " + s.text + " was not handled");
+      return;
+    case StepKind::frames:
+      if (frames_in_step_ > s.n_frames) return advance();
+      return;
+    case StepKind::screenshot:
+      if (!s.window.empty() && !hooks.window_rect(s.window)) return fail("no window \"" + s.window + "\"");
+      screenshot_due_ = true;
+      return;
+    case StepKind::assert_state: {
+      const auto state = script_state(snap);
+      auto it = state.find(s.state);
+      if (it == state.end()) {
+        std::string names;
+        for (const auto& [k, v] : state) names += (names.empty() ? "" : ", ") + k;
+        return fail("unknown state \"" + s.state + "\"; known: " + names);
+      }
+      if (const double* d = std::get_if<double>(&it->second)) {
+        if (s.value_is_string) return fail("\"" + s.state + "\" is a number, the script compares it to a string");
+        if (compare(*d, s.op, s.value)) return advance();
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "%s is %g, expected %s %g", s.state.c_str(), *d, to_string(s.op), s.value);
+        return fail(buf);
+      }
+      const std::string& str = std::get<std::string>(it->second);
+      if (!s.value_is_string) return fail("\"" + s.state + "\" is a string, the script compares it to a number");
+      if (compare(str, s.op, s.value_text)) return advance();
+      return fail(s.state + " is \"" + str.substr(0, 200) + "\", expected " + to_string(s.op) + " \"" + s.value_text + "\"");
+    }
+    case StepKind::quit:
+      finished_ = true;
+      message_ = "script passed: quit at step " + std::to_string(s.index);
+      return;
+  }
+}
+
+void ScriptRunner::after_render(const ScriptHooks& hooks, int fb_w, int fb_h, float fb_scale) {
+  if (!screenshot_due_) return;
+  screenshot_due_ = false;
+  const ScriptStep& s = step();
+  int x = 0, y = 0, w = fb_w, h = fb_h;
+  if (!s.window.empty()) {
+    const auto r = hooks.window_rect(s.window);
+    if (!r) return fail("no window \"" + s.window + "\"");
+    x = static_cast<int>(r->min.x * fb_scale);
+    y = static_cast<int>(r->min.y * fb_scale);
+    w = static_cast<int>((r->max.x - r->min.x) * fb_scale);
+    h = static_cast<int>((r->max.y - r->min.y) * fb_scale);
+  }
+  const auto file = dir_ / (s.name + ".png");
+  if (auto st = write_screenshot(file, fb_w, fb_h, x, y, w, h); !st.ok()) return fail(st.error().message);
+  std::fprintf(stderr, "kvchat: screenshot %s (%dx%d)\n", file.c_str(), w, h);
+  advance();
+}
+
+}  // namespace kvc::ui

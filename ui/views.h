@@ -1,0 +1,106 @@
+// The app's windows. Each keeps only UI state (text being typed, what is selected) and draws
+// from the snapshot in the ViewContext; whatever needs the model or the disk goes through
+// AppCommands.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <future>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ui/app_state.h"
+#include "ui/model_discovery.h"
+#include "ui/theme.h"
+#include "ui/widgets.h"
+
+namespace kvc::ui {
+
+struct ViewContext {
+  const AppSnapshot& snap;
+  AppCommands& cmd;
+  ScriptHooks& hooks;
+  const Fonts& fonts;
+  int64_t now_ms = 0;  // wall clock, for "5 min ago"
+};
+
+// Window titles: also the names script mode crops screenshots to.
+inline constexpr const char* k_conversations_window = "Conversations";
+inline constexpr const char* k_chat_window = "Chat";
+inline constexpr const char* k_model_window = "Model";
+inline constexpr const char* k_memory_window = "Memory";
+
+struct ConversationsView {
+  void draw(ViewContext& ctx);
+  bool focus_search = false;  // Ctrl+F
+
+ private:
+  std::string query_;
+  std::string sent_query_;
+  int64_t rename_id_ = 0;
+  std::string rename_text_;
+  int64_t delete_id_ = 0;
+};
+
+struct ChatView {
+  void draw(ViewContext& ctx);
+  // Ctrl+Enter and the Send button.
+  void send(ViewContext& ctx);
+  bool focus_input = false;
+
+ private:
+  void draw_message(ViewContext& ctx, const MessageView& m, bool last);
+  void draw_settings(ViewContext& ctx);
+  std::string input_;
+  int64_t editing_id_ = 0;
+  std::string edit_text_;
+  int64_t shown_conversation_ = -1;
+  size_t shown_messages_ = 0;
+  size_t shown_chars_ = 0;
+  bool stick_to_bottom_ = true;
+  // Height of each drawn message, keyed by (id, text size, width): messages off screen are
+  // replaced by empty space of that height (variable-height list clipping).
+  std::map<int64_t, std::pair<uint64_t, float>> heights_;
+  std::string settings_system_;
+  SamplingView settings_sampling_;
+};
+
+struct ModelView {
+  void draw(ViewContext& ctx);
+  std::filesystem::path home;
+  std::filesystem::path data_dir;
+  bool open_browser = false;  // File > Open model
+
+ private:
+  void draw_current(ViewContext& ctx);
+  void draw_found(ViewContext& ctx);
+  void draw_browser(ViewContext& ctx);
+  void draw_selected(ViewContext& ctx);
+  void select(const std::filesystem::path& p);
+  void list_dir(const std::filesystem::path& dir);
+
+  struct DirEntry {
+    std::string name;
+    bool is_dir = false;
+    uintmax_t file_bytes = 0;
+  };
+  std::future<std::vector<FoundModel>> scan_;
+  std::optional<std::vector<FoundModel>> found_;
+  std::filesystem::path dir_;
+  std::future<std::vector<DirEntry>> listing_;
+  std::optional<std::vector<DirEntry>> entries_;
+  std::filesystem::path selected_;
+  std::future<Result<ModelInfo>> info_future_;
+  std::optional<Result<ModelInfo>> info_;
+  int estimate_ctx_ = 4096;
+  int estimate_kv_format_ = 0;  // F16, INT8, INT4
+  bool started_ = false;
+};
+
+struct MemoryView {
+  void draw(ViewContext& ctx);
+};
+
+}  // namespace kvc::ui
