@@ -8,6 +8,7 @@
 
 #include "app/cli/cli_common.h"
 #include "core/model/session.h"
+#include "kernels/cpu/mem_bandwidth.h"
 
 namespace kvc::cli {
 
@@ -19,6 +20,7 @@ struct BenchArgs {
   int64_t n_gen = 32;
   int repetitions = 3;
   bool json = false;
+  bool bandwidth = false;
 };
 
 double median(std::vector<double> v) {
@@ -69,6 +71,12 @@ int run_bench(BenchArgs a) {
   }
   const double pp_med = median(pp), tg_med = median(tg);
   const double gb_s = static_cast<double>(m.weight_bytes()) * tg_med / 1e9;
+  // The physical ceiling, measured in the same run on the same threads.
+  double mem_gb_s = 0;
+  if (a.bandwidth) {
+    kernels::ThreadPool pool(a.model.threads > 0 ? a.model.threads : kernels::default_thread_count());
+    mem_gb_s = kernels::measure_read_bandwidth(pool, size_t{1} << 30, 5) / 1e9;
+  }
   if (a.json) {
     nlohmann::json j;
     j["model"] = m.path();
@@ -83,6 +91,11 @@ int run_bench(BenchArgs a) {
     j["prefill_runs_tok_s"] = pp;
     j["decode_runs_tok_s"] = tg;
     j["decode_weight_read_gb_s"] = gb_s;
+    if (a.bandwidth) {
+      j["memory_read_gb_s"] = mem_gb_s;
+      j["decode_ceiling_tok_s"] = mem_gb_s * 1e9 / static_cast<double>(m.weight_bytes());
+      j["decode_fraction_of_ceiling"] = gb_s / mem_gb_s;
+    }
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("model     %s (%s, %s)\nbackend   %s\n", m.path().c_str(), m.weight_type_summary().c_str(),
@@ -90,6 +103,10 @@ int run_bench(BenchArgs a) {
     std::printf("prefill   %8.1f tok/s  (pp%lld, median of %d)\n", pp_med, static_cast<long long>(a.n_prompt), a.repetitions);
     std::printf("decode    %8.1f tok/s  (tg%lld, median of %d; weights read at %.1f GB/s)\n", tg_med,
                 static_cast<long long>(a.n_gen), a.repetitions, gb_s);
+    if (a.bandwidth) {
+      std::printf("ceiling   %8.1f tok/s  (memory read %.1f GB/s streaming sum; decode at %.0f %% of it)\n",
+                  mem_gb_s * 1e9 / static_cast<double>(m.weight_bytes()), mem_gb_s, 100.0 * gb_s / mem_gb_s);
+    }
   }
   return 0;
 }
@@ -104,6 +121,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--tg", a->n_gen, "tokens for the decode measurement")->capture_default_str()->check(CLI::Range(1, 8192));
   cmd->add_option("-r,--repetitions", a->repetitions, "measured repetitions (after one warm-up)")->capture_default_str()->check(CLI::Range(1, 100));
   cmd->add_flag("--json", a->json, "print a JSON object (prefill_tok_s, decode_tok_s, ...)");
+  cmd->add_flag("--bandwidth", a->bandwidth, "also measure the memory read bandwidth: the decode ceiling");
   cmd->callback([a] {
     if (int rc = run_bench(*a); rc != 0) throw CLI::RuntimeError(rc);
   });
