@@ -1,6 +1,7 @@
 // Fork-join thread pool with spin-then-sleep workers.
 #include "kernels/cpu/thread_pool.h"
 
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <string>
@@ -20,9 +21,28 @@ inline void cpu_relax() {
 #endif
 }
 
-// About 30-60 us of spinning before sleeping: long enough to catch the next job of a decode
-// step without a futex round trip, short enough not to steal a core another process needs.
-constexpr int k_spin_iterations = 2000;
+// Waiting for the next job or for the workers: spin with pause for the first few
+// microseconds (jobs of a decode step follow each other that closely), then keep polling but
+// yield the core between polls, so that on an oversubscribed machine the thread we wait for
+// can run; sleep in the kernel only after k_spin_budget of waiting (a futex wake costs tens
+// of microseconds in a VM, more than most decode jobs take).
+constexpr auto k_pause_budget = std::chrono::microseconds(20);
+constexpr auto k_spin_budget = std::chrono::milliseconds(2);
+
+// Polls `done` until it returns true (then returns true) or the spin budget runs out.
+template <typename Pred>
+bool spin_until(Pred&& done) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      cpu_relax();
+    }
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (waited > k_spin_budget) return false;
+    if (waited > k_pause_budget) std::this_thread::yield();
+  }
+}
 
 }  // namespace
 
@@ -44,23 +64,15 @@ void ThreadPool::dispatch(const Job& job) {
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
   job.call(job.ctx, 0, n_threads_);
-  // Wait for the workers: spin briefly, then sleep (a spinning caller would starve a worker
-  // that shares its core when the machine is oversubscribed).
-  for (int spin = 0; spin < k_spin_iterations; ++spin) {
-    if (pending_.load(std::memory_order_acquire) == 0) return;
-    cpu_relax();
-  }
+  if (spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) return;
   for (int left; (left = pending_.load(std::memory_order_acquire)) != 0;) pending_.wait(left, std::memory_order_acquire);
 }
 
 void ThreadPool::worker_main(int ith) {
   uint64_t seen = 0;
   for (;;) {
-    uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < k_spin_iterations; ++spin) {
-      cpu_relax();
-      gen = generation_.load(std::memory_order_acquire);
-    }
+    uint64_t gen = seen;
+    spin_until([&] { return (gen = generation_.load(std::memory_order_acquire)) != seen; });
     if (gen == seen) {
       generation_.wait(seen, std::memory_order_acquire);
       continue;
