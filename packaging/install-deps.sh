@@ -13,8 +13,8 @@ packages=(
   libimgui-dev libglfw3-dev libstb-dev fonts-dejavu-core
   # GUI tests under a virtual X server; packaging (.deb dependencies)
   xvfb xauth dpkg-dev
-  # tests: Catch2 2.x; clang brings libFuzzer for the GGUF fuzz target
-  catch2 clang
+  # tests: Catch2 2.x; clang and its runtime (libFuzzer, sanitizers) for the GGUF fuzz target
+  catch2 clang libclang-rt-dev
 )
 
 missing=()
