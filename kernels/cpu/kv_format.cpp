@@ -9,6 +9,7 @@ namespace kvc::kernels {
 
 const KvOpsTable& kv_ops_for(Isa isa) {
   const CpuFeatures& f = cpu_features();
+  if (isa >= Isa::avx512_vnni && f.avx512_vnni) return kv_ops_avx512_vnni();
   if (isa >= Isa::avx512 && f.avx512) return kv_ops_avx512();
   if (isa >= Isa::avx2 && f.avx2) return kv_ops_avx2();
   return kv_ops_scalar();

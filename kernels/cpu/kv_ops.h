@@ -26,8 +26,16 @@ using AccumulateRangeQ = void (*)(const float* w, int64_t w_stride, int n_q, con
                                   int64_t v_stride_bytes, int64_t n_pos, int head_dim,
                                   float* acc);
 
-// Invariant: every pointer is non-null, and a table is handed out (kv_ops_for) only when the
-// CPU supports its ISA. F16 rows use the OpsTable of the same ISA (ops_impl.h).
+// The same scores from q quantized per head to int8 (quantize_q_heads below) with integer
+// dot products: scores[j * score_stride + t] = scale * q_scale[j] * sum_g d_g (q8[j] . k_g).
+//   q8: (n_q, head_dim) int8;  q_scale: (n_q);  q_sums: (n_q, head_dim / 4) int32.
+using ScoreRangeQi = void (*)(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q,
+                              int head_dim, const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos,
+                              float scale, float* scores, int64_t score_stride);
+
+// Invariant: every pointer is non-null except the ScoreRangeQi ones (null: this ISA scores
+// quantized K with the float loops), and a table is handed out (kv_ops_for) only when the CPU
+// supports its ISA. F16 rows use the OpsTable of the same ISA (ops_impl.h).
 struct KvOpsTable {
   Isa isa = Isa::scalar;
   EncodeRowFn encode_q8 = nullptr;
@@ -38,11 +46,18 @@ struct KvOpsTable {
   ScoreRangeQ score_range_q4 = nullptr;
   AccumulateRangeQ accumulate_range_q8 = nullptr;
   AccumulateRangeQ accumulate_range_q4 = nullptr;
+  ScoreRangeQi score_range_q8_int = nullptr;  // head_dim <= k_max_int_head_dim
+  ScoreRangeQi score_range_q4_int = nullptr;
 };
+
+// Integer scoring keeps per-chunk correction vectors on the stack, up to this head size.
+constexpr int k_max_int_head_dim = 256;
 
 const KvOpsTable& kv_ops_scalar();
 const KvOpsTable& kv_ops_avx2();    // call only when cpu_features().avx2
 const KvOpsTable& kv_ops_avx512();  // call only when cpu_features().avx512
+// AVX-512 with integer K scores (VPDPBUSD); call only when cpu_features().avx512_vnni.
+const KvOpsTable& kv_ops_avx512_vnni();
 
 // The table for `isa`, or for the best ISA below it that this CPU supports.
 const KvOpsTable& kv_ops_for(Isa isa);
@@ -53,6 +68,21 @@ namespace detail {
 // Rounds a group's scale d to F16, stores its bits, and returns 1 / d_f16 (0 when d_f16 is 0).
 // Out of line so that every ISA quantizes with the same scalar arithmetic.
 float kv_group_scale(float d, uint16_t* d_bits);
+
+// Quantizes each of n_q query heads (head_dim floats, a multiple of 32) to int8 with one
+// scale per head: q8 = round(q / d), d = amax / 127 (|q - d q8| <= d / 2); q_sums[j][l] is
+// the sum of q8[j][4l, 4l + 4) (what VPDPBUSD adds per lane), for the offset correction.
+//   q: (n_q, head_dim);  q8: (n_q, head_dim);  q_scale: (n_q);  q_sums: (n_q, head_dim / 4).
+void quantize_q_heads(const float* q, int n_q, int head_dim, int8_t* q8, float* q_scale,
+                      int32_t* q_sums);
+
+// The VNNI score loops (kv_score_vnni_avx512.cpp).
+void score_range_q8_vnni(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q,
+                         int head_dim, const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos,
+                         float scale, float* scores, int64_t score_stride);
+void score_range_q4_vnni(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q,
+                         int head_dim, const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos,
+                         float scale, float* scores, int64_t score_stride);
 }  // namespace detail
 
 // Row conversions with table `t` (F16 through ops_for(t.isa)).

@@ -229,6 +229,8 @@ constexpr KvOpsTable k_avx2_table = {
     score_range_avx2<KvType::q4>,
     accumulate_range_avx2<KvType::q8>,
     accumulate_range_avx2<KvType::q4>,
+    nullptr,  // K scores stay float: no integer dot product on this ISA
+    nullptr,
 };
 
 }  // namespace

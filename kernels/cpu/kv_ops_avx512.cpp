@@ -237,8 +237,23 @@ constexpr KvOpsTable k_avx512_table = {
     accumulate_range_avx512<KvType::q4>,
 };
 
+constexpr KvOpsTable k_avx512_vnni_table = {
+    Isa::avx512_vnni,
+    encode_q8_avx512,
+    encode_q4_avx512,
+    decode_avx512<KvType::q8>,
+    decode_avx512<KvType::q4>,
+    score_range_avx512<KvType::q8>,
+    score_range_avx512<KvType::q4>,
+    accumulate_range_avx512<KvType::q8>,
+    accumulate_range_avx512<KvType::q4>,
+    detail::score_range_q8_vnni,
+    detail::score_range_q4_vnni,
+};
+
 }  // namespace
 
 const KvOpsTable& kv_ops_avx512() { return k_avx512_table; }
+const KvOpsTable& kv_ops_avx512_vnni() { return k_avx512_vnni_table; }
 
 }  // namespace kvc::kernels

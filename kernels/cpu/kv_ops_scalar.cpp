@@ -8,21 +8,55 @@
 
 namespace kvc::kernels {
 
+namespace {
+
+// NaN goes to lo, as the SIMD max(x, lo) does, so no float-to-int conversion is undefined.
+float clamp(float x, float lo, float hi) { return x > lo ? (x < hi ? x : hi) : lo; }
+
+// Round to nearest even for |x| <= 2^22 in the default rounding mode, without a libm call
+// (baseline x86-64 has no roundss): adding 1.5 * 2^23 leaves no fraction bits.
+float round_even_small(float x) {
+  constexpr float k_magic = 12582912.0f;
+  return (x + k_magic) - k_magic;  // not folded to x: no -ffast-math in this project
+}
+
+}  // namespace
+
 namespace detail {
 float kv_group_scale(float d, uint16_t* d_bits) {
   *d_bits = f32_to_fp16(d);
   const float d16 = fp16_to_f32(*d_bits);
   return d16 != 0.0f ? 1.0f / d16 : 0.0f;
 }
+void quantize_q_heads(const float* q, int n_q, int head_dim, int8_t* q8, float* q_scale,
+                      int32_t* q_sums) {
+  for (int j = 0; j < n_q; ++j) {
+    const float* qj = q + static_cast<int64_t>(j) * head_dim;
+    int8_t* oj = q8 + static_cast<int64_t>(j) * head_dim;
+    float amax = 0.0f;
+    for (int i = 0; i < head_dim; ++i) {
+      const float a = std::fabs(qj[i]);
+      amax = a > amax ? a : amax;  // maxss; std::fmax is a libm call on baseline x86-64
+    }
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int i = 0; i < head_dim; ++i) {
+      const float v = qj[i] * id;
+      oj[i] = static_cast<int8_t>(round_even_small(clamp(v, -127.0f, 127.0f)));
+    }
+    q_scale[j] = d;
+    for (int l = 0; l < head_dim / 4; ++l) {
+      q_sums[static_cast<int64_t>(j) * (head_dim / 4) + l] = oj[4 * l] + oj[4 * l + 1] + oj[4 * l + 2] + oj[4 * l + 3];
+    }
+  }
+}
+
 }  // namespace detail
 
 namespace {
 
 constexpr int64_t k_q8_bytes = kv_group_bytes(KvType::q8);
 constexpr int64_t k_q4_bytes = kv_group_bytes(KvType::q4);
-
-// NaN goes to lo, as the SIMD max(x, lo) does, so no float-to-int conversion is undefined.
-float clamp(float x, float lo, float hi) { return x > lo ? (x < hi ? x : hi) : lo; }
 
 uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
 void store_u16(uint8_t* p, uint16_t v) {
@@ -135,6 +169,8 @@ constexpr KvOpsTable k_scalar_table = {
     score_range_scalar<KvType::q4>,
     accumulate_range_scalar<KvType::q8>,
     accumulate_range_scalar<KvType::q4>,
+    nullptr,  // K scores stay float: no integer dot product on this ISA
+    nullptr,
 };
 
 }  // namespace

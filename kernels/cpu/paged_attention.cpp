@@ -32,12 +32,28 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
                      reinterpret_cast<uintptr_t>(kv.blocks[b]) % alignof(uint16_t) == 0);
   }
 
+  // Integer K scores: q of each kv head's query heads quantized once, after the scores.
+  struct {
+    int8_t* q8 = nullptr;     // (n_group, head_dim)
+    float* scale = nullptr;   // (n_group)
+    int32_t* sums = nullptr;  // (n_group, head_dim / 4)
+  } q_int;
+  const bool int_k = (l.k_type == KvType::q8 && t.score_range_q8_int != nullptr) ||
+                     (l.k_type == KvType::q4 && t.score_range_q4_int != nullptr);
+  if (int_k && s.head_dim <= k_max_int_head_dim && n_att > 0) {
+    float* rest = scratch + n_group * n_att;
+    q_int.q8 = reinterpret_cast<int8_t*>(rest);
+    q_int.scale = rest + group_floats / 4;
+    q_int.sums = reinterpret_cast<int32_t*>(q_int.scale + n_group);
+  }
+
   for (int h = kv_head_begin; h < kv_head_end; ++h) {
     const float* q_group = q + h * group_floats;  // (n_group, head_dim)
     float* out_group = out + h * group_floats;    // (n_group, head_dim)
     float* scores = scratch;                      // (n_group, n_att)
     std::memset(out_group, 0, static_cast<size_t>(group_floats) * sizeof(float));
     if (n_att == 0) continue;
+    if (q_int.q8 != nullptr) detail::quantize_q_heads(q_group, n_group, s.head_dim, q_int.q8, q_int.scale, q_int.sums);
     for (int64_t b = block_begin; b < block_end; ++b) {
       const int64_t t0 = b * B > begin ? b * B : begin;
       const int64_t t1 = (b + 1) * B < n_kv ? (b + 1) * B : n_kv;
@@ -50,10 +66,20 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
                               l.k_row_bytes / 2, t1 - t0, s.scale, sb, n_att);
           break;
         case KvType::q8:
-          t.score_range_q8(q_group, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
+          if (q_int.q8 != nullptr) {
+            t.score_range_q8_int(q_int.q8, q_int.scale, q_int.sums, n_group, s.head_dim, k, l.k_row_bytes,
+                                 t1 - t0, s.scale, sb, n_att);
+          } else {
+            t.score_range_q8(q_group, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
+          }
           break;
         case KvType::q4:
-          t.score_range_q4(q_group, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
+          if (q_int.q8 != nullptr) {
+            t.score_range_q4_int(q_int.q8, q_int.scale, q_int.sums, n_group, s.head_dim, k, l.k_row_bytes,
+                                 t1 - t0, s.scale, sb, n_att);
+          } else {
+            t.score_range_q4(q_group, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
+          }
           break;
       }
     }

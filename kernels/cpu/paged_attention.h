@@ -31,7 +31,10 @@ inline int64_t paged_window_begin(const PagedKvView& kv, int64_t n_kv) {
 // i reads kv head i / (n_head / n_kv_head), only kv heads [kv_head_begin, kv_head_end) and
 // their query heads are computed, softmax is max-subtracted in float. s.kv_stride is unused
 // (the layout fixes it); s.n_kv_head and s.head_dim must match the layout.
-// Each K and V row of a kv head is read once for all its query heads.
+// Each K and V row of a kv head is read once for all its query heads. On AVX-512 VNNI, INT8 /
+// INT4 K is scored with integer dot products against q quantized to int8 per head (adding at
+// most scale * d_q / 2 * sum |k| to each score, d_q = max |q_head| / 127); elsewhere K groups
+// are dequantized in registers.
 // scratch: at least paged_attention_scratch_floats(s, n_attended) floats, where n_attended
 // = n_kv - paged_window_begin(kv, n_kv).  With no attended position, out is zero.
 void attention_paged(const float* q, const PagedKvView& kv, int64_t n_kv, const AttentionShape& s,
@@ -41,9 +44,10 @@ void attention_paged_reference(const float* q, const PagedKvView& kv, int64_t n_
                                const AttentionShape& s, int kv_head_begin, int kv_head_end,
                                float* out, float* scratch);
 
-// (n_head / n_kv_head) * n_attended: one score row per query head of a kv head.
+// (n_head / n_kv_head) * (n_attended + head_dim / 2 + 1): one score row per query head of a
+// kv head, and room for those query heads quantized to int8 (integer K scores).
 inline int64_t paged_attention_scratch_floats(const AttentionShape& s, int64_t n_attended) {
-  return static_cast<int64_t>(s.n_head / s.n_kv_head) * n_attended;
+  return static_cast<int64_t>(s.n_head / s.n_kv_head) * (n_attended + s.head_dim / 2 + 1);
 }
 
 }  // namespace kvc::kernels

@@ -26,6 +26,7 @@ std::vector<const KvOpsTable*> all_tables() {
   std::vector<const KvOpsTable*> r{&kv_ops_scalar()};
   if (cpu_features().avx2) r.push_back(&kv_ops_avx2());
   if (cpu_features().avx512) r.push_back(&kv_ops_avx512());
+  if (cpu_features().avx512_vnni) r.push_back(&kv_ops_avx512_vnni());
   return r;
 }
 
@@ -105,9 +106,9 @@ std::vector<float> run_paged(const KvOpsTable& t, const PagedCase& c, int64_t wi
 
 // softmax(q.k * scale) . v per query head in double over positions [begin, n_kv) of rows
 // k, v: (n_kv, n_kv_head * head_dim). weights, when given, receives (n_head, n_kv - begin).
-std::vector<double> attention_double(const PagedCase& c, const std::vector<float>& k,
-                                     const std::vector<float>& v, int64_t begin,
-                                     std::vector<double>* weights = nullptr) {
+std::vector<double> attention_double(const PagedCase& c, const std::vector<float>& q,
+                                     const std::vector<float>& k, const std::vector<float>& v,
+                                     int64_t begin, std::vector<double>* weights = nullptr) {
   const AttentionShape& s = c.shape;
   const int64_t n = c.row_elems();
   const int64_t n_att = c.n_kv - begin;
@@ -119,7 +120,7 @@ std::vector<double> attention_double(const PagedCase& c, const std::vector<float
     for (int64_t t = 0; t < n_att; ++t) {
       double dot = 0.0;
       for (int d = 0; d < s.head_dim; ++d) {
-        dot += static_cast<double>(c.q[static_cast<size_t>(i * s.head_dim + d)]) *
+        dot += static_cast<double>(q[static_cast<size_t>(i * s.head_dim + d)]) *
                static_cast<double>(k[static_cast<size_t>((begin + t) * n + h * s.head_dim + d)]);
       }
       p[static_cast<size_t>(t)] = dot * static_cast<double>(s.scale);
@@ -146,7 +147,8 @@ std::vector<double> attention_double(const PagedCase& c, const std::vector<float
 // then err relatively by <= e^(2 ds) - 1 plus the softmax's own rounding (exp within 2 ulp,
 // a float sum of n_att terms, one division: (n_att + 8) 2^-24), and the weighted sum of
 // n_att values adds n_att 2^-24 max|v|.
-double float_attention_bound(const PagedCase& c, int64_t begin) {
+double float_attention_bound(const PagedCase& c, int64_t begin, const std::vector<float>* q_used = nullptr) {
+  const std::vector<float>& q = q_used ? *q_used : c.q;
   const AttentionShape& s = c.shape;
   const int64_t n = c.row_elems();
   double max_qk = 0.0;
@@ -156,7 +158,7 @@ double float_attention_bound(const PagedCase& c, int64_t begin) {
     for (int64_t t = begin; t < c.n_kv; ++t) {
       double sum = 0.0;
       for (int d = 0; d < s.head_dim; ++d) {
-        sum += std::fabs(static_cast<double>(c.q[static_cast<size_t>(i * s.head_dim + d)]) *
+        sum += std::fabs(static_cast<double>(q[static_cast<size_t>(i * s.head_dim + d)]) *
                          static_cast<double>(c.kd[static_cast<size_t>(t * n + h * s.head_dim + d)]));
       }
       max_qk = std::max(max_qk, sum);
@@ -169,6 +171,45 @@ double float_attention_bound(const PagedCase& c, int64_t begin) {
   const double n_att = static_cast<double>(c.n_kv - begin);
   const double ds = (s.head_dim + 2) * u * max_qk * static_cast<double>(s.scale);
   return max_v * (std::expm1(2.0 * ds) + (2.0 * n_att + 8.0) * u);
+}
+
+// True when table t scores this case's K with integer dot products.
+bool integer_k(const KvOpsTable& t, const PagedCase& c) {
+  return (c.layout.k_type == KvType::q8 && t.score_range_q8_int != nullptr) ||
+         (c.layout.k_type == KvType::q4 && t.score_range_q4_int != nullptr);
+}
+
+// q as the integer K path uses it: d * q8 per head (detail::quantize_q_heads).
+std::vector<float> quantized_q(const PagedCase& c) {
+  const AttentionShape& s = c.shape;
+  std::vector<int8_t> q8(c.q.size());
+  std::vector<float> scale(static_cast<size_t>(s.n_head));
+  std::vector<int32_t> sums(c.q.size() / 4);
+  detail::quantize_q_heads(c.q.data(), s.n_head, s.head_dim, q8.data(), scale.data(), sums.data());
+  std::vector<float> out(c.q.size());
+  for (size_t e = 0; e < out.size(); ++e) out[e] = scale[e / static_cast<size_t>(s.head_dim)] * static_cast<float>(q8[e]);
+  return out;
+}
+
+// How far the integer K path may be from the float one: |q - q'| <= d_q / 2 per element moves
+// each score by at most scale * d_q / 2 * sum |k|, and the output by (e^(2 eps) - 1) max |v|.
+double integer_q_bound(const PagedCase& c) {
+  const AttentionShape& s = c.shape;
+  const int64_t n = c.row_elems();
+  double eps = 0.0;
+  double max_v = 0.0;
+  for (int i = 0; i < s.n_head; ++i) {
+    const int h = i / (s.n_head / s.n_kv_head);
+    double amax = 0.0;
+    for (int d = 0; d < s.head_dim; ++d) amax = std::max(amax, std::fabs(static_cast<double>(c.q[static_cast<size_t>(i * s.head_dim + d)])));
+    for (int64_t t = 0; t < c.n_kv; ++t) {
+      double sum = 0.0;
+      for (int d = 0; d < s.head_dim; ++d) sum += std::fabs(static_cast<double>(c.kd[static_cast<size_t>(t * n + h * s.head_dim + d)]));
+      eps = std::max(eps, static_cast<double>(s.scale) * amax / 127.0 / 2.0 * sum * (1.0 + 1e-6));
+    }
+  }
+  for (float x : c.vd) max_v = std::max(max_v, std::fabs(static_cast<double>(x)));
+  return std::expm1(2.0 * eps) * max_v;
 }
 
 double max_abs_diff(const std::vector<float>& a, const std::vector<double>& b) {
@@ -240,14 +281,29 @@ TEST_CASE("paged attention: SIMD matches the scalar reference, the reference mat
                                             static_cast<uint32_t>(n_kv + head_dim));
               const double bound = float_attention_bound(c, 0);
               const std::vector<float> ref = run_paged(kv_ops_scalar(), c);
-              const double err_ref = max_abs_diff(ref, attention_double(c, c.kd, c.vd, 0));
+              const double err_ref = max_abs_diff(ref, attention_double(c, c.q, c.kd, c.vd, 0));
               INFO("reference vs double " << err_ref << " bound " << bound);
               CHECK(err_ref <= bound);
               for (const KvOpsTable* t : all_tables()) {
                 INFO(isa_name(t->isa));
-                const double err = max_abs_diff(run_paged(*t, c), ref);
-                INFO("vs reference " << err << " bound " << 2 * bound);
-                CHECK(err <= 2.0 * bound);
+                const std::vector<float> got = run_paged(*t, c);
+                if (integer_k(*t, c)) {
+                  // Exact integer dots on the quantized q: as close to double attention with
+                  // that q as the float path is with the float q; and near the reference.
+                  const std::vector<float> qq = quantized_q(c);
+                  const double err_q = max_abs_diff(got, attention_double(c, qq, c.kd, c.vd, 0));
+                  const double bound_q = float_attention_bound(c, 0, &qq);
+                  INFO("integer K vs double with quantized q " << err_q << " bound " << bound_q);
+                  CHECK(err_q <= bound_q);
+                  const double err = max_abs_diff(got, ref);
+                  const double bound_int = 2.0 * bound + integer_q_bound(c);
+                  INFO("integer K vs reference " << err << " bound " << bound_int);
+                  CHECK(err <= bound_int);
+                } else {
+                  const double err = max_abs_diff(got, ref);
+                  INFO("vs reference " << err << " bound " << 2 * bound);
+                  CHECK(err <= 2.0 * bound);
+                }
               }
             }
           }
@@ -273,7 +329,7 @@ TEST_CASE("quantized KV attention stays within its quantization error of F16 att
         const PagedCase f = make_case(hd.n_head, hd.n_kv_head, head_dim, n_kv, 16, KvType::f16, KvType::f16, 2.0f, 5);
         REQUIRE(c.k == f.k);
         std::vector<double> p;
-        const std::vector<double> want = attention_double(f, f.kd, f.vd, 0, &p);
+        const std::vector<double> want = attention_double(f, f.q, f.kd, f.vd, 0, &p);
         const std::vector<float> got = run_paged(kv_ops_active(), c);
         const AttentionShape& s = c.shape;
         const int64_t n = c.row_elems();
@@ -338,12 +394,17 @@ TEST_CASE("sliding-window paged attention attends only to the window and never r
         }
       }
       const double bound = float_attention_bound(c, begin);
-      const std::vector<double> want = attention_double(c, c.kd, c.vd, begin);
+      const std::vector<double> want = attention_double(c, c.q, c.kd, c.vd, begin);
       for (const KvOpsTable* t : all_tables()) {
         INFO(isa_name(t->isa));
         const std::vector<float> got = run_paged(*t, c, window);
         for (float x : got) REQUIRE(std::isfinite(x));
-        CHECK(max_abs_diff(got, want) <= bound);
+        if (integer_k(*t, c)) {
+          const std::vector<float> qq = quantized_q(c);
+          CHECK(max_abs_diff(got, attention_double(c, qq, c.kd, c.vd, begin)) <= float_attention_bound(c, begin, &qq));
+        } else {
+          CHECK(max_abs_diff(got, want) <= bound);
+        }
         if (type == KvType::f16) {
           // Exactly attention_f16 over the window's positions alone.
           AttentionShape s = c.shape;
@@ -385,4 +446,26 @@ TEST_CASE("paged attention with no attended position writes zeros", "[kernels]")
   std::vector<float> out(4 * 64, 1.0f);
   attention_paged(c.q.data(), c.view(), 0, c.shape, 0, 1, out.data(), nullptr);
   CHECK(std::all_of(out.begin(), out.end(), [](float x) { return x == 0.0f; }));
+}
+
+TEST_CASE("query heads quantize to int8 within half a step, with per-lane sums", "[kernels]") {
+  std::mt19937 rng(4);
+  const std::vector<float> q = random_floats(3 * 64, -3.0f, 3.0f, rng);
+  std::vector<int8_t> q8(q.size());
+  float scale[3];
+  std::vector<int32_t> sums(q.size() / 4);
+  detail::quantize_q_heads(q.data(), 3, 64, q8.data(), scale, sums.data());
+  for (int j = 0; j < 3; ++j) {
+    double amax = 0.0;
+    for (int d = 0; d < 64; ++d) amax = std::max(amax, std::fabs(static_cast<double>(q[static_cast<size_t>(j * 64 + d)])));
+    CHECK(static_cast<double>(scale[j]) == Approx(amax / 127.0));
+    for (int d = 0; d < 64; ++d) {
+      const size_t e = static_cast<size_t>(j * 64 + d);
+      CHECK(std::fabs(static_cast<double>(q[e]) - static_cast<double>(scale[j]) * q8[e]) <= static_cast<double>(scale[j]) * 0.5 * (1 + 1e-5));
+    }
+    for (int l = 0; l < 16; ++l) {
+      const size_t b = static_cast<size_t>(j * 64 + 4 * l);
+      CHECK(sums[static_cast<size_t>(j * 16 + l)] == q8[b] + q8[b + 1] + q8[b + 2] + q8[b + 3]);
+    }
+  }
 }
