@@ -1,6 +1,7 @@
 // kvchat-cli bench-cache: time to first token of a long conversation, cold and from each tier.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -24,8 +25,14 @@ struct BenchCacheArgs {
   std::string kv_type = "f16";
   int conversations = 2;
   int turns = 3;
+  int repetitions = 3;
   bool json = false;
 };
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -99,38 +106,51 @@ int run_bench_cache(BenchCacheArgs a) {
   if (!cold_ms.ok()) return report(cold_ms.error());
   bar.done();
 
-  // T0: the history is still in the compute pool (the previous turn just ended).
+  // Each case, repeated; every repetition sends a new message after the same history.
+  std::vector<double> t0v, t1v, t2v, rsv, rsame, mbv;
+  kv::PrefixInfo p0, p1, p2, pr, prs;
   auto s0 = fresh();
   if (!s0.ok()) return report(s0.error());
-  if (auto r = s0->evaluate(history); !r.ok()) return report(r.error());
-  auto t0_ms = ttft(*s0, with_new_message(history));
-  const kv::PrefixInfo p0 = s0->last_prefix();
-  // T1: the conversation was closed and its blocks demoted to host RAM.
-  s0->clear();
-  s0->cache().demote_all_unpinned(kv::Tier::t1);
-  auto t1_ms = ttft(*s0, with_new_message(history));
-  const kv::PrefixInfo p1 = s0->last_prefix();
-  // T2: demoted to disk.
-  s0->clear();
-  s0->cache().demote_all_unpinned(kv::Tier::t2);
-  (*cold)->flush();
-  const int64_t read_before = (*cold)->stats().bytes_read;
-  auto t2_ms = ttft(*s0, with_new_message(history));
-  const kv::PrefixInfo p2 = s0->last_prefix();
-  const double t2_mb_s = static_cast<double>((*cold)->stats().bytes_read - read_before) / 1e6 / (p2.promote_ms / 1e3);
-  // Restart: a new cache (empty index) over the store reopened from disk.
-  (*cold)->flush();
-  cold->reset();
-  auto reopened = storage::SqliteColdStore::open(cold_dir);
-  if (!reopened.ok()) return report(reopened.error());
-  o.cold = reopened->get();
-  auto sr = fresh();
-  if (!sr.ok()) return report(sr.error());
-  auto restart_ms = ttft(*sr, with_new_message(history));
-  const kv::PrefixInfo pr = sr->last_prefix();
-  for (auto* r : {&t0_ms, &t1_ms, &t2_ms, &restart_ms}) {
-    if (!r->ok()) return report(r->error());
+  auto timed = [&](model::Session& sess, const std::vector<int32_t>& p, std::vector<double>& out,
+                   kv::PrefixInfo& info) -> Status {
+    auto ms = ttft(sess, p);
+    if (!ms.ok()) return ms.error();
+    out.push_back(*ms);
+    info = sess.last_prefix();
+    return {};
+  };
+  for (int rep = 0; rep < a.repetitions; ++rep) {
+    // T0: the history is still in the compute pool (the previous turn just ended).
+    if (auto r = s0->evaluate(history); !r.ok()) return report(r.error());
+    if (auto st = timed(*s0, with_new_message(history), t0v, p0); !st.ok()) return report(st.error());
+    // T1: the conversation was closed and its blocks demoted to host RAM.
+    s0->clear();
+    s0->cache().demote_all_unpinned(kv::Tier::t1);
+    if (auto st = timed(*s0, with_new_message(history), t1v, p1); !st.ok()) return report(st.error());
+    // T2: demoted to disk.
+    s0->clear();
+    s0->cache().demote_all_unpinned(kv::Tier::t2);
+    (*cold)->flush();
+    const int64_t read_before = (*cold)->stats().bytes_read;
+    if (auto st = timed(*s0, with_new_message(history), t2v, p2); !st.ok()) return report(st.error());
+    mbv.push_back(static_cast<double>((*cold)->stats().bytes_read - read_before) / 1e6 / (p2.promote_ms / 1e3));
+    // A restart: a new cache with an empty index over the store opened anew from disk (as a
+    // new process opens it), first with a new message, then with the same prompt again (a
+    // regenerate: the case llama.cpp's manual slot restore covers).
+    (*cold)->flush();
+    auto reopened = storage::SqliteColdStore::open(cold_dir);
+    if (!reopened.ok()) return report(reopened.error());
+    model::SessionOptions ro = o;
+    ro.cold = reopened->get();
+    auto sr = model::Session::create(m, ro);
+    if (!sr.ok()) return report(sr.error());
+    if (auto st = timed(*sr, with_new_message(history), rsv, pr); !st.ok()) return report(st.error());
+    auto sr2 = model::Session::create(m, ro);
+    if (!sr2.ok()) return report(sr2.error());
+    if (auto st = timed(*sr2, history, rsame, prs); !st.ok()) return report(st.error());
   }
+  const double t0_ms = median(t0v), t1_ms = median(t1v), t2_ms = median(t2v), restart_ms = median(rsv);
+  const double restart_same_ms = median(rsame), t2_mb_s = median(mbv);
   const double kv_per_token = static_cast<double>(s0->cache().layout().block_bytes) / a.block_tokens;
 
   // A multi-conversation scenario: conversations sharing a system prompt, several turns each;
@@ -176,10 +196,12 @@ int run_bench_cache(BenchCacheArgs a) {
     j["history_tokens"] = a.n_history;
     j["new_tokens"] = a.n_new;
     j["ttft_cold_ms"] = *cold_ms;
-    j["ttft_t0_ms"] = *t0_ms;
-    j["ttft_t1_ms"] = *t1_ms;
-    j["ttft_t2_ms"] = *t2_ms;
-    j["ttft_restart_ms"] = *restart_ms;
+    j["ttft_t0_ms"] = t0_ms;
+    j["ttft_t1_ms"] = t1_ms;
+    j["ttft_t2_ms"] = t2_ms;
+    j["ttft_restart_ms"] = restart_ms;
+    j["ttft_restart_same_prompt_ms"] = restart_same_ms;
+    j["repetitions"] = a.repetitions;
     j["prefill_new_only_ms"] = *new_only;
     j["t2_restore_mb_s"] = t2_mb_s;
     j["kv_bytes_per_token"] = kv_per_token;
@@ -206,12 +228,13 @@ int run_bench_cache(BenchCacheArgs a) {
     std::printf("\n");
   };
   row("cold (recompute everything)", *cold_ms, nullptr);
-  row("history on T0", *t0_ms, &p0);
-  row("history on T1 (host RAM)", *t1_ms, &p1);
-  row("history on T2 (disk)", *t2_ms, &p2);
-  row("after a restart (T2)", *restart_ms, &pr);
+  row("history on T0", t0_ms, &p0);
+  row("history on T1 (host RAM)", t1_ms, &p1);
+  row("history on T2 (disk)", t2_ms, &p2);
+  row("after a restart (T2)", restart_ms, &pr);
+  row("restart, same prompt again", restart_same_ms, &prs);
   row("prefill of the message alone", *new_only, nullptr);
-  std::printf("  T2 restore: %.0f MB/s\n\n", t2_mb_s);
+  std::printf("  T2 restore: %.0f MB/s   (medians of %d repetitions)\n\n", t2_mb_s, a.repetitions);
   std::printf("%d conversations sharing a 64-token system prompt, %d turns each:\n", a.conversations, a.turns);
   std::printf("  conv turn  prompt  cached (T0/T1/T2)    TTFT cached   TTFT cold\n");
   for (const Turn& t : table) {
@@ -235,6 +258,9 @@ void register_bench_cache(CLI::App& app) {
   cmd->add_option("--kv-type", a->kv_type, "KV format: f16, int8, int4")->capture_default_str();
   cmd->add_option("--conversations", a->conversations, "conversations in the multi-turn scenario")->capture_default_str();
   cmd->add_option("--turns", a->turns, "turns per conversation in the scenario")->capture_default_str();
+  cmd->add_option("-r,--repetitions", a->repetitions, "repetitions of each cached case (median reported)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 20));
   cmd->add_flag("--json", a->json, "print a JSON object (ttft_cold_ms, ttft_t0_ms, ttft_t1_ms, ttft_t2_ms, ...)");
   cmd->callback([a] {
     if (int rc = run_bench_cache(*a); rc != 0) throw CLI::RuntimeError(rc);
