@@ -12,21 +12,6 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Length of the longest suffix of `text` that is a proper prefix of some stop string: that
-// much text must be held back, since the next token may complete the stop string.
-size_t held_back(std::string_view text, const std::vector<std::string>& stops) {
-  size_t hold = 0;
-  for (const auto& s : stops) {
-    for (size_t n = std::min(s.size() - 1, text.size()); n > hold; --n) {
-      if (text.substr(text.size() - n) == std::string_view(s).substr(0, n)) {
-        hold = n;
-        break;
-      }
-    }
-  }
-  return hold;
-}
-
 }  // namespace
 
 Result<Session> Session::create(const Model& m, int64_t n_ctx, int64_t n_batch) {
@@ -143,21 +128,9 @@ Result<std::span<const float>> Session::run(std::span<const int32_t> tokens, Log
   return logits;
 }
 
-const char* to_string(StopReason r) {
-  switch (r) {
-    case StopReason::max_tokens: return "max tokens";
-    case StopReason::end_of_generation: return "end of generation";
-    case StopReason::stop_string: return "stop string";
-    case StopReason::context_full: return "context full";
-    case StopReason::cancelled: return "cancelled";
-  }
-  return "?";
-}
-
 Result<GenerateResult> generate(Session& s, std::span<const int32_t> prompt, const GenerateOptions& opt,
                                 const TextCallback& on_text) {
   KVC_TRY(opt.sampling.validate());
-  const tokenizer::Tokenizer& tok = s.model().tokenizer();
   GenerateResult out;
   out.n_prompt = static_cast<int64_t>(prompt.size());
   const auto t0 = std::chrono::steady_clock::now();
@@ -168,40 +141,30 @@ Result<GenerateResult> generate(Session& s, std::span<const int32_t> prompt, con
 
   sampling::Sampler sampler(opt.sampling);
   std::vector<float> work(logits->begin(), logits->end());
-  tokenizer::StreamDecoder decoder(tok, /*strip_leading_space=*/false);  // a continuation
-  std::string pending;  // decoded text not yet passed to on_text (may start a stop string)
+  OutputText text(s.model().tokenizer(), opt.stop_strings, opt.stop_at_eog);
+  auto emit = [&](const std::string& piece) {
+    out.text += piece;
+    return piece.empty() || !on_text || on_text(piece);
+  };
   std::chrono::steady_clock::time_point t_first{};
+  bool ended = false;
   for (int64_t i = 0; opt.max_tokens < 0 || i < opt.max_tokens; ++i) {
     const int32_t id = sampler.sample(work, s.tokens());
     if (i == 0) {
       out.ttft_ms = ms_since(t0);
       t_first = std::chrono::steady_clock::now();
     }
-    if (opt.stop_at_eog && tok.is_end_of_generation(id)) {
-      out.reason = StopReason::end_of_generation;
+    const OutputText::Step st = text.push(id);
+    if (st.consumed) out.tokens.push_back(id);
+    const bool go_on = emit(st.ready);
+    if (st.stop) {
+      out.reason = st.reason;
+      ended = true;
       break;
     }
-    out.tokens.push_back(id);
-    pending += decoder.push(id);
-    bool stopped = false;
-    for (const auto& stop : opt.stop_strings) {
-      if (const size_t at = pending.find(stop); !stop.empty() && at != std::string::npos) {
-        pending.resize(at);
-        stopped = true;
-      }
-    }
-    const size_t hold = stopped ? 0 : held_back(pending, opt.stop_strings);
-    if (pending.size() > hold) {
-      const std::string ready = pending.substr(0, pending.size() - hold);
-      out.text += ready;
-      pending.erase(0, ready.size());
-      if (on_text && !on_text(ready)) {
-        out.reason = StopReason::cancelled;
-        break;
-      }
-    }
-    if (stopped) {
-      out.reason = StopReason::stop_string;
+    if (!go_on) {
+      out.reason = StopReason::cancelled;
+      ended = true;
       break;
     }
     if (static_cast<int64_t>(s.tokens().size()) >= s.n_ctx()) {
@@ -213,11 +176,7 @@ Result<GenerateResult> generate(Session& s, std::span<const int32_t> prompt, con
     if (!next.ok()) return next.error();
     work.assign(next->begin(), next->end());
   }
-  if (out.reason != StopReason::stop_string && out.reason != StopReason::cancelled) {
-    pending += decoder.finish();
-    out.text += pending;
-    if (on_text && !pending.empty()) on_text(pending);
-  }
+  if (!ended) emit(text.finish());
   if (!out.tokens.empty() && t_first != std::chrono::steady_clock::time_point{}) out.decode_ms = ms_since(t_first);
   return out;
 }

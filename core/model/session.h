@@ -9,6 +9,7 @@
 
 #include "core/kv/kv_cache.h"
 #include "core/model/forward.h"
+#include "core/model/output_text.h"
 #include "core/model/model.h"
 #include "core/sampling/sampler.h"
 #include "core/util/result.h"
@@ -75,8 +76,6 @@ struct GenerateOptions {
   bool stop_at_eog = true;                // end at EOS / end-of-turn tokens
 };
 
-enum class StopReason { max_tokens, end_of_generation, stop_string, context_full, cancelled };
-const char* to_string(StopReason r);
 
 struct GenerateResult {
   std::vector<int32_t> tokens;  // generated ids (without a final end-of-generation token)
