@@ -136,7 +136,12 @@ void KvCache::truncate(Sequence& s, int64_t n) {
     if (!last.shared.is_null()) {
       // Copy on write: the tail block becomes private before any position in it changes.
       const int32_t slot = alloc_t0();
-      KVC_ASSERT(slot >= 0);  // callers make room first
+      if (slot < 0) {
+        // No room for the copy: give the partial block up and recompute its positions.
+        release_blocks_from(s, keep_blocks - 1);
+        s.tokens.resize(static_cast<size_t>((keep_blocks - 1) * static_cast<size_t>(B)));
+        return;
+      }
       std::memcpy(t0_.data(slot), t0_.data(last.t0_slot), static_cast<size_t>(config_.layout.block_bytes));
       if (s.pinned) index_.release(last.shared);
       last = SeqBlock{slot, {}};
@@ -323,15 +328,13 @@ Result<PrefixInfo> KvCache::prepare(SeqId id, std::span<const int32_t> prompt) {
   }
   rebuild_table(s);
   // Leave at least one token to compute: its logits are the point of the call.
-  if (!s.tokens.empty() && s.tokens.size() == prompt.size()) {
-    truncate(s, static_cast<int64_t>(s.tokens.size()) - 1);
-    // One token fewer was served from the cache; take it from the tier that served the last block.
-    for (int t = 2; t >= 0; --t) {
-      if (info.n_from_tier[t] > 0) {
-        --info.n_from_tier[t];
-        break;
-      }
-    }
+  if (!s.tokens.empty() && s.tokens.size() == prompt.size()) truncate(s, static_cast<int64_t>(s.tokens.size()) - 1);
+  // Tokens given up since they were counted come off the tiers that served the last blocks.
+  int64_t excess = info.n_from_tier[0] + info.n_from_tier[1] + info.n_from_tier[2] - static_cast<int64_t>(s.tokens.size());
+  for (int t = 2; t >= 0 && excess > 0; --t) {
+    const int64_t take = std::min(excess, info.n_from_tier[t]);
+    info.n_from_tier[t] -= take;
+    excess -= take;
   }
   info.n_cached = static_cast<int64_t>(s.tokens.size());
   info.promote_ms = ms_since(t_promote);

@@ -158,7 +158,7 @@ class KvCache {
   const Sequence& seq(SeqId id) const;
   void rebuild_table(Sequence& s);
   void release_blocks_from(Sequence& s, size_t first_block);
-  void truncate(Sequence& s, int64_t n);
+  void truncate(Sequence& s, int64_t n);  // keeps n tokens, or fewer when T0 has no room for a copy
   bool make_room_t0(int32_t n_slots);
   bool make_room_t1(int32_t n_slots);
   bool demote_one(Tier from);
