@@ -160,8 +160,24 @@ int32_t KvCache::alloc_t0() {
 
 bool KvCache::make_room_t0(int32_t n_slots) {
   while (t0_.n_free() < n_slots) {
-    if (!demote_one(Tier::t0)) return false;
+    if (!demote_one(Tier::t0) && !reclaim_parked_tail()) return false;
   }
+  return true;
+}
+
+// Frees the private tail block of the longest-parked sequence: its positions will be
+// recomputed when the conversation comes back.
+bool KvCache::reclaim_parked_tail() {
+  Sequence* victim = nullptr;
+  for (auto& [id, s] : seqs_) {
+    if (s.pinned || s.blocks.empty() || s.blocks.back().t0_slot < 0) continue;
+    if (!victim || s.parked_tick < victim->parked_tick) victim = &s;
+  }
+  if (!victim) return false;
+  t0_.free(victim->blocks.back().t0_slot);
+  victim->blocks.pop_back();
+  victim->tokens.resize(victim->blocks.size() * static_cast<size_t>(block_tokens()));
+  ++counters_.n_dropped;
   return true;
 }
 
@@ -423,6 +439,7 @@ void KvCache::park(SeqId id) {
   }
   s.blocks = std::move(parked);
   s.pinned = false;
+  s.parked_tick = tick();
   s.table.clear();
 }
 

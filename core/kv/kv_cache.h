@@ -150,6 +150,7 @@ class KvCache {
     std::vector<SeqBlock> blocks;        // ceil(tokens / B) <= blocks.size()
     std::vector<uint8_t*> table;         // t0 addresses of blocks
     bool pinned = false;                 // shared blocks hold a reference
+    uint64_t parked_tick = 0;            // when it was parked (tails are reclaimed oldest first)
   };
 
   KvCache(const KvCacheConfig& config, backend::Backend& be, ColdStore* cold);
@@ -162,6 +163,7 @@ class KvCache {
   bool make_room_t0(int32_t n_slots);
   bool make_room_t1(int32_t n_slots);
   bool demote_one(Tier from);
+  bool reclaim_parked_tail();
   Result<int32_t> promote(BlockHandle h, int64_t& bad_tokens);
   int32_t alloc_t0();
   void write_behind(BlockHandle h, const uint8_t* t0_data);

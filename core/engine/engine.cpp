@@ -1,0 +1,334 @@
+// The continuous-batching scheduler over the shared KV cache.
+#include "core/engine/engine.h"
+
+#include <algorithm>
+
+#include "core/util/assert.h"
+
+namespace kvc::engine {
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+Engine::Engine(const model::Model& m, kv::KvCache& cache, const EngineOptions& options)
+    : m_(m), cache_(cache), options_(options), forward_(m, cache.layout(), options.token_budget) {}
+
+Engine::~Engine() { stop(); }
+
+RequestId Engine::submit(Request r) {
+  auto a = std::make_unique<Active>();
+  a->request = std::move(r);
+  a->tokens = a->request.prompt;
+  a->submitted = std::chrono::steady_clock::now();
+  std::lock_guard lock(mu_);
+  a->id = next_id_++;
+  const RequestId id = a->id;
+  Status valid = a->request.options.sampling.validate();
+  if (valid.ok() && a->tokens.empty()) valid = make_error(ErrorCode::invalid_argument, "the prompt is empty");
+  for (int32_t t : a->tokens) {
+    if (valid.ok() && (t < 0 || t >= m_.config().n_vocab)) {
+      valid = make_error(ErrorCode::invalid_argument, "token id " + std::to_string(t) + " is outside the vocabulary");
+    }
+  }
+  if (!valid.ok()) {
+    RequestResult failed;
+    failed.state = RequestState::failed;
+    failed.error = valid.error();
+    results_[id] = failed;
+    return id;
+  }
+  results_[id] = RequestResult{};
+  inbox_.push_back(std::move(a));
+  wake_.notify_one();
+  return id;
+}
+
+void Engine::cancel(RequestId id) {
+  std::lock_guard lock(mu_);
+  cancels_.push_back(id);
+  wake_.notify_one();
+}
+
+void Engine::take_inbox() {
+  std::vector<RequestId> cancels;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& a : inbox_) waiting_.push_back(std::move(a));
+    inbox_.clear();
+    cancels.swap(cancels_);
+  }
+  for (RequestId id : cancels) {
+    for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+      if ((*it)->id == id) {
+        finish(**it, RequestState::cancelled, model::StopReason::cancelled);
+        waiting_.erase(it);
+        break;
+      }
+    }
+    for (auto it = running_.begin(); it != running_.end(); ++it) {
+      if ((*it)->id == id) {
+        finish(**it, RequestState::cancelled, model::StopReason::cancelled);
+        running_.erase(it);
+        break;
+      }
+    }
+  }
+}
+
+kv::SeqId Engine::sequence_for(int64_t conversation) {
+  if (conversation == 0) return cache_.create_sequence();
+  auto it = conversations_.find(conversation);
+  if (it == conversations_.end()) it = conversations_.emplace(conversation, cache_.create_sequence()).first;
+  return it->second;
+}
+
+Status Engine::admit(Active& a) {
+  const int64_t B = cache_.block_tokens();
+  // The prompt and one generated token must fit T0 (plus a block for a copy on write).
+  const int64_t need_blocks = (static_cast<int64_t>(a.tokens.size()) + 1 + B - 1) / B + 1;
+  const int64_t capacity = cache_.tier_usage(kv::Tier::t0).capacity_blocks;
+  if (need_blocks > capacity) {
+    return make_error(ErrorCode::out_of_memory,
+                      "this conversation needs " + std::to_string(need_blocks) + " KV blocks for its " +
+                          std::to_string(a.tokens.size()) + " tokens but the compute pool holds " +
+                          std::to_string(capacity) + "; raise the KV budget or start a new conversation");
+  }
+  if (a.seq == 0) a.seq = sequence_for(a.request.conversation);
+  auto info = cache_.prepare(a.seq, a.tokens);
+  if (!info.ok()) return info.error();
+  if (!a.sampler) {
+    a.sampler = std::make_unique<sampling::Sampler>(a.request.options.sampling);
+    a.text = std::make_unique<model::OutputText>(m_.tokenizer(), a.request.options.stop_strings,
+                                                 a.request.options.stop_at_eog);
+    a.result.prefix = *info;
+  }
+  a.n_in_kv = info->n_cached;
+  a.admitted = true;
+  a.result.state = RequestState::running;
+  return {};
+}
+
+void Engine::preempt(Active& a) {
+  cache_.park(a.seq);
+  a.n_in_kv = 0;
+  a.admitted = false;
+  ++a.result.n_preemptions;
+  std::lock_guard lock(mu_);
+  ++stats_.n_preemptions;
+}
+
+void Engine::finish(Active& a, RequestState state, model::StopReason reason) {
+  if (a.text && state != RequestState::failed) {
+    const std::string rest = a.text->finish();
+    a.result.text += rest;
+    if (a.request.on_text && !rest.empty()) a.request.on_text(rest);
+  }
+  a.result.state = state;
+  a.result.reason = reason;
+  a.result.total_ms = ms_since(a.submitted);
+  if (a.seq != 0) {
+    if (a.request.conversation == 0) {
+      cache_.destroy_sequence(a.seq);
+    } else if (a.admitted) {
+      cache_.park(a.seq);
+    }
+  }
+  a.admitted = false;
+  publish(a);
+}
+
+void Engine::publish(const Active& a) {
+  std::lock_guard lock(mu_);
+  results_[a.id] = a.result;
+}
+
+bool Engine::step() {
+  take_inbox();
+  // Admission, oldest first.
+  while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < options_.max_running) {
+    std::unique_ptr<Active> a = std::move(waiting_.front());
+    waiting_.pop_front();
+    if (Status st = admit(*a); !st.ok()) {
+      a->result.error = st.error();
+      finish(*a, RequestState::failed, model::StopReason::cancelled);
+      continue;
+    }
+    running_.push_back(std::move(a));
+  }
+  if (running_.empty()) return !waiting_.empty();
+
+  // The batch: every running request's next tokens (1 when decoding, a chunk of the prompt
+  // when prefilling), oldest first, up to the token budget. A request that cannot get T0
+  // blocks preempts the most recently admitted one (possibly itself).
+  struct Entry {
+    Active* a;
+    int64_t n;
+  };
+  std::vector<Entry> entries;
+  int64_t budget = options_.token_budget;
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Active& a = *running_[i];
+    const int64_t take = std::min<int64_t>(static_cast<int64_t>(a.tokens.size()) - a.n_in_kv, budget);
+    KVC_ASSERT(take > 0);
+    bool reserved = cache_.reserve(a.seq, take);
+    while (!reserved && running_.size() > i + 1) {
+      preempt(*running_.back());
+      waiting_.push_front(std::move(running_.back()));
+      running_.pop_back();
+      reserved = cache_.reserve(a.seq, take);
+    }
+    if (!reserved) {
+      if (i == 0) {
+        // Alone and still short: the context is full. A reply ends there; a prompt fails.
+        std::unique_ptr<Active> self = std::move(running_[i]);
+        running_.erase(running_.begin() + static_cast<int64_t>(i));
+        if (!self->result.tokens.empty()) {
+          finish(*self, RequestState::finished, model::StopReason::context_full);
+        } else {
+          self->result.error = make_error(ErrorCode::out_of_memory, "the KV cache's compute pool is too small for this prompt");
+          finish(*self, RequestState::failed, model::StopReason::cancelled);
+        }
+        continue;
+      }
+      preempt(a);
+      waiting_.push_front(std::move(running_[i]));
+      running_.erase(running_.begin() + static_cast<int64_t>(i));
+      break;
+    }
+    entries.push_back({&a, take});
+    budget -= take;
+    ++i;
+  }
+  if (entries.empty()) return true;
+
+  std::vector<model::SeqInput> inputs;
+  inputs.reserve(entries.size());
+  int64_t n_rows = 0;
+  for (const Entry& e : entries) {
+    const auto chunk = std::span<const int32_t>(e.a->tokens).subspan(static_cast<size_t>(e.a->n_in_kv), static_cast<size_t>(e.n));
+    inputs.push_back({chunk, cache_.block_table(e.a->seq), e.a->n_in_kv});
+    n_rows += e.n;
+  }
+  auto logits = forward_.eval(inputs, model::Logits::last);
+  KVC_ASSERT(logits.ok());  // inputs are built from validated tokens within reserved blocks
+  const auto n_vocab = static_cast<size_t>(m_.config().n_vocab);
+  std::vector<float> work;
+  std::vector<Active*> done;
+  int64_t n_prefill = 0, n_decode = 0;
+  for (size_t k = 0; k < entries.size(); ++k) {
+    Active& a = *entries[k].a;
+    const bool decoding = a.n_in_kv + entries[k].n == static_cast<int64_t>(a.tokens.size()) &&
+                          a.tokens.size() > a.request.prompt.size();
+    cache_.commit(a.seq, inputs[k].tokens);
+    a.n_in_kv += entries[k].n;
+    (decoding ? n_decode : n_prefill) += entries[k].n;
+    if (a.n_in_kv < static_cast<int64_t>(a.tokens.size())) continue;  // prefill continues next step
+    // Its last token is in: sample the next one.
+    work.assign(logits->begin() + static_cast<int64_t>(k * n_vocab), logits->begin() + static_cast<int64_t>((k + 1) * n_vocab));
+    const int32_t id = a.sampler->sample(work, a.tokens);
+    if (a.result.tokens.empty() && a.result.ttft_ms == 0) a.result.ttft_ms = ms_since(a.submitted);
+    const model::OutputText::Step st = a.text->push(id);
+    if (st.consumed) {
+      a.tokens.push_back(id);
+      a.result.tokens.push_back(id);
+    }
+    a.result.text += st.ready;
+    const bool go_on = st.ready.empty() || !a.request.on_text || a.request.on_text(st.ready);
+    if (st.stop) {
+      a.result.reason = st.reason;
+      done.push_back(&a);
+    } else if (!go_on) {
+      a.result.reason = model::StopReason::cancelled;
+      done.push_back(&a);
+    } else if (static_cast<int64_t>(a.result.tokens.size()) >= a.request.options.max_tokens) {
+      a.result.reason = model::StopReason::max_tokens;
+      done.push_back(&a);
+    } else {
+      publish(a);
+    }
+  }
+  for (Active* a : done) {
+    auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == a; });
+    std::unique_ptr<Active> owned = std::move(*it);
+    running_.erase(it);
+    finish(*owned, a->result.reason == model::StopReason::cancelled ? RequestState::cancelled : RequestState::finished,
+           owned->result.reason);
+  }
+  std::lock_guard lock(mu_);
+  ++stats_.n_steps;
+  stats_.n_tokens_prefilled += n_prefill;
+  stats_.n_tokens_decoded += n_decode;
+  stats_.max_batch_rows = std::max(stats_.max_batch_rows, n_rows);
+  return true;
+}
+
+Status Engine::run_until_idle(const std::function<Status()>& check) {
+  for (;;) {
+    const bool busy = step();
+    if (check) KVC_TRY(check());
+    bool more;
+    {
+      std::lock_guard lock(mu_);
+      more = !inbox_.empty() || !cancels_.empty();
+    }
+    if (!busy && !more && running_.empty() && waiting_.empty()) return {};
+  }
+}
+
+void Engine::start() {
+  if (thread_.joinable()) return;
+  stopping_ = false;
+  thread_ = std::thread([this] {
+    for (;;) {
+      if (step()) continue;
+      std::unique_lock lock(mu_);
+      wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty(); });
+      if (stopping_) return;
+    }
+  });
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::optional<RequestResult> Engine::result(RequestId id) const {
+  std::lock_guard lock(mu_);
+  auto it = results_.find(id);
+  if (it == results_.end()) return std::nullopt;
+  return it->second;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+Status Engine::check_invariants() const {
+  KVC_TRY(cache_.check_invariants());
+  for (const auto& a : running_) {
+    if (!a->admitted) return make_error(ErrorCode::internal, "a running request is not admitted");
+    if (cache_.n_tokens(a->seq) != a->n_in_kv) {
+      return make_error(ErrorCode::internal, "request " + std::to_string(a->id) + ": the cache holds " +
+                                                 std::to_string(cache_.n_tokens(a->seq)) + " tokens, the engine thinks " +
+                                                 std::to_string(a->n_in_kv));
+    }
+    if (a->n_in_kv > static_cast<int64_t>(a->tokens.size())) return make_error(ErrorCode::internal, "KV past the tokens");
+  }
+  for (const auto& a : waiting_) {
+    if (a->admitted) return make_error(ErrorCode::internal, "a waiting request is still admitted");
+  }
+  return {};
+}
+
+}  // namespace kvc::engine

@@ -1,0 +1,149 @@
+// Engine: continuous batching of many conversations over one shared, tiered KV cache.
+//
+// Each step() runs ONE forward pass holding the next token of every decoding request plus
+// prefill chunks of waiting prompts, up to a token budget, so every weight matrix is read
+// once for all of them. When T0 runs short, unpinned cached blocks are demoted first (by the
+// cache); if that is not enough, the most recently admitted request is preempted: its
+// sequence is parked (its blocks become demotable to T1/T2) and it resumes later from the
+// cache, recomputing only what was evicted. Greedy outputs do not depend on batching or
+// preemption: every row of the forward pass is computed independently.
+//
+// step() may be called directly (tests, benchmarks) or from the engine thread (start()).
+// submit() and cancel() are thread-safe; the callbacks run on the thread calling step().
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/kv/kv_cache.h"
+#include "core/model/forward.h"
+#include "core/model/model.h"
+#include "core/model/output_text.h"
+#include "core/sampling/sampler.h"
+#include "core/util/result.h"
+
+namespace kvc::engine {
+
+using RequestId = int64_t;
+
+struct RequestOptions {
+  int64_t max_tokens = 128;
+  sampling::SamplingParams sampling;
+  std::vector<std::string> stop_strings;
+  bool stop_at_eog = true;
+};
+
+struct Request {
+  // Requests of one conversation share its sequence, so a new turn also reuses the
+  // previous turn's partial last block; 0: a one-off sequence.
+  int64_t conversation = 0;
+  std::vector<int32_t> prompt;  // the conversation's whole token stream plus the new segment
+  RequestOptions options;
+  // Called with text as it becomes final; return false to cancel.
+  std::function<bool(std::string_view)> on_text;
+};
+
+enum class RequestState { waiting, running, finished, failed, cancelled };
+
+struct RequestResult {
+  RequestState state = RequestState::waiting;
+  std::vector<int32_t> tokens;  // generated ids (an end-of-generation token is not included)
+  std::string text;
+  model::StopReason reason = model::StopReason::max_tokens;
+  kv::PrefixInfo prefix;        // what the first admission found in the cache
+  int64_t n_preemptions = 0;
+  double ttft_ms = 0;           // submit -> first token
+  double total_ms = 0;
+  Error error;                  // when failed
+};
+
+struct EngineOptions {
+  int64_t token_budget = 256;  // tokens per forward pass (decodes + prefill chunks)
+  int64_t max_running = 16;    // sequences admitted at once
+};
+
+struct EngineStats {
+  int64_t n_steps = 0;
+  int64_t n_preemptions = 0;
+  int64_t n_tokens_prefilled = 0;
+  int64_t n_tokens_decoded = 0;
+  int64_t max_batch_rows = 0;
+};
+
+class Engine {
+ public:
+  Engine(const model::Model& m, kv::KvCache& cache, const EngineOptions& options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  RequestId submit(Request r);
+  void cancel(RequestId id);
+
+  // One scheduling step; false when there was nothing to do.
+  bool step();
+  // Steps until every submitted request has ended; check (if set) runs after each step.
+  Status run_until_idle(const std::function<Status()>& check = {});
+
+  // Runs step() on a thread of its own until stop(); the thread sleeps when idle.
+  void start();
+  void stop();
+
+  // A copy of the request's state and output so far (nullopt: unknown id).
+  std::optional<RequestResult> result(RequestId id) const;
+  EngineStats stats() const;
+  Status check_invariants() const;
+
+ private:
+  struct Active {
+    RequestId id = 0;
+    Request request;
+    kv::SeqId seq = 0;
+    std::vector<int32_t> tokens;  // prompt + generated: what the sequence must hold
+    int64_t n_in_kv = 0;          // positions of `tokens` whose KV is in the sequence
+    bool admitted = false;
+    std::unique_ptr<sampling::Sampler> sampler;
+    std::unique_ptr<model::OutputText> text;
+    std::chrono::steady_clock::time_point submitted;
+    RequestResult result;
+  };
+
+  void take_inbox();
+  Status admit(Active& a);
+  void preempt(Active& a);
+  void finish(Active& a, RequestState state, model::StopReason reason);
+  void publish(const Active& a);
+  kv::SeqId sequence_for(int64_t conversation);
+
+  const model::Model& m_;
+  kv::KvCache& cache_;
+  EngineOptions options_;
+  model::Forward forward_;
+
+  mutable std::mutex mu_;  // guards inbox_, cancels_, results_, stats_
+  std::condition_variable wake_;
+  std::vector<std::unique_ptr<Active>> inbox_;
+  std::vector<RequestId> cancels_;
+  std::map<RequestId, RequestResult> results_;
+  EngineStats stats_;
+  RequestId next_id_ = 1;
+
+  // Engine-thread state.
+  std::deque<std::unique_ptr<Active>> waiting_;  // not admitted (new, or preempted)
+  std::vector<std::unique_ptr<Active>> running_; // admitted, in admission order
+  std::map<int64_t, kv::SeqId> conversations_;   // conversation -> its sequence
+
+  std::thread thread_;
+  bool stopping_ = false;
+};
+
+}  // namespace kvc::engine

@@ -1,0 +1,164 @@
+// Engine: continuous batching under a tight T0 budget gives each conversation its solo output.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <thread>
+
+#include "core/backend/backend.h"
+#include "core/engine/engine.h"
+#include "core/model/model.h"
+#include "core/model/session.h"
+#include "support/test_support.h"
+
+using namespace kvc;
+
+namespace {
+
+struct Fixture {
+  std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(2);
+  std::unique_ptr<model::Model> m;
+  Fixture() {
+    auto r = model::Model::load(test::model_path("tiny-gqa-q8_0.gguf"), *be);
+    REQUIRE(r.ok());
+    m = std::move(*r);
+  }
+
+  std::unique_ptr<kv::KvCache> cache(int64_t t0_blocks, int64_t t1_blocks) {
+    auto layout = kernels::make_kv_block_layout(static_cast<int>(m->config().n_layer), static_cast<int>(m->config().n_head_kv),
+                                                static_cast<int>(m->config().head_dim), 16, kernels::KvType::f16,
+                                                kernels::KvType::f16);
+    REQUIRE(layout);
+    kv::KvCacheConfig c;
+    c.layout = *layout;
+    c.t0_bytes = t0_blocks * layout->block_bytes;
+    c.t1_bytes = t1_blocks * layout->block_bytes;
+    c.fingerprint = model::kv_fingerprint(*m, *layout);
+    auto r = kv::KvCache::create(c, *be);
+    REQUIRE(r.ok());
+    return std::move(*r);
+  }
+};
+
+engine::RequestOptions greedy(int64_t n) {
+  engine::RequestOptions o;
+  o.max_tokens = n;
+  o.sampling.temperature = 0;
+  o.sampling.repeat_penalty = 1.0f;
+  o.stop_at_eog = false;
+  return o;
+}
+
+std::vector<int32_t> conversation_prompt(const std::vector<int32_t>& system, int c) {
+  std::vector<int32_t> p = system;
+  for (int i = 0; i < 24; ++i) p.push_back(100 + (c * 977 + i * 131) % 30000);
+  return p;
+}
+
+std::vector<int32_t> solo(const model::Model& m, const std::vector<int32_t>& prompt, int64_t n) {
+  auto s = model::Session::create(m, 256);
+  REQUIRE(s.ok());
+  model::GenerateOptions o;
+  o.max_tokens = n;
+  o.sampling.temperature = 0;
+  o.sampling.repeat_penalty = 1.0f;
+  o.stop_at_eog = false;
+  auto r = model::generate(*s, prompt, o);
+  REQUIRE(r.ok());
+  return r->tokens;
+}
+
+}  // namespace
+
+TEST_CASE("engine: 8 conversations under a T0 budget for 2 match their solo outputs", "[core][engine]") {
+  Fixture f;
+  const std::vector<int32_t> system = {1, 450, 4996, 17354, 1701, 29916, 432, 17204, 975, 278, 17366, 11203, 29889, 18914, 260, 4285};
+  constexpr int64_t n_gen = 24;
+  // Each conversation: 16 system + 24 own tokens + 24 generated = 64 tokens = 4 blocks, and
+  // admission asks for one more. T0 holds 11 blocks: two conversations at a time.
+  auto cache = f.cache(11, 64);
+  engine::EngineOptions eo;
+  eo.token_budget = 64;
+  eo.max_running = 8;
+  engine::Engine eng(*f.m, *cache, eo);
+  std::vector<engine::RequestId> ids;
+  std::vector<std::vector<int32_t>> want;
+  for (int c = 0; c < 8; ++c) {
+    const auto prompt = conversation_prompt(system, c);
+    want.push_back(solo(*f.m, prompt, n_gen));
+    ids.push_back(eng.submit({c + 1, prompt, greedy(n_gen), {}}));
+  }
+  REQUIRE(eng.run_until_idle([&] { return eng.check_invariants(); }).ok());
+  for (int c = 0; c < 8; ++c) {
+    auto r = eng.result(ids[static_cast<size_t>(c)]);
+    REQUIRE(r);
+    INFO("conversation " << c << ": " << r->error.message);
+    REQUIRE(r->state == engine::RequestState::finished);
+    CHECK(r->reason == model::StopReason::max_tokens);
+    CHECK(r->tokens == want[static_cast<size_t>(c)]);
+  }
+  const auto st = eng.stats();
+  CHECK(st.n_preemptions > 0);                 // the budget really was too small for all at once
+  CHECK(st.max_batch_rows > 1);                // several sequences shared forward passes
+  CHECK(cache->counters().n_alloc_failures > 0);
+  REQUIRE(cache->check_invariants().ok());
+}
+
+TEST_CASE("engine: a shared system prompt is computed once", "[core][engine]") {
+  Fixture f;
+  std::vector<int32_t> system;
+  for (int i = 0; i < 48; ++i) system.push_back(1 + (i * 7919) % 31000);
+  auto cache = f.cache(64, 0);
+  engine::Engine eng(*f.m, *cache);
+  const auto first = eng.submit({1, conversation_prompt(system, 1), greedy(4), {}});
+  REQUIRE(eng.run_until_idle().ok());
+  const auto second = eng.submit({2, conversation_prompt(system, 2), greedy(4), {}});
+  REQUIRE(eng.run_until_idle().ok());
+  CHECK(eng.result(first)->prefix.n_cached == 0);
+  CHECK(eng.result(second)->prefix.n_cached == 48);  // the system prompt's 3 blocks
+}
+
+TEST_CASE("engine: a request that can never fit fails clearly; cancel stops a request", "[core][engine]") {
+  Fixture f;
+  auto cache = f.cache(4, 0);
+  engine::Engine eng(*f.m, *cache);
+  std::vector<int32_t> long_prompt(200, 5);
+  const auto big = eng.submit({0, long_prompt, greedy(8), {}});
+  const auto bad = eng.submit({0, {1, 99999}, greedy(8), {}});
+  const auto ok = eng.submit({0, {1, 2, 3}, greedy(1000), {}});
+  const auto fills = eng.submit({0, {1, 2, 4}, greedy(1000), {}});
+  for (int i = 0; i < 3; ++i) eng.step();
+  eng.cancel(ok);
+  REQUIRE(eng.run_until_idle([&] { return eng.check_invariants(); }).ok());
+  CHECK(eng.result(big)->state == engine::RequestState::failed);
+  CHECK_THAT(eng.result(big)->error.message, Catch::Contains("KV blocks"));
+  CHECK(eng.result(bad)->state == engine::RequestState::failed);
+  CHECK_THAT(eng.result(bad)->error.message, Catch::Contains("vocabulary"));
+  CHECK(eng.result(ok)->state == engine::RequestState::cancelled);
+  CHECK(eng.result(ok)->tokens.size() < 1000);
+  // Alone in 4 blocks, a reply longer than the pool ends with "context full".
+  CHECK(eng.result(fills)->state == engine::RequestState::finished);
+  CHECK(eng.result(fills)->reason == model::StopReason::context_full);
+  CHECK(eng.result(fills)->tokens.size() >= 40);
+  REQUIRE(cache->check_invariants().ok());
+}
+
+TEST_CASE("engine: the engine thread serves requests submitted from another thread", "[core][engine]") {
+  Fixture f;
+  auto cache = f.cache(64, 0);
+  engine::Engine eng(*f.m, *cache);
+  eng.start();
+  std::string streamed;
+  const auto id = eng.submit({7, {1, 450, 4996}, greedy(12), [&](std::string_view t) {
+                                streamed += t;
+                                return true;
+                              }});
+  for (int i = 0; i < 2000 && eng.result(id)->state != engine::RequestState::finished; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  eng.stop();
+  const auto r = eng.result(id);
+  REQUIRE(r->state == engine::RequestState::finished);
+  CHECK(r->tokens.size() == 12);
+  CHECK(streamed == r->text);
+  CHECK(r->ttft_ms > 0);
+}
