@@ -16,7 +16,20 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Engine::Engine(const model::Model& m, kv::KvCache& cache, const EngineOptions& options)
-    : m_(m), cache_(cache), options_(options), forward_(m, cache.layout(), options.token_budget) {}
+    : m_(m), cache_(cache), options_(options), forward_(m, cache.layout(), options.token_budget) {
+  if (options_.events) cache_.set_event_log(options_.events);
+}
+
+void Engine::emit(const Active& a, kv::KvEventType type, int64_t n_tokens, int64_t t_us) {
+  if (!options_.events) return;
+  kv::KvEvent e;
+  e.t_us = t_us ? t_us : kv::now_us();
+  e.type = type;
+  e.seq_id = a.seq;
+  e.request_id = a.id;
+  e.n_tokens = n_tokens;
+  options_.events->append(e);
+}
 
 Engine::~Engine() { stop(); }
 
@@ -99,13 +112,28 @@ Status Engine::admit(Active& a) {
                           std::to_string(capacity) + "; raise the KV budget or start a new conversation");
   }
   if (a.seq == 0) a.seq = sequence_for(a.request.conversation);
+  const bool first = !a.sampler;
+  const int64_t t_start = kv::now_us();
+  if (first) {
+    a.result.queue_ms = ms_since(a.submitted);
+    emit(a, kv::KvEventType::request_started, static_cast<int64_t>(a.tokens.size()), t_start);
+  } else {
+    emit(a, kv::KvEventType::seq_resumed, static_cast<int64_t>(a.tokens.size()), t_start);
+  }
+  cache_.set_current_request(a.id);
   auto info = cache_.prepare(a.seq, a.tokens);
+  cache_.set_current_request(-1);
   if (!info.ok()) return info.error();
-  if (!a.sampler) {
+  if (first) {
     a.sampler = std::make_unique<sampling::Sampler>(a.request.options.sampling);
     a.text = std::make_unique<model::OutputText>(m_.tokenizer(), a.request.options.stop_strings,
                                                  a.request.options.stop_at_eog);
     a.result.prefix = *info;
+    a.result.lookup_ms = info->lookup_ms;
+    a.result.promote_ms = info->promote_ms;
+    emit(a, kv::KvEventType::lookup_done, info->n_cached, t_start + static_cast<int64_t>(info->lookup_ms * 1e3));
+    emit(a, kv::KvEventType::promote_done, 0,
+         t_start + static_cast<int64_t>((info->lookup_ms + info->promote_ms) * 1e3));
   }
   a.n_in_kv = info->n_cached;
   a.admitted = true;
@@ -114,6 +142,7 @@ Status Engine::admit(Active& a) {
 }
 
 void Engine::preempt(Active& a) {
+  emit(a, kv::KvEventType::seq_preempted, a.n_in_kv);
   cache_.park(a.seq);
   a.n_in_kv = 0;
   a.admitted = false;
@@ -131,6 +160,7 @@ void Engine::finish(Active& a, RequestState state, model::StopReason reason) {
   a.result.state = state;
   a.result.reason = reason;
   a.result.total_ms = ms_since(a.submitted);
+  emit(a, kv::KvEventType::request_finished, static_cast<int64_t>(a.result.tokens.size()));
   if (a.seq != 0) {
     if (a.request.conversation == 0) {
       cache_.destroy_sequence(a.seq);
@@ -228,10 +258,20 @@ bool Engine::step() {
     a.n_in_kv += entries[k].n;
     (decoding ? n_decode : n_prefill) += entries[k].n;
     if (a.n_in_kv < static_cast<int64_t>(a.tokens.size())) continue;  // prefill continues next step
+    if (!decoding && a.result.tokens.empty()) {
+      a.prefilled = std::chrono::steady_clock::now();
+      a.result.prefill_ms = std::chrono::duration<double, std::milli>(a.prefilled - a.submitted).count() -
+                            a.result.queue_ms - a.result.lookup_ms - a.result.promote_ms;
+      emit(a, kv::KvEventType::prefill_done, static_cast<int64_t>(a.tokens.size()) - a.result.prefix.n_cached);
+    }
     // Its last token is in: sample the next one.
     work.assign(logits->begin() + static_cast<int64_t>(k * n_vocab), logits->begin() + static_cast<int64_t>((k + 1) * n_vocab));
     const int32_t id = a.sampler->sample(work, a.tokens);
-    if (a.result.tokens.empty() && a.result.ttft_ms == 0) a.result.ttft_ms = ms_since(a.submitted);
+    if (a.result.tokens.empty() && a.result.ttft_ms == 0) {
+      a.result.ttft_ms = ms_since(a.submitted);
+      a.result.first_decode_ms = ms_since(a.prefilled);
+      emit(a, kv::KvEventType::first_token, 1);
+    }
     const model::OutputText::Step st = a.text->push(id);
     if (st.consumed) {
       a.tokens.push_back(id);
@@ -259,6 +299,7 @@ bool Engine::step() {
     finish(*owned, a->result.reason == model::StopReason::cancelled ? RequestState::cancelled : RequestState::finished,
            owned->result.reason);
   }
+  cache_.emit_tier_usage();
   std::lock_guard lock(mu_);
   ++stats_.n_steps;
   stats_.n_tokens_prefilled += n_prefill;

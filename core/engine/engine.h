@@ -61,7 +61,12 @@ struct RequestResult {
   model::StopReason reason = model::StopReason::max_tokens;
   kv::PrefixInfo prefix;        // what the first admission found in the cache
   int64_t n_preemptions = 0;
-  double ttft_ms = 0;           // submit -> first token
+  double ttft_ms = 0;           // submit -> first token, split into:
+  double queue_ms = 0;          //   waiting for admission
+  double lookup_ms = 0;         //   prefix lookup in the cache
+  double promote_ms = 0;        //   bringing cached blocks to T0
+  double prefill_ms = 0;        //   computing the uncached prompt tokens
+  double first_decode_ms = 0;   //   sampling the first token
   double total_ms = 0;
   Error error;                  // when failed
 };
@@ -69,6 +74,7 @@ struct RequestResult {
 struct EngineOptions {
   int64_t token_budget = 256;  // tokens per forward pass (decodes + prefill chunks)
   int64_t max_running = 16;    // sequences admitted at once
+  kv::KvEventLog* events = nullptr;  // request phases and the cache's block events go here
 };
 
 struct EngineStats {
@@ -114,6 +120,7 @@ class Engine {
     std::unique_ptr<sampling::Sampler> sampler;
     std::unique_ptr<model::OutputText> text;
     std::chrono::steady_clock::time_point submitted;
+    std::chrono::steady_clock::time_point prefilled;  // when the prompt's last token was in
     RequestResult result;
   };
 
@@ -123,6 +130,7 @@ class Engine {
   void finish(Active& a, RequestState state, model::StopReason reason);
   void publish(const Active& a);
   kv::SeqId sequence_for(int64_t conversation);
+  void emit(const Active& a, kv::KvEventType type, int64_t n_tokens = 0, int64_t t_us = 0);
 
   const model::Model& m_;
   kv::KvCache& cache_;

@@ -39,6 +39,30 @@ void BlockPool::free(int32_t slot) {
   free_.push_back(slot);
 }
 
+void KvCache::emit(KvEventType type, Tier from, Tier to, const BlockKey& key, int32_t slot, int64_t n_tokens,
+                   int64_t n_bytes, int64_t seq) {
+  if (!events_) return;
+  KvEvent e;
+  e.t_us = now_us();
+  e.type = type;
+  e.from = from;
+  e.to = to;
+  e.slot = slot;
+  e.key = key;
+  e.seq_id = seq;
+  e.request_id = request_id_;
+  e.n_tokens = n_tokens;
+  e.n_bytes = n_bytes;
+  events_->append(e);
+}
+
+void KvCache::emit_tier_usage() {
+  for (Tier t : {Tier::t0, Tier::t1, Tier::t2}) {
+    const TierUsageBytes u = tier_usage(t);
+    emit(KvEventType::tier_usage, Tier::none, t, {}, -1, u.used_blocks, u.used_bytes);
+  }
+}
+
 Result<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config, backend::Backend& be, ColdStore* cold) {
   if (!config.layout.check_invariants()) {
     return make_error(ErrorCode::invalid_argument, "the KV block layout is inconsistent");
@@ -144,6 +168,7 @@ void KvCache::truncate(Sequence& s, int64_t n) {
       }
       std::memcpy(t0_.data(slot), t0_.data(last.t0_slot), static_cast<size_t>(config_.layout.block_bytes));
       if (s.pinned) index_.release(last.shared);
+      emit(KvEventType::block_copied_on_write, Tier::t0, Tier::t0, index_.key(last.shared), slot, B);
       last = SeqBlock{slot, {}};
       ++counters_.n_cow;
       rebuild_table(s);
@@ -154,7 +179,12 @@ void KvCache::truncate(Sequence& s, int64_t n) {
 int32_t KvCache::alloc_t0() {
   int32_t slot = t0_.alloc();
   if (slot < 0 && make_room_t0(1)) slot = t0_.alloc();
-  if (slot < 0) ++counters_.n_alloc_failures;
+  if (slot < 0) {
+    ++counters_.n_alloc_failures;
+    emit(KvEventType::alloc_failed, Tier::none, Tier::t0, {}, -1, 0, config_.layout.block_bytes);
+  } else {
+    emit(KvEventType::block_allocated, Tier::none, Tier::t0, {}, slot);
+  }
   return slot;
 }
 
@@ -202,12 +232,14 @@ bool KvCache::demote_one(Tier from) {
     be_.copy_to_host(src, t1_.data(dst), bb);
     index_.set_location(h, {Tier::t1, dst});
     t0_.free(loc.slot);
+    emit(KvEventType::block_demoted, Tier::t0, Tier::t1, index_.key(h), dst, block_tokens(), static_cast<int64_t>(bb));
     ++counters_.n_demoted_t0_t1;
     counters_.bytes_t0_t1 += static_cast<int64_t>(bb);
     return true;
   }
   // To T2 (already written behind at publish, unless the store refused it then) or gone.
-  const bool on_t2 = cold_ && (cold_->contains(index_.key(h)) || [&] {
+  const bool already_on_t2 = cold_ && cold_->contains(index_.key(h));
+  const bool on_t2 = cold_ && (already_on_t2 || [&] {
                        if (from == Tier::t0) {
                          be_.copy_to_host(src, staging_.data(), bb);
                          src = staging_.data();
@@ -220,13 +252,17 @@ bool KvCache::demote_one(Tier from) {
   else t1_.free(loc.slot);
   if (on_t2) {
     index_.set_location(h, {Tier::t2, -1});
+    emit(KvEventType::block_demoted, from, Tier::t2, index_.key(h), -1, block_tokens(),
+         already_on_t2 ? 0 : static_cast<int64_t>(bb));
     ++counters_.n_demoted_to_t2;
     counters_.bytes_to_t2 += static_cast<int64_t>(bb);
-  } else if (index_.info(h).n_children == 0) {
-    index_.remove(h);
-    ++counters_.n_dropped;
   } else {
-    index_.set_location(h, {Tier::none, -1});
+    emit(KvEventType::block_evicted, from, Tier::none, index_.key(h), loc.slot, block_tokens(), static_cast<int64_t>(bb));
+    if (index_.info(h).n_children == 0) {
+      index_.remove(h);
+    } else {
+      index_.set_location(h, {Tier::none, -1});
+    }
     ++counters_.n_dropped;
   }
   return true;
@@ -243,18 +279,23 @@ Result<int32_t> KvCache::promote(BlockHandle h, int64_t& bad_tokens) {
   if (loc.tier == Tier::t1) {
     be_.copy_from_host(t1_.data(loc.slot), t0_.data(slot), bb);
     t1_.free(loc.slot);
+    emit(KvEventType::block_promoted, Tier::t1, Tier::t0, index_.key(h), slot, block_tokens(), static_cast<int64_t>(bb));
     ++counters_.n_promoted[1];
     counters_.bytes_t1_t0 += static_cast<int64_t>(bb);
   } else {
     const ColdRead r = cold_ ? cold_->read(index_.key(h), staging_) : ColdRead::missing;
     if (r != ColdRead::ok) {
       t0_.free(slot);
-      if (r == ColdRead::corrupt) ++counters_.n_cold_corrupt;
+      if (r == ColdRead::corrupt) {
+        ++counters_.n_cold_corrupt;
+        emit(KvEventType::block_corrupt, Tier::t2, Tier::none, index_.key(h), -1, block_tokens(), static_cast<int64_t>(bb));
+      }
       index_.set_location(h, {Tier::none, -1});
       bad_tokens += block_tokens();
       return make_error(ErrorCode::io, "cold block missing or corrupt");
     }
     be_.copy_from_host(staging_.data(), t0_.data(slot), bb);
+    emit(KvEventType::block_promoted, Tier::t2, Tier::t0, index_.key(h), slot, block_tokens(), static_cast<int64_t>(bb));
     ++counters_.n_promoted[2];
     counters_.bytes_t2_t0 += static_cast<int64_t>(bb);
   }
@@ -285,6 +326,7 @@ Result<PrefixInfo> KvCache::prepare(SeqId id, std::span<const int32_t> prompt) {
     } else if (const int32_t slot = alloc_t0(); slot >= 0) {
       std::memcpy(t0_.data(slot), t0_.data(s.blocks[tail_block].t0_slot), static_cast<size_t>(config_.layout.block_bytes));
       tail = SeqBlock{slot, {}};
+      emit(KvEventType::block_copied_on_write, Tier::t0, Tier::t0, index_.key(s.blocks[tail_block].shared), slot, B);
       ++counters_.n_cow;
     }
   }
@@ -325,6 +367,7 @@ Result<PrefixInfo> KvCache::prepare(SeqId id, std::span<const int32_t> prompt) {
     if (!slot.ok()) break;
     index_.touch(blocks[n_ok].handle, tick());
     s.blocks.push_back(SeqBlock{*slot, blocks[n_ok].handle});
+    emit(KvEventType::block_hit, was, Tier::t0, blocks[n_ok].key, *slot, B, 0, id);
     info.n_from_tier[tier_index(was)] += B;
     ++counters_.n_hits_blocks[tier_index(was)];
   }
@@ -354,6 +397,7 @@ Result<PrefixInfo> KvCache::prepare(SeqId id, std::span<const int32_t> prompt) {
   }
   info.n_cached = static_cast<int64_t>(s.tokens.size());
   info.promote_ms = ms_since(t_promote);
+  emit(KvEventType::block_miss, Tier::none, Tier::none, {}, -1, info.n_prompt - info.n_cached, 0, id);
   return info;
 }
 
@@ -391,6 +435,7 @@ void KvCache::commit(SeqId id, std::span<const int32_t> tokens) {
     const BlockKey key = chain_key(parent_key, toks);
     const InsertResult r = index_.insert(fingerprint(), parent, NewBlock{key, toks, {Tier::t0, sb.t0_slot}, tick()});
     if (r.inserted) {
+      emit(KvEventType::block_published, Tier::none, Tier::t0, key, sb.t0_slot, B, 0, id);
       write_behind(r.handle, t0_.data(sb.t0_slot));
     } else {
       // Someone published the same block first: use theirs, or give them our T0 copy.
@@ -415,7 +460,9 @@ void KvCache::write_behind(BlockHandle h, const uint8_t* t0_data) {
   const auto bb = static_cast<size_t>(config_.layout.block_bytes);
   be_.copy_to_host(t0_data, staging_.data(), bb);
   const BlockHandle p = index_.parent(h);
-  cold_->put(index_.key(h), p.is_null() ? fingerprint() : index_.key(p), fingerprint(), {staging_.data(), bb});
+  if (cold_->put(index_.key(h), p.is_null() ? fingerprint() : index_.key(p), fingerprint(), {staging_.data(), bb})) {
+    emit(KvEventType::cold_write_queued, Tier::t0, Tier::t2, index_.key(h), -1, block_tokens(), static_cast<int64_t>(bb));
+  }
 }
 
 void KvCache::park(SeqId id) {

@@ -24,6 +24,7 @@
 #include "core/backend/backend.h"
 #include "core/kv/block_key.h"
 #include "core/kv/cold_store.h"
+#include "core/kv/kv_events.h"
 #include "core/kv/kv_format.h"
 #include "core/kv/radix_index.h"
 #include "core/util/result.h"
@@ -135,6 +136,13 @@ class KvCache {
   // Wasted slots in partial last blocks (tokens), over all sequences.
   int64_t internal_fragmentation_tokens() const;
 
+  // Block events (allocation, hits, misses, promotions, demotions, evictions, copies on
+  // write, publication, cold writes) go to `log` when set; `request` tags them.
+  void set_event_log(KvEventLog* log) { events_ = log; }
+  void set_current_request(int64_t request_id) { request_id_ = request_id; }
+  // Appends a tier_usage sample per data tier (for the timelines).
+  void emit_tier_usage();
+
   // Demotes every unpinned T0 block to T1 (or T2): for tests of the tier paths.
   void demote_all_unpinned(Tier to);
 
@@ -168,6 +176,8 @@ class KvCache {
   int32_t alloc_t0();
   void write_behind(BlockHandle h, const uint8_t* t0_data);
   uint64_t tick() { return ++tick_; }
+  void emit(KvEventType type, Tier from, Tier to, const BlockKey& key = {}, int32_t slot = -1, int64_t n_tokens = 0,
+            int64_t n_bytes = 0, int64_t seq = -1);
 
   KvCacheConfig config_;
   backend::Backend& be_;
@@ -181,6 +191,8 @@ class KvCache {
   SeqId next_seq_ = 1;
   uint64_t tick_ = 0;
   KvCacheCounters counters_;
+  KvEventLog* events_ = nullptr;
+  int64_t request_id_ = -1;
 };
 
 // Maps core's KV format to the kernels' row type.

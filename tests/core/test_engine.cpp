@@ -6,6 +6,8 @@
 
 #include "core/backend/backend.h"
 #include "core/engine/engine.h"
+#include "core/kv/kv_metrics.h"
+#include "core/kv/trace_export.h"
 #include "core/model/model.h"
 #include "core/model/session.h"
 #include "support/test_support.h"
@@ -161,4 +163,50 @@ TEST_CASE("engine: the engine thread serves requests submitted from another thre
   CHECK(r->tokens.size() == 12);
   CHECK(streamed == r->text);
   CHECK(r->ttft_ms > 0);
+}
+
+TEST_CASE("engine: events describe each turn and export to a Chrome trace", "[core][engine]") {
+  Fixture f;
+  auto cache = f.cache(64, 16);
+  kv::KvEventLog log(1 << 14);
+  engine::EngineOptions eo;
+  eo.events = &log;
+  engine::Engine eng(*f.m, *cache, eo);
+  std::vector<int32_t> history;
+  for (int i = 0; i < 40; ++i) history.push_back(1 + (i * 7919) % 31000);
+  const auto first = eng.submit({1, history, greedy(6), {}});
+  REQUIRE(eng.run_until_idle().ok());
+  auto next = history;
+  const auto r1 = eng.result(first);
+  next.insert(next.end(), r1->tokens.begin(), r1->tokens.end());
+  next.insert(next.end(), {4242, 4243, 4244});
+  const auto second = eng.submit({1, next, greedy(6), {}});
+  REQUIRE(eng.run_until_idle().ok());
+
+  std::vector<kv::KvEvent> events;
+  const auto read = log.read_since(0, events);
+  CHECK(read.n_lost == 0);
+  kv::TurnTimeline timeline(0);
+  timeline.add(events);
+  const kv::RequestMetrics* t1 = timeline.find(first);
+  const kv::RequestMetrics* t2 = timeline.find(second);
+  REQUIRE((t1 && t2));
+  CHECK(t1->finished());
+  CHECK(t1->n_missed_tokens == 40 - 0);  // a cold first turn: nothing cached
+  CHECK(t2->finished());
+  // The second turn reuses the whole first turn from T0 — its blocks and its private tail:
+  // 40 prompt tokens and 5 of the 6 replies (the last sampled token was never evaluated).
+  CHECK(eng.result(second)->prefix.n_cached == 45);
+  CHECK(t2->n_missed_tokens == 4);
+  CHECK(t2->n_cached_tokens[0] == 32);  // hits count full shared blocks; the tail is the sequence's own
+  CHECK(t2->ttft_ms() > 0);
+  CHECK(t2->n_generated_tokens == 6);
+  const auto r2 = eng.result(second);
+  CHECK(r2->ttft_ms >= r2->prefill_ms);
+
+  const std::string trace = kv::to_chrome_trace_json(events);
+  CHECK_THAT(trace, Catch::Contains("\"traceEvents\"") && Catch::Contains("\"request 2\"") &&
+                        Catch::Contains("\"prefill\""));
+  const std::string csv = kv::to_csv(events);
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == static_cast<long>(events.size()) + 1);
 }
