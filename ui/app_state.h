@@ -39,7 +39,8 @@ struct TurnStats {
   bool valid = false;
   int64_t n_tokens = 0;         // generated
   int64_t n_prompt = 0;
-  int64_t n_prompt_reused = 0;  // served from cache (today: the session's contiguous KV)
+  int64_t n_prompt_reused = 0;  // served from the KV cache
+  int64_t n_from_tier[3] = {};  // of them: found on T0 (compute pool), T1 (host RAM), T2 (disk)
   double ttft_ms = 0;
   double prefill_ms = 0;
   double decode_ms = 0;

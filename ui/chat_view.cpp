@@ -59,9 +59,15 @@ void draw_text_blocks(ViewContext& ctx, const std::string& text, int64_t id) {
 
 std::string stats_line(const TurnStats& s) {
   const int64_t n_dec = s.n_tokens > 1 ? s.n_tokens - 1 : 0;
+  std::string tiers;
+  if (s.n_prompt_reused > 0) {
+    tiers = " (T0 " + std::to_string(s.n_from_tier[0]) + " / T1 " + std::to_string(s.n_from_tier[1]) + " / T2 " +
+            std::to_string(s.n_from_tier[2]) + ")";
+  }
   return format_tok_per_s(n_dec, s.decode_ms) + "  ·  TTFT " + format_duration_ms(s.ttft_ms) + "  ·  prompt: " +
-         std::to_string(s.n_prompt_reused) + " from cache, " + std::to_string(s.n_prompt - s.n_prompt_reused) +
-         " computed  ·  " + std::to_string(s.n_tokens) + " tokens (" + s.stop_reason + ")";
+         std::to_string(s.n_prompt_reused) + " from cache" + tiers + ", " +
+         std::to_string(s.n_prompt - s.n_prompt_reused) + " computed  ·  " + std::to_string(s.n_tokens) + " tokens (" +
+         s.stop_reason + ")";
 }
 
 }  // namespace

@@ -28,6 +28,10 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
   m["last_reply_chars"] = last ? static_cast<double>(last->text.size()) : 0.0;
   m["last_reply_tokens"] = last && last->stats.valid ? static_cast<double>(last->stats.n_tokens) : 0.0;
   m["last_prompt_reused"] = last && last->stats.valid ? static_cast<double>(last->stats.n_prompt_reused) : 0.0;
+  for (int t = 0; t < 3; ++t) {
+    m["last_prompt_from_t" + std::to_string(t)] =
+        last && last->stats.valid ? static_cast<double>(last->stats.n_from_tier[t]) : 0.0;
+  }
   m["last_reply"] = last ? last->text : std::string();
   m["n_turns"] = static_cast<double>(s.memory.turns.size());
   m["n_stream_tokens"] = static_cast<double>(s.chat.n_stream_tokens);

@@ -91,9 +91,13 @@ int run_chat(ChatArgs a) {
     ++turn;
     if (!a.model.quiet) {
       const double n_dec = static_cast<double>(r->tokens.size() > 1 ? r->tokens.size() - 1 : 0);
-      std::fprintf(stderr, "[%zu tokens | TTFT %.0f ms | %.1f tok/s | prompt %lld tokens, %lld from cache, %lld computed]\n",
+      std::fprintf(stderr,
+                   "[%zu tokens | TTFT %.0f ms | %.1f tok/s | prompt %lld tokens, %lld from cache (T0 %lld, T1 %lld, "
+                   "T2 %lld), %lld computed]\n",
                    r->tokens.size(), r->ttft_ms, r->decode_ms > 0 ? 1000.0 * n_dec / r->decode_ms : 0.0,
                    static_cast<long long>(r->n_prompt), static_cast<long long>(r->n_prompt_reused),
+                   static_cast<long long>(r->prefix.n_from_tier[0]), static_cast<long long>(r->prefix.n_from_tier[1]),
+                   static_cast<long long>(r->prefix.n_from_tier[2]),
                    static_cast<long long>(r->n_prompt - r->n_prompt_reused));
     }
   }

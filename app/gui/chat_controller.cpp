@@ -282,7 +282,7 @@ void ChatController::do_load_model(const std::string& requested) {
   model_ = std::move(*m);
   const model::ModelConfig& c = model_->config();
   const int64_t n_ctx = options_.n_ctx > 0 ? options_.n_ctx : std::min<int64_t>(c.n_ctx_train, 4096);
-  auto runner = SessionTurnRunner::create(*model_, n_ctx);
+  auto runner = SessionTurnRunner::create(*model_, n_ctx, storage::resolve_data_dir(options_.data_dir) / "kv-cache");
   if (!runner.ok()) {
     model_.reset();
     ms.status = ui::ModelStatus::failed;

@@ -1,12 +1,30 @@
 // SessionTurnRunner: turns run on one model::Session, which reuses the longest common prefix.
 #include "app/gui/turn_runner.h"
 
+#include <cstdio>
+
 namespace kvc::app {
 
-Result<std::unique_ptr<SessionTurnRunner>> SessionTurnRunner::create(const model::Model& m, int64_t n_ctx) {
-  auto s = model::Session::create(m, n_ctx);
+Result<std::unique_ptr<SessionTurnRunner>> SessionTurnRunner::create(const model::Model& m, int64_t n_ctx,
+                                                                     const std::filesystem::path& cold_dir) {
+  std::unique_ptr<storage::SqliteColdStore> cold;
+  if (!cold_dir.empty()) {
+    storage::ColdStoreOptions co;
+    co.capacity_bytes = int64_t{4} << 30;
+    auto opened = storage::SqliteColdStore::open(cold_dir, co);
+    if (opened.ok()) {
+      cold = std::move(*opened);
+    } else {
+      std::fprintf(stderr, "kvchat: the disk KV tier is off: %s\n", opened.error().what().c_str());
+    }
+  }
+  model::SessionOptions o;
+  o.n_ctx = n_ctx;
+  o.t1_bytes = int64_t{512} << 20;
+  o.cold = cold.get();
+  auto s = model::Session::create(m, o);
   if (!s.ok()) return s.error();
-  return std::unique_ptr<SessionTurnRunner>(new SessionTurnRunner(std::move(*s)));
+  return std::unique_ptr<SessionTurnRunner>(new SessionTurnRunner(std::move(cold), std::move(*s)));
 }
 
 Result<TurnResult> SessionTurnRunner::run(const TurnRequest& request,
@@ -23,6 +41,7 @@ Result<TurnResult> SessionTurnRunner::run(const TurnRequest& request,
   out.stats.n_tokens = static_cast<int64_t>(out.tokens.size());
   out.stats.n_prompt = r->n_prompt;
   out.stats.n_prompt_reused = r->n_prompt_reused;
+  for (int t = 0; t < 3; ++t) out.stats.n_from_tier[t] = r->prefix.n_from_tier[t];
   out.stats.ttft_ms = r->ttft_ms;
   out.stats.prefill_ms = r->prefill_ms;
   out.stats.decode_ms = r->decode_ms;
@@ -37,6 +56,15 @@ void SessionTurnRunner::fill_memory(ui::MemoryState& out) const {
   out.n_session_tokens = static_cast<int64_t>(session_.tokens().size());
   out.kv_capacity_bytes = static_cast<size_t>(out.kv_bytes_per_token * static_cast<double>(out.n_ctx));
   out.kv_used_bytes = static_cast<size_t>(out.kv_bytes_per_token * static_cast<double>(out.n_session_tokens));
+  const kv::KvCache& cache = session_.cache();
+  out.tiers.clear();
+  const char* names[] = {"T0 compute", "T1 host RAM", "T2 disk"};
+  for (kv::Tier t : {kv::Tier::t0, kv::Tier::t1, kv::Tier::t2}) {
+    if (t == kv::Tier::t2 && !cold_) continue;
+    const kv::TierUsageBytes u = cache.tier_usage(t);
+    out.tiers.push_back(ui::TierView{names[kv::tier_index(t)], static_cast<size_t>(u.used_bytes),
+                                     static_cast<size_t>(u.capacity_bytes)});
+  }
 }
 
 }  // namespace kvc::app

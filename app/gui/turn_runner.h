@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "core/model/model.h"
 #include "core/model/session.h"
+#include "storage/sqlite_cold_store.h"
 #include "core/util/result.h"
 #include "ui/app_state.h"
 
@@ -45,15 +47,21 @@ class TurnRunner {
   virtual void fill_memory(ui::MemoryState& out) const = 0;
 };
 
+// Turns on one model::Session whose KV cache has a host-RAM tier and a disk tier in the data
+// directory, so a conversation reopened after a restart resumes from disk.
 class SessionTurnRunner final : public TurnRunner {
  public:
-  static Result<std::unique_ptr<SessionTurnRunner>> create(const model::Model& m, int64_t n_ctx);
+  // cold_dir empty: no disk tier. A disk tier that cannot be opened is left out with a warning.
+  static Result<std::unique_ptr<SessionTurnRunner>> create(const model::Model& m, int64_t n_ctx,
+                                                           const std::filesystem::path& cold_dir = {});
   Result<TurnResult> run(const TurnRequest& request, const std::function<bool(const TurnDelta&)>& on_delta) override;
   void prefetch(int64_t, const std::vector<int32_t>&) override {}
   void fill_memory(ui::MemoryState& out) const override;
 
  private:
-  explicit SessionTurnRunner(model::Session s) : session_(std::move(s)) {}
+  SessionTurnRunner(std::unique_ptr<storage::SqliteColdStore> cold, model::Session s)
+      : cold_(std::move(cold)), session_(std::move(s)) {}
+  std::unique_ptr<storage::SqliteColdStore> cold_;  // declared first: outlives the session's cache
   model::Session session_;
 };
 

@@ -137,6 +137,7 @@ Result<GenerateResult> generate(Session& s, std::span<const int32_t> prompt, con
   auto logits = s.evaluate(prompt);
   if (!logits.ok()) return logits.error();
   out.n_prompt_reused = s.n_reused();
+  out.prefix = s.last_prefix();
   out.prefill_ms = ms_since(t0);
 
   sampling::Sampler sampler(opt.sampling);

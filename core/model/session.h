@@ -50,6 +50,7 @@ class Session {
   int64_t n_ctx() const { return n_ctx_; }
   const Model& model() const { return *m_; }
   kv::KvCache& cache() { return *cache_; }
+  const kv::KvCache& cache() const { return *cache_; }
   // What the last evaluate() reused, and how many tokens it computed.
   const kv::PrefixInfo& last_prefix() const { return last_prefix_; }
   int64_t n_reused() const { return last_prefix_.n_cached; }
@@ -83,6 +84,7 @@ struct GenerateResult {
   StopReason reason = StopReason::max_tokens;
   int64_t n_prompt = 0;         // prompt tokens
   int64_t n_prompt_reused = 0;  // of which served from the session's cache
+  kv::PrefixInfo prefix;        // where they came from (tiers), and lookup / promote times
   double prefill_ms = 0;        // evaluating the uncached prompt suffix
   double ttft_ms = 0;           // prompt submitted -> first token sampled
   double decode_ms = 0;         // all later tokens
