@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
+
+#include "storage/data_dir.h"
 
 namespace kvc::cli {
 
@@ -16,8 +19,21 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool model_required) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   cmd.add_option("-b,--batch-size", o.n_batch, "tokens evaluated per forward pass during prefill")
       ->check(CLI::Range(int64_t{1}, int64_t{8192}));
-  cmd.add_option("--data-dir", o.data_dir, "kvchat's data directory (default: $KVCHAT_DATA_DIR or ~/.local/share/kvchat)");
+  add_data_dir_option(cmd, o.data_dir);
   cmd.add_flag("-q,--quiet", o.quiet, "no progress or timings on stderr");
+}
+
+void add_data_dir_option(CLI::App& cmd, std::string& data_dir) {
+  cmd.add_option("--data-dir", data_dir,
+                 "kvchat's data directory; models/ in it is searched for -m names (default: $KVCHAT_DATA_DIR or "
+                 "~/.local/share/kvchat)");
+}
+
+std::string resolve_model_path(const std::string& path, const std::string& data_dir) {
+  std::error_code ec;
+  if (path.empty() || std::filesystem::exists(path, ec)) return path;
+  const auto in_data = storage::resolve_data_dir(data_dir) / "models" / path;
+  return std::filesystem::exists(in_data, ec) ? in_data.string() : path;
 }
 
 void add_sampling_options(CLI::App& cmd, sampling::SamplingParams& p) {
@@ -35,7 +51,7 @@ void add_sampling_options(CLI::App& cmd, sampling::SamplingParams& p) {
 }
 
 Result<Loaded> load_model(const ModelOptions& o) {
-  std::string path = o.model;
+  std::string path = resolve_model_path(o.model, o.data_dir);
   if (path.empty()) {
     auto demo = ensure_demo_model(o.data_dir, o.quiet);
     if (!demo.ok()) return demo.error();

@@ -26,6 +26,10 @@ struct ModelOptions {
 };
 
 void add_model_options(CLI::App& cmd, ModelOptions& o, bool model_required = true);
+// --data-dir, for commands that take no other model options.
+void add_data_dir_option(CLI::App& cmd, std::string& data_dir);
+// A model named by path, or by file name inside the data directory's models/ folder.
+std::string resolve_model_path(const std::string& path, const std::string& data_dir);
 void add_sampling_options(CLI::App& cmd, sampling::SamplingParams& p);
 
 // A backend and a model loaded on it, with a progress bar on stderr.

@@ -53,9 +53,11 @@ struct InspectArgs {
   std::string model;
   int64_t n_ctx = 4096;
   bool tensors = false;
+  std::string data_dir;
 };
 
-int run_inspect(const InspectArgs& a) {
+int run_inspect(InspectArgs a) {
+  a.model = resolve_model_path(a.model, a.data_dir);
   auto file = gguf::GgufFile::open(a.model);
   if (!file.ok()) return report(file.error());
   const gguf::GgufFile& f = *file;
@@ -125,6 +127,7 @@ void register_inspect(CLI::App& app) {
   cmd->add_option("model", a->model, "GGUF model file")->required();
   cmd->add_option("-c,--ctx-size", a->n_ctx, "context length for the memory estimate")->capture_default_str();
   cmd->add_flag("--tensors", a->tensors, "list every tensor");
+  add_data_dir_option(*cmd, a->data_dir);
   cmd->callback([a] {
     if (int rc = run_inspect(*a); rc != 0) throw CLI::RuntimeError(rc);
   });

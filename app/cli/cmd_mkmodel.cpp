@@ -8,6 +8,7 @@
 #include "app/common/demo_model.h"
 #include "core/gguf/gguf_file.h"
 #include "core/model/model_builder.h"
+#include "storage/data_dir.h"
 #include "core/tokenizer/train_vocabulary.h"
 
 namespace kvc::cli {
@@ -23,6 +24,7 @@ struct MkmodelArgs {
   std::string corpus;
   int64_t n_vocab = 1024;
   bool quiet = false;
+  std::string data_dir;
 };
 
 Result<tokenizer::Vocabulary> make_vocabulary(const std::string& vocab_from, const std::string& corpus, int64_t n_vocab) {
@@ -50,6 +52,12 @@ int run_mkmodel(MkmodelArgs a) {
   auto type = model::parse_file_type(a.type);
   if (!type) return report(make_error(ErrorCode::invalid_argument, "unknown type '" + a.type + "'; choose q8_0, q4_0, q4_k_m, f16, bf16 or f32"));
   a.spec.type = *type;
+  if (a.out.empty()) {
+    // Default: the data directory's models/ folder, where the app lists models.
+    const auto dir = storage::resolve_data_dir(a.data_dir) / "models";
+    if (Status st = storage::ensure_dir(dir); !st.ok()) return report(st.error());
+    a.out = (dir / ((a.preset.empty() ? "random" : a.preset) + "-" + a.type + ".gguf")).string();
+  }
   auto vocab = make_vocabulary(a.vocab_from, a.corpus, a.n_vocab);
   if (!vocab.ok()) return report(vocab.error());
   Progress bar("writing " + a.out, a.quiet);
@@ -80,7 +88,8 @@ Result<std::string> ensure_demo_model(const std::string& data_dir, bool quiet) {
 void register_mkmodel(CLI::App& app) {
   auto a = std::make_shared<MkmodelArgs>();
   auto* cmd = app.add_subcommand("mkmodel", "write a llama GGUF with random weights of any shape and weight type");
-  cmd->add_option("-o,--output", a->out, "GGUF file to write")->required();
+  cmd->add_option("-o,--output", a->out, "GGUF file to write (default: DATA_DIR/models/PRESET-TYPE.gguf)");
+  add_data_dir_option(*cmd, a->data_dir);
   cmd->add_option("--preset", a->preset, "a known shape: tinyllama (dim 2048, 22 layers, 32/4 heads, FFN 5632)");
   cmd->add_option("--type", a->type, "weight type: q8_0, q4_0, q4_k_m, f16, bf16, f32")->capture_default_str();
   cmd->add_option("--dim", a->spec.n_embd, "model width")->capture_default_str();

@@ -12,6 +12,7 @@ struct QuantizeArgs {
   std::string in, out, type;
   int threads = 0;
   bool quiet = false;
+  std::string data_dir;
 };
 
 int run_quantize(const QuantizeArgs& a) {
@@ -21,7 +22,7 @@ int run_quantize(const QuantizeArgs& a) {
                              "unknown type '" + a.type + "'; choose one of q8_0, q4_0, q4_k_m, f16, bf16, f32"));
   }
   Progress bar("quantizing to " + std::string(model::file_type_name(*target)), a.quiet);
-  auto st = model::quantize_model(a.in, a.out, *target, a.threads, [&](size_t done, size_t total) {
+  auto st = model::quantize_model(resolve_model_path(a.in, a.data_dir), a.out, *target, a.threads, [&](size_t done, size_t total) {
     bar.update(total ? static_cast<double>(done) / static_cast<double>(total) : 1.0);
   });
   if (!st.ok()) return report(st.error());
@@ -35,11 +36,12 @@ int run_quantize(const QuantizeArgs& a) {
 void register_quantize(CLI::App& app) {
   auto a = std::make_shared<QuantizeArgs>();
   auto* cmd = app.add_subcommand("quantize", "convert a model's weights: quantize IN OUT TYPE");
-  cmd->add_option("input", a->in, "GGUF model to read")->required()->check(CLI::ExistingFile);
+  cmd->add_option("input", a->in, "GGUF model to read")->required();
   cmd->add_option("output", a->out, "GGUF model to write")->required();
   cmd->add_option("type", a->type, "q8_0, q4_0, q4_k_m, f16, bf16 or f32")->required();
   cmd->add_option("-t,--threads", a->threads, "threads (default: one per physical core)");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress on stderr");
+  add_data_dir_option(*cmd, a->data_dir);
   cmd->callback([a] {
     if (int rc = run_quantize(*a); rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -15,11 +15,12 @@ struct TokenizeArgs {
   bool pieces = false;
   bool no_bos = false;
   bool special = false;
+  std::string data_dir;
 };
 
 int run_tokenize(const TokenizeArgs& a) {
   // Only the tokenizer is needed: read the metadata, never touch the weights.
-  auto file = gguf::GgufFile::open(a.model);
+  auto file = gguf::GgufFile::open(resolve_model_path(a.model, a.data_dir));
   if (!file.ok()) return report(file.error());
   auto vocab = model::vocabulary_from_gguf(*file);
   if (!vocab.ok()) return report(vocab.error());
@@ -48,6 +49,7 @@ void register_tokenize(CLI::App& app) {
   cmd->add_flag("--pieces", a->pieces, "show each token's piece next to its id");
   cmd->add_flag("--no-bos", a->no_bos, "do not add the BOS token");
   cmd->add_flag("--special", a->special, "parse control tokens written in the text");
+  add_data_dir_option(*cmd, a->data_dir);
   cmd->callback([a] {
     if (int rc = run_tokenize(*a); rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -183,3 +183,20 @@ TEST_CASE("cli: perplexity compares a quantized KV cache with F16", "[app][e2e]"
   auto bad = cli("perplexity -m " + quoted(kvc::test::model_path("tiny-gqa-q8_0.gguf")) + " -f /nonexistent --kv-type q9", tmp);
   CHECK(bad.exit_code == 2);
 }
+
+TEST_CASE("cli: --data-dir is accepted everywhere and models/ in it is searched for model names", "[app]") {
+  kvc::test::TempDir tmp;
+  const std::string dd = " --data-dir " + quoted(tmp.file("dd"));
+  auto mk = cli("mkmodel --dim 64 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --vocab 600 -q" + dd, tmp);
+  INFO(mk.err);
+  REQUIRE(mk.exit_code == 0);
+  for (const std::string c : {"inspect random-q8_0.gguf", "tokenize -m random-q8_0.gguf -p hello",
+                              "generate -m random-q8_0.gguf -p hello -n 2 -q"}) {
+    auto r = cli(c + dd, tmp);
+    INFO(c << ": " << r.err);
+    CHECK(r.exit_code == 0);
+  }
+  auto missing = cli("inspect nothing-here.gguf" + dd, tmp);
+  CHECK(missing.exit_code == 3);
+  CHECK_THAT(missing.err, Catch::Contains("nothing-here.gguf"));
+}
