@@ -9,6 +9,7 @@
 
 #include "app/cli/cli_common.h"
 #include "core/kv/kv_format.h"
+#include "core/kv/trace_export.h"
 #include "core/model/session.h"
 #include "storage/data_dir.h"
 #include "storage/sqlite_cold_store.h"
@@ -27,6 +28,8 @@ struct BenchCacheArgs {
   int turns = 3;
   int repetitions = 3;
   bool json = false;
+  std::string trace_file;
+  std::string csv_file;
 };
 
 double median(std::vector<double> v) {
@@ -111,6 +114,8 @@ int run_bench_cache(BenchCacheArgs a) {
   kv::PrefixInfo p0, p1, p2, pr, prs;
   auto s0 = fresh();
   if (!s0.ok()) return report(s0.error());
+  kv::KvEventLog events(size_t{1} << 18);
+  s0->cache().set_event_log(&events);
   auto timed = [&](model::Session& sess, const std::vector<int32_t>& p, std::vector<double>& out,
                    kv::PrefixInfo& info) -> Status {
     auto ms = ttft(sess, p);
@@ -144,10 +149,23 @@ int run_bench_cache(BenchCacheArgs a) {
     ro.cold = reopened->get();
     auto sr = model::Session::create(m, ro);
     if (!sr.ok()) return report(sr.error());
+    sr->cache().set_event_log(&events);
     if (auto st = timed(*sr, with_new_message(history), rsv, pr); !st.ok()) return report(st.error());
     auto sr2 = model::Session::create(m, ro);
     if (!sr2.ok()) return report(sr2.error());
     if (auto st = timed(*sr2, history, rsame, prs); !st.ok()) return report(st.error());
+  }
+  s0->cache().emit_tier_usage();
+  if (!a.trace_file.empty() || !a.csv_file.empty()) {
+    std::vector<kv::KvEvent> all;
+    const auto got = events.read_since(0, all);
+    if (got.n_lost > 0) std::fprintf(stderr, "kvchat-cli: %llu early events were overwritten\n", static_cast<unsigned long long>(got.n_lost));
+    if (!a.trace_file.empty()) {
+      if (Status st = kv::write_chrome_trace(a.trace_file, all); !st.ok()) return report(st.error());
+    }
+    if (!a.csv_file.empty()) {
+      if (Status st = kv::write_csv(a.csv_file, all); !st.ok()) return report(st.error());
+    }
   }
   const double t0_ms = median(t0v), t1_ms = median(t1v), t2_ms = median(t2v), restart_ms = median(rsv);
   const double restart_same_ms = median(rsame), t2_mb_s = median(mbv);
@@ -261,6 +279,8 @@ void register_bench_cache(CLI::App& app) {
   cmd->add_option("-r,--repetitions", a->repetitions, "repetitions of each cached case (median reported)")
       ->capture_default_str()
       ->check(CLI::Range(1, 20));
+  cmd->add_option("--trace", a->trace_file, "write the cache's events as Chrome trace JSON (opens in Perfetto)");
+  cmd->add_option("--csv", a->csv_file, "write the cache's events as CSV");
   cmd->add_flag("--json", a->json, "print a JSON object (ttft_cold_ms, ttft_t0_ms, ttft_t1_ms, ttft_t2_ms, ...)");
   cmd->callback([a] {
     if (int rc = run_bench_cache(*a); rc != 0) throw CLI::RuntimeError(rc);

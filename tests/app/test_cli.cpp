@@ -158,7 +158,8 @@ TEST_CASE("cli: mkmodel, quantize, then logits and chat on the result", "[app][e
 TEST_CASE("cli: bench-cache reports every tier and serves the history from each", "[app][e2e]") {
   kvc::test::TempDir tmp;
   auto r = cli("bench-cache -m " + quoted(kvc::test::model_path("tiny-gqa-q8_0.gguf")) +
-                   " -t 2 --history 64 --new 8 --conversations 2 --turns 2 --json --data-dir " + quoted(tmp.file("d")),
+                   " -t 2 --history 64 --new 8 --conversations 2 --turns 2 --json --data-dir " + quoted(tmp.file("d")) +
+                   " --trace " + quoted(tmp.file("t.json")) + " --csv " + quoted(tmp.file("t.csv")),
                tmp);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
@@ -170,6 +171,16 @@ TEST_CASE("cli: bench-cache reports every tier and serves the history from each"
   // 64 history tokens are 4 full blocks: each tier serves all of them.
   CHECK_THAT(r.out, Catch::Contains("\"t1\": 64") && Catch::Contains("\"t2\": 64") && Catch::Contains("\"restart_t2\": 64"));
   CHECK_THAT(r.out, Catch::Contains("\"kv_bytes_per_token\": 1024.0"));
+  // The event exports: demotions and promotions through every tier are in them.
+  std::ifstream csv(tmp.file("t.csv"));
+  std::stringstream ss;
+  ss << csv.rdbuf();
+  CHECK_THAT(ss.str(), Catch::StartsWith("t_us,type,") && Catch::Contains("block_demoted") &&
+                           Catch::Contains("block_promoted") && Catch::Contains("block_hit"));
+  std::ifstream trace(tmp.file("t.json"));
+  std::stringstream ts;
+  ts << trace.rdbuf();
+  CHECK_THAT(ts.str(), Catch::Contains("\"traceEvents\""));
 }
 
 TEST_CASE("cli: perplexity compares a quantized KV cache with F16", "[app][e2e]") {
