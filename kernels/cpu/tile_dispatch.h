@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cpu/vec_dot.h"
 
@@ -61,6 +62,45 @@ void tile_quant(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs
       const ActTile a{acts.qs + t * acts.n_cols, acts.d + t * d_stride,
                       acts.bsums ? acts.bsums + t * (acts.n_cols / 16) : nullptr, acts.n_cols, d_stride};
       call_exact<Kernel, Kernel::k_rows, Kernel::k_tokens>(nr, nt, w + r * rb, rb, a, y + t * ys + r, ys);
+    }
+  }
+}
+
+// Forwards call_exact's run<R, T> to Kernel::run_prepared<R, T>.
+template <typename Kernel>
+struct PreparedRun {
+  template <int R, int T, typename... Args>
+  static void run(Args&&... args) {
+    Kernel::template run_prepared<R, T>(args...);
+  }
+};
+
+// Prefill: each row tile is converted once into an L1-resident buffer that every token tile
+// then reads, instead of being unpacked again per token tile. Kernel additionally has
+//   using Prepared = ...;  static int64_t n_prepared(int64_t n_cols);  (units per row)
+//   static void prepare(const uint8_t* row, int64_t u, Prepared* out);  (unit u of a row)
+//   template <int R, int T> static void run_prepared(const Prepared* p, const uint8_t* w,
+//       size_t w_row_bytes, const ActTile& a, float* y, int64_t y_stride);  p: (units, R)
+// Up to k_tokens tokens (decode) take the streaming tile_quant walk unchanged.
+template <typename Kernel>
+void tile_prepared(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
+                   float* y, int64_t ys) {
+  if (n_tokens <= Kernel::k_tokens) return tile_quant<Kernel>(w, rb, n_rows, acts, n_tokens, y, ys);
+  const int64_t n_units = Kernel::n_prepared(acts.n_cols);
+  thread_local std::vector<typename Kernel::Prepared> prepared;  // (n_units, k_rows)
+  const auto n_needed = static_cast<size_t>(n_units * Kernel::k_rows);
+  if (prepared.size() < n_needed) prepared.resize(n_needed);
+  const int64_t d_stride = acts.n_cols / Kernel::k_block;
+  for (int64_t r = 0; r < n_rows; r += Kernel::k_rows) {
+    const int nr = static_cast<int>(std::min<int64_t>(Kernel::k_rows, n_rows - r));
+    for (int64_t u = 0; u < n_units; ++u)
+      for (int i = 0; i < nr; ++i) Kernel::prepare(w + (r + i) * rb, u, &prepared[static_cast<size_t>(u * nr + i)]);
+    for (int64_t t = 0; t < n_tokens; t += Kernel::k_tokens) {
+      const int nt = static_cast<int>(std::min<int64_t>(Kernel::k_tokens, n_tokens - t));
+      const ActTile a{acts.qs + t * acts.n_cols, acts.d + t * d_stride,
+                      acts.bsums ? acts.bsums + t * (acts.n_cols / 16) : nullptr, acts.n_cols, d_stride};
+      call_exact<PreparedRun<Kernel>, Kernel::k_rows, Kernel::k_tokens>(nr, nt, prepared.data(), w + r * rb, rb, a,
+                                                                        y + t * ys + r, ys);
     }
   }
 }

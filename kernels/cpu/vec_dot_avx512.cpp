@@ -68,6 +68,19 @@ inline __m512 pair_scales(__m128 two) {  // [s0 x 8, s1 x 8]
   return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(two));
 }
 
+// Four blocks side by side, for one dot over 128 values: lanes 4k..4k+3 sum block k.
+struct Quad {
+  __m512i lo, hi;  // unsigned weights of values 0-15 / 16-31 of blocks 0-3
+  __m512 d;        // [d0 x 4, d1 x 4, d2 x 4, d3 x 4]
+};
+
+inline __m512 quad_scales(uint16_t d0, uint16_t d1, uint16_t d2, uint16_t d3) {
+  const __m512i idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  const __m128i h = _mm_set_epi16(0, 0, 0, 0, static_cast<short>(d3), static_cast<short>(d2), static_cast<short>(d1),
+                                  static_cast<short>(d0));
+  return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_cvtph_ps(h)));
+}
+
 struct Q4_0Weights {
   using Block = BlockQ4_0;
   static constexpr int k_offset = 8;
@@ -80,6 +93,16 @@ struct Q4_0Weights {
     const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(y), _mm256_srli_epi16(y, 4), 1);
     return _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
   }
+  // The low nibbles of blocks 0-3 are values 0-15, the high nibbles values 16-31.
+  static Quad load_quad(const Block* blk) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    auto qs = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[i].qs)); };
+    const __m256i y01 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(0)), qs(1), 1);
+    const __m256i y23 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(2)), qs(3), 1);
+    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(y01), y23, 1);
+    return {_mm512_and_si512(z, low4), _mm512_and_si512(_mm512_srli_epi16(z, 4), low4),
+            quad_scales(blk[0].d, blk[1].d, blk[2].d, blk[3].d)};
+  }
 };
 
 struct Q8_0Weights {
@@ -90,6 +113,17 @@ struct Q8_0Weights {
     const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[0].qs));
     const __m256i y1 = k_pair ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[1].qs)) : _mm256_setzero_si256();
     return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(y0), y1, 1), _mm512_set1_epi8(-128));
+  }
+  // q + 128 of bytes 0-15 (lo) and 16-31 (hi) of blocks 0-3.
+  static Quad load_quad(const Block* blk) {
+    const __m512i flip = _mm512_set1_epi8(-128);
+    auto half = [&](int h) {
+      auto qs = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[i].qs + 16 * h)); };
+      const __m256i y01 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(0)), qs(1), 1);
+      const __m256i y23 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(2)), qs(3), 1);
+      return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(y01), y23, 1), flip);
+    };
+    return {half(0), half(1), quad_scales(blk[0].d, blk[1].d, blk[2].d, blk[3].d)};
   }
 };
 
@@ -124,31 +158,14 @@ struct Q8_0FormKernel {
     }
   }
 
-  // Q4_0 only: four blocks per step. The low nibbles of blocks 0-3 fill one register and the
-  // high nibbles another, so one dot covers 128 values and lanes 4k..4k+3 sum to block k;
-  // the activations are regrouped to match with two 128-bit lane shuffles per token.
-  struct Quad {
-    __m512i lo, hi;  // nibbles of values 0-15 / 16-31 of blocks 0-3
-    __m512 d;        // [d0 x 4, d1 x 4, d2 x 4, d3 x 4]
-  };
-  static inline Quad load_quad(const BlockQ4_0* blk) {
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
-    const __m512i idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-    auto qs = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[i].qs)); };
-    const __m256i y01 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(0)), qs(1), 1);
-    const __m256i y23 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(2)), qs(3), 1);
-    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(y01), y23, 1);
-    const __m128i h = _mm_set_epi16(0, 0, 0, 0, static_cast<short>(blk[3].d), static_cast<short>(blk[2].d),
-                                    static_cast<short>(blk[1].d), static_cast<short>(blk[0].d));
-    return {_mm512_and_si512(z, low4), _mm512_and_si512(_mm512_srli_epi16(z, 4), low4),
-            _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_cvtph_ps(h)))};
-  }
-
+  // Four blocks per step. Blocks 0-3's values 0-15 fill one register and values 16-31
+  // another, so one dot covers 128 values and lanes 4k..4k+3 sum to block k; the
+  // activations are regrouped to match with two 128-bit lane shuffles per token.
   // quads: (R) weight quads of this step, from registers or from a prepared tile.
   template <int R, int T>
   static inline void quad_dots(const Quad* quads, const ActTile& a, int64_t b, __m512 (&acc)[R][T]) {
     const __m512i idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-    const __m512i eight = _mm512_set1_epi8(8);
+    const __m512i offset = _mm512_set1_epi8(static_cast<char>(W::k_offset));
     for (int t = 0; t < T; ++t) {
       const int8_t* q = a.qs + t * a.n_cols + 32 * b;
       const __m512i a01 = _mm512_loadu_si512(q);
@@ -156,7 +173,7 @@ struct Q8_0FormKernel {
       const __m512i alo = _mm512_shuffle_i64x2(a01, a23, _MM_SHUFFLE(2, 0, 2, 0));
       const __m512i ahi = _mm512_shuffle_i64x2(a01, a23, _MM_SHUFFLE(3, 1, 3, 1));
       const __m512i zero = _mm512_setzero_si512();
-      const __m512i init = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, eight, _mm512_sub_epi8(zero, alo)), eight,
+      const __m512i init = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, offset, _mm512_sub_epi8(zero, alo)), offset,
                                                _mm512_sub_epi8(zero, ahi));
       const __m512 ad = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_loadu_ps(a.d + t * a.d_stride + b)));
       for (int r = 0; r < R; ++r) {
@@ -172,7 +189,7 @@ struct Q8_0FormKernel {
     for (int r = 0; r < R; ++r) {
       const auto* blk = reinterpret_cast<const BlockQ4_0*>(w + r * rb) + b;
       tiling::prefetch_ahead<4 * sizeof(BlockQ4_0) + 63>(blk, rb, k_rows);
-      quads[r] = load_quad(blk);
+      quads[r] = W::load_quad(blk);
     }
     quad_dots<R, T>(quads, a, b, acc);
   }
@@ -188,7 +205,12 @@ struct Q8_0FormKernel {
       for (int t = 0; t < T; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
   }
 
-  // Q4_0 prefill: the row tile's quads were unpacked once into `prepared`, (n_quads, R).
+  // Prefill (tiling::tile_prepared): the row tile's quads unpacked once, (n_quads, R).
+  using Prepared = Quad;
+  static int64_t n_prepared(int64_t n_cols) { return n_cols / 128; }
+  static void prepare(const uint8_t* row, int64_t u, Quad* out) {
+    *out = W::load_quad(reinterpret_cast<const typename W::Block*>(row) + 4 * u);
+  }
   template <int R, int T>
   static void run_prepared(const Quad* prepared, const uint8_t* w, size_t rb, const ActTile& a, float* y,
                            int64_t ys) {
@@ -214,38 +236,6 @@ struct Q8_0FormKernel {
   }
 };
 
-struct PreparedQ4_0 {
-  template <int R, int T>
-  static void run(const Q8_0FormKernel<Q4_0Weights>::Quad* prepared, const uint8_t* w, size_t rb, const ActTile& a,
-                  float* y, int64_t ys) {
-    Q8_0FormKernel<Q4_0Weights>::run_prepared<R, T>(prepared, w, rb, a, y, ys);
-  }
-};
-
-// Q4_0 with many tokens: each row tile is unpacked once into an L1-resident buffer that every
-// token tile then reads, instead of unpacking it again per token tile.
-void tile_q4_0(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens, float* y,
-               int64_t ys) {
-  using K = Q8_0FormKernel<Q4_0Weights>;
-  if (n_tokens <= K::k_tokens) return tiling::tile_quant<K>(w, rb, n_rows, acts, n_tokens, y, ys);
-  const int64_t n_quads = acts.n_cols / 128;
-  thread_local std::vector<K::Quad> prepared;  // (n_quads, k_rows)
-  if (prepared.size() < static_cast<size_t>(n_quads * K::k_rows)) prepared.resize(static_cast<size_t>(n_quads * K::k_rows));
-  const int64_t d_stride = acts.n_cols / 32;
-  for (int64_t r = 0; r < n_rows; r += K::k_rows) {
-    const int nr = static_cast<int>(std::min<int64_t>(K::k_rows, n_rows - r));
-    for (int64_t g = 0; g < n_quads; ++g)
-      for (int i = 0; i < nr; ++i)
-        prepared[static_cast<size_t>(g * nr + i)] = K::load_quad(reinterpret_cast<const BlockQ4_0*>(w + (r + i) * rb) + 4 * g);
-    for (int64_t t = 0; t < n_tokens; t += K::k_tokens) {
-      const int nt = static_cast<int>(std::min<int64_t>(K::k_tokens, n_tokens - t));
-      const ActTile a{acts.qs + t * acts.n_cols, acts.d + t * d_stride, nullptr, acts.n_cols, d_stride};
-      tiling::call_exact<PreparedQ4_0, K::k_rows, K::k_tokens>(nr, nt, prepared.data(), w + r * rb, rb, a,
-                                                               y + t * ys + r, ys);
-    }
-  }
-}
-
 // ---- Q4_K and Q6_K weights x Q8_K activations ----
 //
 // Sub-block scales are small integers, so each super-block's sum stays integer:
@@ -269,6 +259,56 @@ inline void unpack_q4_k_words(const uint8_t* s, uint32_t out[4]) {
   out[1] = (w2 & 0x0f0f0f0fu) | (((w0 >> 6) & 0x03030303u) << 4);
   out[2] = w1 & 0x3f3f3f3fu;
   out[3] = ((w2 >> 4) & 0x0f0f0f0fu) | (((w1 >> 6) & 0x03030303u) << 4);
+}
+
+// One super-block of one row converted for prefill (tiling::tile_prepared): chunk k holds the
+// unsigned weights of values 64k..64k+63 in the order of the activations' 64 bytes, with the
+// int16 sub-block scale of each vpmaddubsw pair beside it, so no token tile unpacks again.
+struct PreparedK {
+  __m512i q[4];  // (4 chunks, 64 bytes)
+  __m512i s[4];  // (4 chunks, 32 int16)
+  __m256i corr;  // (16 int16) per bsum: Q4_K the mins (times dmin), Q6_K 32 * scale (times d)
+  float d, dmin;
+};
+
+// R rows x T tokens over prepared super-blocks p: (n_blocks, R).
+template <bool k_q6, int R, int T>
+void run_prepared_k(const PreparedK* p, const ActTile& a, float* y, int64_t ys) {
+  const int64_t n_blocks = a.n_cols / 256;
+  __m512 acc[R][T];
+  for (auto& row : acc)
+    for (auto& v : row) v = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const PreparedK* pb = p + b * R;
+    __m512i iacc[R][T];
+    for (auto& row : iacc)
+      for (auto& v : row) v = _mm512_setzero_si512();
+    for (int k = 0; k < 4; ++k) {
+      __m512i wq[R];
+      for (int r = 0; r < R; ++r) wq[r] = pb[r].q[k];
+      for (int t = 0; t < T; ++t) {
+        const __m512i av = _mm512_loadu_si512(a.qs + t * a.n_cols + 256 * b + 64 * k);
+        for (int r = 0; r < R; ++r)
+          iacc[r][t] = _mm512_dpwssd_epi32(iacc[r][t], _mm512_maddubs_epi16(wq[r], av), pb[r].s[k]);
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums + t * (a.n_cols / 16) + 16 * b));
+      const float ad = a.d[t * a.d_stride + b];
+      for (int r = 0; r < R; ++r) {
+        const __m512i corr = _mm512_zextsi256_si512(_mm256_madd_epi16(bs, pb[r].corr));
+        if constexpr (k_q6) {
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(iacc[r][t], corr)),
+                                      _mm512_set1_ps(pb[r].d * ad), acc[r][t]);
+        } else {
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[r][t]), _mm512_set1_ps(pb[r].d * ad), acc[r][t]);
+          acc[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(corr), _mm512_set1_ps(pb[r].dmin * ad), acc[r][t]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
 struct Q4_KKernel {
@@ -336,6 +376,32 @@ struct Q4_KKernel {
     }
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]) - hsum256(macc[r][t]);
+  }
+
+  using Prepared = PreparedK;
+  static int64_t n_prepared(int64_t n_cols) { return n_cols / 256; }
+  static void prepare(const uint8_t* row, int64_t u, PreparedK* out) {
+    const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(row)[u];
+    uint32_t words[4];
+    unpack_q4_k_words(blk.scales, words);
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(words));
+    const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(bytes));
+    const __m128i m8 = _mm_cvtepu8_epi16(_mm_srli_si128(bytes, 8));
+    out->corr = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
+    out->d = _cvtsh_ss(blk.d);
+    out->dmin = _cvtsh_ss(blk.dmin);
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int k = 0; k < 4; ++k) {
+      const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * k)),
+                                             _mm256_set1_epi16(static_cast<short>(2 * k + 1)), 1);
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * k));
+      out->q[k] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), low4);
+      out->s[k] = _mm512_permutexvar_epi16(idx, sc16);
+    }
+  }
+  template <int R, int T>
+  static void run_prepared(const PreparedK* p, const uint8_t*, size_t, const ActTile& a, float* y, int64_t ys) {
+    run_prepared_k<false, R, T>(p, a, y, ys);
   }
 };
 
@@ -407,6 +473,35 @@ struct Q6_KKernel {
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
   }
+
+  using Prepared = PreparedK;
+  static int64_t n_prepared(int64_t n_cols) { return n_cols / 256; }
+  static void prepare(const uint8_t* row, int64_t u, PreparedK* out) {
+    const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(row)[u];
+    const __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+    const __m512i sc16 = _mm512_castsi256_si512(s);
+    out->corr = _mm256_slli_epi16(s, 5);
+    out->d = _cvtsh_ss(blk.d);
+    out->dmin = 0.0f;
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i bits45 = _mm512_set1_epi8(0x30);
+    const __m512i lane = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0,
+                                          0, 0, 0, 0, 0, 0);
+    for (int h = 0; h < 2; ++h) {
+      const __m512i ql = _mm512_loadu_si512(blk.ql + 64 * h);
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
+      const __m512i hz = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+      out->q[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_slli_epi16(hz, 4), bits45));
+      out->q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), _mm512_and_si512(hz, bits45));
+      out->s[2 * h] = _mm512_permutexvar_epi16(_mm512_add_epi16(lane, _mm512_set1_epi16(static_cast<short>(8 * h))), sc16);
+      out->s[2 * h + 1] =
+          _mm512_permutexvar_epi16(_mm512_add_epi16(lane, _mm512_set1_epi16(static_cast<short>(8 * h + 4))), sc16);
+    }
+  }
+  template <int R, int T>
+  static void run_prepared(const PreparedK* p, const uint8_t*, size_t, const ActTile& a, float* y, int64_t ys) {
+    run_prepared_k<true, R, T>(p, a, y, ys);
+  }
 };
 
 // ---- float weights ----
@@ -464,10 +559,10 @@ const KernelSet& kernels_avx512_vnni() {
       "avx512_vnni",
       quantize_q8_0,
       quantize_q8_k,
-      tile_q4_0,
-      tiling::tile_quant<Q8_0FormKernel<Q8_0Weights>>,
-      tiling::tile_quant<Q4_KKernel>,
-      tiling::tile_quant<Q6_KKernel>,
+      tiling::tile_prepared<Q8_0FormKernel<Q4_0Weights>>,
+      tiling::tile_prepared<Q8_0FormKernel<Q8_0Weights>>,
+      tiling::tile_prepared<Q4_KKernel>,
+      tiling::tile_prepared<Q6_KKernel>,
       tile_float<F32Load>,
       tile_float<F16Load>,
       tile_float<BF16Load>,
