@@ -293,16 +293,49 @@ void run_prepared_k(const PreparedK* p, const ActTile& a, float* y, int64_t ys) 
       }
     }
     for (int t = 0; t < T; ++t) {
-      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums + t * (a.n_cols / 16) + 16 * b));
       const float ad = a.d[t * a.d_stride + b];
-      for (int r = 0; r < R; ++r) {
-        const __m512i corr = _mm512_zextsi256_si512(_mm256_madd_epi16(bs, pb[r].corr));
-        if constexpr (k_q6) {
+      if constexpr (k_q6) {
+        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums + t * (a.n_cols / 16) + 16 * b));
+        for (int r = 0; r < R; ++r) {
+          const __m512i corr = _mm512_zextsi256_si512(_mm256_madd_epi16(bs, pb[r].corr));
           acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(iacc[r][t], corr)),
                                       _mm512_set1_ps(pb[r].d * ad), acc[r][t]);
-        } else {
+        }
+      } else {
+        for (int r = 0; r < R; ++r)
           acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[r][t]), _mm512_set1_ps(pb[r].d * ad), acc[r][t]);
-          acc[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(corr), _mm512_set1_ps(pb[r].dmin * ad), acc[r][t]);
+      }
+    }
+  }
+  if constexpr (!k_q6) {
+    // The mins, two super-blocks per step: lanes 0-7 (8-15) sum block b's (b+1's) integer
+    // m * bsums, scaled by its dmin * ad.
+    int64_t b = 0;
+    for (; b + 2 <= n_blocks; b += 2) {
+      __m512i m2[R];
+      __m512 dmin2[R];
+      for (int r = 0; r < R; ++r) {
+        const PreparedK& p0 = p[b * R + r];
+        const PreparedK& p1 = p[(b + 1) * R + r];
+        m2[r] = _mm512_inserti64x4(_mm512_castsi256_si512(p0.corr), p1.corr, 1);
+        dmin2[r] = pair_scales(_mm_setr_ps(p0.dmin, p1.dmin, 0.0f, 0.0f));
+      }
+      for (int t = 0; t < T; ++t) {
+        const __m512i bs = _mm512_loadu_si512(a.bsums + t * (a.n_cols / 16) + 16 * b);
+        const __m512 ad2 = pair_scales(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(a.d + t * a.d_stride + b))));
+        for (int r = 0; r < R; ++r)
+          acc[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(bs, m2[r])), _mm512_mul_ps(dmin2[r], ad2),
+                                       acc[r][t]);
+      }
+    }
+    if (b < n_blocks) {
+      for (int t = 0; t < T; ++t) {
+        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums + t * (a.n_cols / 16) + 16 * b));
+        const float ad = a.d[t * a.d_stride + b];
+        for (int r = 0; r < R; ++r) {
+          const PreparedK& pr = p[b * R + r];
+          const __m512i corr = _mm512_zextsi256_si512(_mm256_madd_epi16(bs, pr.corr));
+          acc[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(corr), _mm512_set1_ps(pr.dmin * ad), acc[r][t]);
         }
       }
     }
