@@ -75,17 +75,9 @@ struct PreparedRun {
   }
 };
 
-// Prefill: each row tile is converted once into an L1-resident buffer that every token tile
-// then reads, instead of being unpacked again per token tile. Kernel additionally has
-//   using Prepared = ...;  static int64_t n_prepared(int64_t n_cols);  (units per row)
-//   static void prepare(const uint8_t* row, int64_t u, Prepared* out);  (unit u of a row)
-//   template <int R, int T> static void run_prepared(const Prepared* p, const uint8_t* w,
-//       size_t w_row_bytes, const ActTile& a, float* y, int64_t y_stride);  p: (units, R)
-// Up to k_tokens tokens (decode) take the streaming tile_quant walk unchanged.
 template <typename Kernel>
-void tile_prepared(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
-                   float* y, int64_t ys) {
-  if (n_tokens <= Kernel::k_tokens) return tile_quant<Kernel>(w, rb, n_rows, acts, n_tokens, y, ys);
+void tile_prepared_run(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
+                       float* y, int64_t ys) {
   const int64_t n_units = Kernel::n_prepared(acts.n_cols);
   thread_local std::vector<typename Kernel::Prepared> prepared;  // (n_units, k_rows)
   const auto n_needed = static_cast<size_t>(n_units * Kernel::k_rows);
@@ -102,6 +94,27 @@ void tile_prepared(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedA
       call_exact<PreparedRun<Kernel>, Kernel::k_rows, Kernel::k_tokens>(nr, nt, prepared.data(), w + r * rb, rb, a,
                                                                         y + t * ys + r, ys);
     }
+  }
+}
+
+// Prefill: each row tile is converted once into an L1-resident buffer that every token tile
+// then reads, instead of being unpacked again per token tile. Kernel additionally has
+//   using Prepared = ...;  static int64_t n_prepared(int64_t n_cols);  (units per row)
+//   static void prepare(const uint8_t* row, int64_t u, Prepared* out);  (unit u of a row)
+//   template <int R, int T> static void run_prepared(const Prepared* p, const uint8_t* w,
+//       size_t w_row_bytes, const ActTile& a, float* y, int64_t y_stride);  p: (units, R)
+// and optionally static QuantizedActs prepare_acts(const QuantizedActs&, int64_t n_tokens),
+// the activations rearranged once per call for run_prepared.
+// Up to k_tokens tokens (decode) take the streaming tile_quant walk unchanged.
+template <typename Kernel>
+void tile_prepared(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
+                   float* y, int64_t ys) {
+  if (n_tokens <= Kernel::k_tokens) return tile_quant<Kernel>(w, rb, n_rows, acts, n_tokens, y, ys);
+  if constexpr (requires { Kernel::prepare_acts(acts, n_tokens); }) {
+    const QuantizedActs arranged = Kernel::prepare_acts(acts, n_tokens);
+    return tile_prepared_run<Kernel>(w, rb, n_rows, arranged, n_tokens, y, ys);
+  } else {
+    return tile_prepared_run<Kernel>(w, rb, n_rows, acts, n_tokens, y, ys);
   }
 }
 

@@ -261,25 +261,25 @@ inline void unpack_q4_k_words(const uint8_t* s, uint32_t out[4]) {
   out[3] = ((w2 >> 4) & 0x0f0f0f0fu) | (((w1 >> 6) & 0x03030303u) << 4);
 }
 
-// One super-block of one row converted for prefill (tiling::tile_prepared): chunk k holds the
-// unsigned weights of values 64k..64k+63 in the order of the activations' 64 bytes, with the
-// int16 sub-block scale of each vpmaddubsw pair beside it, so no token tile unpacks again.
-struct PreparedK {
+// One Q6_K super-block of one row converted for prefill (tiling::tile_prepared): chunk k holds
+// the unsigned weights of values 64k..64k+63 in the order of the activations' 64 bytes, with
+// the int16 sub-block scale of each vpmaddubsw pair beside it, so no token tile unpacks again.
+struct PreparedQ6_K {
   __m512i q[4];  // (4 chunks, 64 bytes)
   __m512i s[4];  // (4 chunks, 32 int16)
-  __m256i corr;  // (16 int16) per bsum: Q4_K the mins (times dmin), Q6_K 32 * scale (times d)
-  float d, dmin;
+  __m256i sc32;  // (16 int16) 32 * scale per bsum, for the -32 offset
+  float d;
 };
 
 // R rows x T tokens over prepared super-blocks p: (n_blocks, R).
-template <bool k_q6, int R, int T>
-void run_prepared_k(const PreparedK* p, const ActTile& a, float* y, int64_t ys) {
+template <int R, int T>
+void run_prepared_q6_k(const PreparedQ6_K* p, const ActTile& a, float* y, int64_t ys) {
   const int64_t n_blocks = a.n_cols / 256;
   __m512 acc[R][T];
   for (auto& row : acc)
     for (auto& v : row) v = _mm512_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
-    const PreparedK* pb = p + b * R;
+    const PreparedQ6_K* pb = p + b * R;
     __m512i iacc[R][T];
     for (auto& row : iacc)
       for (auto& v : row) v = _mm512_setzero_si512();
@@ -294,55 +294,34 @@ void run_prepared_k(const PreparedK* p, const ActTile& a, float* y, int64_t ys) 
     }
     for (int t = 0; t < T; ++t) {
       const float ad = a.d[t * a.d_stride + b];
-      if constexpr (k_q6) {
-        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums + t * (a.n_cols / 16) + 16 * b));
-        for (int r = 0; r < R; ++r) {
-          const __m512i corr = _mm512_zextsi256_si512(_mm256_madd_epi16(bs, pb[r].corr));
-          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(iacc[r][t], corr)),
-                                      _mm512_set1_ps(pb[r].d * ad), acc[r][t]);
-        }
-      } else {
-        for (int r = 0; r < R; ++r)
-          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[r][t]), _mm512_set1_ps(pb[r].d * ad), acc[r][t]);
-      }
-    }
-  }
-  if constexpr (!k_q6) {
-    // The mins, two super-blocks per step: lanes 0-7 (8-15) sum block b's (b+1's) integer
-    // m * bsums, scaled by its dmin * ad.
-    int64_t b = 0;
-    for (; b + 2 <= n_blocks; b += 2) {
-      __m512i m2[R];
-      __m512 dmin2[R];
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums + t * (a.n_cols / 16) + 16 * b));
       for (int r = 0; r < R; ++r) {
-        const PreparedK& p0 = p[b * R + r];
-        const PreparedK& p1 = p[(b + 1) * R + r];
-        m2[r] = _mm512_inserti64x4(_mm512_castsi256_si512(p0.corr), p1.corr, 1);
-        dmin2[r] = pair_scales(_mm_setr_ps(p0.dmin, p1.dmin, 0.0f, 0.0f));
-      }
-      for (int t = 0; t < T; ++t) {
-        const __m512i bs = _mm512_loadu_si512(a.bsums + t * (a.n_cols / 16) + 16 * b);
-        const __m512 ad2 = pair_scales(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(a.d + t * a.d_stride + b))));
-        for (int r = 0; r < R; ++r)
-          acc[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(bs, m2[r])), _mm512_mul_ps(dmin2[r], ad2),
-                                       acc[r][t]);
-      }
-    }
-    if (b < n_blocks) {
-      for (int t = 0; t < T; ++t) {
-        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums + t * (a.n_cols / 16) + 16 * b));
-        const float ad = a.d[t * a.d_stride + b];
-        for (int r = 0; r < R; ++r) {
-          const PreparedK& pr = p[b * R + r];
-          const __m512i corr = _mm512_zextsi256_si512(_mm256_madd_epi16(bs, pr.corr));
-          acc[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(corr), _mm512_set1_ps(pr.dmin * ad), acc[r][t]);
-        }
+        const __m512i corr = _mm512_zextsi256_si512(_mm256_madd_epi16(bs, pb[r].sc32));
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(iacc[r][t], corr)),
+                                    _mm512_set1_ps(pb[r].d * ad), acc[r][t]);
       }
     }
   }
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
+
+// Q4_K prefill: the 256 values of a super-block are dealt into four registers so that qword j
+// of register i is the block's qword 4j + i, for weights and activations alike. The int32
+// lanes 2j, 2j+1 of every register then belong to sub-block j, so four chained vpdpbusd sum
+// 16 products per lane, |sum| <= 16 * 15 * 127 < 2^15, before one vpmaddwd applies the
+// sub-block scales: 5 integer ops per 256 values instead of 8.
+inline void deal_qwords(const int8_t* in, int8_t* out) {  // in, out: 256 bytes
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 8; ++j) std::memcpy(out + 64 * i + 8 * j, in + 8 * (4 * j + i), 8);
+}
+
+struct PreparedQ4_K {
+  __m512i q[4];  // (4 registers, 64 bytes) the dealt unsigned nibbles
+  __m512i s;     // (16 int32) lane l: scale of sub-block l / 2 in its low int16, 0 above
+  __m256i m;     // (16 int16) per bsum: the min of its sub-block
+  float d, dmin;
+};
 
 struct Q4_KKernel {
   static constexpr int k_block = 256;
@@ -411,30 +390,99 @@ struct Q4_KKernel {
       for (int t = 0; t < T; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]) - hsum256(macc[r][t]);
   }
 
-  using Prepared = PreparedK;
+  using Prepared = PreparedQ4_K;
   static int64_t n_prepared(int64_t n_cols) { return n_cols / 256; }
-  static void prepare(const uint8_t* row, int64_t u, PreparedK* out) {
+  static void prepare(const uint8_t* row, int64_t u, PreparedQ4_K* out) {
     const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(row)[u];
     uint32_t words[4];
     unpack_q4_k_words(blk.scales, words);
     const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(words));
-    const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(bytes));
+    // int16 position 2l takes scale l / 2, position 2l + 1 the zero at index 8.
+    const __m512i idx = _mm512_set_epi16(8, 7, 8, 7, 8, 6, 8, 6, 8, 5, 8, 5, 8, 4, 8, 4, 8, 3, 8, 3, 8, 2, 8, 2, 8, 1,
+                                         8, 1, 8, 0, 8, 0);
+    out->s = _mm512_permutexvar_epi16(idx, _mm512_zextsi128_si512(_mm_cvtepu8_epi16(bytes)));
     const __m128i m8 = _mm_cvtepu8_epi16(_mm_srli_si128(bytes, 8));
-    out->corr = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
+    out->m = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
     out->d = _cvtsh_ss(blk.d);
     out->dmin = _cvtsh_ss(blk.dmin);
+    alignas(64) int8_t natural[256];
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     for (int k = 0; k < 4; ++k) {
-      const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * k)),
-                                             _mm256_set1_epi16(static_cast<short>(2 * k + 1)), 1);
       const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * k));
-      out->q[k] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), low4);
-      out->s[k] = _mm512_permutexvar_epi16(idx, sc16);
+      _mm512_store_si512(natural + 64 * k,
+                         _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), low4));
     }
+    deal_qwords(natural, reinterpret_cast<int8_t*>(out->q));
   }
+
+  // The activations dealt like the weights, once per call: (n_tokens, n_cols).
+  static QuantizedActs prepare_acts(const QuantizedActs& acts, int64_t n_tokens) {
+    thread_local std::vector<int8_t> dealt;
+    const auto n = static_cast<size_t>(n_tokens * acts.n_cols);
+    if (dealt.size() < n) dealt.resize(n);
+    for (size_t i = 0; i < n; i += 256) deal_qwords(acts.qs + i, dealt.data() + i);
+    return {dealt.data(), acts.d, acts.bsums, acts.n_cols};
+  }
+
   template <int R, int T>
-  static void run_prepared(const PreparedK* p, const uint8_t*, size_t, const ActTile& a, float* y, int64_t ys) {
-    run_prepared_k<false, R, T>(p, a, y, ys);
+  static void run_prepared(const PreparedQ4_K* p, const uint8_t*, size_t, const ActTile& a, float* y, int64_t ys) {
+    const int64_t n_blocks = a.n_cols / 256;
+    __m512 acc[R][T];
+    for (auto& row : acc)
+      for (auto& v : row) v = _mm512_setzero_ps();
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const PreparedQ4_K* pb = p + b * R;
+      __m512i dots[R][T];
+      for (auto& row : dots)
+        for (auto& v : row) v = _mm512_setzero_si512();
+      for (int i = 0; i < 4; ++i) {
+        __m512i wq[R];
+        for (int r = 0; r < R; ++r) wq[r] = pb[r].q[i];
+        for (int t = 0; t < T; ++t) {
+          const __m512i av = _mm512_loadu_si512(a.qs + t * a.n_cols + 256 * b + 64 * i);
+          for (int r = 0; r < R; ++r) dots[r][t] = _mm512_dpbusd_epi32(dots[r][t], wq[r], av);
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        const float ad = a.d[t * a.d_stride + b];
+        for (int r = 0; r < R; ++r)
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots[r][t], pb[r].s)),
+                                      _mm512_set1_ps(pb[r].d * ad), acc[r][t]);
+      }
+    }
+    // The mins, two super-blocks per step: lanes 0-7 (8-15) sum block b's (b+1's) integer
+    // m * bsums, scaled by its dmin * ad.
+    int64_t b = 0;
+    for (; b + 2 <= n_blocks; b += 2) {
+      __m512i m2[R];
+      __m512 dmin2[R];
+      for (int r = 0; r < R; ++r) {
+        const PreparedQ4_K& p0 = p[b * R + r];
+        const PreparedQ4_K& p1 = p[(b + 1) * R + r];
+        m2[r] = _mm512_inserti64x4(_mm512_castsi256_si512(p0.m), p1.m, 1);
+        dmin2[r] = pair_scales(_mm_setr_ps(p0.dmin, p1.dmin, 0.0f, 0.0f));
+      }
+      for (int t = 0; t < T; ++t) {
+        const __m512i bs = _mm512_loadu_si512(a.bsums + t * (a.n_cols / 16) + 16 * b);
+        const __m512 ad2 = pair_scales(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(a.d + t * a.d_stride + b))));
+        for (int r = 0; r < R; ++r)
+          acc[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(bs, m2[r])), _mm512_mul_ps(dmin2[r], ad2),
+                                       acc[r][t]);
+      }
+    }
+    if (b < n_blocks) {
+      for (int t = 0; t < T; ++t) {
+        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums + t * (a.n_cols / 16) + 16 * b));
+        const float ad = a.d[t * a.d_stride + b];
+        for (int r = 0; r < R; ++r) {
+          const PreparedQ4_K& pr = p[b * R + r];
+          const __m512i corr = _mm512_zextsi256_si512(_mm256_madd_epi16(bs, pr.m));
+          acc[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(corr), _mm512_set1_ps(pr.dmin * ad), acc[r][t]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
   }
 };
 
@@ -507,15 +555,14 @@ struct Q6_KKernel {
       for (int t = 0; t < T; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
   }
 
-  using Prepared = PreparedK;
+  using Prepared = PreparedQ6_K;
   static int64_t n_prepared(int64_t n_cols) { return n_cols / 256; }
-  static void prepare(const uint8_t* row, int64_t u, PreparedK* out) {
+  static void prepare(const uint8_t* row, int64_t u, PreparedQ6_K* out) {
     const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(row)[u];
     const __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
     const __m512i sc16 = _mm512_castsi256_si512(s);
-    out->corr = _mm256_slli_epi16(s, 5);
+    out->sc32 = _mm256_slli_epi16(s, 5);
     out->d = _cvtsh_ss(blk.d);
-    out->dmin = 0.0f;
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     const __m512i bits45 = _mm512_set1_epi8(0x30);
     const __m512i lane = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0,
@@ -532,8 +579,8 @@ struct Q6_KKernel {
     }
   }
   template <int R, int T>
-  static void run_prepared(const PreparedK* p, const uint8_t*, size_t, const ActTile& a, float* y, int64_t ys) {
-    run_prepared_k<true, R, T>(p, a, y, ys);
+  static void run_prepared(const PreparedQ6_K* p, const uint8_t*, size_t, const ActTile& a, float* y, int64_t ys) {
+    run_prepared_q6_k<R, T>(p, a, y, ys);
   }
 };
 
