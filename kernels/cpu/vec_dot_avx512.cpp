@@ -261,50 +261,21 @@ inline void unpack_q4_k_words(const uint8_t* s, uint32_t out[4]) {
   out[3] = ((w2 >> 4) & 0x0f0f0f0fu) | (((w1 >> 6) & 0x03030303u) << 4);
 }
 
-// One Q6_K super-block of one row converted for prefill (tiling::tile_prepared): chunk k holds
-// the unsigned weights of values 64k..64k+63 in the order of the activations' 64 bytes, with
-// the int16 sub-block scale of each vpmaddubsw pair beside it, so no token tile unpacks again.
+// Q6_K prefill: the 256 values of a super-block are dealt into four registers so that dword l
+// of register i is the block's dword 4l + i, for weights and activations alike: int32 lane l
+// of every register then holds sub-block l (16 values). Each lane starts at -32 * bsum_l (the
+// format's offset), four chained vpdpbusd add the 16 products, and one vpmulld applies the
+// sub-block scale, all exact in int32: |lane| <= 16 * 32 * 127 * 128 < 2^31.
+inline void deal_dwords(const int8_t* in, int8_t* out) {  // in, out: 256 bytes
+  for (int i = 0; i < 4; ++i)
+    for (int l = 0; l < 16; ++l) std::memcpy(out + 64 * i + 4 * l, in + 4 * (4 * l + i), 4);
+}
+
 struct PreparedQ6_K {
-  __m512i q[4];  // (4 chunks, 64 bytes)
-  __m512i s[4];  // (4 chunks, 32 int16)
-  __m256i sc32;  // (16 int16) 32 * scale per bsum, for the -32 offset
+  __m512i q[4];  // (4 registers, 64 bytes) the dealt unsigned 6-bit values
+  __m512i s;     // (16 int32) lane l: the scale of sub-block l
   float d;
 };
-
-// R rows x T tokens over prepared super-blocks p: (n_blocks, R).
-template <int R, int T>
-void run_prepared_q6_k(const PreparedQ6_K* p, const ActTile& a, float* y, int64_t ys) {
-  const int64_t n_blocks = a.n_cols / 256;
-  __m512 acc[R][T];
-  for (auto& row : acc)
-    for (auto& v : row) v = _mm512_setzero_ps();
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const PreparedQ6_K* pb = p + b * R;
-    __m512i iacc[R][T];
-    for (auto& row : iacc)
-      for (auto& v : row) v = _mm512_setzero_si512();
-    for (int k = 0; k < 4; ++k) {
-      __m512i wq[R];
-      for (int r = 0; r < R; ++r) wq[r] = pb[r].q[k];
-      for (int t = 0; t < T; ++t) {
-        const __m512i av = _mm512_loadu_si512(a.qs + t * a.n_cols + 256 * b + 64 * k);
-        for (int r = 0; r < R; ++r)
-          iacc[r][t] = _mm512_dpwssd_epi32(iacc[r][t], _mm512_maddubs_epi16(wq[r], av), pb[r].s[k]);
-      }
-    }
-    for (int t = 0; t < T; ++t) {
-      const float ad = a.d[t * a.d_stride + b];
-      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums + t * (a.n_cols / 16) + 16 * b));
-      for (int r = 0; r < R; ++r) {
-        const __m512i corr = _mm512_zextsi256_si512(_mm256_madd_epi16(bs, pb[r].sc32));
-        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(iacc[r][t], corr)),
-                                    _mm512_set1_ps(pb[r].d * ad), acc[r][t]);
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
-}
 
 // Q4_K prefill: the 256 values of a super-block are dealt into four registers so that qword j
 // of register i is the block's qword 4j + i, for weights and activations alike. The int32
@@ -559,28 +530,63 @@ struct Q6_KKernel {
   static int64_t n_prepared(int64_t n_cols) { return n_cols / 256; }
   static void prepare(const uint8_t* row, int64_t u, PreparedQ6_K* out) {
     const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(row)[u];
-    const __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
-    const __m512i sc16 = _mm512_castsi256_si512(s);
-    out->sc32 = _mm256_slli_epi16(s, 5);
+    out->s = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
     out->d = _cvtsh_ss(blk.d);
+    alignas(64) int8_t natural[256];  // values 0..255 in order
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     const __m512i bits45 = _mm512_set1_epi8(0x30);
-    const __m512i lane = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0,
-                                          0, 0, 0, 0, 0, 0);
     for (int h = 0; h < 2; ++h) {
       const __m512i ql = _mm512_loadu_si512(blk.ql + 64 * h);
       const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
       const __m512i hz = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
-      out->q[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_slli_epi16(hz, 4), bits45));
-      out->q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), _mm512_and_si512(hz, bits45));
-      out->s[2 * h] = _mm512_permutexvar_epi16(_mm512_add_epi16(lane, _mm512_set1_epi16(static_cast<short>(8 * h))), sc16);
-      out->s[2 * h + 1] =
-          _mm512_permutexvar_epi16(_mm512_add_epi16(lane, _mm512_set1_epi16(static_cast<short>(8 * h + 4))), sc16);
+      _mm512_store_si512(natural + 128 * h,
+                         _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_slli_epi16(hz, 4), bits45)));
+      _mm512_store_si512(natural + 128 * h + 64, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                                                                 _mm512_and_si512(hz, bits45)));
     }
+    deal_dwords(natural, reinterpret_cast<int8_t*>(out->q));
   }
+
+  // The activations dealt like the weights, once per call: (n_tokens, n_cols).
+  static QuantizedActs prepare_acts(const QuantizedActs& acts, int64_t n_tokens) {
+    thread_local std::vector<int8_t> dealt;
+    const auto n = static_cast<size_t>(n_tokens * acts.n_cols);
+    if (dealt.size() < n) dealt.resize(n);
+    for (size_t i = 0; i < n; i += 256) deal_dwords(acts.qs + i, dealt.data() + i);
+    return {dealt.data(), acts.d, acts.bsums, acts.n_cols};
+  }
+
   template <int R, int T>
   static void run_prepared(const PreparedQ6_K* p, const uint8_t*, size_t, const ActTile& a, float* y, int64_t ys) {
-    run_prepared_q6_k<R, T>(p, a, y, ys);
+    const int64_t n_blocks = a.n_cols / 256;
+    __m512 acc[R][T];
+    for (auto& row : acc)
+      for (auto& v : row) v = _mm512_setzero_ps();
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const PreparedQ6_K* pb = p + b * R;
+      __m512i dots[R][T];
+      for (int t = 0; t < T; ++t) {
+        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums + t * (a.n_cols / 16) + 16 * b));
+        const __m512i init = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_cvtepi16_epi32(bs), 5));
+        for (int r = 0; r < R; ++r) dots[r][t] = init;
+      }
+      for (int i = 0; i < 4; ++i) {
+        __m512i wq[R];
+        for (int r = 0; r < R; ++r) wq[r] = pb[r].q[i];
+        for (int t = 0; t < T; ++t) {
+          const __m512i av = _mm512_loadu_si512(a.qs + t * a.n_cols + 256 * b + 64 * i);
+          for (int r = 0; r < R; ++r) dots[r][t] = _mm512_dpbusd_epi32(dots[r][t], wq[r], av);
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        const float ad = a.d[t * a.d_stride + b];
+        for (int r = 0; r < R; ++r)
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(dots[r][t], pb[r].s)),
+                                      _mm512_set1_ps(pb[r].d * ad), acc[r][t]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
   }
 };
 
