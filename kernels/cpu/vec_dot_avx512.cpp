@@ -81,6 +81,21 @@ inline __m512 quad_scales(uint16_t d0, uint16_t d1, uint16_t d2, uint16_t d3) {
   return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_cvtph_ps(h)));
 }
 
+// Prefill layout of four blocks (128 values), for weights and activations alike: dword lane j
+// of `lo` holds values 4 * (j / 4) .. +3 of block j % 4, of `hi` values 16 + 4 * (j / 4) .. +3,
+// so lanes j, j + 4, j + 8, j + 12 of both registers sum block j % 4, whose scale is then
+// one 128-bit broadcast of the four block scales.
+inline void deal_quad(const int8_t* in, int8_t* out) {  // in: 128 values in order; out: lo, hi
+  for (int h = 0; h < 2; ++h)
+    for (int j = 0; j < 16; ++j) std::memcpy(out + 64 * h + 4 * j, in + 32 * (j % 4) + 16 * h + 4 * (j / 4), 4);
+}
+
+struct PreparedQuad {
+  __m512i lo, hi;  // signed weights, dealt as deal_quad
+  __m512i corr;    // (16 int32) -128 * the sum of lane j's 8 weights in lo and hi
+  float d[4];      // the four block scales
+};
+
 struct Q4_0Weights {
   using Block = BlockQ4_0;
   static constexpr int k_offset = 8;
@@ -103,6 +118,14 @@ struct Q4_0Weights {
     return {_mm512_and_si512(z, low4), _mm512_and_si512(_mm512_srli_epi16(z, 4), low4),
             quad_scales(blk[0].d, blk[1].d, blk[2].d, blk[3].d)};
   }
+  // The 128 values of blocks 0-3 in order, as signed q - 8.
+  static void signed_values(const Block* blk, int8_t* out) {
+    for (int k = 0; k < 4; ++k)
+      for (int j = 0; j < 16; ++j) {
+        out[32 * k + j] = static_cast<int8_t>((blk[k].qs[j] & 0x0F) - 8);
+        out[32 * k + 16 + j] = static_cast<int8_t>((blk[k].qs[j] >> 4) - 8);
+      }
+  }
 };
 
 struct Q8_0Weights {
@@ -124,6 +147,9 @@ struct Q8_0Weights {
       return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(y01), y23, 1), flip);
     };
     return {half(0), half(1), quad_scales(blk[0].d, blk[1].d, blk[2].d, blk[3].d)};
+  }
+  static void signed_values(const Block* blk, int8_t* out) {
+    for (int k = 0; k < 4; ++k) std::memcpy(out + 32 * k, blk[k].qs, 32);
   }
 };
 
@@ -205,20 +231,65 @@ struct Q8_0FormKernel {
       for (int t = 0; t < T; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
   }
 
-  // Prefill (tiling::tile_prepared): the row tile's quads unpacked once, (n_quads, R).
-  using Prepared = Quad;
+  // Prefill (tiling::tile_prepared): signed weights against unsigned activations a + 128,
+  // both dealt per four blocks as deal_quad does; each dot starts at the weights' own
+  // correction -128 * sum(w), so no per-token offset work is left. p: (n_quads, R).
+  using Prepared = PreparedQuad;
   static int64_t n_prepared(int64_t n_cols) { return n_cols / 128; }
-  static void prepare(const uint8_t* row, int64_t u, Quad* out) {
-    *out = W::load_quad(reinterpret_cast<const typename W::Block*>(row) + 4 * u);
+  static void prepare(const uint8_t* row, int64_t u, PreparedQuad* out) {
+    const auto* blk = reinterpret_cast<const typename W::Block*>(row) + 4 * u;
+    alignas(64) int8_t natural[128];
+    W::signed_values(blk, natural);
+    deal_quad(natural, reinterpret_cast<int8_t*>(&out->lo));
+    const __m512i k128 = _mm512_set1_epi8(static_cast<char>(-128));
+    const __m512i sums = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, out->lo), k128, out->hi);
+    out->corr = _mm512_sub_epi32(_mm512_setzero_si512(), sums);
+    const __m128i h = _mm_set_epi16(0, 0, 0, 0, static_cast<short>(blk[3].d), static_cast<short>(blk[2].d),
+                                    static_cast<short>(blk[1].d), static_cast<short>(blk[0].d));
+    _mm_storeu_ps(out->d, _mm_cvtph_ps(h));
   }
+
+  // The activations as a + 128 dealt per four blocks; trailing blocks stay as they are.
+  static QuantizedActs prepare_acts(const QuantizedActs& acts, int64_t n_tokens) {
+    thread_local std::vector<int8_t> dealt;
+    const auto n = static_cast<size_t>(n_tokens * acts.n_cols);
+    if (dealt.size() < n) dealt.resize(n);
+    const int64_t n_quad_cols = acts.n_cols / 128 * 128;
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(-128));
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const int8_t* in = acts.qs + t * acts.n_cols;
+      int8_t* out = dealt.data() + t * acts.n_cols;
+      for (int64_t c = 0; c < n_quad_cols; c += 128) {
+        deal_quad(in + c, out + c);
+        for (int i = 0; i < 2; ++i)
+          _mm512_storeu_si512(out + c + 64 * i, _mm512_xor_si512(_mm512_loadu_si512(out + c + 64 * i), flip));
+      }
+      std::memcpy(out + n_quad_cols, in + n_quad_cols, static_cast<size_t>(acts.n_cols - n_quad_cols));
+    }
+    return {dealt.data(), acts.d, acts.bsums, acts.n_cols};
+  }
+
   template <int R, int T>
-  static void run_prepared(const Quad* prepared, const uint8_t* w, size_t rb, const ActTile& a, float* y,
+  static void run_prepared(const PreparedQuad* p, const uint8_t* w, size_t rb, const ActTile& a, float* y,
                            int64_t ys) {
     const int64_t n_quads = a.n_cols / 128;
     __m512 acc[R][T];
     for (auto& row : acc)
       for (auto& v : row) v = _mm512_setzero_ps();
-    for (int64_t g = 0; g < n_quads; ++g) quad_dots<R, T>(prepared + g * R, a, 4 * g, acc);
+    for (int64_t g = 0; g < n_quads; ++g) {
+      const PreparedQuad* pg = p + g * R;
+      for (int t = 0; t < T; ++t) {
+        const int8_t* q = a.qs + t * a.n_cols + 128 * g;
+        const __m512i alo = _mm512_loadu_si512(q);
+        const __m512i ahi = _mm512_loadu_si512(q + 64);
+        const __m512 ad = _mm512_broadcast_f32x4(_mm_loadu_ps(a.d + t * a.d_stride + 4 * g));
+        for (int r = 0; r < R; ++r) {
+          const __m512i dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(pg[r].corr, alo, pg[r].lo), ahi, pg[r].hi);
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                                      _mm512_mul_ps(_mm512_broadcast_f32x4(_mm_loadu_ps(pg[r].d)), ad), acc[r][t]);
+        }
+      }
+    }
     finish<R, T>(w, rb, a, 4 * n_quads, acc, y, ys);
   }
 
