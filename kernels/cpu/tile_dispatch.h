@@ -79,19 +79,19 @@ template <typename Kernel>
 void tile_prepared_run(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
                        float* y, int64_t ys) {
   const int64_t n_units = Kernel::n_prepared(acts.n_cols);
-  thread_local std::vector<typename Kernel::Prepared> prepared;  // (n_units, k_rows)
-  const auto n_needed = static_cast<size_t>(n_units * Kernel::k_rows);
+  thread_local std::vector<typename Kernel::Prepared> prepared;  // (n_units, k_prepared_rows)
+  const auto n_needed = static_cast<size_t>(n_units * Kernel::k_prepared_rows);
   if (prepared.size() < n_needed) prepared.resize(n_needed);
   const int64_t d_stride = acts.n_cols / Kernel::k_block;
-  for (int64_t r = 0; r < n_rows; r += Kernel::k_rows) {
-    const int nr = static_cast<int>(std::min<int64_t>(Kernel::k_rows, n_rows - r));
+  for (int64_t r = 0; r < n_rows; r += Kernel::k_prepared_rows) {
+    const int nr = static_cast<int>(std::min<int64_t>(Kernel::k_prepared_rows, n_rows - r));
     for (int64_t u = 0; u < n_units; ++u)
       for (int i = 0; i < nr; ++i) Kernel::prepare(w + (r + i) * rb, u, &prepared[static_cast<size_t>(u * nr + i)]);
-    for (int64_t t = 0; t < n_tokens; t += Kernel::k_tokens) {
-      const int nt = static_cast<int>(std::min<int64_t>(Kernel::k_tokens, n_tokens - t));
+    for (int64_t t = 0; t < n_tokens; t += Kernel::k_prepared_tokens) {
+      const int nt = static_cast<int>(std::min<int64_t>(Kernel::k_prepared_tokens, n_tokens - t));
       const ActTile a{acts.qs + t * acts.n_cols, acts.d + t * d_stride,
                       acts.bsums ? acts.bsums + t * (acts.n_cols / 16) : nullptr, acts.n_cols, d_stride};
-      call_exact<PreparedRun<Kernel>, Kernel::k_rows, Kernel::k_tokens>(nr, nt, prepared.data(), w + r * rb, rb, a,
+      call_exact<PreparedRun<Kernel>, Kernel::k_prepared_rows, Kernel::k_prepared_tokens>(nr, nt, prepared.data(), w + r * rb, rb, a,
                                                                         y + t * ys + r, ys);
     }
   }
@@ -102,7 +102,8 @@ void tile_prepared_run(const uint8_t* w, size_t rb, int64_t n_rows, const Quanti
 //   using Prepared = ...;  static int64_t n_prepared(int64_t n_cols);  (units per row)
 //   static void prepare(const uint8_t* row, int64_t u, Prepared* out);  (unit u of a row)
 //   template <int R, int T> static void run_prepared(const Prepared* p, const uint8_t* w,
-//       size_t w_row_bytes, const ActTile& a, float* y, int64_t y_stride);  p: (units, R)
+//       size_t w_row_bytes, const ActTile& a, float* y, int64_t y_stride);  p: (units, R),
+//   for R <= k_prepared_rows, T <= k_prepared_tokens (its own register tile),
 // and optionally static QuantizedActs prepare_acts(const QuantizedActs&, int64_t n_tokens),
 // the activations rearranged once per call for run_prepared.
 // Up to k_tokens tokens (decode) take the streaming tile_quant walk unchanged.

@@ -235,6 +235,8 @@ struct Q8_0FormKernel {
   // both dealt per four blocks as deal_quad does; each dot starts at the weights' own
   // correction -128 * sum(w), so no per-token offset work is left. p: (n_quads, R).
   using Prepared = PreparedQuad;
+  static constexpr int k_prepared_rows = 4;
+  static constexpr int k_prepared_tokens = 4;
   static int64_t n_prepared(int64_t n_cols) { return n_cols / 128; }
   static void prepare(const uint8_t* row, int64_t u, PreparedQuad* out) {
     const auto* blk = reinterpret_cast<const typename W::Block*>(row) + 4 * u;
@@ -432,7 +434,9 @@ struct Q4_KKernel {
       for (int t = 0; t < T; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]) - hsum256(macc[r][t]);
   }
 
-  using Prepared = PreparedQ4_K;
+  using Prepared = PreparedQ4_K;  // 4 x 4 measured fastest of 2..6 x 2..6
+  static constexpr int k_prepared_rows = 4;
+  static constexpr int k_prepared_tokens = 4;
   static int64_t n_prepared(int64_t n_cols) { return n_cols / 256; }
   static void prepare(const uint8_t* row, int64_t u, PreparedQ4_K* out) {
     const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(row)[u];
@@ -597,7 +601,9 @@ struct Q6_KKernel {
       for (int t = 0; t < T; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
   }
 
-  using Prepared = PreparedQ6_K;
+  using Prepared = PreparedQ6_K;  // 4 x 3 measured fastest of 2..6 x 2..6
+  static constexpr int k_prepared_rows = 4;
+  static constexpr int k_prepared_tokens = 3;
   static int64_t n_prepared(int64_t n_cols) { return n_cols / 256; }
   static void prepare(const uint8_t* row, int64_t u, PreparedQ6_K* out) {
     const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(row)[u];
