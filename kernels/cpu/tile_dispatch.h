@@ -83,10 +83,19 @@ void tile_prepared_run(const uint8_t* w, size_t rb, int64_t n_rows, const Quanti
   const auto n_needed = static_cast<size_t>(n_units * Kernel::k_prepared_rows);
   if (prepared.size() < n_needed) prepared.resize(n_needed);
   const int64_t d_stride = acts.n_cols / Kernel::k_block;
+  const size_t ahead = k_prefetch_tiles * static_cast<size_t>(Kernel::k_prepared_rows) * rb;
   for (int64_t r = 0; r < n_rows; r += Kernel::k_prepared_rows) {
     const int nr = static_cast<int>(std::min<int64_t>(Kernel::k_prepared_rows, n_rows - r));
-    for (int64_t u = 0; u < n_units; ++u)
-      for (int i = 0; i < nr; ++i) Kernel::prepare(w + (r + i) * rb, u, &prepared[static_cast<size_t>(u * nr + i)]);
+    for (int64_t u = 0; u < n_units; ++u) {
+      // The same part of the rows k_prefetch_tiles row tiles ahead, into L2 (as prefetch_ahead).
+      const size_t part_begin = rb * static_cast<size_t>(u) / static_cast<size_t>(n_units);
+      const size_t part_end = rb * static_cast<size_t>(u + 1) / static_cast<size_t>(n_units);
+      for (int i = 0; i < nr; ++i) {
+        const uint8_t* row = w + (r + i) * rb;
+        for (size_t o = part_begin; o < part_end; o += 64) __builtin_prefetch(row + ahead + o, 0, 1);
+        Kernel::prepare(row, u, &prepared[static_cast<size_t>(u * nr + i)]);
+      }
+    }
     for (int64_t t = 0; t < n_tokens; t += Kernel::k_prepared_tokens) {
       const int nt = static_cast<int>(std::min<int64_t>(Kernel::k_prepared_tokens, n_tokens - t));
       const ActTile a{acts.qs + t * acts.n_cols, acts.d + t * d_stride,

@@ -85,9 +85,10 @@ inline __m512 quad_scales(uint16_t d0, uint16_t d1, uint16_t d2, uint16_t d3) {
 // of `lo` holds values 4 * (j / 4) .. +3 of block j % 4, of `hi` values 16 + 4 * (j / 4) .. +3,
 // so lanes j, j + 4, j + 8, j + 12 of both registers sum block j % 4, whose scale is then
 // one 128-bit broadcast of the four block scales.
-inline void deal_quad(const int8_t* in, int8_t* out) {  // in: 128 values in order; out: lo, hi
-  for (int h = 0; h < 2; ++h)
-    for (int j = 0; j < 16; ++j) std::memcpy(out + 64 * h + 4 * j, in + 32 * (j % 4) + 16 * h + 4 * (j / 4), 4);
+// z: 128-bit lane k holds 16 values of block k (values 0-15 for lo, 16-31 for hi).
+inline __m512i deal_quad(__m512i z) {
+  const __m512i idx = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);  // j -> 4 (j % 4) + j / 4
+  return _mm512_permutexvar_epi32(idx, z);
 }
 
 struct PreparedQuad {
@@ -118,13 +119,16 @@ struct Q4_0Weights {
     return {_mm512_and_si512(z, low4), _mm512_and_si512(_mm512_srli_epi16(z, 4), low4),
             quad_scales(blk[0].d, blk[1].d, blk[2].d, blk[3].d)};
   }
-  // The 128 values of blocks 0-3 in order, as signed q - 8.
-  static void signed_values(const Block* blk, int8_t* out) {
-    for (int k = 0; k < 4; ++k)
-      for (int j = 0; j < 16; ++j) {
-        out[32 * k + j] = static_cast<int8_t>((blk[k].qs[j] & 0x0F) - 8);
-        out[32 * k + 16 + j] = static_cast<int8_t>((blk[k].qs[j] >> 4) - 8);
-      }
+  // Signed q - 8 of blocks 0-3, 128-bit lane k = block k: values 0-15 (lo), 16-31 (hi).
+  static void signed_values(const Block* blk, __m512i& lo, __m512i& hi) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i eight = _mm512_set1_epi8(8);
+    auto qs = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[i].qs)); };
+    const __m256i y01 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(0)), qs(1), 1);
+    const __m256i y23 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(2)), qs(3), 1);
+    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(y01), y23, 1);
+    lo = _mm512_sub_epi8(_mm512_and_si512(z, low4), eight);
+    hi = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(z, 4), low4), eight);
   }
 };
 
@@ -148,8 +152,15 @@ struct Q8_0Weights {
     };
     return {half(0), half(1), quad_scales(blk[0].d, blk[1].d, blk[2].d, blk[3].d)};
   }
-  static void signed_values(const Block* blk, int8_t* out) {
-    for (int k = 0; k < 4; ++k) std::memcpy(out + 32 * k, blk[k].qs, 32);
+  static void signed_values(const Block* blk, __m512i& lo, __m512i& hi) {
+    auto half = [&](int h) {
+      auto qs = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[i].qs + 16 * h)); };
+      const __m256i y01 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(0)), qs(1), 1);
+      const __m256i y23 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(2)), qs(3), 1);
+      return _mm512_inserti64x4(_mm512_castsi256_si512(y01), y23, 1);
+    };
+    lo = half(0);
+    hi = half(1);
   }
 };
 
@@ -240,9 +251,9 @@ struct Q8_0FormKernel {
   static int64_t n_prepared(int64_t n_cols) { return n_cols / 128; }
   static void prepare(const uint8_t* row, int64_t u, PreparedQuad* out) {
     const auto* blk = reinterpret_cast<const typename W::Block*>(row) + 4 * u;
-    alignas(64) int8_t natural[128];
-    W::signed_values(blk, natural);
-    deal_quad(natural, reinterpret_cast<int8_t*>(&out->lo));
+    W::signed_values(blk, out->lo, out->hi);
+    out->lo = deal_quad(out->lo);
+    out->hi = deal_quad(out->hi);
     const __m512i k128 = _mm512_set1_epi8(static_cast<char>(-128));
     const __m512i sums = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, out->lo), k128, out->hi);
     out->corr = _mm512_sub_epi32(_mm512_setzero_si512(), sums);
@@ -262,9 +273,12 @@ struct Q8_0FormKernel {
       const int8_t* in = acts.qs + t * acts.n_cols;
       int8_t* out = dealt.data() + t * acts.n_cols;
       for (int64_t c = 0; c < n_quad_cols; c += 128) {
-        deal_quad(in + c, out + c);
-        for (int i = 0; i < 2; ++i)
-          _mm512_storeu_si512(out + c + 64 * i, _mm512_xor_si512(_mm512_loadu_si512(out + c + 64 * i), flip));
+        const __m512i a01 = _mm512_loadu_si512(in + c);
+        const __m512i a23 = _mm512_loadu_si512(in + c + 64);
+        const __m512i lo = _mm512_shuffle_i64x2(a01, a23, _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512i hi = _mm512_shuffle_i64x2(a01, a23, _MM_SHUFFLE(3, 1, 3, 1));
+        _mm512_storeu_si512(out + c, _mm512_xor_si512(deal_quad(lo), flip));
+        _mm512_storeu_si512(out + c + 64, _mm512_xor_si512(deal_quad(hi), flip));
       }
       std::memcpy(out + n_quad_cols, in + n_quad_cols, static_cast<size_t>(acts.n_cols - n_quad_cols));
     }
@@ -339,9 +353,18 @@ inline void unpack_q4_k_words(const uint8_t* s, uint32_t out[4]) {
 // of every register then holds sub-block l (16 values). Each lane starts at -32 * bsum_l (the
 // format's offset), four chained vpdpbusd add the 16 products, and one vpmulld applies the
 // sub-block scale, all exact in int32: |lane| <= 16 * 32 * 127 * 128 < 2^31.
-inline void deal_dwords(const int8_t* in, int8_t* out) {  // in, out: 256 bytes
-  for (int i = 0; i < 4; ++i)
-    for (int l = 0; l < 16; ++l) std::memcpy(out + 64 * i + 4 * l, in + 4 * (4 * l + i), 4);
+inline void deal_dwords(const __m512i (&in)[4], __m512i (&out)[4]) {  // in: values 64k..64k+63 in order
+  const __m512i tr = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);  // 128-bit lane i: dwords i, 4+i, 8+i, 12+i
+  __m512i c[4];
+  for (int k = 0; k < 4; ++k) c[k] = _mm512_permutexvar_epi32(tr, in[k]);
+  const __m512i u01_lo = _mm512_shuffle_i64x2(c[0], c[1], _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512i u23_lo = _mm512_shuffle_i64x2(c[2], c[3], _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512i u01_hi = _mm512_shuffle_i64x2(c[0], c[1], _MM_SHUFFLE(3, 2, 3, 2));
+  const __m512i u23_hi = _mm512_shuffle_i64x2(c[2], c[3], _MM_SHUFFLE(3, 2, 3, 2));
+  out[0] = _mm512_shuffle_i64x2(u01_lo, u23_lo, _MM_SHUFFLE(2, 0, 2, 0));
+  out[1] = _mm512_shuffle_i64x2(u01_lo, u23_lo, _MM_SHUFFLE(3, 1, 3, 1));
+  out[2] = _mm512_shuffle_i64x2(u01_hi, u23_hi, _MM_SHUFFLE(2, 0, 2, 0));
+  out[3] = _mm512_shuffle_i64x2(u01_hi, u23_hi, _MM_SHUFFLE(3, 1, 3, 1));
 }
 
 struct PreparedQ6_K {
@@ -355,9 +378,28 @@ struct PreparedQ6_K {
 // lanes 2j, 2j+1 of every register then belong to sub-block j, so four chained vpdpbusd sum
 // 16 products per lane, |sum| <= 16 * 15 * 127 < 2^15, before one vpmaddwd applies the
 // sub-block scales: 5 integer ops per 256 values instead of 8.
-inline void deal_qwords(const int8_t* in, int8_t* out) {  // in, out: 256 bytes
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 8; ++j) std::memcpy(out + 64 * i + 8 * j, in + 8 * (4 * j + i), 8);
+inline void deal_qwords(const __m512i (&in)[4], __m512i (&out)[4]) {  // in: values 64k..64k+63 in order
+  for (int i = 0; i < 4; ++i) {
+    const __m512i idx = _mm512_set_epi64(0, 0, 0, 0, 12 + i, 8 + i, 4 + i, i);  // slots 0-3: a[i], a[4+i], b[i], b[4+i]
+    const __m512i t01 = _mm512_permutex2var_epi64(in[0], idx, in[1]);
+    const __m512i t23 = _mm512_permutex2var_epi64(in[2], idx, in[3]);
+    out[i] = _mm512_inserti64x4(t01, _mm512_castsi512_si256(t23), 1);
+  }
+}
+
+// Deals each 256 values of the activations (n_tokens, n_cols) with `deal`, once per call.
+template <void (*deal)(const __m512i (&)[4], __m512i (&)[4])>
+QuantizedActs deal_acts(const QuantizedActs& acts, int64_t n_tokens) {
+  thread_local std::vector<int8_t> dealt;
+  const auto n = static_cast<size_t>(n_tokens * acts.n_cols);
+  if (dealt.size() < n) dealt.resize(n);
+  for (size_t i = 0; i < n; i += 256) {
+    __m512i in[4], out[4];
+    for (int k = 0; k < 4; ++k) in[k] = _mm512_loadu_si512(acts.qs + i + 64 * k);
+    deal(in, out);
+    for (int k = 0; k < 4; ++k) _mm512_storeu_si512(dealt.data() + i + 64 * k, out[k]);
+  }
+  return {dealt.data(), acts.d, acts.bsums, acts.n_cols};
 }
 
 struct PreparedQ4_K {
@@ -451,23 +493,18 @@ struct Q4_KKernel {
     out->m = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
     out->d = _cvtsh_ss(blk.d);
     out->dmin = _cvtsh_ss(blk.dmin);
-    alignas(64) int8_t natural[256];
+    __m512i natural[4];
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     for (int k = 0; k < 4; ++k) {
       const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * k));
-      _mm512_store_si512(natural + 64 * k,
-                         _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), low4));
+      natural[k] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), low4);
     }
-    deal_qwords(natural, reinterpret_cast<int8_t*>(out->q));
+    deal_qwords(natural, out->q);
   }
 
   // The activations dealt like the weights, once per call: (n_tokens, n_cols).
   static QuantizedActs prepare_acts(const QuantizedActs& acts, int64_t n_tokens) {
-    thread_local std::vector<int8_t> dealt;
-    const auto n = static_cast<size_t>(n_tokens * acts.n_cols);
-    if (dealt.size() < n) dealt.resize(n);
-    for (size_t i = 0; i < n; i += 256) deal_qwords(acts.qs + i, dealt.data() + i);
-    return {dealt.data(), acts.d, acts.bsums, acts.n_cols};
+    return deal_acts<deal_qwords>(acts, n_tokens);
   }
 
   template <int R, int T>
@@ -609,28 +646,23 @@ struct Q6_KKernel {
     const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(row)[u];
     out->s = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
     out->d = _cvtsh_ss(blk.d);
-    alignas(64) int8_t natural[256];  // values 0..255 in order
+    __m512i natural[4];  // values 64k..64k+63 in order
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     const __m512i bits45 = _mm512_set1_epi8(0x30);
     for (int h = 0; h < 2; ++h) {
       const __m512i ql = _mm512_loadu_si512(blk.ql + 64 * h);
       const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
       const __m512i hz = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
-      _mm512_store_si512(natural + 128 * h,
-                         _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_slli_epi16(hz, 4), bits45)));
-      _mm512_store_si512(natural + 128 * h + 64, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
-                                                                 _mm512_and_si512(hz, bits45)));
+      natural[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_slli_epi16(hz, 4), bits45));
+      natural[2 * h + 1] =
+          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), _mm512_and_si512(hz, bits45));
     }
-    deal_dwords(natural, reinterpret_cast<int8_t*>(out->q));
+    deal_dwords(natural, out->q);
   }
 
   // The activations dealt like the weights, once per call: (n_tokens, n_cols).
   static QuantizedActs prepare_acts(const QuantizedActs& acts, int64_t n_tokens) {
-    thread_local std::vector<int8_t> dealt;
-    const auto n = static_cast<size_t>(n_tokens * acts.n_cols);
-    if (dealt.size() < n) dealt.resize(n);
-    for (size_t i = 0; i < n; i += 256) deal_dwords(acts.qs + i, dealt.data() + i);
-    return {dealt.data(), acts.d, acts.bsums, acts.n_cols};
+    return deal_acts<deal_dwords>(acts, n_tokens);
   }
 
   template <int R, int T>
