@@ -75,6 +75,18 @@ struct PreparedRun {
   }
 };
 
+// Kernel's run_streamed as a tile_quant kernel.
+template <typename Kernel>
+struct StreamedRun {
+  static constexpr int k_block = Kernel::k_block;
+  static constexpr int k_rows = Kernel::k_rows;
+  static constexpr int k_tokens = Kernel::k_tokens;
+  template <int R, int T, typename... Args>
+  static void run(Args&&... args) {
+    Kernel::template run_streamed<R, T>(args...);
+  }
+};
+
 template <typename Kernel>
 void tile_prepared_run(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
                        float* y, int64_t ys) {
@@ -115,17 +127,16 @@ void tile_prepared_run(const uint8_t* w, size_t rb, int64_t n_rows, const Quanti
 //   for R <= k_prepared_rows, T <= k_prepared_tokens (its own register tile),
 // and optionally static QuantizedActs prepare_acts(const QuantizedActs&, int64_t n_tokens),
 // the activations rearranged once per call for run_prepared.
-// Up to k_tokens tokens (decode) take the streaming tile_quant walk unchanged.
+// and static run_streamed<R, T> (a tile_quant kernel run) with the same arithmetic per row and
+// token as run_prepared, so outputs do not depend on the number of tokens: up to k_tokens
+// tokens (decode) stream rows through tile_quant and prepare each unit just before use.
 template <typename Kernel>
 void tile_prepared(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
                    float* y, int64_t ys) {
-  if (n_tokens <= Kernel::k_tokens) return tile_quant<Kernel>(w, rb, n_rows, acts, n_tokens, y, ys);
-  if constexpr (requires { Kernel::prepare_acts(acts, n_tokens); }) {
-    const QuantizedActs arranged = Kernel::prepare_acts(acts, n_tokens);
-    return tile_prepared_run<Kernel>(w, rb, n_rows, arranged, n_tokens, y, ys);
-  } else {
-    return tile_prepared_run<Kernel>(w, rb, n_rows, acts, n_tokens, y, ys);
-  }
+  QuantizedActs arranged = acts;
+  if constexpr (requires { Kernel::prepare_acts(acts, n_tokens); }) arranged = Kernel::prepare_acts(acts, n_tokens);
+  if (n_tokens <= Kernel::k_tokens) return tile_quant<StreamedRun<Kernel>>(w, rb, n_rows, arranged, n_tokens, y, ys);
+  tile_prepared_run<Kernel>(w, rb, n_rows, arranged, n_tokens, y, ys);
 }
 
 }  // namespace

@@ -285,15 +285,16 @@ struct Q8_0FormKernel {
     return {dealt.data(), acts.d, acts.bsums, acts.n_cols};
   }
 
-  template <int R, int T>
-  static void run_prepared(const PreparedQuad* p, const uint8_t* w, size_t rb, const ActTile& a, float* y,
-                           int64_t ys) {
+  // units(g): the R prepared rows of quad g. The same arithmetic for every source and tile
+  // size, so a token's outputs do not depend on how many tokens share the call.
+  template <int R, int T, typename Units>
+  static void run_units(Units units, const uint8_t* w, size_t rb, const ActTile& a, float* y, int64_t ys) {
     const int64_t n_quads = a.n_cols / 128;
     __m512 acc[R][T];
     for (auto& row : acc)
       for (auto& v : row) v = _mm512_setzero_ps();
     for (int64_t g = 0; g < n_quads; ++g) {
-      const PreparedQuad* pg = p + g * R;
+      const PreparedQuad* pg = units(g);
       for (int t = 0; t < T; ++t) {
         const int8_t* q = a.qs + t * a.n_cols + 128 * g;
         const __m512i alo = _mm512_loadu_si512(q);
@@ -307,6 +308,27 @@ struct Q8_0FormKernel {
       }
     }
     finish<R, T>(w, rb, a, 4 * n_quads, acc, y, ys);
+  }
+
+  template <int R, int T>
+  static void run_prepared(const PreparedQuad* p, const uint8_t* w, size_t rb, const ActTile& a, float* y,
+                           int64_t ys) {
+    run_units<R, T>([p](int64_t g) { return p + g * R; }, w, rb, a, y, ys);
+  }
+
+  // Decode: each quad prepared in registers just before use, from rows streamed from memory.
+  template <int R, int T>
+  static void run_streamed(const uint8_t* w, size_t rb, const ActTile& a, float* y, int64_t ys) {
+    PreparedQuad tmp[R];
+    auto units = [&](int64_t g) {
+      for (int r = 0; r < R; ++r) {
+        tiling::prefetch_ahead<4 * sizeof(typename W::Block) + 63>(
+            reinterpret_cast<const typename W::Block*>(w + r * rb) + 4 * g, rb, k_rows);
+        prepare(w + r * rb, g, &tmp[r]);
+      }
+      return static_cast<const PreparedQuad*>(tmp);
+    };
+    run_units<R, T>(units, w, rb, a, y, ys);
   }
 
   template <int R, int T>
@@ -402,6 +424,18 @@ QuantizedActs deal_acts(const QuantizedActs& acts, int64_t n_tokens) {
   return {dealt.data(), acts.d, acts.bsums, acts.n_cols};
 }
 
+struct MinsQ4_K {
+  __m256i m;  // (16 int16) per bsum: the min of its sub-block
+  float dmin;
+};
+
+inline MinsQ4_K q4_k_mins(const BlockQ4_K& blk) {
+  uint32_t words[4];
+  unpack_q4_k_words(blk.scales, words);
+  const __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(words + 2)));
+  return {_mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8)), _cvtsh_ss(blk.dmin)};
+}
+
 struct PreparedQ4_K {
   __m512i q[4];  // (4 registers, 64 bytes) the dealt unsigned nibbles
   __m512i s;     // (16 int32) lane l: scale of sub-block l / 2 in its low int16, 0 above
@@ -489,10 +523,10 @@ struct Q4_KKernel {
     const __m512i idx = _mm512_set_epi16(8, 7, 8, 7, 8, 6, 8, 6, 8, 5, 8, 5, 8, 4, 8, 4, 8, 3, 8, 3, 8, 2, 8, 2, 8, 1,
                                          8, 1, 8, 0, 8, 0);
     out->s = _mm512_permutexvar_epi16(idx, _mm512_zextsi128_si512(_mm_cvtepu8_epi16(bytes)));
-    const __m128i m8 = _mm_cvtepu8_epi16(_mm_srli_si128(bytes, 8));
-    out->m = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
+    const MinsQ4_K mins = q4_k_mins(blk);
+    out->m = mins.m;
     out->d = _cvtsh_ss(blk.d);
-    out->dmin = _cvtsh_ss(blk.dmin);
+    out->dmin = mins.dmin;
     __m512i natural[4];
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     for (int k = 0; k < 4; ++k) {
@@ -507,14 +541,15 @@ struct Q4_KKernel {
     return deal_acts<deal_qwords>(acts, n_tokens);
   }
 
-  template <int R, int T>
-  static void run_prepared(const PreparedQ4_K* p, const uint8_t*, size_t, const ActTile& a, float* y, int64_t ys) {
+  // units(b): the R prepared rows of super-block b; mins(b, r): row r's MinsQ4_K of block b.
+  template <int R, int T, typename Units, typename Mins>
+  static void run_units(Units units, Mins mins, const ActTile& a, float* y, int64_t ys) {
     const int64_t n_blocks = a.n_cols / 256;
     __m512 acc[R][T];
     for (auto& row : acc)
       for (auto& v : row) v = _mm512_setzero_ps();
     for (int64_t b = 0; b < n_blocks; ++b) {
-      const PreparedQ4_K* pb = p + b * R;
+      const PreparedQ4_K* pb = units(b);
       __m512i dots[R][T];
       for (auto& row : dots)
         for (auto& v : row) v = _mm512_setzero_si512();
@@ -540,8 +575,8 @@ struct Q4_KKernel {
       __m512i m2[R];
       __m512 dmin2[R];
       for (int r = 0; r < R; ++r) {
-        const PreparedQ4_K& p0 = p[b * R + r];
-        const PreparedQ4_K& p1 = p[(b + 1) * R + r];
+        const MinsQ4_K p0 = mins(b, r);
+        const MinsQ4_K p1 = mins(b + 1, r);
         m2[r] = _mm512_inserti64x4(_mm512_castsi256_si512(p0.m), p1.m, 1);
         dmin2[r] = pair_scales(_mm_setr_ps(p0.dmin, p1.dmin, 0.0f, 0.0f));
       }
@@ -558,7 +593,7 @@ struct Q4_KKernel {
         const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums + t * (a.n_cols / 16) + 16 * b));
         const float ad = a.d[t * a.d_stride + b];
         for (int r = 0; r < R; ++r) {
-          const PreparedQ4_K& pr = p[b * R + r];
+          const MinsQ4_K pr = mins(b, r);
           const __m512i corr = _mm512_zextsi256_si512(_mm256_madd_epi16(bs, pr.m));
           acc[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(corr), _mm512_set1_ps(pr.dmin * ad), acc[r][t]);
         }
@@ -566,6 +601,27 @@ struct Q4_KKernel {
     }
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
+  }
+
+  template <int R, int T>
+  static void run_prepared(const PreparedQ4_K* p, const uint8_t*, size_t, const ActTile& a, float* y, int64_t ys) {
+    run_units<R, T>([p](int64_t b) { return p + b * R; },
+                    [p](int64_t b, int r) { return MinsQ4_K{p[b * R + r].m, p[b * R + r].dmin}; }, a, y, ys);
+  }
+
+  // Decode: each super-block prepared in registers just before use.
+  template <int R, int T>
+  static void run_streamed(const uint8_t* w, size_t rb, const ActTile& a, float* y, int64_t ys) {
+    PreparedQ4_K tmp[R];
+    auto units = [&](int64_t b) {
+      for (int r = 0; r < R; ++r) {
+        tiling::prefetch_ahead<sizeof(BlockQ4_K) + 63>(reinterpret_cast<const BlockQ4_K*>(w + r * rb) + b, rb, k_rows);
+        prepare(w + r * rb, b, &tmp[r]);
+      }
+      return static_cast<const PreparedQ4_K*>(tmp);
+    };
+    auto mins = [&](int64_t b, int r) { return q4_k_mins(reinterpret_cast<const BlockQ4_K*>(w + r * rb)[b]); };
+    run_units<R, T>(units, mins, a, y, ys);
   }
 };
 
@@ -665,14 +721,15 @@ struct Q6_KKernel {
     return deal_acts<deal_dwords>(acts, n_tokens);
   }
 
-  template <int R, int T>
-  static void run_prepared(const PreparedQ6_K* p, const uint8_t*, size_t, const ActTile& a, float* y, int64_t ys) {
+  // units(b): the R prepared rows of super-block b.
+  template <int R, int T, typename Units>
+  static void run_units(Units units, const ActTile& a, float* y, int64_t ys) {
     const int64_t n_blocks = a.n_cols / 256;
     __m512 acc[R][T];
     for (auto& row : acc)
       for (auto& v : row) v = _mm512_setzero_ps();
     for (int64_t b = 0; b < n_blocks; ++b) {
-      const PreparedQ6_K* pb = p + b * R;
+      const PreparedQ6_K* pb = units(b);
       __m512i dots[R][T];
       for (int t = 0; t < T; ++t) {
         const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums + t * (a.n_cols / 16) + 16 * b));
@@ -696,6 +753,25 @@ struct Q6_KKernel {
     }
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
+  }
+
+  template <int R, int T>
+  static void run_prepared(const PreparedQ6_K* p, const uint8_t*, size_t, const ActTile& a, float* y, int64_t ys) {
+    run_units<R, T>([p](int64_t b) { return p + b * R; }, a, y, ys);
+  }
+
+  // Decode: each super-block prepared in registers just before use.
+  template <int R, int T>
+  static void run_streamed(const uint8_t* w, size_t rb, const ActTile& a, float* y, int64_t ys) {
+    PreparedQ6_K tmp[R];
+    auto units = [&](int64_t b) {
+      for (int r = 0; r < R; ++r) {
+        tiling::prefetch_ahead<sizeof(BlockQ6_K) + 63>(reinterpret_cast<const BlockQ6_K*>(w + r * rb) + b, rb, k_rows);
+        prepare(w + r * rb, b, &tmp[r]);
+      }
+      return static_cast<const PreparedQ6_K*>(tmp);
+    };
+    run_units<R, T>(units, a, y, ys);
   }
 };
 
