@@ -119,6 +119,16 @@ struct Q4_0Weights {
     return {_mm512_and_si512(z, low4), _mm512_and_si512(_mm512_srli_epi16(z, 4), low4),
             quad_scales(blk[0].d, blk[1].d, blk[2].d, blk[3].d)};
   }
+  // Unsigned q of blocks 0-3, dealt as deal_quad.
+  static void unsigned_dealt(const Block* blk, __m512i& lo, __m512i& hi) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    auto qs = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[i].qs)); };
+    const __m256i y01 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(0)), qs(1), 1);
+    const __m256i y23 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(2)), qs(3), 1);
+    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(y01), y23, 1);
+    lo = deal_quad(_mm512_and_si512(z, low4));
+    hi = deal_quad(_mm512_and_si512(_mm512_srli_epi16(z, 4), low4));
+  }
   // Signed q - 8 of blocks 0-3, 128-bit lane k = block k: values 0-15 (lo), 16-31 (hi).
   static void signed_values(const Block* blk, __m512i& lo, __m512i& hi) {
     const __m512i low4 = _mm512_set1_epi8(0x0F);
@@ -151,6 +161,18 @@ struct Q8_0Weights {
       return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(y01), y23, 1), flip);
     };
     return {half(0), half(1), quad_scales(blk[0].d, blk[1].d, blk[2].d, blk[3].d)};
+  }
+  // q + 128 of blocks 0-3, dealt as deal_quad.
+  static void unsigned_dealt(const Block* blk, __m512i& lo, __m512i& hi) {
+    auto y = [&](int i) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[i].qs)); };
+    const __m512i z01 = _mm512_inserti64x4(_mm512_castsi256_si512(y(0)), y(1), 1);
+    const __m512i z23 = _mm512_inserti64x4(_mm512_castsi256_si512(y(2)), y(3), 1);
+    // lane j: block j % 4 (in z01 for blocks 0-1, z23 from index 16), its dword j / 4 (+ 4 for hi).
+    const __m512i idx_lo = _mm512_set_epi32(27, 19, 11, 3, 26, 18, 10, 2, 25, 17, 9, 1, 24, 16, 8, 0);
+    const __m512i idx_hi = _mm512_add_epi32(idx_lo, _mm512_set1_epi32(4));
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(-128));
+    lo = _mm512_xor_si512(_mm512_permutex2var_epi32(z01, idx_lo, z23), flip);
+    hi = _mm512_xor_si512(_mm512_permutex2var_epi32(z01, idx_hi, z23), flip);
   }
   static void signed_values(const Block* blk, __m512i& lo, __m512i& hi) {
     auto half = [&](int h) {
@@ -316,19 +338,43 @@ struct Q8_0FormKernel {
     run_units<R, T>([p](int64_t g) { return p + g * R; }, w, rb, a, y, ys);
   }
 
-  // Decode: each quad prepared in registers just before use, from rows streamed from memory.
+  // Decode: rows streamed from memory, dealt as run_units's, with unsigned weights against
+  // signed activations and the offset removed per token instead: every lane's integer and
+  // every float operation are the same as run_units's, so the outputs are identical.
   template <int R, int T>
   static void run_streamed(const uint8_t* w, size_t rb, const ActTile& a, float* y, int64_t ys) {
-    PreparedQuad tmp[R];
-    auto units = [&](int64_t g) {
+    const int64_t n_quads = a.n_cols / 128;
+    __m512 acc[R][T];
+    for (auto& row : acc)
+      for (auto& v : row) v = _mm512_setzero_ps();
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(-128));
+    const __m512i offset = _mm512_set1_epi8(static_cast<char>(W::k_offset));
+    const __m512i zero = _mm512_setzero_si512();
+    for (int64_t g = 0; g < n_quads; ++g) {
+      __m512i wlo[R], whi[R];
+      __m512 wd[R];
       for (int r = 0; r < R; ++r) {
-        tiling::prefetch_ahead<4 * sizeof(typename W::Block) + 63>(
-            reinterpret_cast<const typename W::Block*>(w + r * rb) + 4 * g, rb, k_rows);
-        prepare(w + r * rb, g, &tmp[r]);
+        const auto* blk = reinterpret_cast<const typename W::Block*>(w + r * rb) + 4 * g;
+        tiling::prefetch_ahead<4 * sizeof(typename W::Block) + 63>(blk, rb, k_rows);
+        W::unsigned_dealt(blk, wlo[r], whi[r]);
+        const __m128i h = _mm_set_epi16(0, 0, 0, 0, static_cast<short>(blk[3].d), static_cast<short>(blk[2].d),
+                                        static_cast<short>(blk[1].d), static_cast<short>(blk[0].d));
+        wd[r] = _mm512_broadcast_f32x4(_mm_cvtph_ps(h));
       }
-      return static_cast<const PreparedQuad*>(tmp);
-    };
-    run_units<R, T>(units, w, rb, a, y, ys);
+      for (int t = 0; t < T; ++t) {
+        const int8_t* q = a.qs + t * a.n_cols + 128 * g;
+        const __m512i alo = _mm512_xor_si512(_mm512_loadu_si512(q), flip);
+        const __m512i ahi = _mm512_xor_si512(_mm512_loadu_si512(q + 64), flip);
+        const __m512i init = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, offset, _mm512_sub_epi8(zero, alo)), offset,
+                                                 _mm512_sub_epi8(zero, ahi));
+        const __m512 ad = _mm512_broadcast_f32x4(_mm_loadu_ps(a.d + t * a.d_stride + 4 * g));
+        for (int r = 0; r < R; ++r) {
+          const __m512i dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, wlo[r], alo), whi[r], ahi);
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(wd[r], ad), acc[r][t]);
+        }
+      }
+    }
+    finish<R, T>(w, rb, a, 4 * n_quads, acc, y, ys);
   }
 
   template <int R, int T>
