@@ -482,6 +482,19 @@ inline MinsQ4_K q4_k_mins(const BlockQ4_K& blk) {
   return {_mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8)), _cvtsh_ss(blk.dmin)};
 }
 
+// The nibbles of a Q4_K block dealt as deal_qwords deals its values in order: value qword
+// 4j + i lies in packed qword 4 (j / 2) + i, low nibbles for even j, high for odd j.
+inline void q4_k_dealt(const BlockQ4_K& blk, __m512i (&out)[4]) {
+  const __m512i p0 = _mm512_loadu_si512(blk.qs);
+  const __m512i p1 = _mm512_loadu_si512(blk.qs + 64);
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  for (int i = 0; i < 4; ++i) {
+    const __m512i idx = _mm512_set_epi64(12 + i, 12 + i, 8 + i, 8 + i, 4 + i, 4 + i, i, i);
+    const __m512i g = _mm512_permutex2var_epi64(p0, idx, p1);
+    out[i] = _mm512_and_si512(_mm512_mask_blend_epi64(0xAA, g, _mm512_srli_epi16(g, 4)), low4);
+  }
+}
+
 struct PreparedQ4_K {
   __m512i q[4];  // (4 registers, 64 bytes) the dealt unsigned nibbles
   __m512i s;     // (16 int32) lane l: scale of sub-block l / 2 in its low int16, 0 above
@@ -573,13 +586,7 @@ struct Q4_KKernel {
     out->m = mins.m;
     out->d = _cvtsh_ss(blk.d);
     out->dmin = mins.dmin;
-    __m512i natural[4];
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
-    for (int k = 0; k < 4; ++k) {
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * k));
-      natural[k] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), low4);
-    }
-    deal_qwords(natural, out->q);
+    q4_k_dealt(blk, out->q);
   }
 
   // The activations dealt like the weights, once per call: (n_tokens, n_cols).
