@@ -2,6 +2,7 @@
 // SIMD variant this CPU has against the scalar reference.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -296,6 +297,39 @@ TEST_CASE("prefill (row tiles prepared once) matches the scalar reference on odd
     for (int64_t n_cols : cols)
       for (int64_t n_rows : {5, 18})
         for (int64_t n_tokens : {5, 11}) check_against_scalar(type, n_rows, n_cols, n_tokens, isas, rng);
+  }
+}
+
+TEST_CASE("a token's outputs do not depend on how many tokens share the call", "[kernels]") {
+  // The KV cache relies on this: logits from a prefill and from one token at a time are
+  // bit-identical. Decode (up to 4 tokens) and prefill take different code paths.
+  std::vector<Isa> isas = simd_isas();
+  isas.push_back(Isa::scalar);
+  std::mt19937 rng(19);
+  ThreadPool pool(3);
+  const DType types[] = {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k};
+  for (DType type : types) {
+    const int64_t n_rows = 13, n_tokens = 9;
+    const int64_t n_cols = act_block(type) == 256 ? 768 : 416;
+    const RandomMatrix m = random_matrix(type, n_rows, n_cols, rng);
+    const std::vector<float> x = random_acts(n_cols * n_tokens, rng);
+    for (Isa isa : isas) {
+      INFO(dtype_name(type) << " " << isa_name(isa));
+      std::vector<float> all(static_cast<size_t>(n_rows * n_tokens));
+      matmul_isa(isa, m.view(), x.data(), n_tokens, all.data(), pool);
+      for (int64_t split : {1, 2, 4, 5}) {
+        INFO("tokens per call " << split);
+        std::vector<float> parts(all.size(), std::nanf(""));
+        for (int64_t t = 0; t < n_tokens; t += split) {
+          const int64_t n = std::min(split, n_tokens - t);
+          matmul_isa(isa, m.view(), x.data() + t * n_cols, n, parts.data() + t * n_rows, pool);
+        }
+        for (size_t i = 0; i < all.size(); ++i) {
+          INFO("output " << i);
+          REQUIRE(std::memcmp(&parts[i], &all[i], sizeof(float)) == 0);
+        }
+      }
+    }
   }
 }
 
