@@ -112,8 +112,8 @@ void tile_prepared_run(const uint8_t* w, size_t rb, int64_t n_rows, const Quanti
       const int nt = static_cast<int>(std::min<int64_t>(Kernel::k_prepared_tokens, n_tokens - t));
       const ActTile a{acts.qs + t * acts.n_cols, acts.d + t * d_stride,
                       acts.bsums ? acts.bsums + t * (acts.n_cols / 16) : nullptr, acts.n_cols, d_stride};
-      call_exact<PreparedRun<Kernel>, Kernel::k_prepared_rows, Kernel::k_prepared_tokens>(nr, nt, prepared.data(), w + r * rb, rb, a,
-                                                                        y + t * ys + r, ys);
+      call_exact<PreparedRun<Kernel>, Kernel::k_prepared_rows, Kernel::k_prepared_tokens>(
+          nr, nt, prepared.data(), w + r * rb, rb, a, y + t * ys + r, ys);
     }
   }
 }
@@ -124,12 +124,13 @@ void tile_prepared_run(const uint8_t* w, size_t rb, int64_t n_rows, const Quanti
 //   static void prepare(const uint8_t* row, int64_t u, Prepared* out);  (unit u of a row)
 //   template <int R, int T> static void run_prepared(const Prepared* p, const uint8_t* w,
 //       size_t w_row_bytes, const ActTile& a, float* y, int64_t y_stride);  p: (units, R),
-//   for R <= k_prepared_rows, T <= k_prepared_tokens (its own register tile),
+//   for R <= k_prepared_rows, T <= k_prepared_tokens (its own register tile);
+//   template <int R, int T> static void run_streamed(...)  (a tile_quant run), the same
+//       arithmetic per row and token as run_prepared, for up to k_tokens tokens (decode):
+//       rows stream through tile_quant and each unit is prepared just before use, so a
+//       token's outputs do not depend on how many tokens share the call;
 // and optionally static QuantizedActs prepare_acts(const QuantizedActs&, int64_t n_tokens),
-// the activations rearranged once per call for run_prepared.
-// and static run_streamed<R, T> (a tile_quant kernel run) with the same arithmetic per row and
-// token as run_prepared, so outputs do not depend on the number of tokens: up to k_tokens
-// tokens (decode) stream rows through tile_quant and prepare each unit just before use.
+// the activations rearranged once per call for both runs.
 template <typename Kernel>
 void tile_prepared(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
                    float* y, int64_t ys) {
