@@ -102,6 +102,12 @@ struct Q4_0Weights {
     const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(y), _mm256_srli_epi16(y, 4), 1);
     return _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
   }
+  // [d0, d1, d2, d3] x 4 of blocks 0-3 (18 bytes apart: halves 0, 9, 18, 27 of 64 bytes).
+  static __m512 scales4x4(const Block* blk) {
+    const __m512i idx = _mm512_set4_epi32(0x001B0012, 0x00090000, 0x001B0012, 0x00090000);
+    const __m512i h = _mm512_permutexvar_epi16(idx, _mm512_loadu_si512(blk));
+    return _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+  }
   // Unsigned q of blocks 0-3, dealt as deal_quad.
   static void unsigned_dealt(const Block* blk, __m512i& lo, __m512i& hi) {
     const __m512i low4 = _mm512_set1_epi8(0x0F);
@@ -133,6 +139,13 @@ struct Q8_0Weights {
     const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[0].qs));
     const __m256i y1 = k_pair ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[1].qs)) : _mm256_setzero_si256();
     return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(y0), y1, 1), _mm512_set1_epi8(-128));
+  }
+  // [d0, d1, d2, d3] x 4 of blocks 0-3 (34 bytes apart: halves 0, 17, 34, 51 of 128 bytes).
+  static __m512 scales4x4(const Block* blk) {
+    const auto* b = reinterpret_cast<const uint8_t*>(blk);
+    const __m512i idx = _mm512_set4_epi32(0x00330022, 0x00110000, 0x00330022, 0x00110000);
+    const __m512i h = _mm512_permutex2var_epi16(_mm512_loadu_si512(b), idx, _mm512_loadu_si512(b + 64));
+    return _mm512_cvtph_ps(_mm512_castsi512_si256(h));
   }
   // q + 128 of blocks 0-3, dealt as deal_quad.
   static void unsigned_dealt(const Block* blk, __m512i& lo, __m512i& hi) {
@@ -293,9 +306,7 @@ struct Q8_0FormKernel {
         const auto* blk = reinterpret_cast<const typename W::Block*>(w + r * rb) + 4 * g;
         tiling::prefetch_ahead<4 * sizeof(typename W::Block) + 63>(blk, rb, k_rows);
         W::unsigned_dealt(blk, wlo[r], whi[r]);
-        const __m128i h = _mm_set_epi16(0, 0, 0, 0, static_cast<short>(blk[3].d), static_cast<short>(blk[2].d),
-                                        static_cast<short>(blk[1].d), static_cast<short>(blk[0].d));
-        wd[r] = _mm512_broadcast_f32x4(_mm_cvtph_ps(h));
+        wd[r] = W::scales4x4(blk);
       }
       for (int t = 0; t < T; ++t) {
         const int8_t* q = a.qs + t * a.n_cols + 128 * g;
