@@ -1,4 +1,4 @@
-// AVX-512 VNNI kernels: activation quantization and register-tiled quantized dot products.
+// AVX-512 VNNI kernels: activation quantization, Q4_0/Q8_0 and float dot products, the kernel set.
 // GCC 12 flags the self-initialised "undefined" vectors inside its own AVX-512 intrinsics
 // (_mm512_cvtepi32_ps, _mm512_inserti64x4, ...) as uninitialised: a false positive.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -14,6 +14,12 @@
 #include "kernels/cpu/vec_dot.h"
 
 namespace kvc::kernels {
+
+// Q4_K and Q6_K weights, in vec_dot_kquant_avx512.cpp.
+void tile_q4_k_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
+                           float* y, int64_t ys);
+void tile_q6_k_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
+                           float* y, int64_t ys);
 
 namespace {
 
@@ -68,6 +74,22 @@ inline __m512 pair_scales(__m128 two) {  // [s0 x 8, s1 x 8]
   return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(two));
 }
 
+// Prefill layout of four blocks (128 values), for weights and activations alike: dword lane j
+// of `lo` holds values 4 * (j / 4) .. +3 of block j % 4, of `hi` values 16 + 4 * (j / 4) .. +3,
+// so lanes j, j + 4, j + 8, j + 12 of both registers sum block j % 4, whose scale is then
+// one 128-bit broadcast of the four block scales.
+// z: 128-bit lane k holds 16 values of block k (values 0-15 for lo, 16-31 for hi).
+inline __m512i deal_quad(__m512i z) {
+  const __m512i idx = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);  // j -> 4 (j % 4) + j / 4
+  return _mm512_permutexvar_epi32(idx, z);
+}
+
+struct PreparedQuad {
+  __m512i lo, hi;  // signed weights, dealt as deal_quad
+  __m512i corr;    // (16 int32) -128 * the sum of lane j's 8 weights in lo and hi
+  float d[4];      // the four block scales
+};
+
 struct Q4_0Weights {
   using Block = BlockQ4_0;
   static constexpr int k_offset = 8;
@@ -80,6 +102,33 @@ struct Q4_0Weights {
     const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(y), _mm256_srli_epi16(y, 4), 1);
     return _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
   }
+  // [d0, d1, d2, d3] x 4 of blocks 0-3 (18 bytes apart: halves 0, 9, 18, 27 of 64 bytes).
+  static __m512 scales4x4(const Block* blk) {
+    const __m512i idx = _mm512_set4_epi32(0x001B0012, 0x00090000, 0x001B0012, 0x00090000);
+    const __m512i h = _mm512_permutexvar_epi16(idx, _mm512_loadu_si512(blk));
+    return _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+  }
+  // Unsigned q of blocks 0-3, dealt as deal_quad.
+  static void unsigned_dealt(const Block* blk, __m512i& lo, __m512i& hi) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    auto qs = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[i].qs)); };
+    const __m256i y01 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(0)), qs(1), 1);
+    const __m256i y23 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(2)), qs(3), 1);
+    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(y01), y23, 1);
+    lo = deal_quad(_mm512_and_si512(z, low4));
+    hi = deal_quad(_mm512_and_si512(_mm512_srli_epi16(z, 4), low4));
+  }
+  // Signed q - 8 of blocks 0-3, 128-bit lane k = block k: values 0-15 (lo), 16-31 (hi).
+  static void signed_values(const Block* blk, __m512i& lo, __m512i& hi) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i eight = _mm512_set1_epi8(8);
+    auto qs = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[i].qs)); };
+    const __m256i y01 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(0)), qs(1), 1);
+    const __m256i y23 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(2)), qs(3), 1);
+    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(y01), y23, 1);
+    lo = _mm512_sub_epi8(_mm512_and_si512(z, low4), eight);
+    hi = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(z, 4), low4), eight);
+  }
 };
 
 struct Q8_0Weights {
@@ -90,6 +139,35 @@ struct Q8_0Weights {
     const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[0].qs));
     const __m256i y1 = k_pair ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[1].qs)) : _mm256_setzero_si256();
     return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(y0), y1, 1), _mm512_set1_epi8(-128));
+  }
+  // [d0, d1, d2, d3] x 4 of blocks 0-3 (34 bytes apart: halves 0, 17, 34, 51 of 128 bytes).
+  static __m512 scales4x4(const Block* blk) {
+    const auto* b = reinterpret_cast<const uint8_t*>(blk);
+    const __m512i idx = _mm512_set4_epi32(0x00330022, 0x00110000, 0x00330022, 0x00110000);
+    const __m512i h = _mm512_permutex2var_epi16(_mm512_loadu_si512(b), idx, _mm512_loadu_si512(b + 64));
+    return _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+  }
+  // q + 128 of blocks 0-3, dealt as deal_quad.
+  static void unsigned_dealt(const Block* blk, __m512i& lo, __m512i& hi) {
+    auto y = [&](int i) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[i].qs)); };
+    const __m512i z01 = _mm512_inserti64x4(_mm512_castsi256_si512(y(0)), y(1), 1);
+    const __m512i z23 = _mm512_inserti64x4(_mm512_castsi256_si512(y(2)), y(3), 1);
+    // lane j: block j % 4 (in z01 for blocks 0-1, z23 from index 16), its dword j / 4 (+ 4 for hi).
+    const __m512i idx_lo = _mm512_set_epi32(27, 19, 11, 3, 26, 18, 10, 2, 25, 17, 9, 1, 24, 16, 8, 0);
+    const __m512i idx_hi = _mm512_add_epi32(idx_lo, _mm512_set1_epi32(4));
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(-128));
+    lo = _mm512_xor_si512(_mm512_permutex2var_epi32(z01, idx_lo, z23), flip);
+    hi = _mm512_xor_si512(_mm512_permutex2var_epi32(z01, idx_hi, z23), flip);
+  }
+  static void signed_values(const Block* blk, __m512i& lo, __m512i& hi) {
+    auto half = [&](int h) {
+      auto qs = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[i].qs + 16 * h)); };
+      const __m256i y01 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(0)), qs(1), 1);
+      const __m256i y23 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(2)), qs(3), 1);
+      return _mm512_inserti64x4(_mm512_castsi256_si512(y01), y23, 1);
+    };
+    lo = half(0);
+    hi = half(1);
   }
 };
 
@@ -124,59 +202,6 @@ struct Q8_0FormKernel {
     }
   }
 
-  // Q4_0 only: four blocks per step. The low nibbles of blocks 0-3 fill one register and the
-  // high nibbles another, so one dot covers 128 values and lanes 4k..4k+3 sum to block k;
-  // the activations are regrouped to match with two 128-bit lane shuffles per token.
-  struct Quad {
-    __m512i lo, hi;  // nibbles of values 0-15 / 16-31 of blocks 0-3
-    __m512 d;        // [d0 x 4, d1 x 4, d2 x 4, d3 x 4]
-  };
-  static inline Quad load_quad(const BlockQ4_0* blk) {
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
-    const __m512i idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-    auto qs = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[i].qs)); };
-    const __m256i y01 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(0)), qs(1), 1);
-    const __m256i y23 = _mm256_inserti128_si256(_mm256_castsi128_si256(qs(2)), qs(3), 1);
-    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(y01), y23, 1);
-    const __m128i h = _mm_set_epi16(0, 0, 0, 0, static_cast<short>(blk[3].d), static_cast<short>(blk[2].d),
-                                    static_cast<short>(blk[1].d), static_cast<short>(blk[0].d));
-    return {_mm512_and_si512(z, low4), _mm512_and_si512(_mm512_srli_epi16(z, 4), low4),
-            _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_cvtph_ps(h)))};
-  }
-
-  // quads: (R) weight quads of this step, from registers or from a prepared tile.
-  template <int R, int T>
-  static inline void quad_dots(const Quad* quads, const ActTile& a, int64_t b, __m512 (&acc)[R][T]) {
-    const __m512i idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-    const __m512i eight = _mm512_set1_epi8(8);
-    for (int t = 0; t < T; ++t) {
-      const int8_t* q = a.qs + t * a.n_cols + 32 * b;
-      const __m512i a01 = _mm512_loadu_si512(q);
-      const __m512i a23 = _mm512_loadu_si512(q + 64);
-      const __m512i alo = _mm512_shuffle_i64x2(a01, a23, _MM_SHUFFLE(2, 0, 2, 0));
-      const __m512i ahi = _mm512_shuffle_i64x2(a01, a23, _MM_SHUFFLE(3, 1, 3, 1));
-      const __m512i zero = _mm512_setzero_si512();
-      const __m512i init = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, eight, _mm512_sub_epi8(zero, alo)), eight,
-                                               _mm512_sub_epi8(zero, ahi));
-      const __m512 ad = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_loadu_ps(a.d + t * a.d_stride + b)));
-      for (int r = 0; r < R; ++r) {
-        const __m512i dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, quads[r].lo, alo), quads[r].hi, ahi);
-        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(quads[r].d, ad), acc[r][t]);
-      }
-    }
-  }
-
-  template <int R, int T>
-  static inline void quad_step(const uint8_t* w, size_t rb, const ActTile& a, int64_t b, __m512 (&acc)[R][T]) {
-    Quad quads[R];
-    for (int r = 0; r < R; ++r) {
-      const auto* blk = reinterpret_cast<const BlockQ4_0*>(w + r * rb) + b;
-      tiling::prefetch_ahead<4 * sizeof(BlockQ4_0) + 63>(blk, rb, k_rows);
-      quads[r] = load_quad(blk);
-    }
-    quad_dots<R, T>(quads, a, b, acc);
-  }
-
   // Pairs and single blocks from b on, then the horizontal sums.
   template <int R, int T>
   static inline void finish(const uint8_t* w, size_t rb, const ActTile& a, int64_t b, __m512 (&acc)[R][T], float* y,
@@ -188,224 +213,115 @@ struct Q8_0FormKernel {
       for (int t = 0; t < T; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
   }
 
-  // Q4_0 prefill: the row tile's quads were unpacked once into `prepared`, (n_quads, R).
-  template <int R, int T>
-  static void run_prepared(const Quad* prepared, const uint8_t* w, size_t rb, const ActTile& a, float* y,
-                           int64_t ys) {
+  // Prefill (tiling::tile_prepared): signed weights against unsigned activations a + 128,
+  // both dealt per four blocks as deal_quad does; each dot starts at the weights' own
+  // correction -128 * sum(w), so no per-token offset work is left. p: (n_quads, R).
+  using Prepared = PreparedQuad;
+  static constexpr int k_prepared_rows = 4;
+  static constexpr int k_prepared_tokens = 4;
+  static int64_t n_prepared(int64_t n_cols) { return n_cols / 128; }
+  static void prepare(const uint8_t* row, int64_t u, PreparedQuad* out) {
+    const auto* blk = reinterpret_cast<const typename W::Block*>(row) + 4 * u;
+    W::signed_values(blk, out->lo, out->hi);
+    out->lo = deal_quad(out->lo);
+    out->hi = deal_quad(out->hi);
+    const __m512i k128 = _mm512_set1_epi8(static_cast<char>(-128));
+    const __m512i sums = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, out->lo), k128, out->hi);
+    out->corr = _mm512_sub_epi32(_mm512_setzero_si512(), sums);
+    const __m128i h = _mm_set_epi16(0, 0, 0, 0, static_cast<short>(blk[3].d), static_cast<short>(blk[2].d),
+                                    static_cast<short>(blk[1].d), static_cast<short>(blk[0].d));
+    _mm_storeu_ps(out->d, _mm_cvtph_ps(h));
+  }
+
+  // The activations as a + 128 dealt per four blocks; trailing blocks stay as they are.
+  static QuantizedActs prepare_acts(const QuantizedActs& acts, int64_t n_tokens) {
+    thread_local std::vector<int8_t> dealt;
+    const auto n = static_cast<size_t>(n_tokens * acts.n_cols);
+    if (dealt.size() < n) dealt.resize(n);
+    const int64_t n_quad_cols = acts.n_cols / 128 * 128;
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(-128));
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const int8_t* in = acts.qs + t * acts.n_cols;
+      int8_t* out = dealt.data() + t * acts.n_cols;
+      for (int64_t c = 0; c < n_quad_cols; c += 128) {
+        const __m512i a01 = _mm512_loadu_si512(in + c);
+        const __m512i a23 = _mm512_loadu_si512(in + c + 64);
+        const __m512i lo = _mm512_shuffle_i64x2(a01, a23, _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512i hi = _mm512_shuffle_i64x2(a01, a23, _MM_SHUFFLE(3, 1, 3, 1));
+        _mm512_storeu_si512(out + c, _mm512_xor_si512(deal_quad(lo), flip));
+        _mm512_storeu_si512(out + c + 64, _mm512_xor_si512(deal_quad(hi), flip));
+      }
+      std::memcpy(out + n_quad_cols, in + n_quad_cols, static_cast<size_t>(acts.n_cols - n_quad_cols));
+    }
+    return {dealt.data(), acts.d, acts.bsums, acts.n_cols};
+  }
+
+  // units(g): the R prepared rows of quad g. The same arithmetic for every source and tile
+  // size, so a token's outputs do not depend on how many tokens share the call.
+  template <int R, int T, typename Units>
+  static void run_units(Units units, const uint8_t* w, size_t rb, const ActTile& a, float* y, int64_t ys) {
     const int64_t n_quads = a.n_cols / 128;
     __m512 acc[R][T];
     for (auto& row : acc)
       for (auto& v : row) v = _mm512_setzero_ps();
-    for (int64_t g = 0; g < n_quads; ++g) quad_dots<R, T>(prepared + g * R, a, 4 * g, acc);
+    for (int64_t g = 0; g < n_quads; ++g) {
+      const PreparedQuad* pg = units(g);
+      for (int t = 0; t < T; ++t) {
+        const int8_t* q = a.qs + t * a.n_cols + 128 * g;
+        const __m512i alo = _mm512_loadu_si512(q);
+        const __m512i ahi = _mm512_loadu_si512(q + 64);
+        const __m512 ad = _mm512_broadcast_f32x4(_mm_loadu_ps(a.d + t * a.d_stride + 4 * g));
+        for (int r = 0; r < R; ++r) {
+          const __m512i dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(pg[r].corr, alo, pg[r].lo), ahi, pg[r].hi);
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                                      _mm512_mul_ps(_mm512_broadcast_f32x4(_mm_loadu_ps(pg[r].d)), ad), acc[r][t]);
+        }
+      }
+    }
     finish<R, T>(w, rb, a, 4 * n_quads, acc, y, ys);
   }
 
   template <int R, int T>
-  static void run(const uint8_t* w, size_t rb, const ActTile& a, float* y, int64_t ys) {
-    const int64_t n_blocks = a.n_cols / 32;
+  static void run_prepared(const PreparedQuad* p, const uint8_t* w, size_t rb, const ActTile& a, float* y,
+                           int64_t ys) {
+    run_units<R, T>([p](int64_t g) { return p + g * R; }, w, rb, a, y, ys);
+  }
+
+  // Decode: rows streamed from memory, dealt as run_units's, with unsigned weights against
+  // signed activations and the offset removed per token instead: every lane's integer and
+  // every float operation are the same as run_units's, so the outputs are identical.
+  template <int R, int T>
+  static void run_streamed(const uint8_t* w, size_t rb, const ActTile& a, float* y, int64_t ys) {
+    const int64_t n_quads = a.n_cols / 128;
     __m512 acc[R][T];
     for (auto& row : acc)
       for (auto& v : row) v = _mm512_setzero_ps();
-    int64_t b = 0;
-    if constexpr (W::k_offset == 8) {
-      for (; b + 4 <= n_blocks; b += 4) quad_step<R, T>(w, rb, a, b, acc);
-    }
-    finish<R, T>(w, rb, a, b, acc, y, ys);
-  }
-};
-
-struct PreparedQ4_0 {
-  template <int R, int T>
-  static void run(const Q8_0FormKernel<Q4_0Weights>::Quad* prepared, const uint8_t* w, size_t rb, const ActTile& a,
-                  float* y, int64_t ys) {
-    Q8_0FormKernel<Q4_0Weights>::run_prepared<R, T>(prepared, w, rb, a, y, ys);
-  }
-};
-
-// Q4_0 with many tokens: each row tile is unpacked once into an L1-resident buffer that every
-// token tile then reads, instead of unpacking it again per token tile.
-void tile_q4_0(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens, float* y,
-               int64_t ys) {
-  using K = Q8_0FormKernel<Q4_0Weights>;
-  if (n_tokens <= K::k_tokens) return tiling::tile_quant<K>(w, rb, n_rows, acts, n_tokens, y, ys);
-  const int64_t n_quads = acts.n_cols / 128;
-  thread_local std::vector<K::Quad> prepared;  // (n_quads, k_rows)
-  if (prepared.size() < static_cast<size_t>(n_quads * K::k_rows)) prepared.resize(static_cast<size_t>(n_quads * K::k_rows));
-  const int64_t d_stride = acts.n_cols / 32;
-  for (int64_t r = 0; r < n_rows; r += K::k_rows) {
-    const int nr = static_cast<int>(std::min<int64_t>(K::k_rows, n_rows - r));
-    for (int64_t g = 0; g < n_quads; ++g)
-      for (int i = 0; i < nr; ++i)
-        prepared[static_cast<size_t>(g * nr + i)] = K::load_quad(reinterpret_cast<const BlockQ4_0*>(w + (r + i) * rb) + 4 * g);
-    for (int64_t t = 0; t < n_tokens; t += K::k_tokens) {
-      const int nt = static_cast<int>(std::min<int64_t>(K::k_tokens, n_tokens - t));
-      const ActTile a{acts.qs + t * acts.n_cols, acts.d + t * d_stride, nullptr, acts.n_cols, d_stride};
-      tiling::call_exact<PreparedQ4_0, K::k_rows, K::k_tokens>(nr, nt, prepared.data(), w + r * rb, rb, a,
-                                                               y + t * ys + r, ys);
-    }
-  }
-}
-
-// ---- Q4_K and Q6_K weights x Q8_K activations ----
-//
-// Sub-block scales are small integers, so each super-block's sum stays integer:
-// vpmaddubsw (unsigned weight x signed activation -> pairs of int16) then vpdpwssd with the
-// sub-block scale; one float multiply-add per super-block, row and token.
-
-inline float hsum256(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
-
-// Q4_K scales and mins as bytes, from the 12 packed bytes (see unpack_q4_k_scales): the four
-// 32-bit words sc[0..3], sc[4..7], m[0..3], m[4..7].
-inline void unpack_q4_k_words(const uint8_t* s, uint32_t out[4]) {
-  uint32_t w0, w1, w2;
-  std::memcpy(&w0, s, 4);
-  std::memcpy(&w1, s + 4, 4);
-  std::memcpy(&w2, s + 8, 4);
-  out[0] = w0 & 0x3f3f3f3fu;
-  out[1] = (w2 & 0x0f0f0f0fu) | (((w0 >> 6) & 0x03030303u) << 4);
-  out[2] = w1 & 0x3f3f3f3fu;
-  out[3] = ((w2 >> 4) & 0x0f0f0f0fu) | (((w1 >> 6) & 0x03030303u) << 4);
-}
-
-struct Q4_KKernel {
-  static constexpr int k_block = 256;
-  static constexpr int k_rows = 3;
-  static constexpr int k_tokens = 4;
-
-  template <int R, int T>
-  static void run(const uint8_t* w, size_t rb, const ActTile& a, float* y, int64_t ys) {
-    const int64_t n_blocks = a.n_cols / 256;
-    __m512 acc[R][T];
-    __m256 macc[R][T];
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) {
-        acc[r][t] = _mm512_setzero_ps();
-        macc[r][t] = _mm256_setzero_ps();
-      }
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      __m512i sc16[R];  // lanes 0..7: the 8 sub-block scales as int16
-      __m256i m16[R];   // lane g: min of sub-block g / 2 (pairs with bsums[g])
-      float wd[R], wdmin[R];
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(-128));
+    const __m512i offset = _mm512_set1_epi8(static_cast<char>(W::k_offset));
+    const __m512i zero = _mm512_setzero_si512();
+    for (int64_t g = 0; g < n_quads; ++g) {
+      __m512i wlo[R], whi[R];
+      __m512 wd[R];
       for (int r = 0; r < R; ++r) {
-        const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w + r * rb)[b];
-        tiling::prefetch_ahead<sizeof(BlockQ4_K) + 63>(&blk, rb, k_rows);
-        uint32_t words[4];
-        unpack_q4_k_words(blk.scales, words);
-        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(words));
-        sc16[r] = _mm512_castsi128_si512(_mm_cvtepu8_epi16(bytes));
-        const __m128i m8 = _mm_cvtepu8_epi16(_mm_srli_si128(bytes, 8));
-        m16[r] = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
-        wd[r] = _cvtsh_ss(blk.d);
-        wdmin[r] = _cvtsh_ss(blk.dmin);
-      }
-      __m512i iacc[R][T];
-      for (auto& row : iacc)
-        for (auto& v : row) v = _mm512_setzero_si512();
-      for (int k = 0; k < 4; ++k) {
-        // int16 lanes 0-15 take scale 2k (low nibbles), lanes 16-31 scale 2k+1 (high nibbles).
-        const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * k)),
-                                               _mm256_set1_epi16(static_cast<short>(2 * k + 1)), 1);
-        __m512i wq[R], ws[R];
-        for (int r = 0; r < R; ++r) {
-          const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w + r * rb)[b];
-          const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * k));
-          const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1);
-          wq[r] = _mm512_and_si512(z, low4);
-          ws[r] = _mm512_permutexvar_epi16(idx, sc16[r]);
-        }
-        for (int t = 0; t < T; ++t) {
-          const __m512i av = _mm512_loadu_si512(a.qs + t * a.n_cols + 256 * b + 64 * k);
-          for (int r = 0; r < R; ++r)
-            iacc[r][t] = _mm512_dpwssd_epi32(iacc[r][t], _mm512_maddubs_epi16(wq[r], av), ws[r]);
-        }
+        const auto* blk = reinterpret_cast<const typename W::Block*>(w + r * rb) + 4 * g;
+        tiling::prefetch_ahead<4 * sizeof(typename W::Block) + 63>(blk, rb, k_rows);
+        W::unsigned_dealt(blk, wlo[r], whi[r]);
+        wd[r] = W::scales4x4(blk);
       }
       for (int t = 0; t < T; ++t) {
-        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums + t * (a.n_cols / 16) + 16 * b));
-        const float ad = a.d[t * a.d_stride + b];
+        const int8_t* q = a.qs + t * a.n_cols + 128 * g;
+        const __m512i alo = _mm512_xor_si512(_mm512_loadu_si512(q), flip);
+        const __m512i ahi = _mm512_xor_si512(_mm512_loadu_si512(q + 64), flip);
+        const __m512i init = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, offset, _mm512_sub_epi8(zero, alo)), offset,
+                                                 _mm512_sub_epi8(zero, ahi));
+        const __m512 ad = _mm512_broadcast_f32x4(_mm_loadu_ps(a.d + t * a.d_stride + 4 * g));
         for (int r = 0; r < R; ++r) {
-          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[r][t]), _mm512_set1_ps(wd[r] * ad), acc[r][t]);
-          macc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bs, m16[r])),
-                                       _mm256_set1_ps(wdmin[r] * ad), macc[r][t]);
+          const __m512i dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, wlo[r], alo), whi[r], ahi);
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(wd[r], ad), acc[r][t]);
         }
       }
     }
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]) - hsum256(macc[r][t]);
-  }
-};
-
-struct Q6_KKernel {
-  static constexpr int k_block = 256;
-  static constexpr int k_rows = 3;
-  static constexpr int k_tokens = 4;
-
-  template <int R, int T>
-  static void run(const uint8_t* w, size_t rb, const ActTile& a, float* y, int64_t ys) {
-    const int64_t n_blocks = a.n_cols / 256;
-    __m512 acc[R][T];
-    for (auto& row : acc)
-      for (auto& v : row) v = _mm512_setzero_ps();
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
-    const __m512i bits45 = _mm512_set1_epi8(0x30);
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      __m512i sc16[R];  // lanes 0..15: the 16 scales as int16
-      __m256i sc32[R];  // 32 * scale, for the -32 offset through bsums
-      float wd[R];
-      for (int r = 0; r < R; ++r) {
-        const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(w + r * rb)[b];
-        tiling::prefetch_ahead<sizeof(BlockQ6_K) + 63>(&blk, rb, k_rows);
-        const __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
-        sc16[r] = _mm512_castsi256_si512(s);
-        sc32[r] = _mm256_slli_epi16(s, 5);
-        wd[r] = _cvtsh_ss(blk.d);
-      }
-      __m512i iacc[R][T];
-      for (auto& row : iacc)
-        for (auto& v : row) v = _mm512_setzero_si512();
-      for (int h = 0; h < 2; ++h) {
-        // int16 lane i of the low (high) 64 values of half h takes scale 8h + i/8 (8h + 4 + i/8).
-        const __m512i lane = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1,
-                                              1, 0, 0, 0, 0, 0, 0, 0, 0);
-        const __m512i idx_lo = _mm512_add_epi16(lane, _mm512_set1_epi16(static_cast<short>(8 * h)));
-        const __m512i idx_hi = _mm512_add_epi16(lane, _mm512_set1_epi16(static_cast<short>(8 * h + 4)));
-        __m512i wlo[R], whi[R], slo[R], shi[R];
-        for (int r = 0; r < R; ++r) {
-          const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(w + r * rb)[b];
-          const __m512i ql = _mm512_loadu_si512(blk.ql + 64 * h);
-          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
-          const __m512i hz = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
-          wlo[r] = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_slli_epi16(hz, 4), bits45));
-          whi[r] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), _mm512_and_si512(hz, bits45));
-          slo[r] = _mm512_permutexvar_epi16(idx_lo, sc16[r]);
-          shi[r] = _mm512_permutexvar_epi16(idx_hi, sc16[r]);
-        }
-        for (int t = 0; t < T; ++t) {
-          const int8_t* q = a.qs + t * a.n_cols + 256 * b + 128 * h;
-          const __m512i alo = _mm512_loadu_si512(q);
-          const __m512i ahi = _mm512_loadu_si512(q + 64);
-          for (int r = 0; r < R; ++r) {
-            iacc[r][t] = _mm512_dpwssd_epi32(iacc[r][t], _mm512_maddubs_epi16(wlo[r], alo), slo[r]);
-            iacc[r][t] = _mm512_dpwssd_epi32(iacc[r][t], _mm512_maddubs_epi16(whi[r], ahi), shi[r]);
-          }
-        }
-      }
-      for (int t = 0; t < T; ++t) {
-        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums + t * (a.n_cols / 16) + 16 * b));
-        const float ad = a.d[t * a.d_stride + b];
-        for (int r = 0; r < R; ++r) {
-          const __m512i offset = _mm512_zextsi256_si512(_mm256_madd_epi16(sc32[r], bs));
-          const __m512i isum = _mm512_sub_epi32(iacc[r][t], offset);
-          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(wd[r] * ad), acc[r][t]);
-        }
-      }
-    }
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
+    finish<R, T>(w, rb, a, 4 * n_quads, acc, y, ys);
   }
 };
 
@@ -464,10 +380,10 @@ const KernelSet& kernels_avx512_vnni() {
       "avx512_vnni",
       quantize_q8_0,
       quantize_q8_k,
-      tile_q4_0,
-      tiling::tile_quant<Q8_0FormKernel<Q8_0Weights>>,
-      tiling::tile_quant<Q4_KKernel>,
-      tiling::tile_quant<Q6_KKernel>,
+      tiling::tile_prepared<Q8_0FormKernel<Q4_0Weights>>,
+      tiling::tile_prepared<Q8_0FormKernel<Q8_0Weights>>,
+      tile_q4_k_avx512_vnni,
+      tile_q6_k_avx512_vnni,
       tile_float<F32Load>,
       tile_float<F16Load>,
       tile_float<BF16Load>,

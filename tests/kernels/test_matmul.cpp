@@ -2,6 +2,7 @@
 // SIMD variant this CPU has against the scalar reference.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -223,48 +224,148 @@ TEST_CASE("every ISA quantizes activations bit-identically to the scalar version
   }
 }
 
-TEST_CASE("SIMD matmul variants match the scalar reference", "[kernels]") {
+namespace {
+
+std::vector<Isa> simd_isas() {
   std::vector<Isa> isas;
   if (cpu_features().avx2) isas.push_back(Isa::avx2);
   if (cpu_features().avx512_vnni) isas.push_back(Isa::avx512_vnni);
   if (isas.empty()) WARN("skipped: this CPU has neither AVX2 nor AVX-512 VNNI");
+  return isas;
+}
+
+// Every SIMD variant on 1 and 3 threads against the scalar reference, for one shape.
+void check_against_scalar(DType type, int64_t n_rows, int64_t n_cols, int64_t n_tokens, const std::vector<Isa>& isas,
+                          std::mt19937& rng) {
+  static ThreadPool pool1(1), pool3(3);
+  const RandomMatrix m = random_matrix(type, n_rows, n_cols, rng);
+  const std::vector<float> x = random_acts(n_cols * n_tokens, rng);
+  std::vector<float> ref(static_cast<size_t>(n_rows * n_tokens));
+  matmul_reference(m.view(), x.data(), n_tokens, ref.data());
+  const TestActs qa = is_quantized(type) ? quantize_for_test(x, act_block(type))
+                                         : TestActs{std::vector<double>(x.begin(), x.end()), {}};
+  const int64_t n_terms = is_quantized(type) ? 2 * n_cols / act_block(type) : n_cols;
+  std::vector<double> bound(ref.size());
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto w = dequantize_row_for_test(type, m.bytes.data() + static_cast<size_t>(r) * row_bytes(type, n_cols), n_cols);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      // Both sides sum the same exact integer block sums (or the same float products)
+      // in different orders: each is within (n_terms + 4) u S of the exact sum.
+      bound[static_cast<size_t>(t * n_rows + r)] =
+          2 * (static_cast<double>(n_terms) + 4) * k_u * magnitude(w, qa.value, static_cast<size_t>(t * n_cols));
+    }
+  }
+  for (Isa isa : isas) {
+    for (ThreadPool* pool : {&pool1, &pool3}) {
+      INFO(dtype_name(type) << " " << isa_name(isa) << " rows " << n_rows << " cols " << n_cols << " tokens "
+                            << n_tokens << " threads " << pool->n_threads());
+      std::vector<float> y(ref.size(), std::nanf(""));
+      matmul_isa(isa, m.view(), x.data(), n_tokens, y.data(), *pool);
+      for (size_t i = 0; i < y.size(); ++i) {
+        INFO("output " << i << " simd " << y[i] << " scalar " << ref[i]);
+        REQUIRE(std::fabs(static_cast<double>(y[i]) - static_cast<double>(ref[i])) <= bound[i]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("SIMD matmul variants match the scalar reference", "[kernels]") {
+  const std::vector<Isa> isas = simd_isas();
   std::mt19937 rng(3);
-  ThreadPool pool1(1), pool3(3);
   for (DType type : k_all_types) {
     // Odd shapes: rows not a multiple of any tile, 11 blocks of 32 (4 + 4 + 2 + 1: every step),
     // float rows not a multiple of the vector width.
     const int64_t n_cols = is_quantized(type) ? (act_block(type) == 256 ? 512 : 352) : 301;
-    for (int64_t n_rows : {1, 7, 37}) {
-      const RandomMatrix m = random_matrix(type, n_rows, n_cols, rng);
-      for (int64_t n_tokens : {1, 3, 17}) {
-        const std::vector<float> x = random_acts(n_cols * n_tokens, rng);
-        std::vector<float> ref(static_cast<size_t>(n_rows * n_tokens));
-        matmul_reference(m.view(), x.data(), n_tokens, ref.data());
-        const TestActs qa = is_quantized(type) ? quantize_for_test(x, act_block(type))
-                                               : TestActs{std::vector<double>(x.begin(), x.end()), {}};
-        const int64_t n_terms = is_quantized(type) ? 2 * n_cols / act_block(type) : n_cols;
-        std::vector<double> bound(ref.size());
-        for (int64_t r = 0; r < n_rows; ++r) {
-          const auto w = dequantize_row_for_test(type, m.bytes.data() + static_cast<size_t>(r) * row_bytes(type, n_cols), n_cols);
-          for (int64_t t = 0; t < n_tokens; ++t) {
-            // Both sides sum the same exact integer block sums (or the same float products)
-            // in different orders: each is within (n_terms + 4) u S of the exact sum.
-            bound[static_cast<size_t>(t * n_rows + r)] =
-                2 * (static_cast<double>(n_terms) + 4) * k_u * magnitude(w, qa.value, static_cast<size_t>(t * n_cols));
-          }
+    for (int64_t n_rows : {1, 7, 37})
+      for (int64_t n_tokens : {1, 3, 17}) check_against_scalar(type, n_rows, n_cols, n_tokens, isas, rng);
+  }
+}
+
+TEST_CASE("prefill (row tiles prepared once) matches the scalar reference on odd shapes", "[kernels]") {
+  const std::vector<Isa> isas = simd_isas();
+  std::mt19937 rng(13);
+  // Token counts just above the decode tile (4) and not multiples of any prefill tile; rows
+  // that leave a partial row tile; columns with and without a tail after whole four-block
+  // groups (Q8_0 form: 96 = tail only, 416 = 3 groups + 1 block) and an odd number of
+  // super-blocks (K form: 768 = 3, the mins' single-block step).
+  const DType types[] = {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k};
+  for (DType type : types) {
+    const std::vector<int64_t> cols = act_block(type) == 256 ? std::vector<int64_t>{256, 768}
+                                                             : std::vector<int64_t>{96, 416};
+    for (int64_t n_cols : cols)
+      for (int64_t n_rows : {5, 18})
+        for (int64_t n_tokens : {5, 11}) check_against_scalar(type, n_rows, n_cols, n_tokens, isas, rng);
+  }
+}
+
+TEST_CASE("a token's outputs do not depend on how many tokens share the call", "[kernels]") {
+  // The KV cache relies on this: logits from a prefill and from one token at a time are
+  // bit-identical. Decode (up to 4 tokens) and prefill take different code paths.
+  std::vector<Isa> isas = simd_isas();
+  isas.push_back(Isa::scalar);
+  std::mt19937 rng(19);
+  ThreadPool pool(3);
+  const DType types[] = {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k};
+  for (DType type : types) {
+    const int64_t n_rows = 13, n_tokens = 9;
+    const int64_t n_cols = act_block(type) == 256 ? 768 : 416;
+    const RandomMatrix m = random_matrix(type, n_rows, n_cols, rng);
+    const std::vector<float> x = random_acts(n_cols * n_tokens, rng);
+    for (Isa isa : isas) {
+      INFO(dtype_name(type) << " " << isa_name(isa));
+      std::vector<float> all(static_cast<size_t>(n_rows * n_tokens));
+      matmul_isa(isa, m.view(), x.data(), n_tokens, all.data(), pool);
+      for (int64_t split : {1, 2, 4, 5}) {
+        INFO("tokens per call " << split);
+        std::vector<float> parts(all.size(), std::nanf(""));
+        for (int64_t t = 0; t < n_tokens; t += split) {
+          const int64_t n = std::min(split, n_tokens - t);
+          matmul_isa(isa, m.view(), x.data() + t * n_cols, n, parts.data() + t * n_rows, pool);
         }
-        for (Isa isa : isas) {
-          for (ThreadPool* pool : {&pool1, &pool3}) {
-            INFO(dtype_name(type) << " " << isa_name(isa) << " rows " << n_rows << " tokens " << n_tokens
-                                  << " threads " << pool->n_threads());
-            std::vector<float> y(ref.size(), std::nanf(""));
-            matmul_isa(isa, m.view(), x.data(), n_tokens, y.data(), *pool);
-            for (size_t i = 0; i < y.size(); ++i) {
-              INFO("output " << i << " simd " << y[i] << " scalar " << ref[i]);
-              REQUIRE(std::fabs(static_cast<double>(y[i]) - static_cast<double>(ref[i])) <= bound[i]);
-            }
-          }
+        for (size_t i = 0; i < all.size(); ++i) {
+          INFO("output " << i);
+          REQUIRE(std::memcmp(&parts[i], &all[i], sizeof(float)) == 0);
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("prefill of extreme values keeps integer sums exact", "[kernels]") {
+  // All weights and activations at the ends of their ranges, where an int16 step would
+  // saturate first: the largest |dot| each lane can hold.
+  const std::vector<Isa> isas = simd_isas();
+  ThreadPool pool(3);
+  const int64_t n_rows = 6, n_cols = 512, n_tokens = 7;
+  const DType types[] = {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k};
+  for (DType type : types) {
+    std::mt19937 rng(17);
+    RandomMatrix m = random_matrix(type, n_rows, n_cols, rng);
+    const size_t bb = dtype_info(type).block_bytes;
+    for (size_t o = 0; o < m.bytes.size(); o += bb) {
+      switch (type) {  // every weight at its largest positive value, the scales at their largest
+        case DType::q4_0: std::memset(&m.bytes[o + 2], 0xFF, 16); break;
+        case DType::q8_0: std::memset(&m.bytes[o + 2], 0x7F, 32); break;
+        case DType::q4_k: std::memset(&m.bytes[o + 4], 0xFF, 140); break;
+        case DType::q6_k: std::memset(&m.bytes[o], 0xFF, 192); std::memset(&m.bytes[o + 192], 0x7F, 16); break;
+        default: break;
+      }
+    }
+    // Every activation q at +127 (even tokens) or -127 (odd tokens); every weight term has
+    // one sign, so no cancellation hides a wrapped sum.
+    std::vector<float> x(static_cast<size_t>(n_cols * n_tokens));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = (i / static_cast<size_t>(n_cols)) % 2 ? -1.0f : 1.0f;
+    std::vector<float> ref(static_cast<size_t>(n_rows * n_tokens));
+    matmul_reference(m.view(), x.data(), n_tokens, ref.data());
+    for (Isa isa : isas) {
+      INFO(dtype_name(type) << " " << isa_name(isa));
+      std::vector<float> y(ref.size(), std::nanf(""));
+      matmul_isa(isa, m.view(), x.data(), n_tokens, y.data(), pool);
+      for (size_t i = 0; i < y.size(); ++i) {
+        INFO("output " << i << " simd " << y[i] << " scalar " << ref[i]);
+        REQUIRE(std::fabs(y[i] - ref[i]) <= 1e-4f * std::fabs(ref[i]) + 1e-6f);
       }
     }
   }
