@@ -2,7 +2,7 @@
 # kvchat's quick start: install what is missing, build, then run the app or the tests.
 #   packaging/quickstart.sh demo   open the kvchat app on the built-in demo model (built on first run);
 #                                  without a display, chat with it in the terminal instead
-#   packaging/quickstart.sh test   run the whole test suite, then a short fuzz run
+#   packaging/quickstart.sh test   run the whole test suite, the package install test, then a short fuzz run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,4 +19,5 @@ if [ "$mode" = demo ]; then
 fi
 
 ctest --preset release
+packaging/test-install.sh
 tests/fuzz/run_fuzz.sh "${KVCHAT_FUZZ_SECONDS:-60}"
