@@ -110,6 +110,7 @@ struct MemoryState {
   int64_t n_session_tokens = 0;
   std::vector<TurnPoint> turns;  // every answer of this run, oldest first
   std::vector<TierView> tiers;   // empty until the paged engine reports tiers
+  std::string tier_warning;      // e.g. the disk tier is read-only or full: KV stays in RAM
 };
 
 struct AppSnapshot {

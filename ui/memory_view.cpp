@@ -70,6 +70,11 @@ void MemoryView::draw(ViewContext& ctx) {
     ImGui::End();
     return;
   }
+  if (!m.tier_warning.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.72f, 0.3f, 1.0f));
+    ImGui::TextWrapped("%s", m.tier_warning.c_str());
+    ImGui::PopStyleColor();
+  }
   if (m.tiers.empty()) {
     usage_bar("KV (session)", static_cast<double>(m.kv_used_bytes), static_cast<double>(m.kv_capacity_bytes),
               colors::accent);

@@ -14,7 +14,7 @@ namespace kvc::ui {
 
 // The app state that asserts can name: numbers and strings derived from a snapshot.
 //   n_conversations, n_messages, n_user_messages, n_assistant_messages, last_reply_chars,
-//   last_reply_tokens, last_prompt_reused, last_prompt_from_t0/t1/t2, n_turns, n_stream_tokens, generating, model_ready,
+//   last_reply_tokens, last_prompt_reused, last_prompt_from_t0/t1/t2, tier_warning, n_turns, n_stream_tokens, generating, model_ready,
 //   model_is_demo, model_status, model_name, chat_title, last_reply, error.
 using StateValue = std::variant<double, std::string>;
 std::map<std::string, StateValue> script_state(const AppSnapshot& s);

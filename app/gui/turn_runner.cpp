@@ -8,6 +8,7 @@ namespace kvc::app {
 Result<std::unique_ptr<SessionTurnRunner>> SessionTurnRunner::create(const model::Model& m, int64_t n_ctx,
                                                                      const std::filesystem::path& cold_dir) {
   std::unique_ptr<storage::SqliteColdStore> cold;
+  std::string cold_error;
   if (!cold_dir.empty()) {
     storage::ColdStoreOptions co;
     co.capacity_bytes = int64_t{4} << 30;
@@ -15,6 +16,7 @@ Result<std::unique_ptr<SessionTurnRunner>> SessionTurnRunner::create(const model
     if (opened.ok()) {
       cold = std::move(*opened);
     } else {
+      cold_error = opened.error().message;
       std::fprintf(stderr, "kvchat: the disk KV tier is off: %s\n", opened.error().what().c_str());
     }
   }
@@ -24,7 +26,9 @@ Result<std::unique_ptr<SessionTurnRunner>> SessionTurnRunner::create(const model
   o.cold = cold.get();
   auto s = model::Session::create(m, o);
   if (!s.ok()) return s.error();
-  return std::unique_ptr<SessionTurnRunner>(new SessionTurnRunner(std::move(cold), std::move(*s)));
+  auto runner = std::unique_ptr<SessionTurnRunner>(new SessionTurnRunner(std::move(cold), std::move(*s)));
+  runner->cold_error_ = std::move(cold_error);
+  return runner;
 }
 
 Result<TurnResult> SessionTurnRunner::run(const TurnRequest& request,
@@ -57,6 +61,13 @@ void SessionTurnRunner::fill_memory(ui::MemoryState& out) const {
   out.kv_capacity_bytes = static_cast<size_t>(out.kv_bytes_per_token * static_cast<double>(out.n_ctx));
   out.kv_used_bytes = static_cast<size_t>(out.kv_bytes_per_token * static_cast<double>(out.n_session_tokens));
   const kv::KvCache& cache = session_.cache();
+  out.tier_warning.clear();
+  if (cold_) {
+    const kv::ColdStoreStats st = cold_->stats();
+    if (!st.healthy) out.tier_warning = "Disk tier off: " + st.warning + " Conversations keep working from RAM.";
+  } else if (!cold_error_.empty()) {
+    out.tier_warning = "Disk tier off: " + cold_error_ + " Conversations keep working from RAM.";
+  }
   out.tiers.clear();
   const char* names[] = {"T0 compute", "T1 host RAM", "T2 disk"};
   for (kv::Tier t : {kv::Tier::t0, kv::Tier::t1, kv::Tier::t2}) {

@@ -63,6 +63,7 @@ class SessionTurnRunner final : public TurnRunner {
       : cold_(std::move(cold)), session_(std::move(s)) {}
   std::unique_ptr<storage::SqliteColdStore> cold_;  // declared first: outlives the session's cache
   model::Session session_;
+  std::string cold_error_;  // why there is no disk tier, if it could not be opened
 };
 
 }  // namespace kvc::app

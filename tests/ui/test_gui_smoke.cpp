@@ -75,3 +75,19 @@ TEST_CASE("kvchat GUI: first launch builds the demo model and answers in the wel
   CHECK(is_png(tmp.path() / "shots/first-launch.png"));
   CHECK(is_png(tmp.path() / "shots/demo.png"));
 }
+
+TEST_CASE("kvchat GUI: a disk tier that cannot be opened leaves chat working from RAM, with a warning", "[ui][e2e]") {
+  if (!have_xvfb_run()) {
+    WARN("skipped: xvfb-run is not installed (apt-get install xvfb xauth)");
+    return;
+  }
+  kvc::test::TempDir tmp;
+  std::filesystem::create_directories(tmp.path() / "data");
+  { std::ofstream blocker(tmp.path() / "data/kv-cache"); }  // a file where the tier's folder goes
+  std::string out;
+  const int rc = run_script(kvc::test::model_path("stories260K.gguf"), tmp.file("data"), "disk-tier-off.json",
+                            tmp.file("shots"), out);
+  INFO(out);
+  REQUIRE(rc == 0);  // the script asserts a reply and a non-empty tier warning
+  CHECK(is_png(tmp.path() / "shots/disk-tier-off.png"));
+}
