@@ -1,6 +1,7 @@
 // SessionTurnRunner: turns run on one model::Session, which reuses the longest common prefix.
 #include "app/gui/turn_runner.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace kvc::app {
@@ -46,11 +47,25 @@ Result<TurnResult> SessionTurnRunner::run(const TurnRequest& request,
   out.stats.n_prompt = r->n_prompt;
   out.stats.n_prompt_reused = r->n_prompt_reused;
   for (int t = 0; t < 3; ++t) out.stats.n_from_tier[t] = r->prefix.n_from_tier[t];
+  if (request.conversation_id == prefetched_conversation_) {
+    // Blocks the prefetch promoted count for the tier they were found on.
+    for (int t = 2; t >= 1; --t) {
+      const int64_t moved = std::min(prefetched_.n_from_tier[t], out.stats.n_from_tier[0]);
+      out.stats.n_from_tier[0] -= moved;
+      out.stats.n_from_tier[t] += moved;
+    }
+    prefetched_conversation_ = 0;
+  }
   out.stats.ttft_ms = r->ttft_ms;
   out.stats.prefill_ms = r->prefill_ms;
   out.stats.decode_ms = r->decode_ms;
   out.stats.stop_reason = model::to_string(r->reason);
   return out;
+}
+
+void SessionTurnRunner::prefetch(int64_t conversation_id, const std::vector<int32_t>& tokens) {
+  prefetched_ = session_.cache().prefetch(tokens);
+  prefetched_conversation_ = conversation_id;
 }
 
 void SessionTurnRunner::fill_memory(ui::MemoryState& out) const {

@@ -42,7 +42,7 @@ class TurnRunner {
  public:
   virtual ~TurnRunner() = default;
   virtual Result<TurnResult> run(const TurnRequest& request, const std::function<bool(const TurnDelta&)>& on_delta) = 0;
-  // Called when a conversation is opened: the engine prefetches its blocks; a session does nothing.
+  // Called when a conversation is opened: its cached blocks are brought to T0 ahead of the next turn.
   virtual void prefetch(int64_t conversation_id, const std::vector<int32_t>& tokens) = 0;
   virtual void fill_memory(ui::MemoryState& out) const = 0;
 };
@@ -55,7 +55,7 @@ class SessionTurnRunner final : public TurnRunner {
   static Result<std::unique_ptr<SessionTurnRunner>> create(const model::Model& m, int64_t n_ctx,
                                                            const std::filesystem::path& cold_dir = {});
   Result<TurnResult> run(const TurnRequest& request, const std::function<bool(const TurnDelta&)>& on_delta) override;
-  void prefetch(int64_t, const std::vector<int32_t>&) override {}
+  void prefetch(int64_t conversation_id, const std::vector<int32_t>& tokens) override;
   void fill_memory(ui::MemoryState& out) const override;
 
  private:
@@ -64,6 +64,10 @@ class SessionTurnRunner final : public TurnRunner {
   std::unique_ptr<storage::SqliteColdStore> cold_;  // declared first: outlives the session's cache
   model::Session session_;
   std::string cold_error_;  // why there is no disk tier, if it could not be opened
+  // What opening a conversation brought to T0, and from where: a turn served from those T0
+  // blocks reports their original tiers.
+  int64_t prefetched_conversation_ = 0;
+  kv::PrefixInfo prefetched_;
 };
 
 }  // namespace kvc::app

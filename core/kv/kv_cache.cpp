@@ -303,6 +303,51 @@ Result<int32_t> KvCache::promote(BlockHandle h, int64_t& bad_tokens) {
   return slot;
 }
 
+// The cached full blocks that prefix `prompt`: the index on any tier, continued through
+// the cold store (after a restart the index is empty but the disk still holds the chain).
+std::vector<MatchedBlock> KvCache::cached_prefix(std::span<const int32_t> prompt) {
+  const int64_t B = block_tokens();
+  const auto n_prompt = static_cast<int64_t>(prompt.size());
+  // The index, on any tier; blocks without data end the match.
+  PrefixMatch match = index_.match(fingerprint(), prompt);
+  std::vector<MatchedBlock> blocks(match.blocks().begin(), match.blocks().end());
+  auto first_dataless = std::find_if(blocks.begin(), blocks.end(),
+                                     [](const MatchedBlock& b) { return b.location.tier == Tier::none; });
+  blocks.erase(first_dataless, blocks.end());
+  // After a restart the index is empty but the cold store may hold the chain: continue it.
+  if (cold_) {
+    BlockKey parent_key = blocks.empty() ? fingerprint() : blocks.back().key;
+    BlockHandle parent = blocks.empty() ? BlockHandle{} : blocks.back().handle;
+    for (auto b = static_cast<int64_t>(blocks.size()); (b + 1) * B <= n_prompt; ++b) {
+      const auto toks = prompt.subspan(static_cast<size_t>(b * B), static_cast<size_t>(B));
+      const BlockKey key = chain_key(parent_key, toks);
+      if (!cold_->contains(key)) break;
+      if (index_.find(key)) break;  // indexed without data: it failed before
+      const InsertResult r = index_.insert(fingerprint(), parent, NewBlock{key, toks, {Tier::t2, -1}, tick()});
+      blocks.push_back(MatchedBlock{r.handle, key, {Tier::t2, -1}});
+      parent_key = key;
+      parent = r.handle;
+    }
+  }
+  return blocks;
+}
+
+PrefixInfo KvCache::prefetch(std::span<const int32_t> tokens) {
+  PrefixInfo info;
+  info.n_prompt = static_cast<int64_t>(tokens.size());
+  std::vector<MatchedBlock> blocks = cached_prefix(tokens);
+  for (const MatchedBlock& mb : blocks) index_.acquire(mb.handle);  // pinned while promoting
+  for (const MatchedBlock& mb : blocks) {
+    const Tier was = index_.location(mb.handle).tier;
+    if (!promote(mb.handle, info.n_recomputed_bad).ok()) break;
+    index_.touch(mb.handle, tick());
+    info.n_cached += block_tokens();
+    info.n_from_tier[tier_index(was)] += block_tokens();
+  }
+  for (const MatchedBlock& mb : blocks) index_.release(mb.handle);
+  return info;
+}
+
 Result<PrefixInfo> KvCache::prepare(SeqId id, std::span<const int32_t> prompt) {
   Sequence& s = seq(id);
   const int64_t B = block_tokens();
@@ -334,27 +379,7 @@ Result<PrefixInfo> KvCache::prepare(SeqId id, std::span<const int32_t> prompt) {
   s.tokens.clear();
   s.pinned = true;
 
-  // The index, on any tier; blocks without data end the match.
-  PrefixMatch match = index_.match(fingerprint(), prompt);
-  std::vector<MatchedBlock> blocks(match.blocks().begin(), match.blocks().end());
-  auto first_dataless = std::find_if(blocks.begin(), blocks.end(),
-                                     [](const MatchedBlock& b) { return b.location.tier == Tier::none; });
-  blocks.erase(first_dataless, blocks.end());
-  // After a restart the index is empty but the cold store may hold the chain: continue it.
-  if (cold_) {
-    BlockKey parent_key = blocks.empty() ? fingerprint() : blocks.back().key;
-    BlockHandle parent = blocks.empty() ? BlockHandle{} : blocks.back().handle;
-    for (auto b = static_cast<int64_t>(blocks.size()); (b + 1) * B <= info.n_prompt; ++b) {
-      const auto toks = prompt.subspan(static_cast<size_t>(b * B), static_cast<size_t>(B));
-      const BlockKey key = chain_key(parent_key, toks);
-      if (!cold_->contains(key)) break;
-      if (index_.find(key)) break;  // indexed without data: it failed before
-      const InsertResult r = index_.insert(fingerprint(), parent, NewBlock{key, toks, {Tier::t2, -1}, tick()});
-      blocks.push_back(MatchedBlock{r.handle, key, {Tier::t2, -1}});
-      parent_key = key;
-      parent = r.handle;
-    }
-  }
+  std::vector<MatchedBlock> blocks = cached_prefix(prompt);
   info.lookup_ms = ms_since(t_lookup);
 
   // Pin and promote, in order; a block that cannot be restored ends the prefix there.

@@ -111,6 +111,10 @@ class KvCache {
   // token is left to compute, since its logits are needed. Fails only if T0 cannot hold
   // the prefix (then nothing is kept).
   Result<PrefixInfo> prepare(SeqId id, std::span<const int32_t> prompt);
+  // Brings the cached blocks that prefix `tokens` to T0 ahead of use (a conversation was
+  // opened), evicting only unpinned blocks. Returns how many of its tokens are now on T0
+  // (n_cached) and which tier each came from.
+  PrefixInfo prefetch(std::span<const int32_t> tokens);
   // Ensures T0 blocks for n_new more positions, evicting or demoting unpinned blocks as
   // needed. false: T0 is short (the caller preempts or fails the request); nothing leaks.
   bool reserve(SeqId id, int64_t n_new);
@@ -173,6 +177,7 @@ class KvCache {
   bool demote_one(Tier from);
   bool reclaim_parked_tail();
   Result<int32_t> promote(BlockHandle h, int64_t& bad_tokens);
+  std::vector<MatchedBlock> cached_prefix(std::span<const int32_t> prompt);
   int32_t alloc_t0();
   void write_behind(BlockHandle h, const uint8_t* t0_data);
   uint64_t tick() { return ++tick_; }

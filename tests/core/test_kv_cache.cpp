@@ -118,6 +118,22 @@ TEST_CASE("kv cache: blocks demoted to T1 and T2 are promoted back bit-exactly",
     REQUIRE(s2->cache().check_invariants().ok());
     require_same(*again, want);
   }
+  SECTION("prefetch brings a closed conversation back to T0 before its next turn") {
+    REQUIRE(s->evaluate(prefix).ok());
+    s->clear();
+    s->cache().demote_all_unpinned(kv::Tier::t2);
+    REQUIRE(s->cache().tier_usage(kv::Tier::t0).used_blocks == 0);
+    const kv::PrefixInfo pre = s->cache().prefetch(prefix);
+    CHECK(pre.n_cached == 32);
+    CHECK(pre.n_from_tier[2] == 32);
+    CHECK(s->cache().tier_usage(kv::Tier::t0).used_blocks == 2);
+    REQUIRE(s->cache().check_invariants().ok());
+    auto got = s->evaluate(all);
+    REQUIRE(got.ok());
+    CHECK(s->last_prefix().n_from_tier[0] == 32);
+    CHECK(s->last_prefix().n_from_tier[2] == 0);
+    require_same(*got, want);
+  }
   SECTION("a corrupt T2 block is recomputed, never served") {
     REQUIRE(s->evaluate(prefix).ok());
     s->clear();
