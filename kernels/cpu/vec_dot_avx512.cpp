@@ -194,7 +194,7 @@ struct Q8_0FormKernel {
       const __m512i av = k_pair ? _mm512_loadu_si512(q) : _mm512_maskz_loadu_epi8(0xFFFFFFFFull, q);
       const __m512i init = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, _mm512_sub_epi8(_mm512_setzero_si512(), av));
       const float* d = a.d + t * a.d_stride + b;
-      const __m512 ad = pair_scales(k_pair ? _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(d))) : _mm_load_ss(d));
+      const __m512 ad = pair_scales(k_pair ? _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(d))) : _mm_load_ss(d));
       for (int r = 0; r < R; ++r) {
         const __m512i dot = _mm512_dpbusd_epi32(init, wq[r], av);
         acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(wd[r], ad), acc[r][t]);

@@ -199,7 +199,7 @@ struct Q4_KKernel {
       }
       for (int t = 0; t < T; ++t) {
         const __m512i bs = _mm512_loadu_si512(a.bsums + t * (a.n_cols / 16) + 16 * b);
-        const __m512 ad2 = pair_scales(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(a.d + t * a.d_stride + b))));
+        const __m512 ad2 = pair_scales(_mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a.d + t * a.d_stride + b))));
         for (int r = 0; r < R; ++r)
           acc[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(bs, m2[r])), _mm512_mul_ps(dmin2[r], ad2),
                                        acc[r][t]);
