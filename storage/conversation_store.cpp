@@ -503,8 +503,9 @@ Result<int64_t> ConversationStore::newest_leaf_under(int64_t message_id) {
   }
 }
 
-Result<std::string> ConversationStore::export_json(int64_t conversation_id, int64_t leaf_id) {
-  std::lock_guard lock(mu_);
+// The conversation and the path from its root to `leaf_id` (empty when leaf_id is 0).
+Result<std::pair<Conversation, std::vector<Message>>> ConversationStore::export_path_locked(int64_t conversation_id,
+                                                                                          int64_t leaf_id) {
   auto c = conversation_locked(conversation_id);
   if (!c) return c.error();
   std::vector<Message> path;
@@ -517,24 +518,21 @@ Result<std::string> ConversationStore::export_json(int64_t conversation_id, int6
                                                          " belongs to another conversation");
     }
   }
-  return storage::export_json(*c, path);
+  return std::pair{std::move(c.value()), std::move(path)};
+}
+
+Result<std::string> ConversationStore::export_json(int64_t conversation_id, int64_t leaf_id) {
+  std::lock_guard lock(mu_);
+  auto cp = export_path_locked(conversation_id, leaf_id);
+  if (!cp) return cp.error();
+  return storage::export_json(cp->first, cp->second);
 }
 
 Result<std::string> ConversationStore::export_markdown(int64_t conversation_id, int64_t leaf_id) {
   std::lock_guard lock(mu_);
-  auto c = conversation_locked(conversation_id);
-  if (!c) return c.error();
-  std::vector<Message> path;
-  if (leaf_id != 0) {
-    auto p = path_locked(leaf_id);
-    if (!p) return p.error();
-    path = std::move(p.value());
-    if (path.back().conversation_id != conversation_id) {
-      return make_error(ErrorCode::invalid_argument, "message " + std::to_string(leaf_id) +
-                                                         " belongs to another conversation");
-    }
-  }
-  return storage::export_markdown(*c, path);
+  auto cp = export_path_locked(conversation_id, leaf_id);
+  if (!cp) return cp.error();
+  return storage::export_markdown(cp->first, cp->second);
 }
 
 }  // namespace kvc::storage

@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "storage/conversation.h"
@@ -87,6 +88,7 @@ class ConversationStore {
   Result<int64_t> insert_message_locked(int64_t conversation_id, int64_t parent_id, Role role, std::string_view text,
                                         std::span<const int32_t> tokens, MessageState state);
   Result<std::vector<Message>> path_locked(int64_t leaf_id);
+  Result<std::pair<Conversation, std::vector<Message>>> export_path_locked(int64_t conversation_id, int64_t leaf_id);
 
   std::mutex mu_;
   Database db_;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/backend/backend.h"
 #include "core/model/model.h"
@@ -61,6 +62,9 @@ class Progress {
 
 // Prints "kvchat-cli: <error>" and a hint, returns the exit code for the error.
 int report(const Error& e);
+
+// The median of a sample (0 for none), for benchmark repeats.
+double median(std::vector<double> v);
 
 // Formats bytes as "12.3 MiB".
 std::string human_bytes(double n_bytes);

@@ -23,11 +23,6 @@ struct BenchArgs {
   bool bandwidth = false;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
-}
 
 int run_bench(BenchArgs a) {
   a.model.quiet = a.model.quiet || a.json;

@@ -32,10 +32,6 @@ struct BenchCacheArgs {
   std::string csv_file;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 using Clock = std::chrono::steady_clock;
 

@@ -75,25 +75,7 @@ Result<std::span<const float>> Session::evaluate_all(std::span<const int32_t> to
   clear();
   last_prefix_ = kv::PrefixInfo{};
   last_prefix_.n_prompt = static_cast<int64_t>(tokens.size());
-  all_logits_.clear();
-  const auto n_vocab = static_cast<size_t>(m_->config().n_vocab);
-  all_logits_.reserve(tokens.size() * n_vocab);
-  // Chunked like run(), keeping every row's logits.
-  for (size_t done = 0; done < tokens.size();) {
-    const size_t n = std::min(tokens.size() - done, static_cast<size_t>(forward_->max_batch()));
-    const auto chunk = tokens.subspan(done, n);
-    if (!cache_->reserve(seq_, static_cast<int64_t>(n))) {
-      return make_error(ErrorCode::out_of_memory, "the KV cache cannot hold " + std::to_string(done + n) + " tokens");
-    }
-    const model::SeqInput in{chunk, cache_->block_table(seq_), cache_->n_tokens(seq_)};
-    auto r = forward_->eval({&in, 1}, Logits::all);
-    if (!r.ok()) return r.error();
-    all_logits_.insert(all_logits_.end(), r->begin(), r->end());
-    cache_->commit(seq_, chunk);
-    done += n;
-  }
-  n_evaluated_ = static_cast<int64_t>(tokens.size());
-  return std::span<const float>(all_logits_);
+  return run(tokens, Logits::all);
 }
 
 void Session::clear() {
@@ -101,12 +83,18 @@ void Session::clear() {
   seq_ = cache_->create_sequence();
 }
 
+// Evaluates tokens after the sequence's history in chunks of the forward pass's batch, keeping
+// the last row's logits (Logits::last) or every row's (Logits::all, gathered in all_logits_).
 Result<std::span<const float>> Session::run(std::span<const int32_t> tokens, Logits which) {
   if (tokens.empty()) return make_error(ErrorCode::invalid_argument, "nothing to evaluate");
   if (cache_->n_tokens(seq_) + static_cast<int64_t>(tokens.size()) > n_ctx_) {
     return make_error(ErrorCode::invalid_argument, "context full: " +
                                                        std::to_string(cache_->n_tokens(seq_) + static_cast<int64_t>(tokens.size())) +
                                                        " tokens do not fit a context of " + std::to_string(n_ctx_) + " (raise -c)");
+  }
+  if (which == Logits::all) {
+    all_logits_.clear();
+    all_logits_.reserve(tokens.size() * static_cast<size_t>(m_->config().n_vocab));
   }
   std::span<const float> logits;
   for (size_t done = 0; done < tokens.size();) {
@@ -120,11 +108,13 @@ Result<std::span<const float>> Session::run(std::span<const int32_t> tokens, Log
     const model::SeqInput in{chunk, cache_->block_table(seq_), cache_->n_tokens(seq_)};
     auto r = forward_->eval({&in, 1}, which);
     if (!r.ok()) return r.error();
+    if (which == Logits::all) all_logits_.insert(all_logits_.end(), r->begin(), r->end());
     cache_->commit(seq_, chunk);
     logits = *r;
     done += n;
   }
   n_evaluated_ = static_cast<int64_t>(tokens.size());
+  if (which == Logits::all) return std::span<const float>(all_logits_);
   return logits;
 }
 
