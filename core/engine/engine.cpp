@@ -38,26 +38,34 @@ RequestId Engine::submit(Request r) {
   a->request = std::move(r);
   a->tokens = a->request.prompt;
   a->submitted = std::chrono::steady_clock::now();
-  std::lock_guard lock(mu_);
-  a->id = next_id_++;
-  const RequestId id = a->id;
   Status valid = a->request.options.sampling.validate();
   if (valid.ok() && a->tokens.empty()) valid = make_error(ErrorCode::invalid_argument, "the prompt is empty");
+  if (valid.ok() && options_.n_ctx > 0 && static_cast<int64_t>(a->tokens.size()) >= options_.n_ctx) {
+    valid = make_error(ErrorCode::invalid_argument,
+                       "the conversation has " + std::to_string(a->tokens.size()) + " tokens, which fills the context of " +
+                           std::to_string(options_.n_ctx) + "; start a new conversation or raise the context size");
+  }
   for (int32_t t : a->tokens) {
     if (valid.ok() && (t < 0 || t >= m_.config().n_vocab)) {
       valid = make_error(ErrorCode::invalid_argument, "token id " + std::to_string(t) + " is outside the vocabulary");
     }
   }
-  if (!valid.ok()) {
-    RequestResult failed;
+  RequestResult failed;
+  RequestId id = 0;
+  {
+    std::lock_guard lock(mu_);
+    id = a->id = next_id_++;
+    if (valid.ok()) {
+      results_[id] = RequestResult{};
+      inbox_.push_back(std::move(a));
+      wake_.notify_one();
+      return id;
+    }
     failed.state = RequestState::failed;
     failed.error = valid.error();
     results_[id] = failed;
-    return id;
   }
-  results_[id] = RequestResult{};
-  inbox_.push_back(std::move(a));
-  wake_.notify_one();
+  if (a->request.on_done) a->request.on_done(failed);  // outside the lock: it may call the engine
   return id;
 }
 
@@ -67,14 +75,35 @@ void Engine::cancel(RequestId id) {
   wake_.notify_one();
 }
 
+void Engine::prefetch(int64_t conversation, std::vector<int32_t> tokens) {
+  std::lock_guard lock(mu_);
+  prefetches_.push_back({conversation, std::move(tokens)});
+  wake_.notify_one();
+}
+
+void Engine::forget(RequestId id) {
+  std::lock_guard lock(mu_);
+  results_.erase(id);
+}
+
+void Engine::observe(bool idle) const {
+  if (options_.observer) options_.observer(cache_, idle);
+}
+
 void Engine::take_inbox() {
   std::vector<RequestId> cancels;
+  std::vector<Prefetch> prefetches;
   {
     std::lock_guard lock(mu_);
     for (auto& a : inbox_) waiting_.push_back(std::move(a));
     inbox_.clear();
     cancels.swap(cancels_);
+    prefetches.swap(prefetches_);
   }
+  for (Prefetch& p : prefetches) {
+    prefetched_[p.conversation] = cache_.prefetch(p.tokens);
+  }
+  if (!prefetches.empty()) observe(running_.empty() && waiting_.empty());
   for (RequestId id : cancels) {
     for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
       if ((*it)->id == id) {
@@ -129,6 +158,16 @@ Status Engine::admit(Active& a) {
     a.text = std::make_unique<model::OutputText>(m_.tokenizer(), a.request.options.stop_strings,
                                                  a.request.options.stop_at_eog);
     a.result.prefix = *info;
+    if (auto it = prefetched_.find(a.request.conversation); it != prefetched_.end()) {
+      // What the prefetch brought to T0 counts for the tier it was found on.
+      kv::PrefixInfo& p = a.result.prefix;
+      for (int t = 2; t >= 1; --t) {
+        const int64_t moved = std::min(it->second.n_from_tier[t], p.n_from_tier[0]);
+        p.n_from_tier[0] -= moved;
+        p.n_from_tier[t] += moved;
+      }
+      prefetched_.erase(it);
+    }
     a.result.lookup_ms = info->lookup_ms;
     a.result.promote_ms = info->promote_ms;
     emit(a, kv::KvEventType::lookup_done, info->n_cached, t_start + static_cast<int64_t>(info->lookup_ms * 1e3));
@@ -170,6 +209,7 @@ void Engine::finish(Active& a, RequestState state, model::StopReason reason) {
   }
   a.admitted = false;
   publish(a);
+  if (a.request.on_done) a.request.on_done(a.result);
 }
 
 void Engine::publish(const Active& a) {
@@ -190,7 +230,10 @@ bool Engine::step() {
     }
     running_.push_back(std::move(a));
   }
-  if (running_.empty()) return !waiting_.empty();
+  if (running_.empty()) {
+    observe(waiting_.empty());
+    return !waiting_.empty();
+  }
 
   // The batch: every running request's next tokens (1 when decoding, a chunk of the prompt
   // when prefilling), oldest first, up to the token budget. A request that cannot get T0
@@ -285,8 +328,12 @@ bool Engine::step() {
     } else if (!go_on) {
       a.result.reason = model::StopReason::cancelled;
       done.push_back(&a);
-    } else if (static_cast<int64_t>(a.result.tokens.size()) >= a.request.options.max_tokens) {
+    } else if (a.request.options.max_tokens >= 0 &&
+               static_cast<int64_t>(a.result.tokens.size()) >= a.request.options.max_tokens) {
       a.result.reason = model::StopReason::max_tokens;
+      done.push_back(&a);
+    } else if (options_.n_ctx > 0 && static_cast<int64_t>(a.tokens.size()) >= options_.n_ctx) {
+      a.result.reason = model::StopReason::context_full;
       done.push_back(&a);
     } else {
       publish(a);
@@ -300,11 +347,14 @@ bool Engine::step() {
            owned->result.reason);
   }
   cache_.emit_tier_usage();
-  std::lock_guard lock(mu_);
-  ++stats_.n_steps;
-  stats_.n_tokens_prefilled += n_prefill;
-  stats_.n_tokens_decoded += n_decode;
-  stats_.max_batch_rows = std::max(stats_.max_batch_rows, n_rows);
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.n_steps;
+    stats_.n_tokens_prefilled += n_prefill;
+    stats_.n_tokens_decoded += n_decode;
+    stats_.max_batch_rows = std::max(stats_.max_batch_rows, n_rows);
+  }
+  observe(running_.empty() && waiting_.empty());
   return true;
 }
 
@@ -315,7 +365,7 @@ Status Engine::run_until_idle(const std::function<Status()>& check) {
     bool more;
     {
       std::lock_guard lock(mu_);
-      more = !inbox_.empty() || !cancels_.empty();
+      more = !inbox_.empty() || !cancels_.empty() || !prefetches_.empty();
     }
     if (!busy && !more && running_.empty() && waiting_.empty()) return {};
   }
@@ -328,7 +378,7 @@ void Engine::start() {
     for (;;) {
       if (step()) continue;
       std::unique_lock lock(mu_);
-      wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty(); });
+      wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || !prefetches_.empty(); });
       if (stopping_) return;
     }
   });

@@ -36,11 +36,13 @@ namespace kvc::engine {
 using RequestId = int64_t;
 
 struct RequestOptions {
-  int64_t max_tokens = 128;
+  int64_t max_tokens = 128;  // < 0: until the end of generation or the context is full
   sampling::SamplingParams sampling;
   std::vector<std::string> stop_strings;
   bool stop_at_eog = true;
 };
+
+struct RequestResult;
 
 struct Request {
   // Requests of one conversation share its sequence, so a new turn also reuses the
@@ -50,6 +52,9 @@ struct Request {
   RequestOptions options;
   // Called with text as it becomes final; return false to cancel.
   std::function<bool(std::string_view)> on_text;
+  // Called once when the request has ended (finished, failed or cancelled), after its last
+  // on_text, with its final result. Runs on the stepping thread, like on_text.
+  std::function<void(const RequestResult&)> on_done;
 };
 
 enum class RequestState { waiting, running, finished, failed, cancelled };
@@ -74,7 +79,14 @@ struct RequestResult {
 struct EngineOptions {
   int64_t token_budget = 256;  // tokens per forward pass (decodes + prefill chunks)
   int64_t max_running = 16;    // sequences admitted at once
+  int64_t n_ctx = 0;           // most positions of one sequence; 0: only T0 limits it
   kv::KvEventLog* events = nullptr;  // request phases and the cache's block events go here
+  // Runs on the stepping thread after every step and every prefetch, with idle = true when
+  // nothing is running: the one place where readers on other threads get a consistent look
+  // at the cache (they copy what they need into a Snapshot; they may skip busy calls to save
+  // time, but should not skip an idle one, the last before the engine sleeps). Must not call
+  // the engine.
+  std::function<void(const kv::KvCache&, bool idle)> observer;
 };
 
 struct EngineStats {
@@ -94,6 +106,13 @@ class Engine {
 
   RequestId submit(Request r);
   void cancel(RequestId id);
+  // Brings the cached blocks of `tokens` (a conversation's stream, say when it is opened) to
+  // T0 on the stepping thread, ahead of its next request; that request then reports the
+  // blocks under the tier they were found on. Queued; returns at once.
+  void prefetch(int64_t conversation, std::vector<int32_t> tokens);
+  // Drops the stored result of an ended request (a long-running engine calls this once it
+  // has read the result; results are kept until then).
+  void forget(RequestId id);
 
   // One scheduling step; false when there was nothing to do.
   bool step();
@@ -125,6 +144,7 @@ class Engine {
   };
 
   void take_inbox();
+  void observe(bool idle) const;
   Status admit(Active& a);
   void preempt(Active& a);
   void finish(Active& a, RequestState state, model::StopReason reason);
@@ -145,7 +165,14 @@ class Engine {
   EngineStats stats_;
   RequestId next_id_ = 1;
 
+  struct Prefetch {
+    int64_t conversation = 0;
+    std::vector<int32_t> tokens;
+  };
+  std::vector<Prefetch> prefetches_;  // guarded by mu_
+
   // Engine-thread state.
+  std::map<int64_t, kv::PrefixInfo> prefetched_;  // conversation -> what its prefetch found
   std::deque<std::unique_ptr<Active>> waiting_;  // not admitted (new, or preempted)
   std::vector<std::unique_ptr<Active>> running_; // admitted, in admission order
   std::map<int64_t, kv::SeqId> conversations_;   // conversation -> its sequence

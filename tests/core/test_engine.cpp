@@ -87,7 +87,7 @@ TEST_CASE("engine: 8 conversations under a T0 budget for 2 match their solo outp
   for (int c = 0; c < 8; ++c) {
     const auto prompt = conversation_prompt(system, c);
     want.push_back(solo(*f.m, prompt, n_gen));
-    ids.push_back(eng.submit({c + 1, prompt, greedy(n_gen), {}}));
+    ids.push_back(eng.submit({c + 1, prompt, greedy(n_gen), {}, {}}));
   }
   REQUIRE(eng.run_until_idle([&] { return eng.check_invariants(); }).ok());
   for (int c = 0; c < 8; ++c) {
@@ -111,9 +111,9 @@ TEST_CASE("engine: a shared system prompt is computed once", "[core][engine]") {
   for (int i = 0; i < 48; ++i) system.push_back(1 + (i * 7919) % 31000);
   auto cache = f.cache(64, 0);
   engine::Engine eng(*f.m, *cache);
-  const auto first = eng.submit({1, conversation_prompt(system, 1), greedy(4), {}});
+  const auto first = eng.submit({1, conversation_prompt(system, 1), greedy(4), {}, {}});
   REQUIRE(eng.run_until_idle().ok());
-  const auto second = eng.submit({2, conversation_prompt(system, 2), greedy(4), {}});
+  const auto second = eng.submit({2, conversation_prompt(system, 2), greedy(4), {}, {}});
   REQUIRE(eng.run_until_idle().ok());
   CHECK(eng.result(first)->prefix.n_cached == 0);
   CHECK(eng.result(second)->prefix.n_cached == 48);  // the system prompt's 3 blocks
@@ -124,10 +124,10 @@ TEST_CASE("engine: a request that can never fit fails clearly; cancel stops a re
   auto cache = f.cache(4, 0);
   engine::Engine eng(*f.m, *cache);
   std::vector<int32_t> long_prompt(200, 5);
-  const auto big = eng.submit({0, long_prompt, greedy(8), {}});
-  const auto bad = eng.submit({0, {1, 99999}, greedy(8), {}});
-  const auto ok = eng.submit({0, {1, 2, 3}, greedy(1000), {}});
-  const auto fills = eng.submit({0, {1, 2, 4}, greedy(1000), {}});
+  const auto big = eng.submit({0, long_prompt, greedy(8), {}, {}});
+  const auto bad = eng.submit({0, {1, 99999}, greedy(8), {}, {}});
+  const auto ok = eng.submit({0, {1, 2, 3}, greedy(1000), {}, {}});
+  const auto fills = eng.submit({0, {1, 2, 4}, greedy(1000), {}, {}});
   for (int i = 0; i < 3; ++i) eng.step();
   eng.cancel(ok);
   REQUIRE(eng.run_until_idle([&] { return eng.check_invariants(); }).ok());
@@ -153,7 +153,7 @@ TEST_CASE("engine: the engine thread serves requests submitted from another thre
   const auto id = eng.submit({7, {1, 450, 4996}, greedy(12), [&](std::string_view t) {
                                 streamed += t;
                                 return true;
-                              }});
+                              }, {}});
   for (int i = 0; i < 2000 && eng.result(id)->state != engine::RequestState::finished; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
@@ -174,13 +174,13 @@ TEST_CASE("engine: events describe each turn and export to a Chrome trace", "[co
   engine::Engine eng(*f.m, *cache, eo);
   std::vector<int32_t> history;
   for (int i = 0; i < 40; ++i) history.push_back(1 + (i * 7919) % 31000);
-  const auto first = eng.submit({1, history, greedy(6), {}});
+  const auto first = eng.submit({1, history, greedy(6), {}, {}});
   REQUIRE(eng.run_until_idle().ok());
   auto next = history;
   const auto r1 = eng.result(first);
   next.insert(next.end(), r1->tokens.begin(), r1->tokens.end());
   next.insert(next.end(), {4242, 4243, 4244});
-  const auto second = eng.submit({1, next, greedy(6), {}});
+  const auto second = eng.submit({1, next, greedy(6), {}, {}});
   REQUIRE(eng.run_until_idle().ok());
 
   std::vector<kv::KvEvent> events;
@@ -209,4 +209,70 @@ TEST_CASE("engine: events describe each turn and export to a Chrome trace", "[co
                         Catch::Contains("\"prefill\""));
   const std::string csv = kv::to_csv(events);
   CHECK(std::count(csv.begin(), csv.end(), '\n') == static_cast<long>(events.size()) + 1);
+}
+
+TEST_CASE("engine: on_done, unlimited max_tokens up to n_ctx, forget, and the observer", "[core][engine]") {
+  Fixture f;
+  auto cache = f.cache(64, 0);
+  engine::EngineOptions o;
+  o.n_ctx = 40;
+  int n_observed = 0;
+  Status observed_ok;
+  o.observer = [&](const kv::KvCache& c, bool) {
+    ++n_observed;
+    if (Status st = c.check_invariants(); !st.ok()) observed_ok = st;
+  };
+  engine::Engine eng(*f.m, *cache, o);
+  std::vector<engine::RequestResult> done;
+  auto on_done = [&](const engine::RequestResult& r) { done.push_back(r); };
+  const auto open = eng.submit({3, {1, 450, 4996, 17354, 1701, 29916, 432, 17204}, greedy(-1), {}, on_done});
+  const auto too_long = eng.submit({4, std::vector<int32_t>(40, 7), greedy(4), {}, on_done});
+  REQUIRE(done.size() == 1);  // the refused request ends at once
+  CHECK(done[0].state == engine::RequestState::failed);
+  CHECK_THAT(done[0].error.message, Catch::Contains("fills the context of 40"));
+  REQUIRE(eng.run_until_idle().ok());
+  REQUIRE(done.size() == 2);
+  CHECK(done[1].state == engine::RequestState::finished);
+  CHECK(done[1].reason == model::StopReason::context_full);
+  CHECK(done[1].tokens.size() == 32);  // 8 prompt + 32 generated = n_ctx
+  const auto open_result = eng.result(open);
+  CHECK(done[1].tokens == open_result->tokens);
+  CHECK(n_observed > 0);
+  CHECK(observed_ok.ok());
+  eng.forget(open);
+  eng.forget(too_long);
+  CHECK_FALSE(eng.result(open).has_value());
+  CHECK_FALSE(eng.result(too_long).has_value());
+}
+
+TEST_CASE("engine: prefetch brings a demoted conversation back to T0 and keeps its tier in the stats",
+          "[core][engine]") {
+  Fixture f;
+  auto cache = f.cache(64, 64);
+  engine::Engine eng(*f.m, *cache);
+  std::vector<int32_t> history;
+  for (int i = 0; i < 64; ++i) history.push_back(1 + (i * 4099) % 31000);
+  const auto first = eng.submit({9, history, greedy(4), {}, {}});
+  REQUIRE(eng.run_until_idle().ok());
+  std::vector<int32_t> stream = history;
+  const auto first_result = eng.result(first);
+  stream.insert(stream.end(), first_result->tokens.begin(), first_result->tokens.end());
+
+  cache->demote_all_unpinned(kv::Tier::t1);  // as if other conversations had pushed it out
+  const int64_t t0_before = cache->tier_usage(kv::Tier::t0).used_blocks;
+  eng.prefetch(9, stream);
+  REQUIRE(eng.run_until_idle().ok());
+  CHECK(cache->tier_usage(kv::Tier::t0).used_blocks >= t0_before + 4);  // 64 history tokens = 4 blocks
+
+  std::vector<int32_t> next = stream;
+  for (int i = 0; i < 5; ++i) next.push_back(300 + i);
+  const int64_t promoted_t1 = cache->counters().n_promoted[1];
+  const auto second = eng.submit({9, next, greedy(4), {}, {}});
+  REQUIRE(eng.run_until_idle([&] { return eng.check_invariants(); }).ok());
+  const auto second_result = eng.result(second);
+  const kv::PrefixInfo& p = second_result->prefix;
+  CHECK(p.n_cached >= 64);
+  CHECK(p.n_from_tier[1] >= 64);  // found on T1 by the prefetch, not counted as a T0 hit
+  CHECK(p.n_from_tier[0] + p.n_from_tier[1] + p.n_from_tier[2] == p.n_cached);
+  CHECK(cache->counters().n_promoted[1] == promoted_t1);  // nothing was left to promote at admission
 }

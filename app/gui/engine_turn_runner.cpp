@@ -1,0 +1,164 @@
+// EngineTurnRunner: turns submitted to the engine thread, their text relayed to the caller.
+#include "app/gui/engine_turn_runner.h"
+
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+
+#include "core/model/kv_setup.h"
+
+namespace kvc::app {
+
+namespace {
+
+constexpr int64_t k_publish_interval_us = 30'000;  // the UI redraws at most ~60 Hz anyway
+
+}  // namespace
+
+Result<std::unique_ptr<EngineTurnRunner>> EngineTurnRunner::create(const model::Model& m, const EngineRunnerOptions& o) {
+  auto runner = std::unique_ptr<EngineTurnRunner>(new EngineTurnRunner(m, o));
+  if (!o.cold_dir.empty()) {
+    storage::ColdStoreOptions co;
+    co.capacity_bytes = o.cold_bytes;
+    auto opened = storage::SqliteColdStore::open(o.cold_dir, co);
+    if (opened.ok()) {
+      runner->cold_ = std::move(*opened);
+    } else {
+      runner->cold_error_ = opened.error().message;
+      std::fprintf(stderr, "kvchat: the disk KV tier is off: %s\n", opened.error().what().c_str());
+    }
+  }
+  model::KvSetup ks;
+  ks.t0_bytes = o.t0_bytes;
+  ks.t0_tokens = 2 * o.n_ctx;
+  ks.t1_bytes = o.t1_bytes;
+  ks.cold = runner->cold_.get();
+  auto cache = model::create_kv_cache(m, ks);
+  if (!cache.ok()) return cache.error();
+  runner->cache_ = std::move(*cache);
+
+  engine::EngineOptions eo;
+  eo.n_ctx = o.n_ctx;
+  eo.events = &runner->events_;
+  eo.observer = [r = runner.get()](const kv::KvCache& c, bool idle) {
+    if (idle || kv::now_us() - r->last_publish_us_ >= k_publish_interval_us) r->observe(c, idle);
+  };
+  runner->engine_ = std::make_unique<engine::Engine>(m, *runner->cache_, eo);
+  runner->observe(*runner->cache_, true);
+  runner->engine_->start();
+  return runner;
+}
+
+EngineTurnRunner::~EngineTurnRunner() {
+  engine_.reset();  // joins the engine thread before anything it uses goes
+}
+
+void EngineTurnRunner::observe(const kv::KvCache& cache, bool) {
+  EngineView v;
+  for (kv::Tier t : {kv::Tier::t0, kv::Tier::t1, kv::Tier::t2}) v.tiers[kv::tier_index(t)] = cache.tier_usage(t);
+  view_.publish(std::move(v));
+  last_publish_us_ = kv::now_us();
+}
+
+Result<TurnResult> EngineTurnRunner::run(const TurnRequest& request,
+                                         const std::function<bool(const TurnDelta&)>& on_delta) {
+  // Filled on the engine thread, drained here.
+  struct Relay {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::string pending;
+    bool done = false;
+    std::atomic<bool> cancel{false};
+    engine::RequestResult result;
+  };
+  auto relay = std::make_shared<Relay>();
+  engine::Request r;
+  r.conversation = request.conversation_id;
+  r.prompt = request.history;
+  r.prompt.insert(r.prompt.end(), request.segment.begin(), request.segment.end());
+  r.options.max_tokens = request.options.max_tokens;
+  r.options.sampling = request.options.sampling;
+  r.options.stop_strings = request.options.stop_strings;
+  r.options.stop_at_eog = request.options.stop_at_eog;
+  r.on_text = [relay](std::string_view t) {
+    {
+      std::lock_guard lock(relay->mu);
+      relay->pending += t;
+    }
+    relay->cv.notify_one();
+    return !relay->cancel.load();
+  };
+  r.on_done = [relay](const engine::RequestResult& res) {
+    {
+      std::lock_guard lock(relay->mu);
+      relay->result = res;
+      relay->done = true;
+    }
+    relay->cv.notify_one();
+  };
+  const auto n_prompt = static_cast<int64_t>(r.prompt.size());
+  const engine::RequestId id = engine_->submit(std::move(r));
+  for (;;) {
+    std::string text;
+    bool done = false;
+    {
+      std::unique_lock lock(relay->mu);
+      relay->cv.wait(lock, [&] { return relay->done || !relay->pending.empty(); });
+      text.swap(relay->pending);
+      done = relay->done;
+    }
+    if (!text.empty() && !relay->cancel.load() && !on_delta(TurnDelta{text})) {
+      relay->cancel = true;
+      engine_->cancel(id);
+    }
+    if (done) break;
+  }
+  engine_->forget(id);
+  const engine::RequestResult& res = relay->result;
+  if (res.state == engine::RequestState::failed) return res.error;
+  n_turn_tokens_ = n_prompt + static_cast<int64_t>(res.tokens.size());
+  TurnResult out;
+  out.tokens = res.tokens;
+  out.text = res.text;
+  out.stats.valid = true;
+  out.stats.n_tokens = static_cast<int64_t>(res.tokens.size());
+  out.stats.n_prompt = n_prompt;
+  out.stats.n_prompt_reused = res.prefix.n_cached;
+  for (int t = 0; t < 3; ++t) out.stats.n_from_tier[t] = res.prefix.n_from_tier[t];
+  out.stats.ttft_ms = res.ttft_ms;
+  out.stats.prefill_ms = res.prefill_ms;
+  out.stats.decode_ms = res.ttft_ms > 0 ? res.total_ms - res.ttft_ms : 0;
+  out.stats.stop_reason = model::to_string(res.reason);
+  return out;
+}
+
+void EngineTurnRunner::prefetch(int64_t conversation_id, const std::vector<int32_t>& tokens) {
+  engine_->prefetch(conversation_id, tokens);
+}
+
+void EngineTurnRunner::fill_memory(ui::MemoryState& out) const {
+  const kernels::KvBlockLayout& layout = cache_->layout();
+  out.kv_bytes_per_token = static_cast<double>(layout.block_bytes) / static_cast<double>(layout.block_tokens);
+  out.n_ctx = options_.n_ctx;
+  out.n_session_tokens = n_turn_tokens_.load();
+  out.kv_used_bytes = static_cast<size_t>(out.kv_bytes_per_token * static_cast<double>(out.n_session_tokens));
+  out.kv_capacity_bytes = static_cast<size_t>(out.kv_bytes_per_token * static_cast<double>(out.n_ctx));
+  out.tier_warning.clear();
+  if (cold_) {
+    const kv::ColdStoreStats st = cold_->stats();
+    if (!st.healthy) out.tier_warning = "Disk tier off: " + st.warning + " Conversations keep working from RAM.";
+  } else if (!cold_error_.empty()) {
+    out.tier_warning = "Disk tier off: " + cold_error_ + " Conversations keep working from RAM.";
+  }
+  const EngineView v = view_.read();
+  out.tiers.clear();
+  const char* names[] = {"T0 compute", "T1 host RAM", "T2 disk"};
+  for (kv::Tier t : {kv::Tier::t0, kv::Tier::t1, kv::Tier::t2}) {
+    if (t == kv::Tier::t2 && !cold_) continue;
+    const kv::TierUsageBytes& u = v.tiers[kv::tier_index(t)];
+    out.tiers.push_back(ui::TierView{names[kv::tier_index(t)], static_cast<size_t>(u.used_bytes),
+                                     static_cast<size_t>(u.capacity_bytes)});
+  }
+}
+
+}  // namespace kvc::app
