@@ -1,0 +1,109 @@
+// EngineTurnRunner: the app's turns on the engine thread stream, reuse history, cancel, and
+// resume from the disk tier after the runner (and its RAM tiers) is rebuilt.
+#include <catch2/catch.hpp>
+
+#include "app/gui/engine_turn_runner.h"
+#include "core/backend/backend.h"
+#include "core/model/model.h"
+#include "core/model/session.h"
+#include "support/test_support.h"
+
+using namespace kvc;
+
+namespace {
+
+model::GenerateOptions greedy(int64_t n) {
+  model::GenerateOptions o;
+  o.max_tokens = n;
+  o.sampling.temperature = 0;
+  o.sampling.repeat_penalty = 1.0f;
+  o.stop_at_eog = false;
+  return o;
+}
+
+std::vector<int32_t> some_tokens(int n, int salt) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back(1 + (i * 37 + salt * 11) % 500);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("engine turn runner: streams, reuses history, matches a session, cancels, resumes from disk", "[app][engine]") {
+  auto be = backend::make_cpu_backend(2);
+  auto m = model::Model::load(test::model_path("stories260K.gguf"), *be);
+  REQUIRE(m.ok());
+  test::TempDir dir;
+  app::EngineRunnerOptions o;
+  o.n_ctx = 256;
+  o.cold_dir = dir.path() / "kv-cache";
+
+  std::vector<int32_t> stream;  // the conversation's stored token stream
+  std::vector<int32_t> second_reply;
+  {
+    auto r = app::EngineTurnRunner::create(**m, o);
+    REQUIRE(r.ok());
+    app::EngineTurnRunner& runner = **r;
+
+    app::TurnRequest t1{5, {}, some_tokens(40, 1), greedy(16)};
+    std::string streamed;
+    auto a1 = runner.run(t1, [&](const app::TurnDelta& d) {
+      streamed += d.text;
+      return true;
+    });
+    REQUIRE(a1.ok());
+    CHECK(a1->tokens.size() == 16);
+    CHECK(streamed == a1->text);
+    CHECK(a1->stats.n_prompt == 40);
+    CHECK(a1->stats.n_prompt_reused == 0);
+    stream = t1.segment;
+    stream.insert(stream.end(), a1->tokens.begin(), a1->tokens.end());
+
+    app::TurnRequest t2{5, stream, some_tokens(10, 2), greedy(12)};
+    auto a2 = runner.run(t2, [](const app::TurnDelta&) { return true; });
+    REQUIRE(a2.ok());
+    // Everything but the last sampled token (never evaluated) comes from the cache.
+    CHECK(a2->stats.n_prompt_reused >= static_cast<int64_t>(stream.size()) - 1);
+    CHECK(a2->stats.n_from_tier[0] == a2->stats.n_prompt_reused);
+    // The same tokens on a fresh session give the same greedy reply.
+    std::vector<int32_t> prompt2 = stream;
+    prompt2.insert(prompt2.end(), t2.segment.begin(), t2.segment.end());
+    auto s = model::Session::create(**m, 256);
+    REQUIRE(s.ok());
+    auto solo = model::generate(*s, prompt2, greedy(12));
+    REQUIRE(solo.ok());
+    CHECK(a2->tokens == solo->tokens);
+    stream = prompt2;
+    stream.insert(stream.end(), a2->tokens.begin(), a2->tokens.end());
+    second_reply = a2->tokens;
+
+    // Returning false from the stream callback stops the turn.
+    int n_deltas = 0;
+    auto cancelled = runner.run({6, {}, some_tokens(20, 3), greedy(200)}, [&](const app::TurnDelta&) {
+      return ++n_deltas < 2;
+    });
+    REQUIRE(cancelled.ok());
+    CHECK(cancelled->stats.stop_reason == model::to_string(model::StopReason::cancelled));
+    CHECK(cancelled->tokens.size() < 200);
+
+    ui::MemoryState ms;
+    runner.fill_memory(ms);
+    REQUIRE(ms.tiers.size() == 3);
+    CHECK(ms.tiers[0].used_bytes > 0);
+    CHECK(ms.tier_warning.empty());
+  }
+  // A new runner over the same directory: only the disk tier survived.
+  auto r = app::EngineTurnRunner::create(**m, o);
+  REQUIRE(r.ok());
+  app::EngineTurnRunner& runner = **r;
+  runner.prefetch(5, stream);
+  auto a3 = runner.run({5, stream, some_tokens(8, 4), greedy(4)}, [](const app::TurnDelta&) { return true; });
+  REQUIRE(a3.ok());
+  const int64_t full_blocks = static_cast<int64_t>(stream.size()) / 16 * 16;
+  CHECK(a3->stats.n_from_tier[2] >= full_blocks);  // every full block of the history, from disk
+  CHECK(a3->stats.n_prompt_reused >= full_blocks);
+  ui::MemoryState ms;
+  runner.fill_memory(ms);
+  REQUIRE(ms.tiers.size() == 3);
+  CHECK(ms.tiers[2].used_bytes > 0);
+}
