@@ -132,7 +132,11 @@ kv::SeqId Engine::sequence_for(int64_t conversation) {
 Status Engine::admit(Active& a) {
   const int64_t B = cache_.block_tokens();
   // The prompt and one generated token must fit T0 (plus a block for a copy on write).
-  const int64_t need_blocks = (static_cast<int64_t>(a.tokens.size()) + 1 + B - 1) / B + 1;
+  int64_t need_blocks = (static_cast<int64_t>(a.tokens.size()) + 1 + B - 1) / B + 1;
+  if (const int64_t W = m_.config().sliding_window; W > 0) {
+    // Only the window and the chunk being computed need T0 (plus a block of margin each).
+    need_blocks = std::min(need_blocks, (W + B - 1) / B + 1 + (options_.token_budget + B - 1) / B + 1);
+  }
   const int64_t capacity = cache_.tier_usage(kv::Tier::t0).capacity_blocks;
   if (need_blocks > capacity) {
     return make_error(ErrorCode::out_of_memory,
@@ -246,13 +250,19 @@ bool Engine::step() {
   int64_t budget = options_.token_budget;
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Active& a = *running_[i];
-    const int64_t take = std::min<int64_t>(static_cast<int64_t>(a.tokens.size()) - a.n_in_kv, budget);
+    int64_t take = std::min<int64_t>(static_cast<int64_t>(a.tokens.size()) - a.n_in_kv, budget);
     KVC_ASSERT(take > 0);
     bool reserved = cache_.reserve(a.seq, take);
     while (!reserved && running_.size() > i + 1) {
       preempt(*running_.back());
       waiting_.push_front(std::move(running_.back()));
       running_.pop_back();
+      reserved = cache_.reserve(a.seq, take);
+    }
+    // Alone: a smaller prefill chunk may still fit (with a sliding window, T0 need not hold
+    // the whole prompt).
+    while (!reserved && running_.size() == i + 1 && i == 0 && take > 1) {
+      take = (take + 1) / 2;
       reserved = cache_.reserve(a.seq, take);
     }
     if (!reserved) {

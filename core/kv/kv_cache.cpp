@@ -93,7 +93,7 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config, ba
 }
 
 KvCache::KvCache(const KvCacheConfig& config, backend::Backend& be, ColdStore* cold)
-    : config_(config), be_(be), cold_(cold), index_(RadixIndexOptions{config.layout.block_tokens, 4.0}) {}
+    : config_(config), be_(be), cold_(cold), index_(RadixIndexOptions{config.layout.block_tokens, 4.0, config.window > 0}) {}
 
 KvCache::~KvCache() {
   if (t0_memory_) be_.free(t0_memory_);
@@ -144,7 +144,30 @@ void KvCache::release_blocks_from(Sequence& s, size_t first_block) {
     }
   }
   s.blocks.resize(std::min(first_block, s.blocks.size()));
+  s.n_retired = std::min(s.n_retired, s.blocks.size());
   rebuild_table(s);
+}
+
+size_t KvCache::n_behind_window(int64_t n_tokens) const {
+  const int64_t W = config_.window, B = block_tokens();
+  if (W <= 0 || n_tokens < B) return 0;
+  // A query at position q attends to [q + 1 - W, q]; the earliest is at q = n_tokens.
+  const int64_t first_needed = (n_tokens + 1 - W) / B;
+  return static_cast<size_t>(std::clamp<int64_t>(first_needed, 0, n_tokens / B - 1));
+}
+
+void KvCache::retire_behind_window(Sequence& s) {
+  const size_t n = std::min(n_behind_window(static_cast<int64_t>(s.tokens.size())), s.blocks.size());
+  for (size_t i = s.n_retired; i < n; ++i) {
+    SeqBlock& b = s.blocks[i];
+    if (!b.shared.is_null()) {
+      if (s.pinned) index_.release(b.shared);
+    } else if (b.t0_slot >= 0) {
+      t0_.free(b.t0_slot);
+    }
+    b = SeqBlock{};
+  }
+  s.n_retired = std::max(s.n_retired, n);
 }
 
 // Keeps the first n tokens. A kept shared block that will be written into (n inside it) is
@@ -153,6 +176,7 @@ void KvCache::truncate(Sequence& s, int64_t n) {
   const int64_t B = block_tokens();
   KVC_ASSERT(n <= static_cast<int64_t>(s.tokens.size()));
   const auto keep_blocks = static_cast<size_t>((n + B - 1) / B);
+  KVC_ASSERT(n == 0 || keep_blocks > s.n_retired);  // the window never retires a block still written
   release_blocks_from(s, keep_blocks);
   s.tokens.resize(static_cast<size_t>(n));
   if (n % B != 0) {
@@ -308,12 +332,22 @@ Result<int32_t> KvCache::promote(BlockHandle h, int64_t& bad_tokens) {
 std::vector<MatchedBlock> KvCache::cached_prefix(std::span<const int32_t> prompt) {
   const int64_t B = block_tokens();
   const auto n_prompt = static_cast<int64_t>(prompt.size());
-  // The index, on any tier; blocks without data end the match.
+  // The index, on any tier; blocks without data end the match, unless they are behind the
+  // sliding window of the match (their keys still chain it; their KV is never read).
   PrefixMatch match = index_.match(fingerprint(), prompt);
   std::vector<MatchedBlock> blocks(match.blocks().begin(), match.blocks().end());
-  auto first_dataless = std::find_if(blocks.begin(), blocks.end(),
-                                     [](const MatchedBlock& b) { return b.location.tier == Tier::none; });
-  blocks.erase(first_dataless, blocks.end());
+  const auto dataless = [](const MatchedBlock& b) { return b.location.tier == Tier::none; };
+  if (config_.window > 0) {
+    for (;;) {
+      const auto last = std::find_if(blocks.rbegin(), blocks.rend(), dataless);
+      if (last == blocks.rend()) break;
+      const auto d = static_cast<size_t>(blocks.rend() - last - 1);
+      if (d < n_behind_window(static_cast<int64_t>(blocks.size() - 1) * B)) break;
+      blocks.resize(d);
+    }
+  } else {
+    blocks.erase(std::find_if(blocks.begin(), blocks.end(), dataless), blocks.end());
+  }
   // After a restart the index is empty but the cold store may hold the chain: continue it.
   if (cold_) {
     BlockKey parent_key = blocks.empty() ? fingerprint() : blocks.back().key;
@@ -337,7 +371,10 @@ PrefixInfo KvCache::prefetch(std::span<const int32_t> tokens) {
   info.n_prompt = static_cast<int64_t>(tokens.size());
   std::vector<MatchedBlock> blocks = cached_prefix(tokens);
   for (const MatchedBlock& mb : blocks) index_.acquire(mb.handle);  // pinned while promoting
-  for (const MatchedBlock& mb : blocks) {
+  // Blocks behind the window of the stream are not read by its next turn: left where they are.
+  const size_t first = blocks.empty() ? 0 : n_behind_window(static_cast<int64_t>(blocks.size() - 1) * block_tokens());
+  for (size_t i = first; i < blocks.size(); ++i) {
+    const MatchedBlock& mb = blocks[i];
     const Tier was = index_.location(mb.handle).tier;
     if (!promote(mb.handle, info.n_recomputed_bad).ok()) break;
     index_.touch(mb.handle, tick());
@@ -382,20 +419,45 @@ Result<PrefixInfo> KvCache::prepare(SeqId id, std::span<const int32_t> prompt) {
   std::vector<MatchedBlock> blocks = cached_prefix(prompt);
   info.lookup_ms = ms_since(t_lookup);
 
-  // Pin and promote, in order; a block that cannot be restored ends the prefix there.
+  // Pin and promote, in order; a block that cannot be restored ends the prefix there. With a
+  // sliding window, blocks behind it are only counted (their keys chain the prefix), not
+  // promoted; if the prefix ends early the window moves back, and so does promotion.
   const auto t_promote = std::chrono::steady_clock::now();
   for (const MatchedBlock& mb : blocks) index_.acquire(mb.handle);
-  size_t n_ok = 0;
-  for (; n_ok < blocks.size(); ++n_ok) {
-    const Tier was = index_.location(blocks[n_ok].handle).tier;
-    auto slot = promote(blocks[n_ok].handle, info.n_recomputed_bad);
-    if (!slot.ok()) break;
-    index_.touch(blocks[n_ok].handle, tick());
-    s.blocks.push_back(SeqBlock{*slot, blocks[n_ok].handle});
-    emit(KvEventType::block_hit, was, Tier::t0, blocks[n_ok].key, *slot, B, 0, id);
-    info.n_from_tier[tier_index(was)] += B;
-    ++counters_.n_hits_blocks[tier_index(was)];
+  std::vector<Tier> was(blocks.size());
+  for (size_t i = 0; i < blocks.size(); ++i) was[i] = index_.location(blocks[i].handle).tier;
+  std::vector<int32_t> slots(blocks.size(), -1);
+  size_t n_ok = blocks.size();
+  // Behind the window of a prefix of n blocks, with a block of margin (prepare may end one
+  // block short of it when a copy on write finds no room).
+  auto behind = [&](size_t n) { return n == 0 ? size_t{0} : n_behind_window(static_cast<int64_t>(n - 1) * B); };
+  size_t lo = behind(n_ok), promoted_lo = n_ok;  // [promoted_lo, n_ok) are on T0
+  while (lo < promoted_lo) {
+    for (size_t i = lo; i < promoted_lo && i < n_ok; ++i) {
+      auto slot = promote(blocks[i].handle, info.n_recomputed_bad);
+      if (!slot.ok()) {
+        n_ok = i;
+        break;
+      }
+      slots[i] = *slot;
+    }
+    promoted_lo = std::min(lo, n_ok);
+    lo = behind(n_ok);
   }
+  const size_t n_retired = std::min(promoted_lo, n_ok);
+  for (size_t i = 0; i < n_ok; ++i) {
+    index_.touch(blocks[i].handle, tick());
+    if (i < n_retired) {
+      index_.release(blocks[i].handle);
+      s.blocks.push_back(SeqBlock{});
+    } else {
+      s.blocks.push_back(SeqBlock{slots[i], blocks[i].handle});
+    }
+    emit(KvEventType::block_hit, was[i], i < n_retired ? was[i] : Tier::t0, blocks[i].key, slots[i], B, 0, id);
+    info.n_from_tier[tier_index(was[i])] += B;
+    ++counters_.n_hits_blocks[tier_index(was[i])];
+  }
+  s.n_retired = n_retired;
   for (size_t i = n_ok; i < blocks.size(); ++i) index_.release(blocks[i].handle);
   s.tokens.assign(prompt.begin(), prompt.begin() + static_cast<int64_t>(n_ok) * B);
 
@@ -413,6 +475,8 @@ Result<PrefixInfo> KvCache::prepare(SeqId id, std::span<const int32_t> prompt) {
   rebuild_table(s);
   // Leave at least one token to compute: its logits are the point of the call.
   if (!s.tokens.empty() && s.tokens.size() == prompt.size()) truncate(s, static_cast<int64_t>(s.tokens.size()) - 1);
+  retire_behind_window(s);
+  rebuild_table(s);
   // Tokens given up since they were counted come off the tiers that served the last blocks.
   int64_t excess = info.n_from_tier[0] + info.n_from_tier[1] + info.n_from_tier[2] - static_cast<int64_t>(s.tokens.size());
   for (int t = 2; t >= 0 && excess > 0; --t) {
@@ -477,6 +541,7 @@ void KvCache::commit(SeqId id, std::span<const int32_t> tokens) {
     index_.acquire(r.handle);
     sb.shared = r.handle;
   }
+  retire_behind_window(s);
   rebuild_table(s);
 }
 
@@ -505,11 +570,12 @@ void KvCache::park(SeqId id) {
       index_.release(b.shared);
     } else if (has_tail && i == n_full) {
       parked.push_back(b);
-    } else {
+    } else if (b.t0_slot >= 0) {
       t0_.free(b.t0_slot);  // reserved ahead, never written
     }
   }
   s.blocks = std::move(parked);
+  s.n_retired = 0;  // the parked form holds no full block at all
   s.pinned = false;
   s.parked_tick = tick();
   s.table.clear();
@@ -573,8 +639,16 @@ Status KvCache::check_invariants() const {
         return fail("sequence " + std::to_string(id) + " has fewer blocks than its tokens need");
       }
       if (s.table.size() != s.blocks.size()) return fail("stale block table");
+      if (s.n_retired > s.blocks.size()) return fail("more retired blocks than blocks");
+      if (s.n_retired > 0 && s.n_retired > n_behind_window(static_cast<int64_t>(s.tokens.size()))) {
+        return fail("a block inside the sliding window was retired");
+      }
       for (size_t i = 0; i < s.blocks.size(); ++i) {
         const SeqBlock& b = s.blocks[i];
+        if (i < s.n_retired) {
+          if (b.t0_slot >= 0 || !b.shared.is_null() || s.table[i] != nullptr) return fail("a retired block still holds T0");
+          continue;
+        }
         if (s.table[i] != t0_.data(b.t0_slot)) return fail("block table disagrees with slots");
         const bool full = static_cast<int64_t>(i + 1) * B <= static_cast<int64_t>(s.tokens.size());
         if (b.shared.is_null()) {

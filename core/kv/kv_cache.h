@@ -37,6 +37,9 @@ struct KvCacheConfig {
   int64_t t0_bytes = 0;           // budget of the compute pool (VRAM on CUDA)
   int64_t t1_bytes = 0;           // budget of host RAM
   BlockKey fingerprint;           // the model fingerprint every key chain is rooted in
+  // Sliding window of every layer, in positions (0: none). A sequence releases the blocks
+  // wholly behind it: they stay cached (evictable) but no longer take its T0 room.
+  int64_t window = 0;
 };
 
 // A fixed number of equal slots in one allocation. Invariant: every slot is either in
@@ -162,6 +165,9 @@ class KvCache {
     std::vector<SeqBlock> blocks;        // ceil(tokens / B) <= blocks.size()
     std::vector<uint8_t*> table;         // t0 addresses of blocks
     bool pinned = false;                 // shared blocks hold a reference
+    // Blocks [0, n_retired) are behind the sliding window: no slot, no reference (SeqBlock{});
+    // attention never reads them again.
+    size_t n_retired = 0;
     uint64_t parked_tick = 0;            // when it was parked (tails are reclaimed oldest first)
   };
 
@@ -172,6 +178,11 @@ class KvCache {
   void rebuild_table(Sequence& s);
   void release_blocks_from(Sequence& s, size_t first_block);
   void truncate(Sequence& s, int64_t n);  // keeps n tokens, or fewer when T0 has no room for a copy
+  // Of a sequence holding n_tokens, the leading blocks the window no longer needs: every
+  // later query (at n_tokens or after) starts attending at or after them. The last full
+  // block is always kept (the next block is published under its key).
+  size_t n_behind_window(int64_t n_tokens) const;
+  void retire_behind_window(Sequence& s);
   bool make_room_t0(int32_t n_slots);
   bool make_room_t1(int32_t n_slots);
   bool demote_one(Tier from);

@@ -69,6 +69,7 @@ int32_t RadixIndex::n_children(const Block& b) const {
 
 bool RadixIndex::evictable_from(const Block& b, Tier t) const {
   if (b.node < 0 || b.location.tier != t || b.n_refs != 0) return false;
+  if (options_.demote_inner_blocks && (t == Tier::t0 || t == Tier::t1)) return true;
   for (int i = 0; i < k_n_tiers; ++i) {
     if (b.n_children_on[static_cast<size_t>(i)] > 0 && holds_back(static_cast<Tier>(i), t)) return false;
   }

@@ -142,6 +142,10 @@ struct RadixIndexOptions {
   // twice as deep (twice the attention work to recompute) is kept as if used that many ticks
   // later. In the manager's tick units; 0 gives plain LRU.
   double ticks_per_cost_doubling = 1.0;
+  // Let an unreferenced block leave T0 or T1 while a child stays on a faster tier (leaving
+  // the index still needs no children). With sliding windows the old blocks of a chain are
+  // the ones nobody reads, so they must be able to move down under their live tails.
+  bool demote_inner_blocks = false;
 };
 
 // Invariants (check_invariants() verifies all of them):
@@ -185,8 +189,8 @@ class RadixIndex {
   void touch(BlockHandle h, uint64_t tick);
 
   // The unreferenced block on tier t with the lowest eviction score among those that may leave
-  // t: none of its children is on t or a faster tier (for t2 and none, where leaving means
-  // leaving the index: no children at all). With every block on one tier these are exactly
+  // t: none of its children is on t or a faster tier (unless demote_inner_blocks, for t0 and
+  // t1), and for t2 and none, where leaving means leaving the index: no children at all. With every block on one tier these are exactly
   // the unreferenced tails of leaf runs. The caller demotes it (set_location) or removes it.
   std::optional<BlockHandle> eviction_candidate(Tier t) const;
   // All of them, best victim first.

@@ -82,7 +82,7 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
     be_.rope(q_, n, positions_.data(), static_cast<int>(c.n_head), static_cast<int>(c.head_dim), c.rope);
     be_.rope(k_, n, positions_.data(), static_cast<int>(c.n_head_kv), static_cast<int>(c.head_dim), c.rope);
     be_.kv_store(layout_, layer, slices_, k_, v_);
-    be_.attention(layout_, layer, slices_, q_, shape, /*window=*/0, att_);
+    be_.attention(layout_, layer, slices_, q_, shape, m_.config().sliding_window, att_);
     be_.matmul(lw.wo, att_, n, h_, nullptr);
     be_.add(x_, h_, n * c.n_embd);
     // Feed-forward block: x += (silu(h Wg^T) * (h Wu^T)) Wd^T with h = norm(x).

@@ -22,6 +22,7 @@ Result<std::unique_ptr<kv::KvCache>> create_kv_cache(const Model& m, const KvSet
   kc.t0_bytes = o.t0_bytes > 0 ? o.t0_bytes : n_blocks * layout->block_bytes;
   kc.t1_bytes = o.t1_bytes;
   kc.fingerprint = kv_fingerprint(m, *layout);
+  kc.window = c.sliding_window;
   return kv::KvCache::create(kc, m.backend(), o.cold);
 }
 

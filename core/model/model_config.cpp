@@ -82,6 +82,14 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   auto ctx = optional_count(f, p + "context_length", 2048);
   if (!ctx.ok()) return ctx.error();
   c.n_ctx_train = *ctx;
+  // Qwen2 GGUFs may carry a window that their models do not use (use_sliding_window is off
+  // in every released Qwen2), so only llama-family files are trusted with it.
+  if (c.arch != "qwen2" && f.find(p + "attention.sliding_window")) {
+    auto window = f.get_uint(p + "attention.sliding_window");  // 0 is allowed: no window
+    if (!window.ok()) return window.error();
+    if (*window > (uint64_t{1} << 31)) return make_error(ErrorCode::invalid_file, "attention.sliding_window is not a plausible size");
+    c.sliding_window = static_cast<int64_t>(*window);
+  }
   if (c.n_embd % c.n_head != 0) {
     return make_error(ErrorCode::invalid_file, "embedding_length " + std::to_string(c.n_embd) +
                                                    " is not a multiple of head_count " + std::to_string(c.n_head));

@@ -26,6 +26,9 @@ struct ModelConfig {
   int64_t head_dim = 0;    // usually n_embd / n_head
   int64_t n_ff = 0;        // FFN hidden width
   int64_t n_ctx_train = 0; // context length the model was trained for
+  // attention.sliding_window: every layer attends to at most this many positions, its own
+  // included (Mistral-style local attention); 0: to all earlier positions.
+  int64_t sliding_window = 0;
   float rms_eps = 1e-5f;
   kernels::RopeParams rope;  // n_rot, freq_base, freq_scale, pairing
   bool qkv_bias = false;     // qwen2-style biases on Q, K, V

@@ -39,6 +39,7 @@ Result<Session> Session::create(const Model& m, const SessionOptions& o) {
   kc.t0_bytes = o.t0_bytes > 0 ? o.t0_bytes : n_blocks * layout->block_bytes;
   kc.t1_bytes = o.t1_bytes;
   kc.fingerprint = kv_fingerprint(m, *layout);
+  kc.window = c.sliding_window;
   auto cache = kv::KvCache::create(kc, m.backend(), o.cold);
   if (!cache.ok()) return cache.error();
   return Session(m, std::move(*cache), n_ctx, o.n_batch);
