@@ -176,7 +176,9 @@ class KvCache {
   bool make_room_t1(int32_t n_slots);
   bool demote_one(Tier from);
   bool reclaim_parked_tail();
-  Result<int32_t> promote(BlockHandle h, int64_t& bad_tokens);
+  Result<int32_t> promote(BlockHandle h, int64_t& bad_tokens, ColdRunReader* run);
+  // A reader of the T2 blocks among `blocks`, batched (null without a cold store).
+  std::unique_ptr<ColdRunReader> cold_run(std::span<const MatchedBlock> blocks) const;
   std::vector<MatchedBlock> cached_prefix(std::span<const int32_t> prompt);
   int32_t alloc_t0();
   void write_behind(BlockHandle h, const uint8_t* t0_data);
