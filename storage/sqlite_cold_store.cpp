@@ -26,7 +26,7 @@ const Migration k_schema[] = {
      "  format INTEGER NOT NULL,"
      "  n_bytes INTEGER NOT NULL,"
      "  checksum BLOB NOT NULL,"          // XXH3-128 of the payload, same encoding as key
-     "  last_use INTEGER NOT NULL,"       // logical clock; 0 = released, first to go
+     "  last_use INTEGER NOT NULL,"       // logical clock; 0 (written by older releases) goes first
      "  payload_rowid INTEGER NOT NULL"   // > 0: payloads.id; 0: a file in kv_blocks/
      ") WITHOUT ROWID;"
      "CREATE TABLE payloads(id INTEGER PRIMARY KEY, data BLOB NOT NULL);"},
