@@ -90,11 +90,13 @@ void MemoryColdStore::collect_locked() {
   }
 }
 
-ColdRunReader::ColdRunReader(ColdStore& cold, std::vector<BlockKey> keys, size_t block_bytes, size_t max_batch_bytes)
+ColdRunReader::ColdRunReader(ColdStore& cold, std::vector<BlockKey> keys, size_t block_bytes, size_t max_batch_bytes,
+                             std::vector<uint8_t>& buffer)
     : cold_(cold),
       keys_(std::move(keys)),
       block_bytes_(block_bytes),
-      max_batch_blocks_(std::max<size_t>(1, max_batch_bytes / std::max<size_t>(block_bytes, 1))) {
+      max_batch_blocks_(std::max<size_t>(1, max_batch_bytes / std::max<size_t>(block_bytes, 1))),
+      buffer_(buffer) {
   for (size_t i = 0; i < keys_.size(); ++i) position_.emplace(keys_[i], i);
 }
 
@@ -107,7 +109,7 @@ ColdRead ColdRunReader::read(const BlockKey& key, std::span<const uint8_t>& payl
     const size_t n = it != position_.end() ? std::min(max_batch_blocks_, keys_.size() - begin) : 1;
     std::span<const BlockKey> keys(&key, 1);
     if (it != position_.end()) keys = std::span<const BlockKey>(keys_).subspan(begin, n);
-    buffer_.resize(n * block_bytes_);
+    if (buffer_.size() < n * block_bytes_) buffer_.resize(n * block_bytes_);
     std::vector<std::span<uint8_t>> outs(n);
     for (size_t i = 0; i < n; ++i) outs[i] = std::span(buffer_).subspan(i * block_bytes_, block_bytes_);
     results_ = cold_.read_many(keys, outs);

@@ -102,7 +102,10 @@ class MemoryColdStore final : public ColdStore {
 // belong to keys_[batch_begin_ + i], for i in [0, results_.size()).
 class ColdRunReader {
  public:
-  ColdRunReader(ColdStore& cold, std::vector<BlockKey> keys, size_t block_bytes, size_t max_batch_bytes);
+  // `buffer` holds the current batch; the caller keeps it across runs so that it is allocated
+  // (and its pages touched) once.
+  ColdRunReader(ColdStore& cold, std::vector<BlockKey> keys, size_t block_bytes, size_t max_batch_bytes,
+                std::vector<uint8_t>& buffer);
   // The payload of `key` (valid until the next call), from the batch that holds it; a key
   // outside the run, or asked for again after its batch was left, is read on its own.
   ColdRead read(const BlockKey& key, std::span<const uint8_t>& payload);
@@ -116,7 +119,7 @@ class ColdRunReader {
   size_t max_batch_blocks_;
   size_t batch_begin_ = 0;
   std::vector<ColdRead> results_;
-  std::vector<uint8_t> buffer_;  // (max_batch_blocks, block_bytes)
+  std::vector<uint8_t>& buffer_;  // (max_batch_blocks, block_bytes), the caller's
   int64_t n_batches_ = 0;
 };
 

@@ -13,8 +13,9 @@ namespace kvc::kv {
 
 namespace {
 
-// Promotion reads T2 runs in batches of at most this many bytes (at least one block).
-constexpr size_t k_cold_batch_bytes = size_t{32} << 20;
+// Promotion reads T2 runs in batches of at most this many bytes (at least one block): enough
+// blocks per query to amortise it, a buffer the cache keeps without noticing.
+constexpr size_t k_cold_batch_bytes = size_t{8} << 20;
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -309,14 +310,15 @@ Result<int32_t> KvCache::promote(BlockHandle h, int64_t& bad_tokens, ColdRunRead
   return slot;
 }
 
-std::unique_ptr<ColdRunReader> KvCache::cold_run(std::span<const MatchedBlock> blocks) const {
+std::unique_ptr<ColdRunReader> KvCache::cold_run(std::span<const MatchedBlock> blocks) {
   if (!cold_) return nullptr;
   std::vector<BlockKey> keys;
   for (const MatchedBlock& mb : blocks) {
     if (index_.location(mb.handle).tier == Tier::t2) keys.push_back(mb.key);
   }
+  if (keys.empty()) return nullptr;
   return std::make_unique<ColdRunReader>(*cold_, std::move(keys), static_cast<size_t>(config_.layout.block_bytes),
-                                         k_cold_batch_bytes);
+                                         k_cold_batch_bytes, cold_batch_);
 }
 
 // The cached full blocks that prefix `prompt`: the index on any tier, continued through

@@ -61,7 +61,8 @@ TEST_CASE("cold run reader: one read_many per batch, payloads in run order", "[c
     REQUIRE(cold.put(keys.back(), {}, k_fp, std::vector<uint8_t>(64, static_cast<uint8_t>(i))));
   }
   REQUIRE(inner.corrupt_for_test(keys[2]));
-  kv::ColdRunReader run(cold, keys, 64, 2 * 64);  // batches of 2 blocks
+  std::vector<uint8_t> buffer;
+  kv::ColdRunReader run(cold, keys, 64, 2 * 64, buffer);  // batches of 2 blocks
   for (size_t i = 0; i < keys.size(); ++i) {
     std::span<const uint8_t> p;
     const kv::ColdRead r = run.read(keys[i], p);

@@ -1,6 +1,6 @@
 // Measurement behind the payload placement choice (run by hand: kvc_tests "[storage-bench]").
 // Prints write cost per block and restore bandwidth, cold (page cache dropped) and warm, block
-// by block (read) and batched as the cache promotes a run (read_many, 32 MiB batches).
+// by block (read) and batched as the cache promotes a run (read_many, 8 MiB batches).
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -77,7 +77,7 @@ Figures run_once(storage::PayloadPlacement placement, size_t block_bytes, std::m
         s = seconds_since(t0);
       }
       // Batched: what KvCache's promotion of a T2 run does (kv_cache.cpp, k_cold_batch_bytes).
-      const size_t per_batch = std::max<size_t>(1, (size_t{32} << 20) / block_bytes);
+      const size_t per_batch = std::max<size_t>(1, (size_t{8} << 20) / block_bytes);
       std::vector<uint8_t> batch(per_batch * block_bytes);
       const auto t_batch = Clock::now();
       for (size_t begin = 0; begin < keys.size(); begin += per_batch) {
