@@ -239,16 +239,20 @@ std::vector<kv::ColdRead> SqliteColdStore::read_many(std::span<const kv::BlockKe
       blob_of.push_back(i);
     }
   }
+  std::vector<uint8_t> unread(n, 0);  // the read transaction did not start: not known to be bad
   if (!rowids.empty()) {
     std::vector<uint8_t> ok;
     std::lock_guard lock(read_mu_);
-    if (reader_db_->read_blobs("payloads", "data", rowids, blob_outs, ok).ok()) {
-      for (size_t b = 0; b < blob_of.size(); ++b) read_ok[blob_of[b]] = ok[b];
+    const bool started = reader_db_->read_blobs("payloads", "data", rowids, blob_outs, ok).ok();
+    for (size_t b = 0; b < blob_of.size(); ++b) {
+      if (started) read_ok[blob_of[b]] = ok[b];
+      else unread[blob_of[b]] = 1;
     }
   }
 
   std::lock_guard lock(mu_);
   for (size_t i : to_read) {
+    if (unread[i]) continue;  // missing this time, kept for the next
     const bool valid = read_ok[i] && kv::hash_bytes(outs[i]) == metas[i].checksum;
     auto it = index_.find(keys[i]);
     const bool same = it != index_.end() && it->second.checksum == metas[i].checksum &&
