@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/kv/stream_keys.h"
+
 namespace kvc::app {
 
 Result<std::unique_ptr<SessionTurnRunner>> SessionTurnRunner::create(const model::Model& m, int64_t n_ctx,
@@ -66,6 +68,13 @@ Result<TurnResult> SessionTurnRunner::run(const TurnRequest& request,
 void SessionTurnRunner::prefetch(int64_t conversation_id, const std::vector<int32_t>& tokens) {
   prefetched_ = session_.cache().prefetch(tokens);
   prefetched_conversation_ = conversation_id;
+}
+
+void SessionTurnRunner::release_streams(std::span<const std::vector<int32_t>> dead,
+                                        std::span<const std::vector<int32_t>> live) {
+  if (!cold_) return;
+  const kv::KvCache& cache = session_.cache();
+  cold_->release(kv::unshared_block_keys(cache.fingerprint(), cache.block_tokens(), dead, live));
 }
 
 void SessionTurnRunner::fill_memory(ui::MemoryState& out) const {

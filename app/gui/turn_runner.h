@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,11 @@ class TurnRunner {
   // Called when a conversation is opened: its cached blocks are brought to T0 ahead of the next turn.
   virtual void prefetch(int64_t conversation_id, const std::vector<int32_t>& tokens) = 0;
   virtual void fill_memory(ui::MemoryState& out) const = 0;
+  // After a conversation was deleted: releases the cold blocks that its streams (`dead`, every
+  // branch) reach and no remaining stream (`live`) does. Hashes the streams: call it off the
+  // UI thread. A runner without a disk tier has nothing to release.
+  virtual void release_streams(std::span<const std::vector<int32_t>> /*dead*/,
+                               std::span<const std::vector<int32_t>> /*live*/) {}
 };
 
 // Turns on one model::Session whose KV cache has a host-RAM tier and a disk tier in the data
@@ -57,6 +63,7 @@ class SessionTurnRunner final : public TurnRunner {
   Result<TurnResult> run(const TurnRequest& request, const std::function<bool(const TurnDelta&)>& on_delta) override;
   void prefetch(int64_t conversation_id, const std::vector<int32_t>& tokens) override;
   void fill_memory(ui::MemoryState& out) const override;
+  void release_streams(std::span<const std::vector<int32_t>> dead, std::span<const std::vector<int32_t>> live) override;
 
  private:
   SessionTurnRunner(std::unique_ptr<storage::SqliteColdStore> cold, model::Session s)

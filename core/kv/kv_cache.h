@@ -187,7 +187,9 @@ class KvCache {
   bool make_room_t1(int32_t n_slots);
   bool demote_one(Tier from);
   bool reclaim_parked_tail();
-  Result<int32_t> promote(BlockHandle h, int64_t& bad_tokens);
+  Result<int32_t> promote(BlockHandle h, int64_t& bad_tokens, ColdRunReader* run);
+  // A batched reader of the T2 blocks among `blocks` (null without a cold store or T2 blocks).
+  std::unique_ptr<ColdRunReader> cold_run(std::span<const MatchedBlock> blocks);
   std::vector<MatchedBlock> cached_prefix(std::span<const int32_t> prompt);
   int32_t alloc_t0();
   void write_behind(BlockHandle h, const uint8_t* t0_data);
@@ -202,6 +204,7 @@ class KvCache {
   uint8_t* t0_memory_ = nullptr;
   std::unique_ptr<uint8_t[]> t1_memory_;  // host RAM, untouched until used
   std::vector<uint8_t> staging_;  // host copy of one block for T2 writes and reads
+  std::vector<uint8_t> cold_batch_;  // (blocks per batch, block_bytes): T2 runs read ahead of promotion
   BlockPool t0_, t1_;
   std::unordered_map<SeqId, Sequence> seqs_;
   SeqId next_seq_ = 1;
