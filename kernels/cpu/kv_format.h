@@ -10,8 +10,9 @@ namespace kvc::kernels {
 enum class KvType : uint8_t { f16 = 0, q8 = 1, q4 = 2 };
 
 // Elements of one head at one position that share a scale (g below): the largest of 32, 16,
-// 8 that divides the head size, so a group never straddles two heads. The SIMD kernels are
-// written for g = 32; smaller groups (head sizes such as 8, 48, 80) take the scalar loops.
+// 8 that divides the head size, so a group never straddles two heads. The fast SIMD kernels
+// are written for g = 32; smaller groups (head sizes such as 8, 48, 80) are encoded by the
+// scalar loops and attended by simpler AVX2 loops.
 constexpr int k_kv_group_max = 32;
 
 constexpr bool kv_group_valid(int group) { return group == 32 || group == 16 || group == 8; }

@@ -231,6 +231,8 @@ constexpr KvOpsTable k_avx2_table = {
     accumulate_range_avx2<KvType::q4>,
     nullptr,  // K scores stay float: no integer dot product on this ISA
     nullptr,
+    detail::score_range_small_group_avx2,
+    detail::accumulate_range_small_group_avx2,
 };
 
 }  // namespace

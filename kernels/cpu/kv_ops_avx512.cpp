@@ -235,6 +235,10 @@ constexpr KvOpsTable k_avx512_table = {
     score_range_avx512<KvType::q4>,
     accumulate_range_avx512<KvType::q8>,
     accumulate_range_avx512<KvType::q4>,
+    nullptr,
+    nullptr,
+    detail::score_range_small_group_avx2,  // groups of 16 and 8: the AVX2 loops
+    detail::accumulate_range_small_group_avx2,
 };
 
 constexpr KvOpsTable k_avx512_vnni_table = {
@@ -249,6 +253,8 @@ constexpr KvOpsTable k_avx512_vnni_table = {
     accumulate_range_avx512<KvType::q4>,
     detail::score_range_q8_vnni,
     detail::score_range_q4_vnni,
+    detail::score_range_small_group_avx2,
+    detail::accumulate_range_small_group_avx2,
 };
 
 }  // namespace

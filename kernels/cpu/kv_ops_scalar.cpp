@@ -192,6 +192,8 @@ constexpr KvOpsTable k_scalar_table = {
     accumulate_range_32<KvType::q4>,
     nullptr,  // K scores stay float: no integer dot product on this ISA
     nullptr,
+    detail::score_range_any_group,
+    detail::accumulate_range_any_group,
 };
 
 }  // namespace

@@ -1,6 +1,5 @@
 // Paged attention (paged_attention.h): walks the block table and calls the per-ISA range
-// loops of ops_impl.h (F16) and kv_ops.h (INT8 / INT4; groups below 32: the scalar any-group
-// loops) once per block.
+// loops of ops_impl.h (F16) and kv_ops.h (INT8 / INT4, groups of 32 or smaller) once per block.
 #include "kernels/cpu/paged_attention.h"
 
 #include <cstring>
@@ -39,7 +38,7 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
     float* scale = nullptr;   // (n_group)
     int32_t* sums = nullptr;  // (n_group, head_dim / 4)
   } q_int;
-  // The table's loops take groups of 32; smaller groups take the scalar any-group loops.
+  // The table's main loops take groups of 32; smaller groups take its small-group loops.
   const bool table_group = l.group == k_kv_group_max;
   const bool int_k = table_group && ((l.k_type == KvType::q8 && t.score_range_q8_int != nullptr) ||
                                      (l.k_type == KvType::q4 && t.score_range_q4_int != nullptr));
@@ -73,8 +72,8 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
             t.score_range_q8_int(q_int.q8, q_int.scale, q_int.sums, n_group, s.head_dim, k, l.k_row_bytes,
                                  t1 - t0, s.scale, sb, n_att);
           } else if (!table_group) {
-            detail::score_range_any_group(l.k_type, l.group, q_group, n_group, s.head_dim, k, l.k_row_bytes,
-                                          t1 - t0, s.scale, sb, n_att);
+            t.score_range_small_group(l.k_type, l.group, q_group, n_group, s.head_dim, k, l.k_row_bytes,
+                                      t1 - t0, s.scale, sb, n_att);
           } else {
             t.score_range_q8(q_group, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
           }
@@ -84,8 +83,8 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
             t.score_range_q4_int(q_int.q8, q_int.scale, q_int.sums, n_group, s.head_dim, k, l.k_row_bytes,
                                  t1 - t0, s.scale, sb, n_att);
           } else if (!table_group) {
-            detail::score_range_any_group(l.k_type, l.group, q_group, n_group, s.head_dim, k, l.k_row_bytes,
-                                          t1 - t0, s.scale, sb, n_att);
+            t.score_range_small_group(l.k_type, l.group, q_group, n_group, s.head_dim, k, l.k_row_bytes,
+                                      t1 - t0, s.scale, sb, n_att);
           } else {
             t.score_range_q4(q_group, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
           }
@@ -107,8 +106,8 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
         case KvType::q8:
         case KvType::q4:
           if (!table_group) {
-            detail::accumulate_range_any_group(l.v_type, l.group, w, n_att, n_group, v, l.v_row_bytes, t1 - t0,
-                                               s.head_dim, out_group);
+            t.accumulate_range_small_group(l.v_type, l.group, w, n_att, n_group, v, l.v_row_bytes, t1 - t0,
+                                           s.head_dim, out_group);
           } else if (l.v_type == KvType::q8) {
             t.accumulate_range_q8(w, n_att, n_group, v, l.v_row_bytes, t1 - t0, s.head_dim, out_group);
           } else {
