@@ -66,7 +66,7 @@ void draw_tier_shares(const AppSnapshot& snap) {
     }
     const std::string overlay = format_bytes(static_cast<double>(kv.used_bytes[ti])) + " / " +
                                 format_bytes(static_cast<double>(kv.capacity_bytes[ti])) + "  ·  " +
-                                std::to_string(kv.n_blocks_on_tier[ti]) + " blocks";
+                                std::to_string(kv.used_blocks[ti]) + " blocks";
     dl->AddText(ImVec2(p0.x + 6.0f, p0.y + 2.0f), IM_COL32(235, 237, 242, 255), overlay.c_str());
     ImGui::Dummy(ImVec2(w, bar_h));
     if (ImGui::IsItemHovered()) {
@@ -160,11 +160,18 @@ void draw_block_map(const AppSnapshot& snap) {
                 hovered->is_shared() ? ("  +" + std::to_string(hovered->n_owners - 1) + " more: shared prefix").c_str() : "");
     ImGui::EndTooltip();
   }
-  ImGui::TextDisabled("%zu blocks%s  ·  %lld shared  ·  %lld on disk  ·  %lld tokens per block",
-                      kv.blocks.size(),
-                      kv.n_blocks_left_out > 0 ? (" (+" + std::to_string(kv.n_blocks_left_out) + " not shown)").c_str() : "",
-                      static_cast<long long>(kv.n_shared_blocks), static_cast<long long>(kv.n_blocks_on_disk),
-                      static_cast<long long>(kv.block_tokens));
+  if (kv.n_blocks_left_out > 0) {
+    ImGui::TextColored(colors::warning, "+%lld blocks not shown", static_cast<long long>(kv.n_blocks_left_out));
+  }
+}
+
+void draw_block_map_legend(const KvPicture& kv) {
+  ImGui::PushStyleColor(ImGuiCol_Text, colors::muted);
+  ImGui::TextWrapped("%zu blocks of %lld tokens  ·  %lld shared  ·  %lld on disk  ·  ▣ shared  ▬ partial  □ disk copy  "
+                     "dim: least recent",
+                     kv.blocks.size(), static_cast<long long>(kv.block_tokens), static_cast<long long>(kv.n_shared_blocks),
+                     static_cast<long long>(kv.n_blocks_on_disk));
+  ImGui::PopStyleColor();
 }
 
 void draw_prefix_tree(const KvPicture& kv) {

@@ -24,8 +24,9 @@ std::string owner_name(const AppSnapshot& snap, int64_t owner);
 
 // Stacked T0 / T1 / T2 bars, each segment a conversation's share, and a legend.
 void draw_tier_shares(const AppSnapshot& snap);
-// Every block a cell, grouped by tier; hover for details.
+// Every block a cell, grouped by tier; hover for details. The legend goes under it.
 void draw_block_map(const AppSnapshot& snap);
+void draw_block_map_legend(const KvPicture& kv);
 // The radix index as a collapsible tree (clipped past a row budget).
 void draw_prefix_tree(const KvPicture& kv);
 // Hit/miss by tier, TTFT split, bandwidth, evictions and fragmentation.

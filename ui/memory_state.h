@@ -79,6 +79,7 @@ struct KvPicture {
   size_t block_bytes = 0;
   std::array<size_t, k_n_kv_tiers> used_bytes{};
   std::array<size_t, k_n_kv_tiers> capacity_bytes{};
+  std::array<int64_t, k_n_kv_tiers> used_blocks{};       // as each tier counts them (T2: the disk store's)
   std::array<int64_t, k_n_kv_tiers> n_blocks_on_tier{};  // where blocks live, over all blocks
   int64_t n_blocks_on_disk = 0;   // blocks with a copy on T2 (the T2 row of the block map)
   std::vector<BlockCell> blocks;  // index blocks in tree order, then private blocks

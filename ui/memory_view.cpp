@@ -83,15 +83,18 @@ void MemoryView::draw(ViewContext& ctx) {
     if (named_tab(ctx.hooks, "memory.tab.blocks", "Blocks")) {
       draw_tier_shares(ctx.snap);
       ImGui::Separator();
-      ImGui::BeginChild("memory.block_map", ImVec2(0, -ImGui::GetFrameHeightWithSpacing() * 1.2f), false);
+      ImGui::BeginChild("memory.block_map", ImVec2(0, -ImGui::GetTextLineHeightWithSpacing() * 4.6f), false);
       draw_block_map(ctx.snap);
       ImGui::EndChild();
-      ImGui::TextDisabled("weights %s  ·  %lld hits (T0 %lld, T1 %lld, T2 %lld)  ·  %lld evicted",
+      draw_block_map_legend(m.kv);
+      ImGui::PushStyleColor(ImGuiCol_Text, colors::muted);
+      ImGui::TextWrapped("weights %s  ·  %lld block hits (T0 %lld, T1 %lld, T2 %lld)  ·  %lld evicted",
                           format_bytes(static_cast<double>(m.weight_bytes)).c_str(),
                           static_cast<long long>(m.kv.n_hit_blocks[0] + m.kv.n_hit_blocks[1] + m.kv.n_hit_blocks[2]),
                           static_cast<long long>(m.kv.n_hit_blocks[0]), static_cast<long long>(m.kv.n_hit_blocks[1]),
                           static_cast<long long>(m.kv.n_hit_blocks[2]),
                           static_cast<long long>(m.kv.n_evictions[0] + m.kv.n_evictions[1] + m.kv.n_evictions[2]));
+      ImGui::PopStyleColor();
       ImGui::EndTabItem();
     }
     if (named_tab(ctx.hooks, "memory.tab.tree", "Prefix tree")) {

@@ -101,6 +101,9 @@ Result<TurnResult> SessionTurnRunner::run(const TurnRequest& request,
   out.stats.prefill_ms = r->prefill_ms;
   out.stats.decode_ms = r->decode_ms;
   out.stats.stop_reason = model::to_string(r->reason);
+  // The timeline's block hits say T0 for prefetched blocks; it shows the tiers reported here.
+  if (request_tiers_.size() >= 512) request_tiers_.erase(request_tiers_.begin());
+  request_tiers_[n_requests_] = {out.stats.n_from_tier[0], out.stats.n_from_tier[1], out.stats.n_from_tier[2]};
   return out;
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <array>
 #include <functional>
 #include <map>
 #include <memory>
@@ -93,6 +94,7 @@ class SessionTurnRunner final : public TurnRunner {
   std::vector<ui::CounterSample> samples_;  // (k_max_samples) counter history
   // Conversations' token streams as last run (history ++ segment ++ reply): the block map's owners.
   std::map<int64_t, std::vector<int32_t>> streams_;
+  std::map<int64_t, std::array<int64_t, 3>> request_tiers_;  // request id -> prompt tokens by original tier
 };
 
 }  // namespace kvc::app

@@ -32,6 +32,7 @@ void SessionTurnRunner::fill_kv(ui::MemoryState& out) {
   for (size_t t = 0; t < kv::k_n_data_tiers; ++t) {
     p.used_bytes[t] = static_cast<size_t>(v.metrics.tiers[t].used_bytes);
     p.capacity_bytes[t] = static_cast<size_t>(v.metrics.tiers[t].capacity_bytes);
+    p.used_blocks[t] = v.metrics.tiers[t].used_blocks;
     p.n_blocks_on_tier[t] = v.n_blocks_on_tier[t];
   }
   p.blocks.clear();
@@ -108,6 +109,9 @@ void SessionTurnRunner::read_events(ui::KvTimelines& out) {
     ui::TurnPhases t;
     t.request_id = m.request_id;
     for (size_t i = 0; i < kv::k_n_data_tiers; ++i) t.n_cached[i] = m.n_cached_tokens[i];
+    if (const auto it = request_tiers_.find(m.request_id); it != request_tiers_.end()) {
+      for (size_t i = 0; i < kv::k_n_data_tiers; ++i) t.n_cached[i] = it->second[i];
+    }
     t.n_computed = m.n_computed_tokens;
     t.lookup_ms = m.lookup_ms();
     t.promote_ms = m.promote_ms();
