@@ -143,7 +143,6 @@ TEST_CASE("kv view: blocks, tiers and shares agree with the cache after a shared
   }
   CHECK(n_branch == st.n_branch_points);
   CHECK(n_branch == 1);
-  (void)b;
 }
 
 TEST_CASE("kv view: demoted blocks show on T1; owners given by the caller colour the blocks", "[core][kv]") {
