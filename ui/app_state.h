@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "ui/memory_state.h"
+
 namespace kvc::ui {
 
 enum class ModelStatus { none, building_demo, loading, ready, failed };
@@ -111,6 +113,10 @@ struct MemoryState {
   std::vector<TurnPoint> turns;  // every answer of this run, oldest first
   std::vector<TierView> tiers;   // empty until the paged engine reports tiers
   std::string tier_warning;      // e.g. the disk tier is read-only or full: KV stays in RAM
+  KvPicture kv;                  // blocks, prefix tree, shares (memory_state.h)
+  KvTimelines timelines;
+  std::string export_path;       // the last KV event export written, or
+  std::string export_error;      // why it failed
 };
 
 struct AppSnapshot {
@@ -143,6 +149,10 @@ class AppCommands {
   virtual void update_settings(std::string system_prompt, SamplingView sampling) = 0;
   virtual void load_model(std::string path) = 0;
   virtual void dismiss_error() = 0;
+  // Writes the KV event stream to DATA_DIR/exports/ (Chrome trace JSON, or CSV); the path or
+  // the error shows up in MemoryState::export_path / export_error.
+  virtual void export_kv_trace() = 0;
+  virtual void export_kv_csv() = 0;
   // True while a command is queued or running (script mode waits on it).
   virtual bool busy() const = 0;
 };

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "app/gui/chat_controller.h"
 #include "storage/data_dir.h"
@@ -27,6 +28,7 @@ struct Args {
   std::string screenshot_dir = ".";
   int threads = 0;
   int64_t n_ctx = 0;
+  std::vector<int> window_size = {1600, 1000};
 };
 
 void glfw_error(int code, const char* what) { std::fprintf(stderr, "kvchat: GLFW error %d: %s\n", code, what); }
@@ -61,7 +63,7 @@ int run(const Args& a) {
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
   glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
   glfwWindowHint(GLFW_SCALE_TO_MONITOR, GLFW_TRUE);
-  GLFWwindow* window = glfwCreateWindow(1600, 1000, "kvchat", nullptr, nullptr);
+  GLFWwindow* window = glfwCreateWindow(a.window_size[0], a.window_size[1], "kvchat", nullptr, nullptr);
   if (!window) {
     std::fprintf(stderr, "kvchat: cannot create an OpenGL 3.3 window\n");
     glfwTerminate();
@@ -157,6 +159,8 @@ int main(int argc, char** argv) {
   app.add_option("-t,--threads", a.threads, "compute threads (default: one per physical core)")->check(CLI::Range(0, 1024));
   app.add_option("-c,--ctx-size", a.n_ctx, "context length (default: the model's, at most 4096)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  app.add_option("--window-size", a.window_size, "window width and height in points (default: 1600 1000)")
+      ->expected(2)->check(CLI::Range(320, 16384));
   auto* script = app.add_option("--script", a.script, "run a JSON script of UI steps, then exit (script mode)");
   app.add_option("--screenshot-dir", a.screenshot_dir, "where script mode writes its screenshots")->needs(script);
   app.set_version_flag("--version", std::string("kvchat ") + KVC_VERSION);

@@ -45,9 +45,8 @@ void BlockPool::free(int32_t slot) {
 
 void KvCache::emit(KvEventType type, Tier from, Tier to, const BlockKey& key, int32_t slot, int64_t n_tokens,
                    int64_t n_bytes, int64_t seq) {
-  if (!events_) return;
   KvEvent e;
-  e.t_us = now_us();
+  e.t_us = events_ ? now_us() : 0;  // counters need no clock
   e.type = type;
   e.from = from;
   e.to = to;
@@ -57,7 +56,8 @@ void KvCache::emit(KvEventType type, Tier from, Tier to, const BlockKey& key, in
   e.request_id = request_id_;
   e.n_tokens = n_tokens;
   e.n_bytes = n_bytes;
-  events_->append(e);
+  event_counters_.apply(e);
+  if (events_) events_->append(e);
 }
 
 void KvCache::emit_tier_usage() {

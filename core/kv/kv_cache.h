@@ -26,11 +26,15 @@
 #include "core/kv/cold_store.h"
 #include "core/kv/kv_events.h"
 #include "core/kv/kv_format.h"
+#include "core/kv/kv_metrics.h"
 #include "core/kv/radix_index.h"
 #include "core/util/result.h"
 #include "kernels/cpu/kv_block.h"
 
 namespace kvc::kv {
+
+struct KvView;
+struct KvViewOptions;
 
 struct KvCacheConfig {
   kernels::KvBlockLayout layout;  // geometry and formats of one block
@@ -138,6 +142,8 @@ class KvCache {
   const BlockKey& fingerprint() const { return config_.fingerprint; }
   TierUsageBytes tier_usage(Tier t) const;
   const KvCacheCounters& counters() const { return counters_; }
+  // Counts of every event the cache produced (kept whether or not an event log is set).
+  const KvCounters& event_counters() const { return event_counters_; }
   const RadixIndex& index() const { return index_; }
   ColdStore* cold_store() const { return cold_; }
   // Wasted slots in partial last blocks (tokens), over all sequences.
@@ -152,6 +158,11 @@ class KvCache {
 
   // Demotes every unpinned T0 block to T1 (or T2): for tests of the tier paths.
   void demote_all_unpinned(Tier to);
+
+  // Fills `out` with the metrics, every block (up to a cap) and the prefix tree; only reads
+  // the cache. Owners (options.owners, else the sequences) colour blocks and get the shares.
+  void describe(KvView& out, const KvViewOptions& options) const;
+  void describe(KvView& out) const;
 
   Status check_invariants() const;
 
@@ -210,6 +221,7 @@ class KvCache {
   SeqId next_seq_ = 1;
   uint64_t tick_ = 0;
   KvCacheCounters counters_;
+  KvCounters event_counters_;
   KvEventLog* events_ = nullptr;
   int64_t request_id_ = -1;
 };

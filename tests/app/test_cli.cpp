@@ -87,6 +87,18 @@ TEST_CASE("cli: inspect reports shape, KV bytes per format and a memory estimate
   CHECK_THAT(r.out, Catch::Contains("memory estimate at 1000 tokens"));
 }
 
+TEST_CASE("cli: inspect of a head size of 8 reports INT8 / INT4 with groups of 8", "[app][e2e]") {
+  kvc::test::TempDir tmp;
+  auto r = cli("inspect " + quoted(kvc::test::model_path("stories260K.gguf")), tmp);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  // 5 layers x 2 (K, V) x 4 kv heads x 8 dims: F16 2 bytes, INT8 1 + 2/8, INT4 0.5 + 2/8.
+  CHECK_THAT(r.out, Catch::Contains("one scale per 8 elements"));
+  CHECK_THAT(r.out, Catch::Contains("f16          640 bytes/token"));
+  CHECK_THAT(r.out, Catch::Contains("int8         400 bytes/token  (0.625x F16)"));
+  CHECK_THAT(r.out, Catch::Contains("int4         240 bytes/token  (0.375x F16)"));
+}
+
 TEST_CASE("cli: bad input gets a clear error and a non-zero exit", "[app][e2e]") {
   kvc::test::TempDir tmp;
   SECTION("missing model file") {
