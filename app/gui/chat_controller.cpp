@@ -116,7 +116,13 @@ void ChatController::worker_loop() {
     std::function<void()> task;
     {
       std::unique_lock lock(q_mu_);
-      q_cv_.wait(lock, [&] { return quit_ || !queue_.empty(); });
+      // Idle, the engine may still change what the memory view shows (a prefetch finishing):
+      // look a few times a second.
+      if (!q_cv_.wait_for(lock, std::chrono::milliseconds(150), [&] { return quit_ || !queue_.empty(); })) {
+        lock.unlock();
+        if (runner_ && runner_->memory_version() != shown_memory_version_) publish(true);
+        continue;
+      }
       if (quit_) return;
       task = std::move(queue_.front());
       queue_.pop_front();
@@ -132,7 +138,10 @@ void ChatController::publish(bool force) {
   if (!force && t - last_publish_us_ < k_publish_interval_us) return;
   last_publish_us_ = t;
   ++state_.version;
-  if (runner_) runner_->fill_memory(state_.memory);
+  if (runner_) {
+    shown_memory_version_ = runner_->memory_version();
+    runner_->fill_memory(state_.memory);
+  }
   auto next = std::make_shared<const ui::AppSnapshot>(state_);
   std::lock_guard lock(snap_mu_);
   snap_ = std::move(next);
@@ -290,7 +299,10 @@ void ChatController::do_load_model(const std::string& requested) {
   model_ = std::move(*m);
   const model::ModelConfig& c = model_->config();
   const int64_t n_ctx = options_.n_ctx > 0 ? options_.n_ctx : std::min<int64_t>(c.n_ctx_train, 4096);
-  auto runner = SessionTurnRunner::create(*model_, n_ctx, storage::resolve_data_dir(options_.data_dir) / "kv-cache");
+  EngineRunnerOptions ro;
+  ro.n_ctx = n_ctx;
+  ro.cold_dir = storage::resolve_data_dir(options_.data_dir) / "kv-cache";
+  auto runner = EngineTurnRunner::create(*model_, ro);
   if (!runner.ok()) {
     model_.reset();
     ms.status = ui::ModelStatus::failed;

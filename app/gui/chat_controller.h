@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "app/gui/engine_turn_runner.h"
 #include "app/gui/turn_runner.h"
 #include "core/backend/backend.h"
 #include "core/model/model.h"
@@ -87,6 +88,7 @@ class ChatController final : public ui::AppCommands {
   std::condition_variable q_cv_;
   std::deque<std::function<void()>> queue_;
   bool quit_ = false;
+  uint64_t shown_memory_version_ = 0;  // worker thread: the runner's memory_version() last published
   std::atomic<int> n_busy_{0};     // queued plus running commands
   std::atomic<bool> cancel_{false};
   std::atomic<uint64_t> search_serial_{0};

@@ -1,10 +1,13 @@
 // EngineTurnRunner: turns submitted to the engine thread, their text relayed to the caller.
 #include "app/gui/engine_turn_runner.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <thread>
 
+#include "core/kv/stream_keys.h"
 #include "core/model/kv_setup.h"
 
 namespace kvc::app {
@@ -41,10 +44,10 @@ Result<std::unique_ptr<EngineTurnRunner>> EngineTurnRunner::create(const model::
   eo.n_ctx = o.n_ctx;
   eo.events = &runner->events_;
   eo.observer = [r = runner.get()](const kv::KvCache& c, bool idle) {
-    if (idle || kv::now_us() - r->last_publish_us_ >= k_publish_interval_us) r->observe(c, idle);
+    if (idle || kv::now_us() - r->last_publish_us_ >= k_publish_interval_us) r->observe(c);
   };
   runner->engine_ = std::make_unique<engine::Engine>(m, *runner->cache_, eo);
-  runner->observe(*runner->cache_, true);
+  runner->observe(*runner->cache_);
   runner->engine_->start();
   return runner;
 }
@@ -53,11 +56,24 @@ EngineTurnRunner::~EngineTurnRunner() {
   engine_.reset();  // joins the engine thread before anything it uses goes
 }
 
-void EngineTurnRunner::observe(const kv::KvCache& cache, bool) {
-  EngineView v;
-  for (kv::Tier t : {kv::Tier::t0, kv::Tier::t1, kv::Tier::t2}) v.tiers[kv::tier_index(t)] = cache.tier_usage(t);
+void EngineTurnRunner::observe(const kv::KvCache& cache) {
+  kv::KvView v;
+  {
+    std::lock_guard lock(streams_mu_);
+    std::vector<kv::KvOwner> owners;
+    owners.reserve(streams_.size());
+    for (const auto& [id, tokens] : streams_) owners.push_back(kv::KvOwner{id, tokens});
+    kv::KvViewOptions o;
+    o.owners = owners;
+    cache.describe(v, o);
+  }
   view_.publish(std::move(v));
   last_publish_us_ = kv::now_us();
+}
+
+void EngineTurnRunner::set_stream(int64_t conversation, std::vector<int32_t> tokens) {
+  std::lock_guard lock(streams_mu_);
+  streams_[conversation] = std::move(tokens);
 }
 
 Result<TurnResult> EngineTurnRunner::run(const TurnRequest& request,
@@ -117,6 +133,19 @@ Result<TurnResult> EngineTurnRunner::run(const TurnRequest& request,
   const engine::RequestResult& res = relay->result;
   if (res.state == engine::RequestState::failed) return res.error;
   n_turn_tokens_ = n_prompt + static_cast<int64_t>(res.tokens.size());
+  std::vector<int32_t> stream = request.history;
+  stream.insert(stream.end(), request.segment.begin(), request.segment.end());
+  stream.insert(stream.end(), res.tokens.begin(), res.tokens.end());
+  set_stream(request.conversation_id, std::move(stream));
+  // The block map's owners changed: have the (now idle) engine thread describe the cache again
+  // before the caller shows the turn's end.
+  const uint64_t seen = view_.version();
+  engine_->notify_observer();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  while (view_.version() == seen && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  feed_.set_request_tiers(id, {res.prefix.n_from_tier[0], res.prefix.n_from_tier[1], res.prefix.n_from_tier[2]});
   TurnResult out;
   out.tokens = res.tokens;
   out.text = res.text;
@@ -133,10 +162,17 @@ Result<TurnResult> EngineTurnRunner::run(const TurnRequest& request,
 }
 
 void EngineTurnRunner::prefetch(int64_t conversation_id, const std::vector<int32_t>& tokens) {
-  engine_->prefetch(conversation_id, tokens);
+  if (!tokens.empty()) set_stream(conversation_id, tokens);
+  engine_->prefetch(conversation_id, tokens);  // observed after it ran
 }
 
-void EngineTurnRunner::fill_memory(ui::MemoryState& out) const {
+void EngineTurnRunner::release_streams(std::span<const std::vector<int32_t>> dead,
+                                       std::span<const std::vector<int32_t>> live) {
+  if (!cold_) return;
+  cold_->release(kv::unshared_block_keys(cache_->fingerprint(), cache_->block_tokens(), dead, live));
+}
+
+void EngineTurnRunner::fill_memory(ui::MemoryState& out) {
   const kernels::KvBlockLayout& layout = cache_->layout();
   out.kv_bytes_per_token = static_cast<double>(layout.block_bytes) / static_cast<double>(layout.block_tokens);
   out.n_ctx = options_.n_ctx;
@@ -150,15 +186,16 @@ void EngineTurnRunner::fill_memory(ui::MemoryState& out) const {
   } else if (!cold_error_.empty()) {
     out.tier_warning = "Disk tier off: " + cold_error_ + " Conversations keep working from RAM.";
   }
-  const EngineView v = view_.read();
+  view_.read(view_copy_);
   out.tiers.clear();
   const char* names[] = {"T0 compute", "T1 host RAM", "T2 disk"};
   for (kv::Tier t : {kv::Tier::t0, kv::Tier::t1, kv::Tier::t2}) {
     if (t == kv::Tier::t2 && !cold_) continue;
-    const kv::TierUsageBytes& u = v.tiers[kv::tier_index(t)];
+    const kv::TierUsage& u = view_copy_.metrics.tiers[static_cast<size_t>(kv::tier_index(t))];
     out.tiers.push_back(ui::TierView{names[kv::tier_index(t)], static_cast<size_t>(u.used_bytes),
                                      static_cast<size_t>(u.capacity_bytes)});
   }
+  feed_.fill(view_copy_, out);
 }
 
 }  // namespace kvc::app

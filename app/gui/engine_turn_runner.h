@@ -4,13 +4,18 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
+#include "app/gui/memory_feed.h"
 #include "app/gui/turn_runner.h"
 #include "core/engine/engine.h"
 #include "core/kv/kv_cache.h"
 #include "core/kv/kv_events.h"
+#include "core/kv/kv_view.h"
 #include "core/model/model.h"
 #include "core/util/snapshot.h"
 #include "storage/sqlite_cold_store.h"
@@ -25,13 +30,9 @@ struct EngineRunnerOptions {
   int64_t cold_bytes = int64_t{4} << 30;
 };
 
-// What the engine thread last published for the UI. Copied by fill_memory on any thread.
-struct EngineView {
-  kv::TierUsageBytes tiers[3];
-};
-
-// run() submits the turn to the engine and relays its streamed text on the calling thread;
-// the engine thread owns the cache; fill_memory reads only snapshots and thread-safe stats.
+// run() submits the turn to the engine and relays its streamed text on the calling thread.
+// The engine thread owns the cache and publishes a KvView of it after its steps; fill_memory
+// reads only that snapshot, the event log and the cold store's (thread-safe) stats.
 class EngineTurnRunner final : public TurnRunner {
  public:
   // A disk tier that cannot be opened is left out with a warning (the app works from RAM).
@@ -40,13 +41,15 @@ class EngineTurnRunner final : public TurnRunner {
 
   Result<TurnResult> run(const TurnRequest& request, const std::function<bool(const TurnDelta&)>& on_delta) override;
   void prefetch(int64_t conversation_id, const std::vector<int32_t>& tokens) override;
-  void fill_memory(ui::MemoryState& out) const override;
-
-  const kv::KvEventLog& events() const { return events_; }
+  void fill_memory(ui::MemoryState& out) override;
+  std::vector<kv::KvEvent> kv_events() const override { return feed_.all_events(); }
+  uint64_t memory_version() const override { return view_.version(); }
+  void release_streams(std::span<const std::vector<int32_t>> dead, std::span<const std::vector<int32_t>> live) override;
 
  private:
-  EngineTurnRunner(const model::Model& m, const EngineRunnerOptions& o) : m_(m), options_(o) {}
-  void observe(const kv::KvCache& cache, bool idle);
+  EngineTurnRunner(const model::Model& m, const EngineRunnerOptions& o) : m_(m), options_(o), feed_(events_) {}
+  void observe(const kv::KvCache& cache);  // engine thread
+  void set_stream(int64_t conversation, std::vector<int32_t> tokens);
 
   const model::Model& m_;
   EngineRunnerOptions options_;
@@ -55,10 +58,18 @@ class EngineTurnRunner final : public TurnRunner {
   std::unique_ptr<storage::SqliteColdStore> cold_;
   std::string cold_error_;  // why there is no disk tier, if it could not be opened
   std::unique_ptr<kv::KvCache> cache_;
-  kv::KvEventLog events_;
+  kv::KvEventLog events_{size_t{1} << 16};
+  MemoryFeed feed_;  // caller's thread
   std::atomic<int64_t> n_turn_tokens_{0};  // the last turn's prompt and reply
+
+  // Conversations' token streams as last seen (opened, or history ++ segment ++ reply): the
+  // block map's owners. Written by the caller, read by the engine thread's observer.
+  std::mutex streams_mu_;
+  std::map<int64_t, std::vector<int32_t>> streams_;
   int64_t last_publish_us_ = 0;  // engine thread
-  Snapshot<EngineView> view_;
+  Snapshot<kv::KvView> view_;
+  kv::KvView view_copy_;  // caller's thread: reused by fill_memory
+
   std::unique_ptr<engine::Engine> engine_;
 };
 

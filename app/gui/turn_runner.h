@@ -2,21 +2,14 @@
 #pragma once
 
 #include <cstdint>
-#include <filesystem>
-#include <array>
 #include <functional>
-#include <map>
-#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/kv/kv_events.h"
-#include "core/kv/kv_metrics.h"
-#include "core/model/model.h"
 #include "core/model/session.h"
-#include "storage/sqlite_cold_store.h"
 #include "core/util/result.h"
 #include "ui/app_state.h"
 
@@ -42,7 +35,7 @@ struct TurnResult {
   ui::TurnStats stats;
 };
 
-// Today a single model::Session; the paged KV engine implements the same interface.
+// EngineTurnRunner (engine_turn_runner.h) implements it on the batching engine.
 class TurnRunner {
  public:
   virtual ~TurnRunner() = default;
@@ -53,55 +46,14 @@ class TurnRunner {
   virtual void fill_memory(ui::MemoryState& out) = 0;
   // The KV events still held (oldest first), for the trace and CSV exports.
   virtual std::vector<kv::KvEvent> kv_events() const = 0;
+  // Changes when what fill_memory would show changed on its own (the engine worked in the
+  // background, e.g. a prefetch): the controller then publishes a new snapshot while idle.
+  virtual uint64_t memory_version() const { return 0; }
   // After a conversation was deleted: releases the cold blocks that its streams (`dead`, every
   // branch) reach and no remaining stream (`live`) does. Hashes the streams: call it off the
   // UI thread. A runner without a disk tier has nothing to release.
   virtual void release_streams(std::span<const std::vector<int32_t>> /*dead*/,
                                std::span<const std::vector<int32_t>> /*live*/) {}
-};
-
-// Turns on one model::Session whose KV cache has a host-RAM tier and a disk tier in the data
-// directory, so a conversation reopened after a restart resumes from disk.
-class SessionTurnRunner final : public TurnRunner {
- public:
-  // cold_dir empty: no disk tier. A disk tier that cannot be opened is left out with a warning.
-  static Result<std::unique_ptr<SessionTurnRunner>> create(const model::Model& m, int64_t n_ctx,
-                                                           const std::filesystem::path& cold_dir = {});
-  Result<TurnResult> run(const TurnRequest& request, const std::function<bool(const TurnDelta&)>& on_delta) override;
-  void prefetch(int64_t conversation_id, const std::vector<int32_t>& tokens) override;
-  void fill_memory(ui::MemoryState& out) override;
-  std::vector<kv::KvEvent> kv_events() const override;
-  void release_streams(std::span<const std::vector<int32_t>> dead, std::span<const std::vector<int32_t>> live) override;
-
- private:
-  SessionTurnRunner(std::unique_ptr<storage::SqliteColdStore> cold, model::Session s);
-  void emit_phase(kv::KvEventType type, int64_t t_us, int64_t n_tokens, int64_t n_bytes = 0);
-  void fill_kv(ui::MemoryState& out);
-  void read_events(ui::KvTimelines& out);
-
-  std::unique_ptr<storage::SqliteColdStore> cold_;  // declared first: outlives the session's cache
-  model::Session session_;
-  std::string cold_error_;  // why there is no disk tier, if it could not be opened
-  // What opening a conversation brought to T0, and from where: a turn served from those T0
-  // blocks reports their original tiers.
-  int64_t prefetched_conversation_ = 0;
-  kv::PrefixInfo prefetched_;
-
-  // The KV event stream: the cache and run() write it (worker thread); fill_memory reads it.
-  std::unique_ptr<kv::KvEventLog> events_;
-  uint64_t events_cursor_ = 0;
-  uint64_t n_events_read_ = 0, n_events_lost_ = 0;
-  int64_t n_requests_ = 0;
-  int64_t current_conversation_ = -1;
-  kv::TurnTimeline timeline_{256};
-  kv::BandwidthMeter bandwidth_;
-  std::vector<kv::KvEvent> read_buf_;
-  int64_t t_start_us_ = 0;        // the first sample's time
-  int64_t last_sample_us_ = 0;
-  std::vector<ui::CounterSample> samples_;  // (k_max_samples) counter history
-  // Conversations' token streams as last run (history ++ segment ++ reply): the block map's owners.
-  std::map<int64_t, std::vector<int32_t>> streams_;
-  std::map<int64_t, std::array<int64_t, 3>> request_tiers_;  // request id -> prompt tokens by original tier
 };
 
 }  // namespace kvc::app

@@ -2,6 +2,7 @@
 #include "core/engine/engine.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/util/assert.h"
 
@@ -81,6 +82,12 @@ void Engine::prefetch(int64_t conversation, std::vector<int32_t> tokens) {
   wake_.notify_one();
 }
 
+void Engine::notify_observer() {
+  std::lock_guard lock(mu_);
+  observe_requested_ = true;
+  wake_.notify_one();
+}
+
 void Engine::forget(RequestId id) {
   std::lock_guard lock(mu_);
   results_.erase(id);
@@ -93,8 +100,10 @@ void Engine::observe(bool idle) const {
 void Engine::take_inbox() {
   std::vector<RequestId> cancels;
   std::vector<Prefetch> prefetches;
+  bool observe_requested = false;
   {
     std::lock_guard lock(mu_);
+    observe_requested = std::exchange(observe_requested_, false);
     for (auto& a : inbox_) waiting_.push_back(std::move(a));
     inbox_.clear();
     cancels.swap(cancels_);
@@ -103,7 +112,7 @@ void Engine::take_inbox() {
   for (Prefetch& p : prefetches) {
     prefetched_[p.conversation] = cache_.prefetch(p.tokens);
   }
-  if (!prefetches.empty()) observe(running_.empty() && waiting_.empty());
+  if (!prefetches.empty() || observe_requested) observe(running_.empty() && waiting_.empty());
   for (RequestId id : cancels) {
     for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
       if ((*it)->id == id) {
@@ -375,7 +384,7 @@ Status Engine::run_until_idle(const std::function<Status()>& check) {
     bool more;
     {
       std::lock_guard lock(mu_);
-      more = !inbox_.empty() || !cancels_.empty() || !prefetches_.empty();
+      more = !inbox_.empty() || !cancels_.empty() || !prefetches_.empty() || observe_requested_;
     }
     if (!busy && !more && running_.empty() && waiting_.empty()) return {};
   }
@@ -388,7 +397,7 @@ void Engine::start() {
     for (;;) {
       if (step()) continue;
       std::unique_lock lock(mu_);
-      wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || !prefetches_.empty(); });
+      wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || !prefetches_.empty() || observe_requested_; });
       if (stopping_) return;
     }
   });

@@ -110,6 +110,9 @@ class Engine {
   // T0 on the stepping thread, ahead of its next request; that request then reports the
   // blocks under the tier they were found on. Queued; returns at once.
   void prefetch(int64_t conversation, std::vector<int32_t> tokens);
+  // Runs the observer once more on the stepping thread, soon (say, after what it reads
+  // besides the cache changed). Returns at once.
+  void notify_observer();
   // Drops the stored result of an ended request (a long-running engine calls this once it
   // has read the result; results are kept until then).
   void forget(RequestId id);
@@ -170,6 +173,7 @@ class Engine {
     std::vector<int32_t> tokens;
   };
   std::vector<Prefetch> prefetches_;  // guarded by mu_
+  bool observe_requested_ = false;    // guarded by mu_
 
   // Engine-thread state.
   std::map<int64_t, kv::PrefixInfo> prefetched_;  // conversation -> what its prefetch found

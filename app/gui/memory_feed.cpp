@@ -1,8 +1,7 @@
-// SessionTurnRunner's side of the Memory window: the cache's KvView and its event stream, converted to ui structs.
+// MemoryFeed: the cache's KvView and its event stream, converted to the Memory window's structs.
 #include <algorithm>
 
-#include "app/gui/turn_runner.h"
-#include "core/kv/kv_view.h"
+#include "app/gui/memory_feed.h"
 
 namespace kvc::app {
 
@@ -15,17 +14,17 @@ int tier_of(kv::Tier t) { return kv::is_data_tier(t) ? kv::tier_index(t) : 0; }
 
 }  // namespace
 
-void SessionTurnRunner::fill_kv(ui::MemoryState& out) {
-  const kv::KvCache& cache = session_.cache();
-  std::vector<kv::KvOwner> owners;
-  owners.reserve(streams_.size());
-  for (const auto& [id, tokens] : streams_) owners.push_back(kv::KvOwner{id, tokens});
-  kv::KvViewOptions o;
-  o.owners = owners;
-  kv::KvView v;
-  cache.describe(v, o);
+void MemoryFeed::set_request_tiers(int64_t request_id, const std::array<int64_t, 3>& tokens_by_tier) {
+  if (request_tiers_.size() >= 512) request_tiers_.erase(request_tiers_.begin());
+  request_tiers_[request_id] = tokens_by_tier;
+}
 
-  ui::KvPicture& p = out.kv;
+void MemoryFeed::fill(const kv::KvView& v, ui::MemoryState& out) {
+  fill_picture(v, out.kv);
+  read_events(out.timelines);
+}
+
+void MemoryFeed::fill_picture(const kv::KvView& v, ui::KvPicture& p) {
   p.valid = true;
   p.block_tokens = v.metrics.block_size;
   p.block_bytes = static_cast<size_t>(v.block_bytes);
@@ -95,12 +94,12 @@ void SessionTurnRunner::fill_kv(ui::MemoryState& out) {
   }
 }
 
-void SessionTurnRunner::read_events(ui::KvTimelines& out) {
+void MemoryFeed::read_events(ui::KvTimelines& out) {
   read_buf_.clear();
-  const kv::EventReadResult r = events_->read_since(events_cursor_, read_buf_);
-  events_cursor_ = r.cursor;
-  n_events_read_ += r.n_read;
-  n_events_lost_ += r.n_lost;
+  const kv::EventReadResult r = log_.read_since(cursor_, read_buf_);
+  cursor_ = r.cursor;
+  n_read_ += r.n_read;
+  n_lost_ += r.n_lost;
   timeline_.add(read_buf_);
   bandwidth_.add(read_buf_);
 
@@ -139,13 +138,13 @@ void SessionTurnRunner::read_events(ui::KvTimelines& out) {
     }
   }
   out.samples = samples_;
-  out.n_events = n_events_read_;
-  out.n_events_lost = n_events_lost_;
+  out.n_events = n_read_;
+  out.n_events_lost = n_lost_;
 }
 
-std::vector<kv::KvEvent> SessionTurnRunner::kv_events() const {
+std::vector<kv::KvEvent> MemoryFeed::all_events() const {
   std::vector<kv::KvEvent> all;
-  events_->read_since(events_->oldest(), all);
+  log_.read_since(log_.oldest(), all);
   return all;
 }
 
