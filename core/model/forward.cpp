@@ -109,6 +109,7 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
   be_.matmul(w.output, h_, n_out, logits_, nullptr);
   host_logits_.resize(static_cast<size_t>(n_out * c.n_vocab));
   be_.copy_to_host(logits_, host_logits_.data(), host_logits_.size() * sizeof(float));
+  KVC_TRY(be_.take_error());
   return std::span<const float>(host_logits_);
 }
 
