@@ -20,6 +20,7 @@ if [ -z "$models" ]; then
   for d in "$root/../shared/models" "$root/shared/models"; do [ -d "$d" ] && models=$d && break; done
 fi
 jobs=${JOBS:-16}
+arch=${CUDA_ARCH:-native}  # nvcc -arch for the kernel check and the bandwidth probe
 build=${BUILD_DIR:-$root/build/device}
 cli=$build/app/kvchat-cli
 mkdir -p "$out"
@@ -49,7 +50,8 @@ step() {
   [ "$limit" -gt "$left" ] && limit=$left
   echo "=== $name: $*" >>"$log"
   if declare -F "$1" >/dev/null; then  # a function of this script: run it in a subshell
-    timeout --kill-after=10 "$limit" bash -c "$(declare -f "$1"); root='$root' build='$build'; $*" >"$out/.step.out" 2>&1
+    timeout --kill-after=10 "$limit" bash -c "$(declare -f "$1"); root='$root' build='$build' jobs='$jobs' arch='$arch'; $*" \
+      >"$out/.step.out" 2>&1
   else
     timeout --kill-after=10 "$limit" "$@" >"$out/.step.out" 2>&1
   fi
@@ -115,26 +117,26 @@ fi
 # 2. The kernels alone against the CPU reference: needs only nvcc and g++, so it runs even
 #    where the project's Debian dependencies (sentencepiece, Catch2, ...) are missing.
 build_kernel_check() {
-  local kdir=$build/kernel-check
+  local kdir=$build/kernel-check f flags
+  rm -rf "$kdir"
   mkdir -p "$kdir"
-  local f flags pids=()
-  for f in "$root"/kernels/cpu/*.cpp; do
-    flags=
+  for f in "$root"/kernels/cpu/*.cpp "$root"/kernels/cuda/*.cu "$root"/tests/cuda/kernel_check.cu; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
     case $f in
-      *_avx2.cpp) flags="-mavx2 -mfma -mf16c" ;;
-      *_avx512.cpp) flags="-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni" ;;
+      *.cu) flags="nvcc -std=c++17 -O2 -arch=$arch --expt-relaxed-constexpr" ;;
+      *_avx2.cpp) flags="g++ -std=c++20 -O2 -fno-math-errno -mavx2 -mfma -mf16c" ;;
+      *_avx512.cpp) flags="g++ -std=c++20 -O2 -fno-math-errno -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni" ;;
+      *) flags="g++ -std=c++20 -O2 -fno-math-errno" ;;
     esac
     # shellcheck disable=SC2086
-    g++ -std=c++20 -O2 -fno-math-errno $flags -I"$root" -c "$f" -o "$kdir/$(basename "$f").o" &
-    pids+=($!)
+    ($flags -I"$root" -c "$f" -o "$kdir/$(basename "$f").o" || echo "$f" >>"$kdir/failed") &
   done
-  for f in "$root"/kernels/cuda/*.cu "$root"/tests/cuda/kernel_check.cu; do
-    nvcc -std=c++17 -O2 -arch=native --expt-relaxed-constexpr -I"$root" -c "$f" -o "$kdir/$(basename "$f").o" &
-    pids+=($!)
-  done
-  local rc=0
-  for p in "${pids[@]}"; do wait "$p" || rc=1; done
-  [ $rc -eq 0 ] && nvcc -arch=native -o "$kdir/kernel_check" "$kdir"/*.o -lpthread
+  wait
+  if [ -f "$kdir/failed" ]; then
+    echo "compile failed: $(cat "$kdir/failed")"
+    return 1
+  fi
+  nvcc -arch="$arch" -o "$kdir/kernel_check" "$kdir"/*.o -lpthread
 }
 step kernel-check-build 150 build_kernel_check && step kernel-check 60 "$build/kernel-check/kernel_check"
 section kernel-check "Kernels vs the CPU reference (tests/cuda/kernel_check.cu)" 45
@@ -154,7 +156,7 @@ fi
 
 # 5. Device memory bandwidth (the decode ceiling).
 if command -v nvcc >/dev/null 2>&1; then
-  step bandwidth-build 90 nvcc -O2 -arch=native -o "$build/cuda_bandwidth" "$root/tests/cuda/bandwidth.cu" &&
+  step bandwidth-build 90 nvcc -O2 -arch="$arch" -o "$build/cuda_bandwidth" "$root/tests/cuda/bandwidth.cu" &&
     step bandwidth 60 "$build/cuda_bandwidth"
   section bandwidth "Device memory bandwidth (float4 copy, read + write bytes)" 5
 fi
