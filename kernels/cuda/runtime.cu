@@ -68,7 +68,11 @@ void* device_alloc(size_t n_bytes, CudaStatus* st) {
                       " MiB): " + cudaGetErrorString(e)};
     return nullptr;
   }
-  if (auto z = check(cudaMemset(p, 0, n_bytes), "cudaMemset"); !z.ok) {
+  // The zeroing runs on the legacy default stream, which the backend's non-blocking stream does
+  // not wait for: finish it here (allocations happen at setup, not per token).
+  CudaStatus z = check(cudaMemset(p, 0, n_bytes), "cudaMemset");
+  if (z.ok) z = check(cudaStreamSynchronize(nullptr), "cudaMemset");
+  if (!z.ok) {
     cudaFree(p);
     *st = z;
     return nullptr;
