@@ -142,7 +142,9 @@ step kernel-check-build 150 build_kernel_check && step kernel-check 60 "$build/k
 section kernel-check "Kernels vs the CPU reference (tests/cuda/kernel_check.cu)" 45
 
 # 3. Configure and build the project for this GPU only (native), tests included.
-step configure 180 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVC_WERROR=ON \
+# Warnings stay warnings here (CI's gcc enforces -Werror): a newer compiler's new warning must
+# not hide the GPU results.
+step configure 180 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVC_WERROR=OFF \
   -DKVC_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=native
 section configure "Configure" 25
 step build 300 cmake --build "$build" -j "$jobs" --target kvc_tests kvchat-cli

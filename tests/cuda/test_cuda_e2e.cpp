@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "core/backend/backend.h"
 #include "core/backend/cuda_backend.h"
@@ -123,6 +124,11 @@ TEST_CASE("cuda e2e: prompt logits on every shared model match llama.cpp's and t
   for (const Case& c : cases) {
     DYNAMIC_SECTION(c.file) {
       const auto dir = test::models_dir();
+      // A GPU machine may get a subset of the shared models (its transfer limit): say so.
+      if (!std::filesystem::exists(dir / (std::string(c.file) + ".gguf"))) {
+        WARN("skipped: " << c.file << ".gguf is not in " << dir.string());
+        continue;
+      }
       const auto prompt = to_i32(test::read_reference_ids(dir / (std::string(c.file) + ".reference.txt"), "prompt"));
       const auto ref = test::read_f32_file(dir / (std::string(c.file) + ".reference.logits.f32"));
       std::vector<float> per_backend[2];
