@@ -20,4 +20,12 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "fonts-dejavu-core")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "fonts-noto-cjk, xvfb")
 set(CPACK_ARCHIVE_COMPONENT_INSTALL OFF)
+# CUDA: packages carry machine code for Turing (sm_75, the oldest CUDA 13 accepts), Ampere
+# (80, 86), Ada (89), Hopper (90), Blackwell (100, 120) plus sm_120 PTX for later GPUs; the
+# "package" preset sets this list. A package built with another list says so at configure.
+set(KVC_CUDA_PACKAGE_ARCHITECTURES "75-real;80-real;86-real;89-real;90-real;100-real;120")
+if(KVC_CUDA AND NOT CMAKE_CUDA_ARCHITECTURES STREQUAL KVC_CUDA_PACKAGE_ARCHITECTURES)
+  message(STATUS "kvchat: packages from this build run CUDA only on ${CMAKE_CUDA_ARCHITECTURES} "
+                 "(use cmake --preset package for every consumer GPU)")
+endif()
 include(CPack)

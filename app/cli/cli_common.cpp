@@ -16,6 +16,11 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool model_required) {
   if (model_required) m->required();
   cmd.add_option("-t,--threads", o.threads, "compute threads (default: one per physical core)")
       ->check(CLI::Range(0, 1024));
+  cmd.add_option("--backend", o.backend,
+                 "compute backend: cpu, cuda (the first GPU) or auto (cuda when a GPU is usable). Default cpu: "
+                 "the CUDA backend is built and tested without a GPU but has not yet been run on one")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
   cmd.add_option("-c,--ctx-size", o.n_ctx, "context length in tokens (default: the model's, at most 4096)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   cmd.add_option("-b,--batch-size", o.n_batch, "tokens evaluated per forward pass during prefill")
@@ -59,7 +64,9 @@ Result<Loaded> load_model(const ModelOptions& o) {
     path = *demo;
   }
   Loaded l;
-  l.backend = backend::make_cpu_backend(o.threads);
+  auto be = backend::create_backend(o.backend, o.threads);
+  if (!be.ok()) return be.error();
+  l.backend = std::move(*be);
   Progress bar("loading " + path, o.quiet);
   model::LoadOptions lo;
   lo.progress = [&](size_t done, size_t total) { bar.update(total ? static_cast<double>(done) / static_cast<double>(total) : 1.0); };

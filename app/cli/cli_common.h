@@ -20,6 +20,7 @@ namespace kvc::cli {
 struct ModelOptions {
   std::string model;  // -m
   int threads = 0;    // -t; 0 = one per physical core
+  std::string backend = "cpu";  // --backend: cpu, cuda or auto
   int64_t n_ctx = 0;  // -c; 0 = the model's training context (capped)
   int64_t n_batch = 256;
   std::string data_dir;  // --data-dir

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/util/result.h"
 #include "kernels/cpu/dtype.h"
@@ -64,7 +65,8 @@ class Backend {
   virtual void rmsnorm(const float* x, const float* w, int64_t n_tokens, int64_t n, float eps, float* out) = 0;
   // y: (n_tokens, w.n_rows) = x: (n_tokens, w.n_cols) * W^T, plus bias (n_rows) when non-null.
   virtual void matmul(const Weight& w, const float* x, int64_t n_tokens, float* y, const float* bias) = 0;
-  // Rotates each token's heads in place; x: (n_tokens, n_heads * head_dim), positions: n_tokens.
+  // Rotates each token's heads in place; x: (n_tokens, n_heads * head_dim), positions: n_tokens
+  // (host memory, like the block tables of SeqSlice).
   virtual void rope(float* x, int64_t n_tokens, const int64_t* positions, int n_heads, int head_dim,
                     const kernels::RopeParams& p) = 0;
   // Stores layer `layer`'s K and V of every token of the batch into its sequence's blocks.
@@ -80,9 +82,22 @@ class Backend {
   virtual void silu_mul(float* gate, const float* up, int64_t n) = 0;
   // x += y; n floats.
   virtual void add(float* x, const float* y, int64_t n) = 0;
+
+  // The first failure of the asynchronous work since the last call (a device backend's
+  // kernel fault, a failed copy), cleared by reading it; ok when nothing failed. Callers
+  // check it after copy_to_host. The CPU backend's ops cannot fail.
+  virtual Status take_error() { return {}; }
 };
 
 // The CPU backend with n_threads compute threads (0: one per physical core).
 std::unique_ptr<Backend> make_cpu_backend(int n_threads);
+
+// The backend named `kind`: "cpu", "cuda" (device 0) or "auto" (cuda when a CUDA device is
+// usable, else cpu). n_threads is the CPU backend's thread count (0: one per core).
+// "cuda" without a usable device, or in a build without CUDA, is an error saying which.
+Result<std::unique_ptr<Backend>> create_backend(std::string_view kind, int n_threads);
+
+// The backends usable on this machine, "cpu" first (tests run each op on each of them).
+std::vector<std::string> available_backends();
 
 }  // namespace kvc::backend

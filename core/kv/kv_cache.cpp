@@ -194,7 +194,7 @@ void KvCache::truncate(Sequence& s, int64_t n) {
         s.tokens.resize(static_cast<size_t>((keep_blocks - 1) * static_cast<size_t>(B)));
         return;
       }
-      std::memcpy(t0_.data(slot), t0_.data(last.t0_slot), static_cast<size_t>(config_.layout.block_bytes));
+      be_.copy(t0_.data(last.t0_slot), t0_.data(slot), static_cast<size_t>(config_.layout.block_bytes));
       if (s.pinned) index_.release(last.shared);
       emit(KvEventType::block_copied_on_write, Tier::t0, Tier::t0, index_.key(last.shared), slot, B);
       last = SeqBlock{slot, {}};
@@ -425,7 +425,7 @@ Result<PrefixInfo> KvCache::prepare(SeqId id, std::span<const int32_t> prompt) {
       tail = s.blocks[tail_block];
       s.blocks[tail_block].t0_slot = -1;  // moved out: not freed with the rest
     } else if (const int32_t slot = alloc_t0(); slot >= 0) {
-      std::memcpy(t0_.data(slot), t0_.data(s.blocks[tail_block].t0_slot), static_cast<size_t>(config_.layout.block_bytes));
+      be_.copy(t0_.data(s.blocks[tail_block].t0_slot), t0_.data(slot), static_cast<size_t>(config_.layout.block_bytes));
       tail = SeqBlock{slot, {}};
       emit(KvEventType::block_copied_on_write, Tier::t0, Tier::t0, index_.key(s.blocks[tail_block].shared), slot, B);
       ++counters_.n_cow;

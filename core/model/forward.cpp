@@ -15,7 +15,7 @@ Forward::Forward(const Model& m, const kernels::KvBlockLayout& layout, int64_t m
   KVC_ASSERT(layout.n_layer == c.n_layer && layout.n_kv_head == c.n_head_kv && layout.head_dim == c.head_dim);
   auto buf = [&](int64_t width) {
     auto* p = static_cast<float*>(be_.alloc(static_cast<size_t>(max_batch * width) * sizeof(float)));
-    KVC_ASSERT(p != nullptr);
+    if (!p) alloc_failed_ = true;  // reported by eval(): a device can run out of memory
     return p;
   };
   x_ = buf(c.n_embd);
@@ -29,7 +29,7 @@ Forward::Forward(const Model& m, const kernels::KvBlockLayout& layout, int64_t m
   out_rows_ = buf(c.n_embd);
   logits_ = buf(c.n_vocab);
   tokens_ = static_cast<int32_t*>(be_.alloc(static_cast<size_t>(max_batch) * sizeof(int32_t)));
-  KVC_ASSERT(tokens_ != nullptr);
+  if (!tokens_) alloc_failed_ = true;
 }
 
 Forward::~Forward() {
@@ -39,6 +39,11 @@ Forward::~Forward() {
 
 Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, Logits which) {
   const ModelConfig& c = m_.config();
+  if (alloc_failed_) {
+    return make_error(ErrorCode::out_of_memory, "the " + std::string(be_.name()) + " backend has no memory for the " +
+                                                    "activations of a batch of " + std::to_string(max_batch_) +
+                                                    " tokens; use a smaller batch (-b) or context");
+  }
   const int64_t B = layout_.block_tokens;
   slices_.clear();
   batch_tokens_.clear();
@@ -109,6 +114,7 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
   be_.matmul(w.output, h_, n_out, logits_, nullptr);
   host_logits_.resize(static_cast<size_t>(n_out * c.n_vocab));
   be_.copy_to_host(logits_, host_logits_.data(), host_logits_.size() * sizeof(float));
+  KVC_TRY(be_.take_error());
   return std::span<const float>(host_logits_);
 }
 

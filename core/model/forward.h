@@ -58,6 +58,7 @@ class Forward {
   float* out_rows_ = nullptr;  // (max_batch, n_embd) rows whose logits are wanted
   float* logits_ = nullptr;    // (max_batch, n_vocab)
   int32_t* tokens_ = nullptr;  // (max_batch) host staging of the batch's token ids
+  bool alloc_failed_ = false;  // a buffer above could not be allocated; eval() reports it
   std::vector<int32_t> batch_tokens_;
   std::vector<int64_t> positions_;
   std::vector<backend::SeqSlice> slices_;
