@@ -149,7 +149,7 @@ void ChatView::draw_settings(ViewContext& ctx) {
     settings_sampling_ = ctx.snap.chat.sampling;
   }
   ImGui::TextUnformatted("System prompt (used when the conversation starts)");
-  input_string_multiline("##system", settings_system_, ImVec2(420.0f, ImGui::GetTextLineHeight() * 4.0f));
+  named_input(ctx.hooks, "chat.system", "##system", settings_system_, 0, ImVec2(420.0f, ImGui::GetTextLineHeight() * 4.0f));
   SamplingView& s = settings_sampling_;
   ImGui::SetNextItemWidth(260.0f);
   ImGui::SliderFloat("temperature", &s.temperature, 0.0f, 2.0f, "%.2f");
@@ -167,7 +167,7 @@ void ChatView::draw_settings(ViewContext& ctx) {
   int seed = static_cast<int>(s.seed);
   ImGui::SetNextItemWidth(260.0f);
   if (ImGui::InputInt("seed (-1: random)", &seed)) s.seed = std::max(-1, seed);
-  if (ImGui::Button("Apply")) {
+  if (named_button(ctx.hooks, "chat.settings_apply", "Apply")) {
     ctx.cmd.update_settings(settings_system_, settings_sampling_);
     ImGui::CloseCurrentPopup();
   }

@@ -7,7 +7,8 @@
 namespace kvc::app {
 
 Result<std::unique_ptr<SessionTurnRunner>> SessionTurnRunner::create(const model::Model& m, int64_t n_ctx,
-                                                                     const std::filesystem::path& cold_dir) {
+                                                                     const std::filesystem::path& cold_dir,
+                                                                     ui::TierBudgets budgets) {
   std::unique_ptr<storage::SqliteColdStore> cold;
   std::string cold_error;
   if (!cold_dir.empty()) {
@@ -23,7 +24,8 @@ Result<std::unique_ptr<SessionTurnRunner>> SessionTurnRunner::create(const model
   }
   model::SessionOptions o;
   o.n_ctx = n_ctx;
-  o.t1_bytes = int64_t{512} << 20;
+  o.t0_bytes = budgets.t0_bytes;
+  o.t1_bytes = budgets.t1_bytes > 0 ? budgets.t1_bytes : int64_t{512} << 20;
   o.cold = cold.get();
   auto s = model::Session::create(m, o);
   if (!s.ok()) return s.error();

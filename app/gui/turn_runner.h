@@ -52,8 +52,10 @@ class TurnRunner {
 class SessionTurnRunner final : public TurnRunner {
  public:
   // cold_dir empty: no disk tier. A disk tier that cannot be opened is left out with a warning.
+  // budgets: 0 keeps a tier's default (T0: room for n_ctx tokens, T1: 512 MiB).
   static Result<std::unique_ptr<SessionTurnRunner>> create(const model::Model& m, int64_t n_ctx,
-                                                           const std::filesystem::path& cold_dir = {});
+                                                           const std::filesystem::path& cold_dir = {},
+                                                           ui::TierBudgets budgets = {});
   Result<TurnResult> run(const TurnRequest& request, const std::function<bool(const TurnDelta&)>& on_delta) override;
   void prefetch(int64_t conversation_id, const std::vector<int32_t>& tokens) override;
   void fill_memory(ui::MemoryState& out) const override;
