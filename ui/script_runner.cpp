@@ -60,6 +60,9 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
     }
   }
   m["n_restarts"] = static_cast<double>(s.engine.n_restarts);
+  double n_branch_points = 0;
+  for (const auto& msg : s.chat.messages) n_branch_points += msg.n_siblings > 1 ? 1 : 0;
+  m["n_branch_points"] = n_branch_points;
   return m;
 }
 

@@ -14,7 +14,7 @@ namespace {
 // Height of the demo's caption bar: a fraction of the display in the presenter layout.
 float caption_height(bool has_demo, bool presenter, float display_h) {
   if (!has_demo) return 0;
-  return display_h * (presenter ? 0.22f : 0.16f);
+  return display_h * (presenter ? 0.18f : 0.14f);
 }
 
 }  // namespace
@@ -61,8 +61,8 @@ void Shell::layout(float menu_h) {
   ImGui::SetWindowSize(k_memory_window, ImVec2(right_w, h - model_h - gap));
 }
 
-// Chat and memory side by side under the caption; the conversation list and model window
-// stay hidden (the menus still reach everything).
+// Chat and memory side by side under the caption, a narrow conversation list on the left;
+// the model window stays hidden (File > Open model leaves the presenter layout).
 void Shell::presenter_layout(float menu_h) {
   const ImVec2 d = ImGui::GetIO().DisplaySize;
   const float gap = 8.0f;
@@ -73,11 +73,14 @@ void Shell::presenter_layout(float menu_h) {
   }
   const float top = menu_h + gap + (caption_h > 0 ? caption_h + gap : 0);
   const float h = d.y - top - gap;
-  const float chat_w = (d.x - 3 * gap) * 0.56f;
-  ImGui::SetWindowPos(k_chat_window, ImVec2(gap, top));
+  const float list_w = (d.x - 4 * gap) * 0.16f;
+  const float chat_w = (d.x - 4 * gap) * 0.46f;
+  ImGui::SetWindowPos(k_conversations_window, ImVec2(gap, top));
+  ImGui::SetWindowSize(k_conversations_window, ImVec2(list_w, h));
+  ImGui::SetWindowPos(k_chat_window, ImVec2(2 * gap + list_w, top));
   ImGui::SetWindowSize(k_chat_window, ImVec2(chat_w, h));
-  ImGui::SetWindowPos(k_memory_window, ImVec2(2 * gap + chat_w, top));
-  ImGui::SetWindowSize(k_memory_window, ImVec2(d.x - 3 * gap - chat_w, h));
+  ImGui::SetWindowPos(k_memory_window, ImVec2(3 * gap + list_w + chat_w, top));
+  ImGui::SetWindowSize(k_memory_window, ImVec2(d.x - 4 * gap - list_w - chat_w, h));
 }
 
 void Shell::draw(ViewContext& outer) {
@@ -90,7 +93,10 @@ void Shell::draw(ViewContext& outer) {
   if (ImGui::BeginMainMenuBar()) {
     if (ImGui::BeginMenu("File")) {
       if (ImGui::MenuItem("New chat", "Ctrl+N")) ctx.cmd.new_conversation();
-      if (ImGui::MenuItem("Open model...")) model.open_browser = true;
+      if (ImGui::MenuItem("Open model...")) {
+        model.open_browser = true;
+        presenter = false;  // the model window is not part of the presenter layout
+      }
       ImGui::Separator();
       if (ImGui::MenuItem("Quit")) quit = true;
       ImGui::EndMenu();
@@ -133,7 +139,7 @@ void Shell::draw(ViewContext& outer) {
   }
   // Windows must exist before SetWindowPos by name works: draw first, lay out after.
   if (demo) demo->draw(ctx);
-  if (!presenter) conversations.draw(ctx);
+  conversations.draw(ctx);
   chat.draw(ctx);
   if (!presenter) model.draw(ctx);
   memory.draw(ctx);
