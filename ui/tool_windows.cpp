@@ -90,7 +90,11 @@ void KvCalculatorView::draw(ViewContext& ctx) {
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(std::string(kv::kv_format_name(f)).c_str());
       ImGui::TableNextColumn();
-      ImGui::Text("%s  (%.0f B)", format_bytes(e->bytes_per_token).c_str(), e->bytes_per_token);
+      if (e->bytes_per_token >= 1024) {
+        ImGui::Text("%s  (%.0f B)", format_bytes(e->bytes_per_token).c_str(), e->bytes_per_token);
+      } else {
+        ImGui::TextUnformatted(format_bytes(e->bytes_per_token).c_str());
+      }
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(format_bytes(e->bytes_per_conversation).c_str());
     }
