@@ -73,6 +73,11 @@ class ConversationStore {
   // Follows the newest child down from `message_id` to a leaf (what to show after switching branch).
   Result<int64_t> newest_leaf_under(int64_t message_id);
 
+  // The token stream of every branch: one per leaf, its messages' ids concatenated root to leaf
+  // (what the KV cache saw). Of one conversation, or of every conversation but `except_id`.
+  Result<std::vector<std::vector<int32_t>>> token_streams(int64_t conversation_id);
+  Result<std::vector<std::vector<int32_t>>> token_streams_except(int64_t except_id);
+
   Result<std::string> export_json(int64_t conversation_id, int64_t leaf_id);
   Result<std::string> export_markdown(int64_t conversation_id, int64_t leaf_id);
 
@@ -88,6 +93,7 @@ class ConversationStore {
   Result<int64_t> insert_message_locked(int64_t conversation_id, int64_t parent_id, Role role, std::string_view text,
                                         std::span<const int32_t> tokens, MessageState state);
   Result<std::vector<Message>> path_locked(int64_t leaf_id);
+  Result<std::vector<std::vector<int32_t>>> streams_locked(std::string_view where, int64_t id);
   Result<std::pair<Conversation, std::vector<Message>>> export_path_locked(int64_t conversation_id, int64_t leaf_id);
 
   std::mutex mu_;

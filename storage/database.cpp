@@ -176,6 +176,31 @@ Status Database::read_blob(const char* table, const char* column, int64_t rowid,
   return {};
 }
 
+Status Database::read_blobs(const char* table, const char* column, std::span<const int64_t> rowids,
+                           std::span<const std::span<uint8_t>> outs, std::vector<uint8_t>& ok) {
+  KVC_ASSERT(rowids.size() == outs.size());
+  ok.assign(rowids.size(), 0);
+  KVC_TRY(exec("BEGIN"));  // deferred: a read snapshot, no write lock
+  sqlite3_blob* blob = nullptr;
+  for (size_t i = 0; i < rowids.size(); ++i) {
+    // The first row opens the handle; the next ones move it (a failed move closes it).
+    const int rc = blob ? sqlite3_blob_reopen(blob, rowids[i])
+                        : sqlite3_blob_open(db_, "main", table, column, rowids[i], 0, &blob);
+    if (rc != SQLITE_OK) {
+      if (!blob) continue;
+      sqlite3_blob_close(blob);
+      blob = nullptr;
+      continue;
+    }
+    const std::span<uint8_t> out = outs[i];
+    if (static_cast<size_t>(sqlite3_blob_bytes(blob)) != out.size()) continue;
+    if (out.empty() || sqlite3_blob_read(blob, out.data(), static_cast<int>(out.size()), 0) == SQLITE_OK) ok[i] = 1;
+  }
+  sqlite3_blob_close(blob);
+  if (!exec("COMMIT").ok()) (void)exec("ROLLBACK");  // a read transaction: nothing to lose
+  return {};
+}
+
 int64_t Database::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }
 int64_t Database::changes() const { return sqlite3_changes64(db_); }
 

@@ -57,6 +57,11 @@ class Database {
   // Reads BLOB `column` of row `rowid` of `table` straight into `out`; an error when the row is
   // missing or the blob's size is not out.size().
   Status read_blob(const char* table, const char* column, int64_t rowid, std::span<uint8_t> out);
+  // Reads BLOB `column` of each row rowids[i] into outs[i], in one read transaction through one
+  // blob handle; ok[i] is 1 when row i was there with exactly outs[i].size() bytes and read.
+  // An error only when the read transaction cannot start.
+  Status read_blobs(const char* table, const char* column, std::span<const int64_t> rowids,
+                    std::span<const std::span<uint8_t>> outs, std::vector<uint8_t>& ok);
 
   int64_t last_insert_rowid() const;
   int64_t changes() const;

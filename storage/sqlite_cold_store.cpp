@@ -26,7 +26,7 @@ const Migration k_schema[] = {
      "  format INTEGER NOT NULL,"
      "  n_bytes INTEGER NOT NULL,"
      "  checksum BLOB NOT NULL,"          // XXH3-128 of the payload, same encoding as key
-     "  last_use INTEGER NOT NULL,"       // logical clock; 0 = released, first to go
+     "  last_use INTEGER NOT NULL,"       // logical clock; 0 (written by older releases) goes first
      "  payload_rowid INTEGER NOT NULL"   // > 0: payloads.id; 0: a file in kv_blocks/
      ") WITHOUT ROWID;"
      "CREATE TABLE payloads(id INTEGER PRIMARY KEY, data BLOB NOT NULL);"},
@@ -190,54 +190,104 @@ int64_t SqliteColdStore::size_of(const kv::BlockKey& key) const {
 }
 
 kv::ColdRead SqliteColdStore::read(const kv::BlockKey& key, std::span<uint8_t> out) {
-  Meta m;
+  return read_many(std::span(&key, 1), std::span(&out, 1)).front();
+}
+
+std::vector<kv::ColdRead> SqliteColdStore::read_many(std::span<const kv::BlockKey> keys,
+                                                     std::span<const std::span<uint8_t>> outs) {
+  KVC_ASSERT(keys.size() == outs.size());
+  const size_t n = keys.size();
+  std::vector<kv::ColdRead> results(n, kv::ColdRead::missing);
+  std::vector<Meta> metas(n);
+  std::vector<size_t> to_read;  // indexes into keys, of blocks indexed on disk
   {
     std::lock_guard lock(mu_);
-    if (auto it = pending_.find(key); it != pending_.end()) {
-      const auto& payload = it->second->payload;
-      if (payload.size() != out.size()) return kv::ColdRead::missing;
-      std::memcpy(out.data(), payload.data(), payload.size());
-      stats_.bytes_read += static_cast<int64_t>(out.size());
-      return kv::ColdRead::ok;
+    for (size_t i = 0; i < n; ++i) {
+      if (auto it = pending_.find(keys[i]); it != pending_.end()) {
+        const auto& payload = it->second->payload;
+        if (payload.size() != outs[i].size()) continue;
+        std::memcpy(outs[i].data(), payload.data(), payload.size());
+        stats_.bytes_read += static_cast<int64_t>(payload.size());
+        results[i] = kv::ColdRead::ok;
+        continue;
+      }
+      auto it = index_.find(keys[i]);
+      if (it == index_.end()) continue;
+      if (it->second.n_bytes != static_cast<int64_t>(outs[i].size())) {
+        erase_locked(keys[i]);
+        ++stats_.n_corrupt;
+        results[i] = kv::ColdRead::corrupt;
+        continue;
+      }
+      metas[i] = it->second;
+      to_read.push_back(i);
     }
-    auto it = index_.find(key);
-    if (it == index_.end()) return kv::ColdRead::missing;
-    if (it->second.n_bytes != static_cast<int64_t>(out.size())) {
-      erase_locked(key);
-      ++stats_.n_corrupt;
-      return kv::ColdRead::corrupt;
-    }
-    m = it->second;
   }
+  if (to_read.empty()) return results;
 
-  bool read_ok;
-  if (m.payload_rowid == 0) {
-    read_ok = files_.read(key, out);
-  } else {
-    std::lock_guard lock(read_mu_);
-    read_ok = reader_db_->read_blob("payloads", "data", m.payload_rowid, out).ok();
+  // Payloads, outside the index lock: files one by one, BLOBs in one read transaction.
+  std::vector<uint8_t> read_ok(n, 0);
+  std::vector<int64_t> rowids;
+  std::vector<std::span<uint8_t>> blob_outs;
+  std::vector<size_t> blob_of;
+  for (size_t i : to_read) {
+    if (metas[i].payload_rowid == 0) {
+      read_ok[i] = files_.read(keys[i], outs[i]) ? 1 : 0;
+    } else {
+      rowids.push_back(metas[i].payload_rowid);
+      blob_outs.push_back(outs[i]);
+      blob_of.push_back(i);
+    }
   }
-  const bool valid = read_ok && kv::hash_bytes(out) == m.checksum;
+  std::vector<uint8_t> unread(n, 0);  // the read transaction did not start: not known to be bad
+  if (!rowids.empty()) {
+    std::vector<uint8_t> ok;
+    std::lock_guard lock(read_mu_);
+    const bool started = reader_db_->read_blobs("payloads", "data", rowids, blob_outs, ok).ok();
+    for (size_t b = 0; b < blob_of.size(); ++b) {
+      if (started) read_ok[blob_of[b]] = ok[b];
+      else unread[blob_of[b]] = 1;
+    }
+  }
 
   std::lock_guard lock(mu_);
-  auto it = index_.find(key);
-  const bool same = it != index_.end() && it->second.checksum == m.checksum &&
-                    it->second.payload_rowid == m.payload_rowid;
-  if (!valid) {
-    if (!same) return kv::ColdRead::missing;  // collected or replaced while we read
-    erase_locked(key);
-    ++stats_.n_corrupt;
-    return kv::ColdRead::corrupt;
+  for (size_t i : to_read) {
+    if (unread[i]) continue;  // missing this time, kept for the next
+    const bool valid = read_ok[i] && kv::hash_bytes(outs[i]) == metas[i].checksum;
+    auto it = index_.find(keys[i]);
+    const bool same = it != index_.end() && it->second.checksum == metas[i].checksum &&
+                      it->second.payload_rowid == metas[i].payload_rowid;
+    if (!valid) {
+      if (!same) continue;  // collected or replaced while we read: missing
+      erase_locked(keys[i]);
+      ++stats_.n_corrupt;
+      results[i] = kv::ColdRead::corrupt;
+      continue;
+    }
+    if (same) touch_locked(keys[i], ++clock_);
+    stats_.bytes_read += static_cast<int64_t>(outs[i].size());
+    results[i] = kv::ColdRead::ok;
   }
-  if (same) touch_locked(key, ++clock_);
-  stats_.bytes_read += static_cast<int64_t>(out.size());
-  return kv::ColdRead::ok;
+  return results;
 }
 
 void SqliteColdStore::release(std::span<const kv::BlockKey> keys) {
   std::lock_guard lock(mu_);
   for (const auto& k : keys) {
-    if (index_.count(k)) touch_locked(k, 0);
+    if (index_.count(k)) {
+      erase_locked(k);
+      ++stats_.n_released;
+    } else if (auto p = pending_.find(k); p != pending_.end()) {
+      auto q = std::find(queue_.begin(), queue_.end(), p->second);
+      if (q != queue_.end()) {
+        queued_bytes_ -= static_cast<int64_t>((*q)->payload.size());
+        queue_.erase(q);
+        pending_.erase(p);
+      } else {
+        released_in_flight_.insert(k);  // the writer has it: deleted when its batch lands
+      }
+      ++stats_.n_released;
+    }
   }
 }
 
@@ -274,6 +324,9 @@ void SqliteColdStore::check_invariants() const {
   int64_t queued = 0;
   for (const auto& p : queue_) queued += static_cast<int64_t>(p->payload.size());
   KVC_ASSERT(queued <= queued_bytes_);  // in-flight batches are counted until they commit
+  if (!writer_busy_) {
+    KVC_ASSERT(released_in_flight_.empty());
+  }
 }
 
 void SqliteColdStore::touch_locked(const kv::BlockKey& key, uint64_t last_use) {
@@ -353,12 +406,14 @@ void SqliteColdStore::writer_loop() {
         lru_.insert({m.last_use, p.key});
         stats_.used_bytes += m.n_bytes;
         stats_.bytes_written += m.n_bytes;
+        if (released_in_flight_.count(p.key)) erase_locked(p.key);
       }
       collect_locked();
     } else {
       extra_.n_dropped += static_cast<int64_t>(puts.size());
       mark_unhealthy_locked(st.error().message);
     }
+    released_in_flight_.clear();
     idle_cv_.notify_all();
   }
   idle_cv_.notify_all();

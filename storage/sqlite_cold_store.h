@@ -45,6 +45,7 @@ struct ColdStoreExtraStats {
 //   DIR/kv_blocks/ab/....kvb payloads in files placement (see payload_files.h)
 //
 // Invariants (check_invariants()): every key is either queued or indexed, not both;
+// released_in_flight_ holds only keys of the batch being written;
 // used_bytes = sum of indexed n_bytes; lru_ holds exactly (last_use, key) of each indexed block.
 class SqliteColdStore final : public kv::ColdStore {
  public:
@@ -60,6 +61,12 @@ class SqliteColdStore final : public kv::ColdStore {
   bool contains(const kv::BlockKey& key) const override;
   // On `corrupt` the contents of `out` are unspecified.
   kv::ColdRead read(const kv::BlockKey& key, std::span<uint8_t> out) override;
+  // One read transaction (one blob handle) for the BLOB payloads of the whole batch; checksums
+  // verified per block, and only a corrupt block is deleted.
+  std::vector<kv::ColdRead> read_many(std::span<const kv::BlockKey> keys,
+                                      std::span<const std::span<uint8_t>> outs) override;
+  // Deletes the blocks: index rows and payloads go in the writer's next transaction; a block
+  // still queued is dropped from the queue, one being written is deleted once it lands.
   void release(std::span<const kv::BlockKey> keys) override;
   kv::ColdStoreStats stats() const override;
   void flush() override;
@@ -109,6 +116,7 @@ class SqliteColdStore final : public kv::ColdStore {
   std::vector<std::shared_ptr<const Pending>> queue_;            // pending_, in arrival order
   std::unordered_map<kv::BlockKey, uint64_t, kv::BlockKeyHash> touches_;  // last_use to persist
   std::vector<std::pair<kv::BlockKey, int64_t>> removals_;       // (key, payload_rowid) to delete
+  std::set<kv::BlockKey> released_in_flight_;  // released while the writer had them in a batch
   int64_t queued_bytes_ = 0;
   bool writer_busy_ = false;
   bool stop_ = false;

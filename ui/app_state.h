@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ui/engine_state.h"
+#include "ui/memory_state.h"
 
 namespace kvc::ui {
 
@@ -116,6 +117,10 @@ struct MemoryState {
   std::vector<TurnPoint> turns;  // every answer of this run, oldest first
   std::vector<TierView> tiers;   // empty until the paged engine reports tiers
   std::string tier_warning;      // e.g. the disk tier is read-only or full: KV stays in RAM
+  KvPicture kv;                  // blocks, prefix tree, shares (memory_state.h)
+  KvTimelines timelines;
+  std::string export_path;       // the last KV event export written, or
+  std::string export_error;      // why it failed
 };
 
 struct AppSnapshot {
@@ -154,6 +159,10 @@ class AppCommands {
   // An in-process restart: drops the runner, its RAM tiers and the disk tier's handle, reopens
   // them from the files on disk and reopens the current conversation.
   virtual void restart_engine() = 0;
+  // Writes the KV event stream to DATA_DIR/exports/ (Chrome trace JSON, or CSV); the path or
+  // the error shows up in MemoryState::export_path / export_error.
+  virtual void export_kv_trace() = 0;
+  virtual void export_kv_csv() = 0;
   // True while a command is queued or running (script mode waits on it).
   virtual bool busy() const = 0;
 };

@@ -1,11 +1,12 @@
-// The Memory window, first version: weights, the session's KV buffer, and per-turn cache reuse.
-// The tier view (T0/T1/T2 bars, block map, prefix tree) draws from MemoryState::tiers once the
-// paged engine fills it.
+// The Memory window: tier bars with each conversation's share, the block map, the prefix tree,
+// the timelines, and exports of the KV event stream. Panels live in memory_blocks.cpp and
+// memory_timelines.cpp; their logic in memory_layout.cpp.
 #include <imgui.h>
 
 #include <algorithm>
 
 #include "ui/format.h"
+#include "ui/memory_draw.h"
 #include "ui/views.h"
 
 namespace kvc::ui {
@@ -15,7 +16,7 @@ namespace {
 // A labelled bar: used of capacity.
 void usage_bar(const char* label, double used, double capacity, ImVec4 color) {
   ImGui::TextUnformatted(label);
-  ImGui::SameLine(140.0f);
+  ImGui::SameLine(100.0f);
   const float frac = capacity > 0 ? static_cast<float>(std::clamp(used / capacity, 0.0, 1.0)) : 0.0f;
   ImGui::PushStyleColor(ImGuiCol_PlotHistogram, color);
   const std::string overlay = format_bytes(used) + " / " + format_bytes(capacity);
@@ -23,37 +24,35 @@ void usage_bar(const char* label, double used, double capacity, ImVec4 color) {
   ImGui::PopStyleColor();
 }
 
-// Stacked bars per turn: prompt tokens served from cache (bottom) and computed (top).
-void reuse_chart(const std::vector<TurnPoint>& turns, float height) {
-  const ImVec2 p0 = ImGui::GetCursorScreenPos();
-  const float w = ImGui::GetContentRegionAvail().x;
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  dl->AddRectFilled(p0, ImVec2(p0.x + w, p0.y + height), IM_COL32(22, 24, 29, 255), 4.0f);
-  int64_t peak = 1;
-  for (const auto& t : turns) peak = std::max(peak, t.n_reused + t.n_computed);
-  const size_t n_show = std::min<size_t>(turns.size(), 40);
-  const size_t first = turns.size() - n_show;
-  const float slot = n_show ? (w - 8.0f) / static_cast<float>(std::max<size_t>(n_show, 8)) : w;
-  const float bar = std::max(2.0f, slot * 0.7f);
-  const float base = p0.y + height - 4.0f;
-  const float scale = (height - 8.0f) / static_cast<float>(peak);
-  for (size_t i = 0; i < n_show; ++i) {
-    const TurnPoint& t = turns[first + i];
-    const float x = p0.x + 4.0f + slot * static_cast<float>(i) + (slot - bar) / 2.0f;
-    const float h_re = static_cast<float>(t.n_reused) * scale;
-    const float h_co = static_cast<float>(t.n_computed) * scale;
-    dl->AddRectFilled(ImVec2(x, base - h_re), ImVec2(x + bar, base), ImGui::GetColorU32(colors::cached));
-    dl->AddRectFilled(ImVec2(x, base - h_re - h_co), ImVec2(x + bar, base - h_re), ImGui::GetColorU32(colors::computed));
+// A tab a script can select by name ("memory.tab.blocks").
+bool named_tab(ScriptHooks& hooks, const char* name, const char* label) {
+  hooks.note_widget(name);
+  const ImGuiTabItemFlags flags = hooks.take_click(name) ? ImGuiTabItemFlags_SetSelected : 0;
+  return ImGui::BeginTabItem(label, nullptr, flags);
+}
+
+void export_row(ViewContext& ctx) {
+  const MemoryState& m = ctx.snap.memory;
+  if (named_button(ctx.hooks, "memory.export_trace", "Export trace (JSON)")) ctx.cmd.export_kv_trace();
+  ImGui::SameLine();
+  if (named_button(ctx.hooks, "memory.export_csv", "Export CSV")) ctx.cmd.export_kv_csv();
+  if (!m.export_error.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::error);
+    ImGui::TextWrapped("%s", m.export_error.c_str());
+    ImGui::PopStyleColor();
+  } else if (!m.export_path.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::muted);
+    ImGui::TextWrapped("wrote %s", m.export_path.c_str());
+    ImGui::PopStyleColor();
   }
-  ImGui::Dummy(ImVec2(w, height));
-  if (ImGui::IsItemHovered() && n_show > 0) {
-    const float mx = ImGui::GetIO().MousePos.x - p0.x - 4.0f;
-    const auto i = static_cast<size_t>(std::clamp(mx / slot, 0.0f, static_cast<float>(n_show - 1)));
-    const TurnPoint& t = turns[first + i];
-    ImGui::SetTooltip("turn %zu: %lld from cache, %lld computed, TTFT %s", first + i + 1,
-                      static_cast<long long>(t.n_reused), static_cast<long long>(t.n_computed),
-                      format_duration_ms(t.ttft_ms).c_str());
-  }
+}
+
+// Before the paged cache reports anything: the session's KV buffer and per-turn reuse.
+void session_summary(const MemoryState& m) {
+  usage_bar("KV (session)", static_cast<double>(m.kv_used_bytes), static_cast<double>(m.kv_capacity_bytes),
+            colors::accent);
+  ImGui::TextDisabled("%lld of %lld positions hold tokens  ·  %s per token", static_cast<long long>(m.n_session_tokens),
+                      static_cast<long long>(m.n_ctx), format_bytes(m.kv_bytes_per_token).c_str());
 }
 
 }  // namespace
@@ -71,58 +70,53 @@ void MemoryView::draw(ViewContext& ctx) {
     return;
   }
   if (!m.tier_warning.empty()) {
-    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.72f, 0.3f, 1.0f));
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::warning);
     ImGui::TextWrapped("%s", m.tier_warning.c_str());
     ImGui::PopStyleColor();
   }
-  if (m.tiers.empty()) {
-    usage_bar("KV (session)", static_cast<double>(m.kv_used_bytes), static_cast<double>(m.kv_capacity_bytes),
-              colors::accent);
-    ImGui::TextDisabled("%lld of %lld positions hold tokens  ·  %s per token",
-                        static_cast<long long>(m.n_session_tokens), static_cast<long long>(m.n_ctx),
-                        format_bytes(m.kv_bytes_per_token).c_str());
-  } else {
-    for (const TierView& t : m.tiers) {
-      usage_bar(t.name.c_str(), static_cast<double>(t.used_bytes), static_cast<double>(t.capacity_bytes), colors::accent);
-    }
+  if (!m.kv.valid) {
+    session_summary(m);
+    ImGui::End();
+    return;
   }
-  ImGui::TextDisabled("weights");
-  ImGui::SameLine(140.0f);
-  ImGui::TextUnformatted(format_bytes(static_cast<double>(m.weight_bytes)).c_str());
-
-  ImGui::Separator();
-  ImGui::TextUnformatted("Prompt tokens per turn");
-  ImGui::SameLine();
-  ImGui::TextColored(colors::cached, "  from cache");
-  ImGui::SameLine();
-  ImGui::TextColored(colors::computed, "  computed");
-  reuse_chart(m.turns, 110.0f);
-  if (m.turns.empty()) {
-    ImGui::PushStyleColor(ImGuiCol_Text, colors::muted);
-    ImGui::TextWrapped("Send a message: each turn's bar shows how much of its prompt was already cached.");
-    ImGui::PopStyleColor();
-  } else {
-    int64_t reused = 0, total = 0;
-    for (const auto& t : m.turns) {
-      reused += t.n_reused;
-      total += t.n_reused + t.n_computed;
+  if (ImGui::BeginTabBar("memory.tabs")) {
+    if (named_tab(ctx.hooks, "memory.tab.blocks", "Blocks")) {
+      draw_tier_shares(ctx.snap);
+      ImGui::Separator();
+      ImGui::BeginChild("memory.block_map", ImVec2(0, -ImGui::GetTextLineHeightWithSpacing() * 4.6f), false);
+      draw_block_map(ctx.snap);
+      ImGui::EndChild();
+      draw_block_map_legend(m.kv);
+      ImGui::PushStyleColor(ImGuiCol_Text, colors::muted);
+      ImGui::TextWrapped("weights %s  ·  %lld block hits (T0 %lld, T1 %lld, T2 %lld)  ·  %lld evicted",
+                          format_bytes(static_cast<double>(m.weight_bytes)).c_str(),
+                          static_cast<long long>(m.kv.n_hit_blocks[0] + m.kv.n_hit_blocks[1] + m.kv.n_hit_blocks[2]),
+                          static_cast<long long>(m.kv.n_hit_blocks[0]), static_cast<long long>(m.kv.n_hit_blocks[1]),
+                          static_cast<long long>(m.kv.n_hit_blocks[2]),
+                          static_cast<long long>(m.kv.n_evictions[0] + m.kv.n_evictions[1] + m.kv.n_evictions[2]));
+      ImGui::PopStyleColor();
+      ImGui::EndTabItem();
     }
-    const TurnPoint& last = m.turns.back();
-    ImGui::TextWrapped("last turn: %lld from cache, %lld computed  ·  all turns: %.0f%% of prompt tokens reused",
-                static_cast<long long>(last.n_reused), static_cast<long long>(last.n_computed),
-                total ? 100.0 * static_cast<double>(reused) / static_cast<double>(total) : 0.0);
-    std::vector<float> ttft;
-    for (const auto& t : m.turns) ttft.push_back(static_cast<float>(t.ttft_ms));
-    const std::string label = "TTFT, last " + format_duration_ms(last.ttft_ms);
-    ImGui::PlotHistogram("##ttft", ttft.data(), static_cast<int>(ttft.size()), 0, label.c_str(), 0.0f, FLT_MAX,
-                     ImVec2(-1.0f, 60.0f));
-  }
-  if (m.tiers.empty()) {
-    ImGui::Spacing();
-    ImGui::PushStyleColor(ImGuiCol_Text, colors::muted);
-    ImGui::TextWrapped("Tiers (T0 device / T1 host / T2 disk), the block map and the prefix tree appear here once "
-                       "the paged KV engine is running.");
-    ImGui::PopStyleColor();
+    if (named_tab(ctx.hooks, "memory.tab.tree", "Prefix tree")) {
+      ImGui::BeginChild("memory.tree", ImVec2(0, 0), false);
+      draw_prefix_tree(m.kv);
+      ImGui::EndChild();
+      ImGui::EndTabItem();
+    }
+    if (named_tab(ctx.hooks, "memory.tab.timelines", "Timelines")) {
+      ImGui::BeginChild("memory.timelines", ImVec2(0, 0), false);
+      draw_timelines(m);
+      ImGui::EndChild();
+      ImGui::EndTabItem();
+    }
+    if (named_tab(ctx.hooks, "memory.tab.export", "Export")) {
+      session_summary(m);
+      ImGui::TextDisabled("%llu KV events read this run", static_cast<unsigned long long>(m.timelines.n_events));
+      ImGui::Spacing();
+      export_row(ctx);
+      ImGui::EndTabItem();
+    }
+    ImGui::EndTabBar();
   }
   ImGui::End();
 }

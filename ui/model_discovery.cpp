@@ -104,6 +104,7 @@ Result<ModelInfo> read_model_info(const fs::path& path) {
   info.n_head_kv = cfg->n_head_kv;
   info.n_vocab = cfg->n_vocab;
   info.kv_bytes_per_token_f16 = cfg->kv_bytes_per_token(2.0);
+  info.kv_group = kv::kv_group_for_head_dim(cfg->head_dim);
   std::error_code ec;
   info.file_bytes = fs::file_size(path, ec);
   std::map<std::string, size_t> by_type;  // matrices only: norms are F32 in every file

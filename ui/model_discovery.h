@@ -52,6 +52,7 @@ struct ModelInfo {
   uintmax_t file_bytes = 0;
   size_t weight_bytes = 0;
   double kv_bytes_per_token_f16 = 0;  // K and V, all layers
+  int kv_group = 0;                   // INT8 / INT4 KV scale group for the head size; 0: F16 only
 };
 
 // Reads the GGUF header (mapped, not loaded); errors say what is wrong with the file.

@@ -198,7 +198,9 @@ void ModelView::draw_selected(ViewContext& ctx) {
   ImGui::SetNextItemWidth(90.0f);
   ImGui::Combo("KV##fmt", &estimate_kv_format_, "F16\0INT8\0INT4\0");
   const kv::KvFormat fmt = estimate_kv_format_ == 0 ? kv::KvFormat::f16 : estimate_kv_format_ == 1 ? kv::KvFormat::int8 : kv::KvFormat::int4;
-  const double elem = kv::kv_bytes_per_element(fmt);
+  // A quantized format the head size cannot use estimates as F16, the format that would run.
+  const double q_elem = kv::kv_bytes_per_element(fmt, i.kv_group);
+  const double elem = q_elem > 0 ? q_elem : 2.0;
   const double kv = i.kv_bytes_per_token_f16 / 2.0 * elem * estimate_ctx_;
   row("memory", format_bytes(memory_estimate_bytes(i, estimate_ctx_, elem)) + " (weights " +
                     format_bytes(static_cast<double>(i.weight_bytes)) + " + KV " + format_bytes(kv) + ")");

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "ui/memory_layout.h"
+
 namespace kvc::ui {
 
 std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
@@ -36,6 +38,18 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
   m["tier_warning"] = s.memory.tier_warning;
   m["n_turns"] = static_cast<double>(s.memory.turns.size());
   m["n_stream_tokens"] = static_cast<double>(s.chat.n_stream_tokens);
+  // The Memory window: what its block map draws (cells per tier group, shared cells), the tree, timelines, exports.
+  const BlockMapLayout map = layout_block_map(s.memory.kv.blocks, 300.0f, 9.0f, 2.0f);
+  double n_shared_cells = 0;
+  for (const BlockCell& b : s.memory.kv.blocks) n_shared_cells += b.is_shared() ? 1 : 0;
+  for (int t = 0; t < 3; ++t) {
+    m["kv_map_t" + std::to_string(t) + "_cells"] = static_cast<double>(map.groups[static_cast<size_t>(t)].cells.size());
+  }
+  m["kv_map_shared_cells"] = n_shared_cells;
+  m["kv_tree_nodes"] = static_cast<double>(s.memory.kv.nodes.size());
+  m["kv_timeline_turns"] = static_cast<double>(s.memory.timelines.turns.size());
+  m["kv_export_path"] = s.memory.export_path;
+  m["kv_export_error"] = s.memory.export_error;
   m["generating"] = s.chat.generating ? 1.0 : 0.0;
   m["model_ready"] = s.model.status == ModelStatus::ready ? 1.0 : 0.0;
   m["model_is_demo"] = s.model.is_demo ? 1.0 : 0.0;

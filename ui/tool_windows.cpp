@@ -40,6 +40,7 @@ void KvCalculatorView::draw(ViewContext& ctx) {
     n_kv_head_ = static_cast<int>(m.n_kv_head);
     head_dim_ = static_cast<int>(m.head_dim);
     n_ctx_ = static_cast<int>(std::max<int64_t>(1, m.n_ctx));
+    if (const int g = kv::kv_group_for_head_dim(m.head_dim); g > 0) group_ = g;  // the engine's group for this head
   }
   ImGui::TextDisabled("%s", seeded_from_ != -1 ? ("shape of " + m.name).c_str() : "shape: TinyLlama 1.1B (no model loaded)");
   int_input("layers", n_layer_, 1, 1024);

@@ -1,10 +1,17 @@
 // kvchat-cli bench-cache: time to first token of a long conversation, cold and from each tier.
 #include <nlohmann/json.hpp>
 
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "app/cli/cli_common.h"
@@ -13,6 +20,8 @@
 #include "core/model/session.h"
 #include "storage/data_dir.h"
 #include "storage/sqlite_cold_store.h"
+
+extern char** environ;
 
 namespace kvc::cli {
 
@@ -30,6 +39,7 @@ struct BenchCacheArgs {
   bool json = false;
   std::string trace_file;
   std::string csv_file;
+  std::string restart_child;  // hidden: run as the restarted process, prompts read from this file
 };
 
 
@@ -48,7 +58,196 @@ Result<double> ttft(model::Session& s, std::span<const int32_t> prompt) {
   return ms_since(t0);
 }
 
+// The restart case runs in a new process: this executable again, in the hidden mode
+// `bench-cache --restart-child FILE`, over the same data dir, model and KV settings. FILE holds
+// two prompts as (int32 count, int32 ids...): the history with a new message, then the history.
+struct RestartRun {
+  double ttft_ms = 0, ttft_same_prompt_ms = 0, restore_mb_s = 0;
+  int64_t n_cached = 0, n_from_t2 = 0, n_recomputed_history = 0, n_recomputed_bad = 0, t2_bytes_read = 0;
+  int64_t pid = 0;  // the restarted process's
+};
+
+Status write_prompts(const std::filesystem::path& path, const std::vector<std::vector<int32_t>>& prompts) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  for (const auto& p : prompts) {
+    const auto n = static_cast<int32_t>(p.size());
+    out.write(reinterpret_cast<const char*>(&n), sizeof n);
+    out.write(reinterpret_cast<const char*>(p.data()), static_cast<std::streamsize>(p.size() * sizeof(int32_t)));
+  }
+  if (!out.flush()) return make_error(ErrorCode::io, "cannot write " + path.string() + "; check the --data-dir");
+  return {};
+}
+
+Result<std::vector<std::vector<int32_t>>> read_prompts(const std::filesystem::path& path, int n_prompts) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < n_prompts; ++i) {
+    int32_t n = 0;
+    if (!in.read(reinterpret_cast<char*>(&n), sizeof n) || n <= 0 || n > (1 << 24)) break;
+    std::vector<int32_t> p(static_cast<size_t>(n));
+    if (!in.read(reinterpret_cast<char*>(p.data()), static_cast<std::streamsize>(p.size() * sizeof(int32_t)))) break;
+    prompts.push_back(std::move(p));
+  }
+  if (static_cast<int>(prompts.size()) != n_prompts) {
+    return make_error(ErrorCode::invalid_file, "prompt file " + path.string() + " is missing or truncated");
+  }
+  return prompts;
+}
+
+// Runs this executable again with `args` (argv[1...]); returns its stdout, its stderr is ours.
+Result<std::string> run_self(const std::vector<std::string>& args, int& exit_code) {
+  std::error_code ec;
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) return make_error(ErrorCode::io, "cannot find kvchat-cli's own executable: " + ec.message());
+  int fds[2];
+  if (::pipe(fds) != 0) return make_error(ErrorCode::io, std::string("cannot create a pipe: ") + std::strerror(errno));
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  posix_spawn_file_actions_addclose(&fa, fds[1]);
+  std::vector<std::string> argv_s = {exe};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    return make_error(ErrorCode::io, "cannot start " + exe + ": " + std::strerror(rc));
+  }
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n > 0) out.append(buf, static_cast<size_t>(n));
+    else if (n == 0 || errno != EINTR) break;
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+Result<RestartRun> run_restart_process(const BenchCacheArgs& a, const std::string& model_path,
+                                       const std::filesystem::path& data_dir, const std::filesystem::path& prompt_file) {
+  std::vector<std::string> args = {"bench-cache", "--restart-child", prompt_file.string(), "-m", model_path,
+                                   "--data-dir", data_dir.string(), "-t", std::to_string(a.model.threads),
+                                   "-b", std::to_string(a.model.n_batch), "--history", std::to_string(a.n_history),
+                                   "--new", std::to_string(a.n_new), "--block", std::to_string(a.block_tokens),
+                                   "--kv-type", a.kv_type, "--quiet"};
+  int exit_code = -1;
+  auto out = run_self(args, exit_code);
+  if (!out.ok()) return out.error();
+  if (exit_code != 0) {
+    return make_error(ErrorCode::internal, "the restarted bench-cache process failed (exit code " +
+                                               std::to_string(exit_code) + "); its error is above");
+  }
+  const nlohmann::json j = nlohmann::json::parse(*out, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("ttft_ms")) {
+    return make_error(ErrorCode::internal, "the restarted bench-cache process printed no result: " + *out);
+  }
+  RestartRun r;
+  r.ttft_ms = j.value("ttft_ms", 0.0);
+  r.ttft_same_prompt_ms = j.value("ttft_same_prompt_ms", 0.0);
+  r.restore_mb_s = j.value("t2_restore_mb_s", 0.0);
+  r.n_cached = j.value("cached_tokens", int64_t{0});
+  r.n_from_t2 = j.value("cached_t2_tokens", int64_t{0});
+  r.n_recomputed_history = j.value("recomputed_history_tokens", int64_t{-1});
+  r.n_recomputed_bad = j.value("recomputed_bad_tokens", int64_t{0});
+  r.t2_bytes_read = j.value("t2_bytes_read", int64_t{0});
+  r.pid = j.value("pid", int64_t{0});
+  return r;
+}
+
+model::SessionOptions bench_session_options(const BenchCacheArgs& a, kv::KvFormat fmt, int64_t n_ctx) {
+  model::SessionOptions o;
+  o.n_ctx = n_ctx;
+  o.n_batch = a.model.n_batch;
+  o.k_format = o.v_format = fmt;
+  o.block_tokens = a.block_tokens;
+  o.t1_bytes = int64_t{4} << 30;
+  return o;
+}
+
+// The restarted process: opens the store left by the parent (read-only: it measures, it does
+// not change the parent's files), resumes the conversation from T2, prints JSON on stdout.
+// Exits with 3 when any history token that was on disk had to be recomputed.
+int run_restart_child(BenchCacheArgs a) {
+  a.model.quiet = true;
+  auto fmt = kv::parse_kv_format(a.kv_type);
+  if (!fmt) return report(make_error(ErrorCode::invalid_argument, "--kv-type must be f16, int8 or int4"));
+  auto prompts = read_prompts(a.restart_child, 2);
+  if (!prompts.ok()) return report(prompts.error());
+  const std::vector<int32_t>& prompt = (*prompts)[0];
+  const std::vector<int32_t>& history = (*prompts)[1];
+  auto loaded = load_model(a.model);
+  if (!loaded.ok()) return report(loaded.error());
+  const model::Model& m = *loaded->model;
+  storage::ColdStoreOptions co;
+  co.read_only = true;
+  auto cold = storage::SqliteColdStore::open(storage::resolve_data_dir(a.model.data_dir) / "bench-cache", co);
+  if (!cold.ok()) return report(cold.error());
+  model::SessionOptions o = bench_session_options(a, *fmt, static_cast<int64_t>(prompt.size()) + 64);
+
+  // Each session is warmed up with an unrelated message first, as the parent's cases are
+  // (weights and buffers paged in): what is timed is the resume from a store and an index
+  // this process has never seen.
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int32_t> dist(3, static_cast<int32_t>(m.config().n_vocab - 1));
+  std::vector<int32_t> warm(static_cast<size_t>(a.n_new));
+  for (auto& t : warm) t = dist(rng);
+  o.cold = cold->get();
+  auto s = model::Session::create(m, o);
+  if (!s.ok()) return report(s.error());
+  (void)ttft(*s, warm);
+  const int64_t read_before = (*cold)->stats().bytes_read;
+  auto ms = ttft(*s, prompt);
+  if (!ms.ok()) return report(ms.error());
+  const kv::PrefixInfo p = s->last_prefix();
+  const int64_t bytes_read = (*cold)->stats().bytes_read - read_before;
+  auto s2 = model::Session::create(m, o);
+  if (!s2.ok()) return report(s2.error());
+  (void)ttft(*s2, warm);
+  auto same = ttft(*s2, history);
+  if (!same.ok()) return report(same.error());
+
+  // The history's full blocks were written to disk by the parent: all of them must come back.
+  const int64_t B = a.block_tokens;
+  const int64_t cacheable = static_cast<int64_t>(history.size()) / B * B;
+  const int64_t recomputed = std::max<int64_t>(0, cacheable - p.n_cached);
+  nlohmann::json j;
+  j["pid"] = static_cast<int64_t>(::getpid());
+  j["ttft_ms"] = *ms;
+  j["ttft_same_prompt_ms"] = *same;
+  j["prompt_tokens"] = p.n_prompt;
+  j["cached_tokens"] = p.n_cached;
+  j["cached_t2_tokens"] = p.n_from_tier[2];
+  j["recomputed_history_tokens"] = recomputed;
+  j["recomputed_bad_tokens"] = p.n_recomputed_bad;
+  j["t2_bytes_read"] = bytes_read;
+  j["promote_ms"] = p.promote_ms;
+  j["t2_restore_mb_s"] = p.promote_ms > 0 ? static_cast<double>(bytes_read) / 1e6 / (p.promote_ms / 1e3) : 0.0;
+  std::printf("%s\n", j.dump().c_str());
+  std::fflush(stdout);
+  if (recomputed != 0 || p.n_recomputed_bad != 0) {
+    std::fprintf(stderr,
+                 "kvchat-cli: bench-cache restart: the new process recomputed %lld of the %lld history tokens on disk "
+                 "(%lld lost to missing or corrupt blocks); the restart did not resume from T2\n",
+                 static_cast<long long>(recomputed), static_cast<long long>(cacheable),
+                 static_cast<long long>(p.n_recomputed_bad));
+    return 3;
+  }
+  return 0;
+}
+
 int run_bench_cache(BenchCacheArgs a) {
+  if (!a.restart_child.empty()) return run_restart_child(std::move(a));
   a.model.quiet = a.model.quiet || a.json;
   auto fmt = kv::parse_kv_format(a.kv_type);
   if (!fmt) return report(make_error(ErrorCode::invalid_argument, "--kv-type must be f16, int8 or int4"));
@@ -82,12 +281,7 @@ int run_bench_cache(BenchCacheArgs a) {
   auto cold = storage::SqliteColdStore::open(cold_dir);
   if (!cold.ok()) return report(cold.error());
 
-  model::SessionOptions o;
-  o.n_ctx = static_cast<int64_t>(prompt.size()) + 64;
-  o.n_batch = a.model.n_batch;
-  o.k_format = o.v_format = *fmt;
-  o.block_tokens = a.block_tokens;
-  o.t1_bytes = int64_t{4} << 30;
+  model::SessionOptions o = bench_session_options(a, *fmt, static_cast<int64_t>(prompt.size()) + 64);
   o.cold = cold->get();
   auto fresh = [&]() { return model::Session::create(m, o); };
 
@@ -106,8 +300,9 @@ int run_bench_cache(BenchCacheArgs a) {
   bar.done();
 
   // Each case, repeated; every repetition sends a new message after the same history.
-  std::vector<double> t0v, t1v, t2v, rsv, rsame, mbv;
-  kv::PrefixInfo p0, p1, p2, pr, prs;
+  std::vector<double> t0v, t1v, t2v, rsv, rsame, mbv, rmbv;
+  kv::PrefixInfo p0, p1, p2;
+  RestartRun restart;  // the last repetition's restarted process
   auto s0 = fresh();
   if (!s0.ok()) return report(s0.error());
   kv::KvEventLog events(size_t{1} << 18);
@@ -135,21 +330,19 @@ int run_bench_cache(BenchCacheArgs a) {
     const int64_t read_before = (*cold)->stats().bytes_read;
     if (auto st = timed(*s0, with_new_message(history), t2v, p2); !st.ok()) return report(st.error());
     mbv.push_back(static_cast<double>((*cold)->stats().bytes_read - read_before) / 1e6 / (p2.promote_ms / 1e3));
-    // A restart: a new cache with an empty index over the store opened anew from disk (as a
-    // new process opens it), first with a new message, then with the same prompt again (a
-    // regenerate: the case llama.cpp's manual slot restore covers).
+    // A restart: a new kvchat-cli process opens the store from disk with an empty index,
+    // first with a new message, then with the same prompt again (a regenerate: the case
+    // llama.cpp's manual slot restore covers).
     (*cold)->flush();
-    auto reopened = storage::SqliteColdStore::open(cold_dir);
-    if (!reopened.ok()) return report(reopened.error());
-    model::SessionOptions ro = o;
-    ro.cold = reopened->get();
-    auto sr = model::Session::create(m, ro);
-    if (!sr.ok()) return report(sr.error());
-    sr->cache().set_event_log(&events);
-    if (auto st = timed(*sr, with_new_message(history), rsv, pr); !st.ok()) return report(st.error());
-    auto sr2 = model::Session::create(m, ro);
-    if (!sr2.ok()) return report(sr2.error());
-    if (auto st = timed(*sr2, history, rsame, prs); !st.ok()) return report(st.error());
+    const auto prompt_file = cold_dir.parent_path() / "bench-cache-restart-prompts.bin";
+    if (Status st = write_prompts(prompt_file, {with_new_message(history), history}); !st.ok()) return report(st.error());
+    auto child = run_restart_process(a, m.path(), storage::resolve_data_dir(a.model.data_dir), prompt_file);
+    std::filesystem::remove(prompt_file, ec);
+    if (!child.ok()) return report(child.error());
+    rsv.push_back(child->ttft_ms);
+    rsame.push_back(child->ttft_same_prompt_ms);
+    rmbv.push_back(child->restore_mb_s);
+    restart = *child;
   }
   s0->cache().emit_tier_usage();
   if (!a.trace_file.empty() || !a.csv_file.empty()) {
@@ -164,7 +357,7 @@ int run_bench_cache(BenchCacheArgs a) {
     }
   }
   const double t0_ms = median(t0v), t1_ms = median(t1v), t2_ms = median(t2v), restart_ms = median(rsv);
-  const double restart_same_ms = median(rsame), t2_mb_s = median(mbv);
+  const double restart_same_ms = median(rsame), t2_mb_s = median(mbv), restart_mb_s = median(rmbv);
   const double kv_per_token = static_cast<double>(s0->cache().layout().block_bytes) / a.block_tokens;
 
   // A multi-conversation scenario: conversations sharing a system prompt, several turns each;
@@ -218,8 +411,16 @@ int run_bench_cache(BenchCacheArgs a) {
     j["repetitions"] = a.repetitions;
     j["prefill_new_only_ms"] = *new_only;
     j["t2_restore_mb_s"] = t2_mb_s;
+    j["restart_t2_restore_mb_s"] = restart_mb_s;
+    j["pid"] = static_cast<int64_t>(::getpid());
+    j["restart"] = {{"pid", restart.pid},
+                    {"cached_tokens", restart.n_cached},
+                    {"cached_t2_tokens", restart.n_from_t2},
+                    {"recomputed_history_tokens", restart.n_recomputed_history},
+                    {"recomputed_bad_tokens", restart.n_recomputed_bad},
+                    {"t2_bytes_read", restart.t2_bytes_read}};
     j["kv_bytes_per_token"] = kv_per_token;
-    j["cached_tokens"] = {{"t0", p0.n_cached}, {"t1", p1.n_from_tier[1]}, {"t2", p2.n_from_tier[2]}, {"restart_t2", pr.n_from_tier[2]}};
+    j["cached_tokens"] = {{"t0", p0.n_cached}, {"t1", p1.n_from_tier[1]}, {"t2", p2.n_from_tier[2]}, {"restart_t2", restart.n_from_t2}};
     for (const Turn& t : table) {
       j["turns"].push_back({{"conversation", t.conversation}, {"turn", t.turn}, {"prompt_tokens", t.n_prompt},
                             {"cached_tokens", t.n_cached}, {"cached_t0", t.from_tier[0]}, {"cached_t1", t.from_tier[1]},
@@ -245,10 +446,15 @@ int run_bench_cache(BenchCacheArgs a) {
   row("history on T0", t0_ms, &p0);
   row("history on T1 (host RAM)", t1_ms, &p1);
   row("history on T2 (disk)", t2_ms, &p2);
-  row("after a restart (T2)", restart_ms, &pr);
-  row("restart, same prompt again", restart_same_ms, &prs);
+  kv::PrefixInfo pr;
+  pr.n_cached = restart.n_cached;
+  pr.n_from_tier[2] = restart.n_from_t2;
+  row("restart: a new process (T2)", restart_ms, &pr);
+  row("restart, same prompt again", restart_same_ms, nullptr);
   row("prefill of the message alone", *new_only, nullptr);
-  std::printf("  T2 restore: %.0f MB/s   (medians of %d repetitions)\n\n", t2_mb_s, a.repetitions);
+  std::printf("  T2 restore: %.0f MB/s, after a restart %.0f MB/s; history recomputed after the restart: %lld tokens"
+              "   (medians of %d repetitions)\n\n",
+              t2_mb_s, restart_mb_s, static_cast<long long>(restart.n_recomputed_history), a.repetitions);
   std::printf("%d conversations sharing a 64-token system prompt, %d turns each:\n", a.conversations, a.turns);
   std::printf("  conv turn  prompt  cached (T0/T1/T2)    TTFT cached   TTFT cold\n");
   for (const Turn& t : table) {
@@ -277,6 +483,7 @@ void register_bench_cache(CLI::App& app) {
       ->check(CLI::Range(1, 20));
   cmd->add_option("--trace", a->trace_file, "write the cache's events as Chrome trace JSON (opens in Perfetto)");
   cmd->add_option("--csv", a->csv_file, "write the cache's events as CSV");
+  cmd->add_option("--restart-child", a->restart_child, "internal: run as the restarted process")->group("");
   cmd->add_flag("--json", a->json, "print a JSON object (ttft_cold_ms, ttft_t0_ms, ttft_t1_ms, ttft_t2_ms, ...)");
   cmd->callback([a] {
     if (int rc = run_bench_cache(*a); rc != 0) throw CLI::RuntimeError(rc);

@@ -103,10 +103,18 @@ int run_inspect(InspectArgs a) {
               static_cast<long long>(c.n_ctx_train), static_cast<double>(c.rope.freq_base), c.rope.n_rot,
               c.rope.interleaved ? "adjacent pairs" : "split halves", static_cast<double>(c.rms_eps),
               c.qkv_bias ? ", QKV bias" : "", c.tied_embeddings ? ", tied embeddings" : "");
-  std::printf("\nKV cache per token (all %lld layers, K and V):\n", static_cast<long long>(c.n_layer));
-  const double f16 = c.kv_bytes_per_token(kv::kv_bytes_per_element(kv::KvFormat::f16));
+  const int group = kv::kv_group_for_head_dim(c.head_dim);
+  const std::string scale_note = group > 0 ? "; int8/int4: one scale per " + std::to_string(group) + " elements" : "";
+  std::printf("\nKV cache per token (all %lld layers, K and V%s):\n", static_cast<long long>(c.n_layer),
+              scale_note.c_str());
+  const double f16 = c.kv_bytes_per_token(kv::KvFormat::f16);
   for (kv::KvFormat fmt : {kv::KvFormat::f16, kv::KvFormat::int8, kv::KvFormat::int4}) {
-    const double b = c.kv_bytes_per_token(kv::kv_bytes_per_element(fmt));
+    const double b = c.kv_bytes_per_token(fmt);
+    if (b == 0) {
+      std::printf("  %-5s not available: head size %lld is not a multiple of 8 (use f16)\n",
+                  std::string(kv::kv_format_name(fmt)).c_str(), static_cast<long long>(c.head_dim));
+      continue;
+    }
     std::printf("  %-5s %10.0f bytes/token  (%.3fx F16)   %lld tokens: %s\n", std::string(kv::kv_format_name(fmt)).c_str(),
                 b, b / f16, static_cast<long long>(a.n_ctx), human_bytes(b * static_cast<double>(a.n_ctx)).c_str());
   }

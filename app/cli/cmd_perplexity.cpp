@@ -94,6 +94,12 @@ int run_perplexity(PerplexityArgs a) {
   std::printf("model       %s\n", m.path().c_str());
   std::printf("tokens      %zu (%lld chunks of %lld, %lld predictions scored)\n", ids.size(),
               static_cast<long long>(n_chunks), static_cast<long long>(n_ctx), static_cast<long long>(n_scored));
+  const kernels::KvBlockLayout& lr = ref->cache().layout();
+  const kernels::KvBlockLayout& lt = test->cache().layout();
+  std::printf("kv bytes    f16 %.1f, %s %.1f per token (%.4fx; scale group %d)\n",
+              static_cast<double>(lr.block_bytes) / lr.block_tokens, a.kv_type.c_str(),
+              static_cast<double>(lt.block_bytes) / lt.block_tokens,
+              static_cast<double>(lt.block_bytes) / static_cast<double>(lr.block_bytes), lt.group);
   std::printf("ppl f16     %.4f\n", std::exp(nll_ref / ns));
   std::printf("ppl %-7s %.4f\n", a.kv_type.c_str(), std::exp(nll_test / ns));
   std::printf("KL(f16 || %s)  %.6f nats/token (mean)\n", a.kv_type.c_str(), kl / ns);

@@ -55,6 +55,8 @@ class ChatController final : public ui::AppCommands {
   void dismiss_error() override;
   void set_tier_budgets(ui::TierBudgets budgets) override;
   void restart_engine() override;
+  void export_kv_trace() override;
+  void export_kv_csv() override;
   bool busy() const override { return n_busy_.load() > 0; }
 
  private:
@@ -76,6 +78,7 @@ class ChatController final : public ui::AppCommands {
                  std::vector<int32_t> segment);
   void refresh_list();
   void reload_chat();
+  void do_export_kv(bool chrome_trace);  // into DATA_DIR/exports/ (chat_controller_export.cpp)
   bool fail(const Error& e);  // records e for the UI; returns false
   std::vector<int32_t> stream_until(int64_t message_id);  // tokens of the path, message included
 

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "app/common/demo_model.h"
 #include "app/gui/chat_controller.h"
@@ -35,6 +36,7 @@ struct Args {
   bool demo_play = false;  // start playing at once
   bool demo_exit = false;  // quit when the demo ends, with its verdict (tests, recordings)
   double demo_hold_s = -1;  // < 0: each scene's own
+  std::vector<int> window_size = {1600, 1000};
 };
 
 // Loads a demo and starts it in the presenter layout; a bad file is reported, never fatal.
@@ -93,7 +95,7 @@ int run(const Args& a) {
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
   glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
   glfwWindowHint(GLFW_SCALE_TO_MONITOR, GLFW_TRUE);
-  GLFWwindow* window = glfwCreateWindow(1600, 1000, "kvchat", nullptr, nullptr);
+  GLFWwindow* window = glfwCreateWindow(a.window_size[0], a.window_size[1], "kvchat", nullptr, nullptr);
   if (!window) {
     std::fprintf(stderr, "kvchat: cannot create an OpenGL 3.3 window\n");
     glfwTerminate();
@@ -215,6 +217,8 @@ int main(int argc, char** argv) {
   app.add_option("-t,--threads", a.threads, "compute threads (default: one per physical core)")->check(CLI::Range(0, 1024));
   app.add_option("-c,--ctx-size", a.n_ctx, "context length (default: the model's, at most 4096)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  app.add_option("--window-size", a.window_size, "window width and height in points (default: 1600 1000)")
+      ->expected(2)->check(CLI::Range(320, 16384));
   auto* script = app.add_option("--script", a.script, "run a JSON script of UI steps, then exit (script mode)");
   auto* demo = app.add_option("--demo", a.demo, "play a demo scenario (JSON, see assets/demo/) in the presenter layout")
                    ->excludes(script);

@@ -27,6 +27,7 @@ struct ColdStoreStats {
   int64_t bytes_read = 0;      // total since open
   int64_t n_corrupt = 0;       // blocks found corrupt and deleted since open
   int64_t n_collected = 0;     // blocks removed by the byte budget since open
+  int64_t n_released = 0;      // blocks deleted by release() since open
   int64_t n_pending = 0;       // writes queued, not yet durable
   bool healthy = true;         // false: writes are failing (read-only or full disk)
   std::string warning;         // why not healthy, in words for the user
@@ -47,7 +48,14 @@ class ColdStore {
   virtual bool contains(const BlockKey& key) const = 0;
   // Copies the payload into `out`, which must be exactly the stored size.
   virtual ColdRead read(const BlockKey& key, std::span<uint8_t> out) = 0;
-  // Marks blocks as first in line for collection (their conversation was deleted).
+  // Reads several blocks: outs[i] receives keys[i], and the result is what read(keys[i],
+  // outs[i]) would return; each block's checksum is verified on its own and a corrupt one is
+  // deleted without affecting the others. Requires keys.size() == outs.size(). The default
+  // loops over read(); SqliteColdStore reads the batch in one read transaction.
+  virtual std::vector<ColdRead> read_many(std::span<const BlockKey> keys, std::span<const std::span<uint8_t>> outs);
+  // Deletes blocks (stored or still queued) whose conversation was deleted and that no
+  // remaining conversation reaches: they hold a deleted chat's content, so they leave the disk
+  // now rather than at the next collection. Unknown keys are ignored.
   virtual void release(std::span<const BlockKey> keys) = 0;
   virtual ColdStoreStats stats() const = 0;
   // Waits until every queued put is durable (or failed).
@@ -82,6 +90,37 @@ class MemoryColdStore final : public ColdStore {
   std::map<BlockKey, Entry> blocks_;
   uint64_t clock_ = 0;
   ColdStoreStats stats_;
+};
+
+// Reads a run of T2 blocks ahead of their promotion, a batch at a time: one read_many() per
+// batch of at most max_batch_bytes, so promoting N blocks costs N / batch store queries.
+//
+//   run:     | k0 k1 k2 | k3 k4 k5 | k6 |   (keys in promotion order)
+//   batches:  read when k0 is asked for, then when k3 is, then k6
+//
+// Invariant: results_[i] and payloads [i * block_bytes, (i + 1) * block_bytes) of buffer_
+// belong to keys_[batch_begin_ + i], for i in [0, results_.size()).
+class ColdRunReader {
+ public:
+  // `buffer` holds the current batch; the caller keeps it across runs so that it is allocated
+  // (and its pages touched) once.
+  ColdRunReader(ColdStore& cold, std::vector<BlockKey> keys, size_t block_bytes, size_t max_batch_bytes,
+                std::vector<uint8_t>& buffer);
+  // The payload of `key` (valid until the next call), from the batch that holds it; a key
+  // outside the run, or asked for again after its batch was left, is read on its own.
+  ColdRead read(const BlockKey& key, std::span<const uint8_t>& payload);
+  int64_t n_batches() const { return n_batches_; }
+
+ private:
+  ColdStore& cold_;
+  std::vector<BlockKey> keys_;
+  std::map<BlockKey, size_t> position_;  // key -> index in keys_
+  size_t block_bytes_;
+  size_t max_batch_blocks_;
+  size_t batch_begin_ = 0;
+  std::vector<ColdRead> results_;
+  std::vector<uint8_t>& buffer_;  // (max_batch_blocks, block_bytes), the caller's
+  int64_t n_batches_ = 0;
 };
 
 }  // namespace kvc::kv

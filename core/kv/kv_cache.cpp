@@ -13,6 +13,10 @@ namespace kvc::kv {
 
 namespace {
 
+// Promotion reads T2 runs in batches of at most this many bytes (at least one block): enough
+// blocks per query to amortise it, a buffer the cache keeps without noticing.
+constexpr size_t k_cold_batch_bytes = size_t{8} << 20;
+
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -41,9 +45,8 @@ void BlockPool::free(int32_t slot) {
 
 void KvCache::emit(KvEventType type, Tier from, Tier to, const BlockKey& key, int32_t slot, int64_t n_tokens,
                    int64_t n_bytes, int64_t seq) {
-  if (!events_) return;
   KvEvent e;
-  e.t_us = now_us();
+  e.t_us = events_ ? now_us() : 0;  // counters need no clock
   e.type = type;
   e.from = from;
   e.to = to;
@@ -53,7 +56,8 @@ void KvCache::emit(KvEventType type, Tier from, Tier to, const BlockKey& key, in
   e.request_id = request_id_;
   e.n_tokens = n_tokens;
   e.n_bytes = n_bytes;
-  events_->append(e);
+  event_counters_.apply(e);
+  if (events_) events_->append(e);
 }
 
 void KvCache::emit_tier_usage() {
@@ -270,7 +274,7 @@ bool KvCache::demote_one(Tier from) {
 
 // Brings a matched block to T0 and returns its slot; on a missing or corrupt T2 block the
 // block is marked as having no data and an error is returned (the caller recomputes).
-Result<int32_t> KvCache::promote(BlockHandle h, int64_t& bad_tokens) {
+Result<int32_t> KvCache::promote(BlockHandle h, int64_t& bad_tokens, ColdRunReader* run) {
   const BlockLocation loc = index_.location(h);
   if (loc.tier == Tier::t0) return loc.slot;
   const auto bb = static_cast<size_t>(config_.layout.block_bytes);
@@ -283,7 +287,10 @@ Result<int32_t> KvCache::promote(BlockHandle h, int64_t& bad_tokens) {
     ++counters_.n_promoted[1];
     counters_.bytes_t1_t0 += static_cast<int64_t>(bb);
   } else {
-    const ColdRead r = cold_ ? cold_->read(index_.key(h), staging_) : ColdRead::missing;
+    std::span<const uint8_t> payload = staging_;
+    ColdRead r = ColdRead::missing;
+    if (run) r = run->read(index_.key(h), payload);
+    else if (cold_) r = cold_->read(index_.key(h), staging_);
     if (r != ColdRead::ok) {
       t0_.free(slot);
       if (r == ColdRead::corrupt) {
@@ -294,13 +301,24 @@ Result<int32_t> KvCache::promote(BlockHandle h, int64_t& bad_tokens) {
       bad_tokens += block_tokens();
       return make_error(ErrorCode::io, "cold block missing or corrupt");
     }
-    be_.copy_from_host(staging_.data(), t0_.data(slot), bb);
+    be_.copy_from_host(payload.data(), t0_.data(slot), bb);
     emit(KvEventType::block_promoted, Tier::t2, Tier::t0, index_.key(h), slot, block_tokens(), static_cast<int64_t>(bb));
     ++counters_.n_promoted[2];
     counters_.bytes_t2_t0 += static_cast<int64_t>(bb);
   }
   index_.set_location(h, {Tier::t0, slot});
   return slot;
+}
+
+std::unique_ptr<ColdRunReader> KvCache::cold_run(std::span<const MatchedBlock> blocks) {
+  if (!cold_) return nullptr;
+  std::vector<BlockKey> keys;
+  for (const MatchedBlock& mb : blocks) {
+    if (index_.location(mb.handle).tier == Tier::t2) keys.push_back(mb.key);
+  }
+  if (keys.empty()) return nullptr;
+  return std::make_unique<ColdRunReader>(*cold_, std::move(keys), static_cast<size_t>(config_.layout.block_bytes),
+                                         k_cold_batch_bytes, cold_batch_);
 }
 
 // The cached full blocks that prefix `prompt`: the index on any tier, continued through
@@ -337,9 +355,10 @@ PrefixInfo KvCache::prefetch(std::span<const int32_t> tokens) {
   info.n_prompt = static_cast<int64_t>(tokens.size());
   std::vector<MatchedBlock> blocks = cached_prefix(tokens);
   for (const MatchedBlock& mb : blocks) index_.acquire(mb.handle);  // pinned while promoting
+  const auto run = cold_run(blocks);
   for (const MatchedBlock& mb : blocks) {
     const Tier was = index_.location(mb.handle).tier;
-    if (!promote(mb.handle, info.n_recomputed_bad).ok()) break;
+    if (!promote(mb.handle, info.n_recomputed_bad, run.get()).ok()) break;
     index_.touch(mb.handle, tick());
     info.n_cached += block_tokens();
     info.n_from_tier[tier_index(was)] += block_tokens();
@@ -385,10 +404,11 @@ Result<PrefixInfo> KvCache::prepare(SeqId id, std::span<const int32_t> prompt) {
   // Pin and promote, in order; a block that cannot be restored ends the prefix there.
   const auto t_promote = std::chrono::steady_clock::now();
   for (const MatchedBlock& mb : blocks) index_.acquire(mb.handle);
+  const auto run = cold_run(blocks);
   size_t n_ok = 0;
   for (; n_ok < blocks.size(); ++n_ok) {
     const Tier was = index_.location(blocks[n_ok].handle).tier;
-    auto slot = promote(blocks[n_ok].handle, info.n_recomputed_bad);
+    auto slot = promote(blocks[n_ok].handle, info.n_recomputed_bad, run.get());
     if (!slot.ok()) break;
     index_.touch(blocks[n_ok].handle, tick());
     s.blocks.push_back(SeqBlock{*slot, blocks[n_ok].handle});
@@ -472,6 +492,8 @@ void KvCache::commit(SeqId id, std::span<const int32_t> tokens) {
       } else {
         if (loc.tier == Tier::t1) t1_.free(loc.slot);
         index_.set_location(r.handle, {Tier::t0, sb.t0_slot});
+        // A block whose disk copy was missing or corrupt was just recomputed: store it again.
+        if (loc.tier == Tier::none) write_behind(r.handle, t0_.data(sb.t0_slot));
       }
     }
     index_.acquire(r.handle);
@@ -558,65 +580,6 @@ void KvCache::demote_all_unpinned(Tier to) {
   }
   while (demote_one(Tier::t1)) {
   }
-}
-
-Status KvCache::check_invariants() const {
-  auto fail = [](const std::string& m) { return make_error(ErrorCode::internal, "KvCache invariant: " + m); };
-  KVC_TRY(index_.check_invariants());
-  const int64_t B = block_tokens();
-  // Every T0/T1 slot is free or has exactly one owner.
-  std::vector<int> owners0(static_cast<size_t>(t0_.n_slots()), 0), owners1(static_cast<size_t>(t1_.n_slots()), 0);
-  std::unordered_map<uint32_t, int> refs;  // slab index -> pins by sequences
-  for (const auto& [id, s] : seqs_) {
-    if (s.pinned) {
-      if (static_cast<int64_t>(s.blocks.size()) * B < static_cast<int64_t>(s.tokens.size())) {
-        return fail("sequence " + std::to_string(id) + " has fewer blocks than its tokens need");
-      }
-      if (s.table.size() != s.blocks.size()) return fail("stale block table");
-      for (size_t i = 0; i < s.blocks.size(); ++i) {
-        const SeqBlock& b = s.blocks[i];
-        if (s.table[i] != t0_.data(b.t0_slot)) return fail("block table disagrees with slots");
-        const bool full = static_cast<int64_t>(i + 1) * B <= static_cast<int64_t>(s.tokens.size());
-        if (b.shared.is_null()) {
-          ++owners0[static_cast<size_t>(b.t0_slot)];
-          if (full) return fail("a full block of a running sequence is not published");
-        } else {
-          if (!index_.is_live(b.shared)) return fail("a sequence holds a removed block");
-          const BlockLocation loc = index_.location(b.shared);
-          if (loc.tier != Tier::t0 || loc.slot != b.t0_slot) return fail("a pinned block is not on T0 at its slot");
-          ++refs[b.shared.index];
-        }
-      }
-    } else {
-      for (const SeqBlock& b : s.blocks) {
-        if (b.t0_slot >= 0) ++owners0[static_cast<size_t>(b.t0_slot)];
-      }
-    }
-  }
-  index_.visit([&](const NodeView& n) {
-    for (uint32_t bi : n.blocks) {
-      const BlockLocation loc = index_.location(index_.handle_of(bi));
-      if (loc.tier == Tier::t0) ++owners0[static_cast<size_t>(loc.slot)];
-      if (loc.tier == Tier::t1) ++owners1[static_cast<size_t>(loc.slot)];
-      const int pins = refs.count(bi) ? refs[bi] : 0;
-      if (index_.info(index_.handle_of(bi)).n_refs != pins) {
-        owners0[0] = -1000;  // reported below
-      }
-    }
-  });
-  for (int32_t i = 0; i < t0_.n_slots(); ++i) {
-    const int want = t0_.is_free(i) ? 0 : 1;
-    if (owners0[static_cast<size_t>(i)] != want) {
-      return fail(owners0[0] == -1000 ? "index reference counts differ from the sequences' pins"
-                                      : "T0 slot " + std::to_string(i) + " has " +
-                                            std::to_string(owners0[static_cast<size_t>(i)]) + " owners");
-    }
-  }
-  for (int32_t i = 0; i < t1_.n_slots(); ++i) {
-    const int want = t1_.is_free(i) ? 0 : 1;
-    if (owners1[static_cast<size_t>(i)] != want) return fail("T1 slot " + std::to_string(i) + " owners mismatch");
-  }
-  return {};
 }
 
 }  // namespace kvc::kv

@@ -26,11 +26,15 @@
 #include "core/kv/cold_store.h"
 #include "core/kv/kv_events.h"
 #include "core/kv/kv_format.h"
+#include "core/kv/kv_metrics.h"
 #include "core/kv/radix_index.h"
 #include "core/util/result.h"
 #include "kernels/cpu/kv_block.h"
 
 namespace kvc::kv {
+
+struct KvView;
+struct KvViewOptions;
 
 struct KvCacheConfig {
   kernels::KvBlockLayout layout;  // geometry and formats of one block
@@ -135,6 +139,8 @@ class KvCache {
   const BlockKey& fingerprint() const { return config_.fingerprint; }
   TierUsageBytes tier_usage(Tier t) const;
   const KvCacheCounters& counters() const { return counters_; }
+  // Counts of every event the cache produced (kept whether or not an event log is set).
+  const KvCounters& event_counters() const { return event_counters_; }
   const RadixIndex& index() const { return index_; }
   ColdStore* cold_store() const { return cold_; }
   // Wasted slots in partial last blocks (tokens), over all sequences.
@@ -149,6 +155,11 @@ class KvCache {
 
   // Demotes every unpinned T0 block to T1 (or T2): for tests of the tier paths.
   void demote_all_unpinned(Tier to);
+
+  // Fills `out` with the metrics, every block (up to a cap) and the prefix tree; only reads
+  // the cache. Owners (options.owners, else the sequences) colour blocks and get the shares.
+  void describe(KvView& out, const KvViewOptions& options) const;
+  void describe(KvView& out) const;
 
   Status check_invariants() const;
 
@@ -176,7 +187,9 @@ class KvCache {
   bool make_room_t1(int32_t n_slots);
   bool demote_one(Tier from);
   bool reclaim_parked_tail();
-  Result<int32_t> promote(BlockHandle h, int64_t& bad_tokens);
+  Result<int32_t> promote(BlockHandle h, int64_t& bad_tokens, ColdRunReader* run);
+  // A batched reader of the T2 blocks among `blocks` (null without a cold store or T2 blocks).
+  std::unique_ptr<ColdRunReader> cold_run(std::span<const MatchedBlock> blocks);
   std::vector<MatchedBlock> cached_prefix(std::span<const int32_t> prompt);
   int32_t alloc_t0();
   void write_behind(BlockHandle h, const uint8_t* t0_data);
@@ -191,11 +204,13 @@ class KvCache {
   uint8_t* t0_memory_ = nullptr;
   std::unique_ptr<uint8_t[]> t1_memory_;  // host RAM, untouched until used
   std::vector<uint8_t> staging_;  // host copy of one block for T2 writes and reads
+  std::vector<uint8_t> cold_batch_;  // (blocks per batch, block_bytes): T2 runs read ahead of promotion
   BlockPool t0_, t1_;
   std::unordered_map<SeqId, Sequence> seqs_;
   SeqId next_seq_ = 1;
   uint64_t tick_ = 0;
   KvCacheCounters counters_;
+  KvCounters event_counters_;
   KvEventLog* events_ = nullptr;
   int64_t request_id_ = -1;
 };

@@ -5,20 +5,27 @@
 #include <optional>
 #include <string_view>
 
+#include "kernels/cpu/kv_format.h"
+
 namespace kvc::kv {
 
 // F16: 2 bytes per element. INT8 / INT4: signed integers with one F16 scale per group of
-// k_kv_group elements of one head (per position), so
-//   bytes per element = bits / 8 + 2 / k_kv_group.
+// g elements of one head (per position), g = kv_group_for_head_dim(head_dim): 32, 16 or 8, so
+//   bytes per element = bits / 8 + 2 / g.
+// A head size that is not a multiple of 8 has no group: only F16 can store it.
 enum class KvFormat { f16, int8, int4 };
 
-constexpr int k_kv_group = 32;
+// The group for a model's head size (kernels/cpu/kv_format.h decides), 0 when none fits.
+constexpr int kv_group_for_head_dim(int64_t head_dim) { return kernels::kv_group_for_head_dim(head_dim); }
 
-constexpr double kv_bytes_per_element(KvFormat f) {
+// Bytes per element of format f with groups of `group` elements; 0 when f needs a group and
+// `group` is none (0) or not a valid group.
+constexpr double kv_bytes_per_element(KvFormat f, int group) {
+  if (f != KvFormat::f16 && !kernels::kv_group_valid(group)) return 0.0;
   switch (f) {
     case KvFormat::f16: return 2.0;
-    case KvFormat::int8: return 1.0 + 2.0 / k_kv_group;
-    case KvFormat::int4: return 0.5 + 2.0 / k_kv_group;
+    case KvFormat::int8: return 1.0 + 2.0 / group;
+    case KvFormat::int4: return 0.5 + 2.0 / group;
   }
   return 2.0;
 }

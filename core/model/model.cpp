@@ -275,10 +275,11 @@ std::string Model::weight_type_summary() const {
 
 kv::BlockKey kv_fingerprint(const Model& m, const kernels::KvBlockLayout& layout) {
   const ModelConfig& c = m.config();
-  // Little-endian words: layout geometry and formats, then rope settings.
+  // Little-endian words: layout geometry, formats and their group, then rope settings.
   const int64_t words[] = {layout.n_layer,       layout.n_kv_head,  layout.head_dim, layout.block_tokens,
                            static_cast<int64_t>(layout.k_type), static_cast<int64_t>(layout.v_type),
-                           c.rope.n_rot,         c.rope.interleaved ? 1 : 0};
+                           c.rope.n_rot,         c.rope.interleaved ? 1 : 0,
+                           layout.group};
   const double reals[] = {static_cast<double>(c.rope.freq_base), static_cast<double>(c.rope.freq_scale)};
   uint8_t bytes[sizeof words + sizeof reals];
   std::memcpy(bytes, words, sizeof words);

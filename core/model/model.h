@@ -83,8 +83,8 @@ class Model {
   kv::BlockKey weights_fingerprint_;
 };
 
-// The fingerprint KV block keys are rooted in: weights, tokenizer, KV layout (formats, block
-// size, shape) and rope settings. Any difference gives keys that can never match.
+// The fingerprint KV block keys are rooted in: weights, tokenizer, KV layout (formats, their
+// scale group, block size, shape) and rope settings. Any difference gives keys that can never match.
 kv::BlockKey kv_fingerprint(const Model& m, const kernels::KvBlockLayout& layout);
 
 // The tokenizer vocabulary described by a GGUF file's tokenizer.ggml.* metadata.

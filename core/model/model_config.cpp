@@ -143,4 +143,31 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   return c;
 }
 
+Result<kernels::KvBlockLayout> ModelConfig::kv_layout(int block_tokens, kv::KvFormat k_format,
+                                                      kv::KvFormat v_format) const {
+  const bool quantized = k_format != kv::KvFormat::f16 || v_format != kv::KvFormat::f16;
+  if (quantized && kv::kv_group_for_head_dim(head_dim) == 0) {
+    return make_error(ErrorCode::unsupported,
+                      "KV format " + std::string(kv::kv_format_name(k_format)) + "/" +
+                          std::string(kv::kv_format_name(v_format)) + " needs a head size that is a multiple of 8 " +
+                          "(it scales groups of 32, 16 or 8 elements of one head); this model's head size is " +
+                          std::to_string(head_dim) + ". F16 KV works for any head size (--kv-type f16)");
+  }
+  if (block_tokens <= 0) {
+    return make_error(ErrorCode::invalid_argument,
+                      "the KV block size must be positive, got " + std::to_string(block_tokens));
+  }
+  // Both enums list f16, int8, int4 in the same order.
+  auto layout = kernels::make_kv_block_layout(static_cast<int>(n_layer), static_cast<int>(n_head_kv),
+                                              static_cast<int>(head_dim), block_tokens,
+                                              static_cast<kernels::KvType>(k_format),
+                                              static_cast<kernels::KvType>(v_format));
+  if (!layout) {
+    return make_error(ErrorCode::invalid_argument,
+                      "cannot lay out the KV cache for " + std::to_string(n_layer) + " layers, " +
+                          std::to_string(n_head_kv) + " KV heads of size " + std::to_string(head_dim));
+  }
+  return *layout;
+}
+
 }  // namespace kvc::model

@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <string>
 
+#include "core/kv/kv_format.h"
 #include "core/util/result.h"
+#include "kernels/cpu/kv_block.h"
 #include "kernels/cpu/ops.h"
 
 namespace kvc::gguf {
@@ -37,6 +39,14 @@ struct ModelConfig {
   double kv_bytes_per_token(double elem_bytes) const {
     return 2.0 * static_cast<double>(n_layer * kv_width()) * elem_bytes;
   }
+  // The same for K and V in format f with this head size's group (kv::kv_group_for_head_dim);
+  // 0 when f cannot store this head size.
+  double kv_bytes_per_token(kv::KvFormat f) const {
+    return kv_bytes_per_token(kv::kv_bytes_per_element(f, kv::kv_group_for_head_dim(head_dim)));
+  }
+  // The KV block layout of this model (B = block_tokens), or an error naming the head size
+  // when a quantized format has no group for it.
+  Result<kernels::KvBlockLayout> kv_layout(int block_tokens, kv::KvFormat k_format, kv::KvFormat v_format) const;
 
   // Reads and validates the config; unsupported architectures and rope scalings get a
   // clear error naming what is missing.

@@ -24,15 +24,8 @@ Result<Session> Session::create(const Model& m, int64_t n_ctx, int64_t n_batch) 
 Result<Session> Session::create(const Model& m, const SessionOptions& o) {
   const ModelConfig& c = m.config();
   const int64_t n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(c.n_ctx_train, 4096);
-  auto layout = kernels::make_kv_block_layout(static_cast<int>(c.n_layer), static_cast<int>(c.n_head_kv),
-                                              static_cast<int>(c.head_dim), o.block_tokens, kv::to_kernel_type(o.k_format),
-                                              kv::to_kernel_type(o.v_format));
-  if (!layout) {
-    return make_error(ErrorCode::unsupported, "KV format " + std::string(kv::kv_format_name(o.k_format)) + "/" +
-                                                  std::string(kv::kv_format_name(o.v_format)) +
-                                                  " needs a head size that is a multiple of 32; this model's is " +
-                                                  std::to_string(c.head_dim) + " (use f16)");
-  }
+  auto layout = c.kv_layout(o.block_tokens, o.k_format, o.v_format);
+  if (!layout.ok()) return layout.error();
   kv::KvCacheConfig kc;
   kc.layout = *layout;
   const int64_t n_blocks = (n_ctx + o.block_tokens - 1) / o.block_tokens + 2;  // +2: copy on write, reserve ahead

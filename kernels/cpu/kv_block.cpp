@@ -8,9 +8,9 @@ namespace kvc::kernels {
 bool KvBlockLayout::check_invariants() const {
   if (n_layer <= 0 || n_kv_head <= 0 || head_dim <= 0 || block_tokens <= 0) return false;
   const bool quantized = k_type != KvType::f16 || v_type != KvType::f16;
-  if (quantized && head_dim % k_kv_group != 0) return false;
+  if (group != kv_group_for_head_dim(head_dim) || (quantized && group == 0)) return false;
   const int64_t n_elems = static_cast<int64_t>(n_kv_head) * head_dim;
-  return k_row_bytes == row_bytes(k_type, n_elems) && v_row_bytes == row_bytes(v_type, n_elems) &&
+  return k_row_bytes == row_bytes(k_type, group, n_elems) && v_row_bytes == row_bytes(v_type, group, n_elems) &&
          k_row_bytes % 2 == 0 && v_row_bytes % 2 == 0 &&
          layer_bytes == block_tokens * (k_row_bytes + v_row_bytes) &&
          block_bytes == n_layer * layer_bytes;
@@ -25,9 +25,12 @@ std::optional<KvBlockLayout> make_kv_block_layout(int n_layer, int n_kv_head, in
   l.block_tokens = block_tokens;
   l.k_type = k_type;
   l.v_type = v_type;
+  l.group = kv_group_for_head_dim(head_dim);
+  const bool quantized = k_type != KvType::f16 || v_type != KvType::f16;
+  if (quantized && l.group == 0) return std::nullopt;
   const int64_t n_elems = static_cast<int64_t>(n_kv_head) * head_dim;
-  l.k_row_bytes = row_bytes(k_type, n_elems);
-  l.v_row_bytes = row_bytes(v_type, n_elems);
+  l.k_row_bytes = row_bytes(k_type, l.group, n_elems);
+  l.v_row_bytes = row_bytes(v_type, l.group, n_elems);
   l.layer_bytes = block_tokens * (l.k_row_bytes + l.v_row_bytes);
   l.block_bytes = n_layer * l.layer_bytes;
   if (!l.check_invariants()) return std::nullopt;
@@ -39,8 +42,8 @@ void kv_store(const KvBlockLayout& layout, uint8_t* block, int layer, int row, c
   KVC_KERNEL_CHECK(block != nullptr && 0 <= layer && layer < layout.n_layer && 0 <= row &&
                    row < layout.block_tokens);
   const int64_t n = static_cast<int64_t>(layout.n_kv_head) * layout.head_dim;
-  encode_row(layout.k_type, k, n, block + layout.k_row_offset(layer, row));
-  encode_row(layout.v_type, v, n, block + layout.v_row_offset(layer, row));
+  encode_row(layout.k_type, layout.group, k, n, block + layout.k_row_offset(layer, row));
+  encode_row(layout.v_type, layout.group, v, n, block + layout.v_row_offset(layer, row));
 }
 
 void kv_store_at(const KvBlockLayout& layout, uint8_t* const* blocks, int layer, int64_t t,

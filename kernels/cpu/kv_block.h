@@ -16,16 +16,18 @@ namespace kvc::kernels {
 //            <------ B * k_row_bytes ------> <---- B * v_row_bytes ->
 //            <------------------- layer_bytes ----------------------->
 //
-// Invariants (make_kv_block_layout establishes them): all counts > 0; head_dim % 32 == 0
-// when k_type or v_type is quantized; k_row_bytes = row_bytes(k_type, n_kv_head * head_dim),
-// likewise v_row_bytes; layer_bytes = B (k_row_bytes + v_row_bytes); block_bytes =
-// n_layer layer_bytes. Every row size is even, so F16 rows are 2-byte aligned when the block
-// is (callers allocate blocks 64-byte aligned).
+// Invariants (make_kv_block_layout establishes them): all counts > 0; group =
+// kv_group_for_head_dim(head_dim) (kv_format.h; 0 when no group fits), and group > 0 when
+// k_type or v_type is quantized, so groups never straddle heads; k_row_bytes =
+// row_bytes(k_type, group, n_kv_head * head_dim), likewise v_row_bytes; layer_bytes =
+// B (k_row_bytes + v_row_bytes); block_bytes = n_layer layer_bytes. Every row size is even,
+// so F16 rows are 2-byte aligned when the block is (callers allocate blocks 64-byte aligned).
 struct KvBlockLayout {
   int n_layer = 0;
   int n_kv_head = 0;
   int head_dim = 0;
   int block_tokens = 0;  // B
+  int group = 0;         // elements per scale of quantized rows: 32, 16 or 8
   KvType k_type = KvType::f16;
   KvType v_type = KvType::f16;
   int64_t k_row_bytes = 0;
@@ -39,16 +41,16 @@ struct KvBlockLayout {
   int64_t k_row_offset(int layer, int row) const { return k_offset(layer) + row * k_row_bytes; }
   int64_t v_row_offset(int layer, int row) const { return v_offset(layer) + row * v_row_bytes; }
   // Byte offset of kv head h inside a K (V) row.
-  int64_t k_head_offset(int h) const { return row_bytes(k_type, static_cast<int64_t>(h) * head_dim); }
-  int64_t v_head_offset(int h) const { return row_bytes(v_type, static_cast<int64_t>(h) * head_dim); }
+  int64_t k_head_offset(int h) const { return row_bytes(k_type, group, static_cast<int64_t>(h) * head_dim); }
+  int64_t v_head_offset(int h) const { return row_bytes(v_type, group, static_cast<int64_t>(h) * head_dim); }
 
   // True when the invariants above hold.
   bool check_invariants() const;
 };
 
-// The layout for a model's shape, or nullopt when the shape cannot be stored: a count <= 0,
-// or a quantized type with head_dim not a multiple of 32 (the caller reports it; a model
-// file can have such a head_dim, so it is not a bug here).
+// The layout for a model's shape (the group chosen from head_dim), or nullopt when the shape
+// cannot be stored: a count <= 0, or a quantized type with head_dim not a multiple of 8 (the
+// caller reports it; a model file can have such a head_dim, so it is not a bug here).
 std::optional<KvBlockLayout> make_kv_block_layout(int n_layer, int n_kv_head, int head_dim,
                                                   int block_tokens, KvType k_type, KvType v_type);
 

@@ -1,4 +1,5 @@
-// Row conversions of kv_format.h: run-time ISA dispatch over the KvOpsTable.
+// Row conversions of kv_format.h: run-time ISA dispatch over the KvOpsTable for groups of 32,
+// the scalar any-group loops for smaller groups.
 #include "kernels/cpu/kv_format.h"
 
 #include "kernels/cpu/kv_ops.h"
@@ -29,62 +30,56 @@ const char* kv_type_name(KvType type) {
   return "?";
 }
 
-void encode_row_with(const KvOpsTable& t, KvType type, const float* x, int64_t n, uint8_t* out) {
+void encode_row_with(const KvOpsTable& t, KvType type, int group, const float* x, int64_t n, uint8_t* out) {
   KVC_KERNEL_CHECK(n >= 0);
-  switch (type) {
-    case KvType::f16: {
-      uint16_t* h = reinterpret_cast<uint16_t*>(out);
-      KVC_KERNEL_CHECK(reinterpret_cast<uintptr_t>(h) % alignof(uint16_t) == 0);
-      ops_for(t.isa).f32_to_f16_row(x, h, n);
-      return;
-    }
-    case KvType::q8:
-      KVC_KERNEL_CHECK(n % k_kv_group == 0);
-      t.encode_q8(x, n, out);
-      return;
-    case KvType::q4:
-      KVC_KERNEL_CHECK(n % k_kv_group == 0);
-      t.encode_q4(x, n, out);
-      return;
+  if (type == KvType::f16) {
+    uint16_t* h = reinterpret_cast<uint16_t*>(out);
+    KVC_KERNEL_CHECK(reinterpret_cast<uintptr_t>(h) % alignof(uint16_t) == 0);
+    ops_for(t.isa).f32_to_f16_row(x, h, n);
+    return;
   }
-  KVC_KERNEL_CHECK(false && "unknown KvType");
+  KVC_KERNEL_CHECK((type == KvType::q8 || type == KvType::q4) && kv_group_valid(group) && n % group == 0);
+  if (group != k_kv_group_max) {
+    detail::encode_row_any_group(type, group, x, n, out);
+  } else if (type == KvType::q8) {
+    t.encode_q8(x, n, out);
+  } else {
+    t.encode_q4(x, n, out);
+  }
 }
 
-void decode_row_with(const KvOpsTable& t, KvType type, const uint8_t* in, int64_t n, float* out) {
+void decode_row_with(const KvOpsTable& t, KvType type, int group, const uint8_t* in, int64_t n, float* out) {
   KVC_KERNEL_CHECK(n >= 0);
-  switch (type) {
-    case KvType::f16: {
-      const uint16_t* h = reinterpret_cast<const uint16_t*>(in);
-      KVC_KERNEL_CHECK(reinterpret_cast<uintptr_t>(h) % alignof(uint16_t) == 0);
-      for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_f32(h[i]);
-      return;
-    }
-    case KvType::q8:
-      KVC_KERNEL_CHECK(n % k_kv_group == 0);
-      t.decode_q8(in, n, out);
-      return;
-    case KvType::q4:
-      KVC_KERNEL_CHECK(n % k_kv_group == 0);
-      t.decode_q4(in, n, out);
-      return;
+  if (type == KvType::f16) {
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(in);
+    KVC_KERNEL_CHECK(reinterpret_cast<uintptr_t>(h) % alignof(uint16_t) == 0);
+    for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_f32(h[i]);
+    return;
   }
-  KVC_KERNEL_CHECK(false && "unknown KvType");
+  KVC_KERNEL_CHECK((type == KvType::q8 || type == KvType::q4) && kv_group_valid(group) && n % group == 0);
+  if (group != k_kv_group_max) {
+    detail::decode_row_any_group(type, group, in, n, out);
+  } else if (type == KvType::q8) {
+    t.decode_q8(in, n, out);
+  } else {
+    t.decode_q4(in, n, out);
+  }
 }
 
-void encode_row(KvType type, const float* x, int64_t n, uint8_t* out) {
-  encode_row_with(kv_ops_active(), type, x, n, out);
+void encode_row(KvType type, int group, const float* x, int64_t n, uint8_t* out) {
+  encode_row_with(kv_ops_active(), type, group, x, n, out);
 }
 
-void decode_row(KvType type, const uint8_t* in, int64_t n, float* out) {
-  decode_row_with(kv_ops_active(), type, in, n, out);
+void decode_row(KvType type, int group, const uint8_t* in, int64_t n, float* out) {
+  decode_row_with(kv_ops_active(), type, group, in, n, out);
 }
 
-void encode_row_reference(KvType type, const float* x, int64_t n, uint8_t* out) {
-  encode_row_with(kv_ops_scalar(), type, x, n, out);
+void encode_row_reference(KvType type, int group, const float* x, int64_t n, uint8_t* out) {
+  encode_row_with(kv_ops_scalar(), type, group, x, n, out);
 }
 
-void decode_row_reference(KvType type, const uint8_t* in, int64_t n, float* out) {
-  decode_row_with(kv_ops_scalar(), type, in, n, out);
+void decode_row_reference(KvType type, int group, const uint8_t* in, int64_t n, float* out) {
+  decode_row_with(kv_ops_scalar(), type, group, in, n, out);
 }
 
 }  // namespace kvc::kernels

@@ -1,5 +1,5 @@
-// Element formats of the KV cache rows (F16, INT8, INT4 with one scale per group of 32) and
-// the conversion of one row between float and its stored bytes.
+// Element formats of the KV cache rows (F16, INT8, INT4 with one scale per group of 32, 16 or 8
+// elements) and the conversion of one row between float and its stored bytes.
 #pragma once
 
 #include <cstdint>
@@ -9,54 +9,71 @@ namespace kvc::kernels {
 // The same order as core's kv::KvFormat (f16, int8, int4), so the mapping is one cast.
 enum class KvType : uint8_t { f16 = 0, q8 = 1, q4 = 2 };
 
-// Elements of one head at one position that share a scale.
-constexpr int k_kv_group = 32;
+// Elements of one head at one position that share a scale (g below): the largest of 32, 16,
+// 8 that divides the head size, so a group never straddles two heads. The fast SIMD kernels
+// are written for g = 32; smaller groups (head sizes such as 8, 48, 80) are encoded by the
+// scalar loops and attended by simpler AVX2 loops.
+constexpr int k_kv_group_max = 32;
+
+constexpr bool kv_group_valid(int group) { return group == 32 || group == 16 || group == 8; }
+
+// The group for a head size, or 0 when no group fits (only F16 can store such heads).
+constexpr int kv_group_for_head_dim(int64_t head_dim) {
+  if (head_dim <= 0) return 0;
+  if (head_dim % 32 == 0) return 32;
+  if (head_dim % 16 == 0) return 16;
+  if (head_dim % 8 == 0) return 8;
+  return 0;
+}
 
 // A row is the K (or V) of one layer at one position: n_kv_head * head_dim elements, head h
 // in elements [h * head_dim, (h + 1) * head_dim). Quantized rows are a sequence of groups of
-// 32 consecutive elements, so head h's groups are contiguous and heads follow in order:
+// g consecutive elements, so head h's groups are contiguous and heads follow in order:
 //
-//   F16 row:  | e0 e1 ... e(n-1) |                      2 bytes each, IEEE half
-//   Q8 group: | d:f16 | q0 q1 ... q31 |                 34 bytes, q int8 in [-127, 127]
+//   F16 row:  | e0 e1 ... e(n-1) |                      2 bytes each, IEEE half (no group)
+//   Q8 group: | d:f16 | q0 q1 ... q(g-1) |              2 + g bytes, q int8 in [-127, 127]
 //             x_i = d * q_i, d = amax / 127 (amax = max |x_i| of the group)
-//   Q4 group: | d:f16 | b0 b1 ... b15 |                 18 bytes
-//             b_j = n_j | n_(j+16) << 4  (element j in the low nibble, j + 16 in the high)
+//   Q4 group: | d:f16 | b0 b1 ... b(g/2-1) |            2 + g / 2 bytes
+//             b_j = n_j | n_(j+g/2) << 4  (element j in the low nibble, j + g/2 in the high)
 //             x_i = d * (n_i - 8), n_i in [0, 15], d = -m / 8 with m the group's value of
 //             largest magnitude (the positive one on a tie), so m itself is exact (n = 0)
 //
-//   row (Q8, head_dim 64, 2 heads) = | h0 g0 | h0 g1 | h1 g0 | h1 g1 |   4 x 34 bytes
+//   row (Q8, g 32, head_dim 64, 2 heads) = | h0 g0 | h0 g1 | h1 g0 | h1 g1 |   4 x 34 bytes
+//   row (Q4, g 8, head_dim 8, 4 heads)   = | h0 | h1 | h2 | h3 |                4 x 6 bytes
 //
-// The Q4 rule (like GGUF's Q4_0) spends all 16 levels; over Gaussian groups its RMS error is
-// 11 % lower than the symmetric d = amax / 7 rule (measured: 0.086 vs 0.097 of the RMS
-// value), at the price of a worst case of d instead of d / 2 for values of the sign opposite
-// to m with |x| > 7.5 |d|.
+// Scale overhead per element is 2 / g bytes: 0.0625 (g 32), 0.125 (g 16), 0.25 (g 8).
+// The Q4 rule (like GGUF's Q4_0) spends all 16 levels; over Gaussian groups of 32 its RMS
+// error is 11 % lower than the symmetric d = amax / 7 rule (measured: 0.086 vs 0.097 of the
+// RMS value), at the price of a worst case of d instead of d / 2 for values of the sign
+// opposite to m with |x| > 7.5 |d|.
 // Scales are rounded to F16 before quantizing, and q = round-to-nearest-even(x / d_f16),
 // clamped: for Q8 |x - x'| <= |d| / 2 always; for Q4 |x - x'| <= |d| / 2 except the case above.
 
-constexpr int64_t kv_group_bytes(KvType type) {
+// Bytes of one group of `group` elements (F16: 2 per element, any group).
+constexpr int64_t kv_group_bytes(KvType type, int group) {
   switch (type) {
-    case KvType::f16: return 2 * k_kv_group;
-    case KvType::q8: return 2 + k_kv_group;
-    case KvType::q4: return 2 + k_kv_group / 2;
+    case KvType::f16: return 2 * group;
+    case KvType::q8: return 2 + group;
+    case KvType::q4: return 2 + group / 2;
   }
   return 0;
 }
 
-// Bytes of n_elems elements; n_elems must be a multiple of 32 for q8 and q4.
-constexpr int64_t row_bytes(KvType type, int64_t n_elems) {
-  return type == KvType::f16 ? 2 * n_elems : n_elems / k_kv_group * kv_group_bytes(type);
+// Bytes of n_elems elements; for q8 and q4 group is valid and divides n_elems (F16 ignores it).
+constexpr int64_t row_bytes(KvType type, int group, int64_t n_elems) {
+  return type == KvType::f16 ? 2 * n_elems : n_elems / group * kv_group_bytes(type, group);
 }
 
 const char* kv_type_name(KvType type);
 
-// out: row_bytes(type, n) bytes.  n must be a multiple of 32 for q8 / q4 (a bug otherwise).
-// Non-finite inputs produce unspecified (but in-bounds) bytes.
-void encode_row(KvType type, const float* x, int64_t n, uint8_t* out);
+// out: row_bytes(type, group, n) bytes.  For q8 / q4, group must be valid and divide n (a bug
+// otherwise); F16 ignores group. Non-finite inputs produce unspecified (but in-bounds) bytes.
+void encode_row(KvType type, int group, const float* x, int64_t n, uint8_t* out);
 // out: n floats.
-void decode_row(KvType type, const uint8_t* in, int64_t n, float* out);
+void decode_row(KvType type, int group, const uint8_t* in, int64_t n, float* out);
 
 // The scalar references; encode_row produces the same bytes on every ISA.
-void encode_row_reference(KvType type, const float* x, int64_t n, uint8_t* out);
-void decode_row_reference(KvType type, const uint8_t* in, int64_t n, float* out);
+void encode_row_reference(KvType type, int group, const float* x, int64_t n, uint8_t* out);
+void decode_row_reference(KvType type, int group, const uint8_t* in, int64_t n, float* out);
 
 }  // namespace kvc::kernels

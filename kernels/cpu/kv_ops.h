@@ -1,5 +1,6 @@
 // Internal to the KV kernels: one table per ISA of the loops over quantized KV rows (encode,
-// decode, and the attention inner loops over a range of positions read straight from blocks).
+// decode, and the attention inner loops over a range of positions read straight from blocks)
+// for groups of k_kv_group_max and for the smaller groups, and the scalar loops for any group.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +10,8 @@
 
 namespace kvc::kernels {
 
-// x: n floats -> out: row_bytes(type, n) bytes (and back); n a multiple of 32.
+// The table's loops work on groups of k_kv_group_max (32) elements.
+// x: n floats -> out: row_bytes(type, 32, n) bytes (and back); n a multiple of 32.
 using EncodeRowFn = void (*)(const float* x, int64_t n, uint8_t* out);
 using DecodeRowFn = void (*)(const uint8_t* in, int64_t n, float* out);
 
@@ -33,6 +35,15 @@ using ScoreRangeQi = void (*)(const int8_t* q8, const float* q_scale, const int3
                               int head_dim, const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos,
                               float scale, float* scores, int64_t score_stride);
 
+// The score and accumulate loops above for groups smaller than 32 (type q8 or q4, group 16 or
+// 8, head_dim a multiple of group).
+using ScoreRangeSmallQ = void (*)(KvType type, int group, const float* q, int n_q, int head_dim, const uint8_t* k,
+                                  int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores,
+                                  int64_t score_stride);
+using AccumulateRangeSmallQ = void (*)(KvType type, int group, const float* w, int64_t w_stride, int n_q,
+                                       const uint8_t* v, int64_t v_stride_bytes, int64_t n_pos, int head_dim,
+                                       float* acc);
+
 // Invariant: every pointer is non-null except the ScoreRangeQi ones (null: this ISA scores
 // quantized K with the float loops), and a table is handed out (kv_ops_for) only when the CPU
 // supports its ISA. F16 rows use the OpsTable of the same ISA (ops_impl.h).
@@ -48,6 +59,8 @@ struct KvOpsTable {
   AccumulateRangeQ accumulate_range_q4 = nullptr;
   ScoreRangeQi score_range_q8_int = nullptr;  // head_dim <= k_max_int_head_dim
   ScoreRangeQi score_range_q4_int = nullptr;
+  ScoreRangeSmallQ score_range_small_group = nullptr;  // groups of 16 and 8
+  AccumulateRangeSmallQ accumulate_range_small_group = nullptr;
 };
 
 // Integer scoring keeps per-chunk correction vectors on the stack, up to this head size.
@@ -69,7 +82,7 @@ namespace detail {
 // Out of line so that every ISA quantizes with the same scalar arithmetic.
 float kv_group_scale(float d, uint16_t* d_bits);
 
-// Quantizes each of n_q query heads (head_dim floats, a multiple of 32) to int8 with one
+// Quantizes each of n_q query heads (head_dim floats, a multiple of 4) to int8 with one
 // scale per head: q8 = round(q / d), d = amax / 127 (|q - d q8| <= d / 2); q_sums[j][l] is
 // the sum of q8[j][4l, 4l + 4) (what VPDPBUSD adds per lane), for the offset correction.
 //   q: (n_q, head_dim);  q8: (n_q, head_dim);  q_scale: (n_q);  q_sums: (n_q, head_dim / 4).
@@ -83,10 +96,30 @@ void score_range_q8_vnni(const int8_t* q8, const float* q_scale, const int32_t* 
 void score_range_q4_vnni(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q,
                          int head_dim, const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos,
                          float scale, float* scores, int64_t score_stride);
+// The scalar loops for any valid group (kv_ops_scalar.cpp): the same contracts as the table's
+// loops above with groups of `group` elements (type q8 or q4, head_dim a multiple of group).
+// kv_ops_scalar()'s entries are these at group 32 (and for small groups); every ISA encodes
+// and decodes groups of 16 and 8 with them.
+void encode_row_any_group(KvType type, int group, const float* x, int64_t n, uint8_t* out);
+void decode_row_any_group(KvType type, int group, const uint8_t* in, int64_t n, float* out);
+void score_range_any_group(KvType type, int group, const float* q, int n_q, int head_dim, const uint8_t* k,
+                           int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores, int64_t score_stride);
+void accumulate_range_any_group(KvType type, int group, const float* w, int64_t w_stride, int n_q,
+                                const uint8_t* v, int64_t v_stride_bytes, int64_t n_pos, int head_dim, float* acc);
+
+// The AVX2 score and accumulate loops for groups of 16 and 8 (kv_ops_small_group_avx2.cpp),
+// the small-group entries of every table from AVX2 up.
+void score_range_small_group_avx2(KvType type, int group, const float* q, int n_q, int head_dim,
+                                  const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos, float scale,
+                                  float* scores, int64_t score_stride);
+void accumulate_range_small_group_avx2(KvType type, int group, const float* w, int64_t w_stride, int n_q,
+                                       const uint8_t* v, int64_t v_stride_bytes, int64_t n_pos, int head_dim,
+                                       float* acc);
 }  // namespace detail
 
-// Row conversions with table `t` (F16 through ops_for(t.isa)).
-void encode_row_with(const KvOpsTable& t, KvType type, const float* x, int64_t n, uint8_t* out);
-void decode_row_with(const KvOpsTable& t, KvType type, const uint8_t* in, int64_t n, float* out);
+// Row conversions with table `t` (F16 through ops_for(t.isa); groups below 32 through the
+// scalar any-group loops, on every ISA: a row is encoded once per token).
+void encode_row_with(const KvOpsTable& t, KvType type, int group, const float* x, int64_t n, uint8_t* out);
+void decode_row_with(const KvOpsTable& t, KvType type, int group, const uint8_t* in, int64_t n, float* out);
 
 }  // namespace kvc::kernels

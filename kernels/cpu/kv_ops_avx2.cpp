@@ -13,8 +13,8 @@ namespace kvc::kernels {
 namespace {
 
 constexpr int k_lanes = 8;
-constexpr int k_q8_bytes = 2 + k_kv_group;
-constexpr int k_q4_bytes = 2 + k_kv_group / 2;
+constexpr int k_q8_bytes = 2 + k_kv_group_max;
+constexpr int k_q4_bytes = 2 + k_kv_group_max / 2;
 // Evaluated at compile time: no inline function from a shared header is compiled here.
 template <KvType T>
 constexpr int64_t k_group_bytes = T == KvType::q8 ? k_q8_bytes : k_q4_bytes;
@@ -86,7 +86,7 @@ __m256i quantize32(const float* x, __m256 id, float lo, float hi, int bias) {
 
 void encode_q8_avx2(const float* x, int64_t n, uint8_t* out) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  for (int64_t g = 0; g < n / k_kv_group; ++g, x += k_kv_group, out += k_q8_bytes) {
+  for (int64_t g = 0; g < n / k_kv_group_max; ++g, x += k_kv_group_max, out += k_q8_bytes) {
     __m256 m = _mm256_and_ps(_mm256_loadu_ps(x), abs_mask);
     for (int i = 1; i < 4; ++i) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + i * k_lanes), abs_mask));
     uint16_t d_bits = 0;
@@ -97,7 +97,7 @@ void encode_q8_avx2(const float* x, int64_t n, uint8_t* out) {
 }
 
 void encode_q4_avx2(const float* x, int64_t n, uint8_t* out) {
-  for (int64_t g = 0; g < n / k_kv_group; ++g, x += k_kv_group, out += k_q4_bytes) {
+  for (int64_t g = 0; g < n / k_kv_group_max; ++g, x += k_kv_group_max, out += k_q4_bytes) {
     __m256 mx = _mm256_loadu_ps(x);
     __m256 mn = mx;
     for (int i = 1; i < 4; ++i) {
@@ -120,7 +120,7 @@ void encode_q4_avx2(const float* x, int64_t n, uint8_t* out) {
 
 template <KvType T>
 void decode_avx2(const uint8_t* in, int64_t n, float* out) {
-  for (int64_t g = 0; g < n / k_kv_group; ++g, in += k_group_bytes<T>, out += k_kv_group) {
+  for (int64_t g = 0; g < n / k_kv_group_max; ++g, in += k_group_bytes<T>, out += k_kv_group_max) {
     const Group v = load_group<T>(in);
     for (int i = 0; i < 4; ++i) _mm256_storeu_ps(out + i * k_lanes, v.v[i]);
   }
@@ -130,14 +130,14 @@ void decode_avx2(const uint8_t* in, int64_t n, float* out) {
 template <KvType T, int NJ>
 void score_tile(const float* q, int head_dim, const uint8_t* k, int64_t k_stride, int64_t n_pos,
                 float scale, float* scores, int64_t score_stride) {
-  const int n_groups = head_dim / k_kv_group;
+  const int n_groups = head_dim / k_kv_group_max;
   for (int64_t t = 0; t < n_pos; ++t) {
     const uint8_t* kt = k + t * k_stride;
     __m256 acc[NJ];
     for (int j = 0; j < NJ; ++j) acc[j] = _mm256_setzero_ps();
     for (int g = 0; g < n_groups; ++g) {
       const Group kg = load_group<T>(kt + g * k_group_bytes<T>);
-      const float* qg = q + g * k_kv_group;
+      const float* qg = q + g * k_kv_group_max;
       for (int j = 0; j < NJ; ++j) {
         for (int i = 0; i < 4; ++i) {
           acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + j * head_dim + i * k_lanes), kg.v[i], acc[j]);
@@ -204,12 +204,12 @@ template <KvType T>
 void accumulate_range_avx2(const float* w, int64_t w_stride, int n_q, const uint8_t* v,
                            int64_t v_stride, int64_t n_pos, int head_dim, float* acc) {
   constexpr int k_rows = 2;  // query rows per tile: 8 accumulators + 4 values in 16 registers
-  const int n_groups = head_dim / k_kv_group;
+  const int n_groups = head_dim / k_kv_group_max;
   for (int g = 0; g < n_groups; ++g) {
     for (int j0 = 0; j0 < n_q; j0 += k_rows) {
       const float* wt = w + j0 * w_stride;
       const uint8_t* vg = v + g * k_group_bytes<T>;
-      float* at = acc + static_cast<int64_t>(j0) * head_dim + g * k_kv_group;
+      float* at = acc + static_cast<int64_t>(j0) * head_dim + g * k_kv_group_max;
       if (n_q - j0 >= k_rows) {
         accumulate_tile<T, 2>(wt, w_stride, vg, v_stride, n_pos, at, head_dim);
       } else {
@@ -231,6 +231,8 @@ constexpr KvOpsTable k_avx2_table = {
     accumulate_range_avx2<KvType::q4>,
     nullptr,  // K scores stay float: no integer dot product on this ISA
     nullptr,
+    detail::score_range_small_group_avx2,
+    detail::accumulate_range_small_group_avx2,
 };
 
 }  // namespace

@@ -18,8 +18,8 @@ namespace kvc::kernels {
 namespace {
 
 constexpr int k_lanes = 16;
-constexpr int k_q8_bytes = 2 + k_kv_group;
-constexpr int k_q4_bytes = 2 + k_kv_group / 2;
+constexpr int k_q8_bytes = 2 + k_kv_group_max;
+constexpr int k_q4_bytes = 2 + k_kv_group_max / 2;
 // Evaluated at compile time: no inline function from a shared header is compiled here.
 template <KvType T>
 constexpr int64_t k_group_bytes = T == KvType::q8 ? k_q8_bytes : k_q4_bytes;
@@ -63,7 +63,7 @@ __m512i quantize16(__m512 x, __m512 id, float lo, float hi) {
 }
 
 void encode_q8_avx512(const float* x, int64_t n, uint8_t* out) {
-  for (int64_t g = 0; g < n / k_kv_group; ++g, x += k_kv_group, out += k_q8_bytes) {
+  for (int64_t g = 0; g < n / k_kv_group_max; ++g, x += k_kv_group_max, out += k_q8_bytes) {
     const __m512 a = _mm512_loadu_ps(x);
     const __m512 b = _mm512_loadu_ps(x + k_lanes);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
@@ -76,7 +76,7 @@ void encode_q8_avx512(const float* x, int64_t n, uint8_t* out) {
 }
 
 void encode_q4_avx512(const float* x, int64_t n, uint8_t* out) {
-  for (int64_t g = 0; g < n / k_kv_group; ++g, x += k_kv_group, out += k_q4_bytes) {
+  for (int64_t g = 0; g < n / k_kv_group_max; ++g, x += k_kv_group_max, out += k_q4_bytes) {
     const __m512 a = _mm512_loadu_ps(x);
     const __m512 b = _mm512_loadu_ps(x + k_lanes);
     const float mx = _mm512_reduce_max_ps(_mm512_max_ps(a, b));
@@ -94,7 +94,7 @@ void encode_q4_avx512(const float* x, int64_t n, uint8_t* out) {
 
 template <KvType T>
 void decode_avx512(const uint8_t* in, int64_t n, float* out) {
-  for (int64_t g = 0; g < n / k_kv_group; ++g, in += k_group_bytes<T>, out += k_kv_group) {
+  for (int64_t g = 0; g < n / k_kv_group_max; ++g, in += k_group_bytes<T>, out += k_kv_group_max) {
     const Group v = load_group<T>(in);
     _mm512_storeu_ps(out, v.lo);
     _mm512_storeu_ps(out + k_lanes, v.hi);
@@ -123,14 +123,14 @@ __m256 transpose_sum8(const __m512* a) {
 template <KvType T, int NJ>
 void score_tile(const float* q, int head_dim, const uint8_t* k, int64_t k_stride, int64_t n_pos,
                 float scale, float* scores, int64_t score_stride) {
-  const int n_groups = head_dim / k_kv_group;
+  const int n_groups = head_dim / k_kv_group_max;
   for (int64_t t = 0; t < n_pos; ++t) {
     const uint8_t* kt = k + t * k_stride;
     __m512 acc[NJ];
     for (int j = 0; j < NJ; ++j) acc[j] = _mm512_setzero_ps();
     for (int g = 0; g < n_groups; ++g) {
       const Group kg = load_group<T>(kt + g * k_group_bytes<T>);
-      const float* qg = q + g * k_kv_group;
+      const float* qg = q + g * k_kv_group_max;
       for (int j = 0; j < NJ; ++j) {
         acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(qg + j * head_dim), kg.lo, acc[j]);
         acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(qg + j * head_dim + k_lanes), kg.hi, acc[j]);
@@ -213,13 +213,13 @@ void accumulate_range_avx512(const float* w, int64_t w_stride, int n_q, const ui
       {accumulate_tile<T, 3, 1>, accumulate_tile<T, 3, 2>},
       {accumulate_tile<T, 4, 1>, accumulate_tile<T, 4, 2>},
   };
-  const int n_groups = head_dim / k_kv_group;
+  const int n_groups = head_dim / k_kv_group_max;
   for (int g0 = 0; g0 < n_groups; g0 += k_groups) {
     const int ng = n_groups - g0 >= k_groups ? k_groups : n_groups - g0;
     for (int j0 = 0; j0 < n_q; j0 += k_rows) {
       const int nj = n_q - j0 >= k_rows ? k_rows : n_q - j0;
       k_tiles[nj - 1][ng - 1](w + j0 * w_stride, w_stride, v + g0 * k_group_bytes<T>, v_stride,
-                              n_pos, acc + static_cast<int64_t>(j0) * head_dim + g0 * k_kv_group,
+                              n_pos, acc + static_cast<int64_t>(j0) * head_dim + g0 * k_kv_group_max,
                               head_dim);
     }
   }
@@ -235,6 +235,10 @@ constexpr KvOpsTable k_avx512_table = {
     score_range_avx512<KvType::q4>,
     accumulate_range_avx512<KvType::q8>,
     accumulate_range_avx512<KvType::q4>,
+    nullptr,
+    nullptr,
+    detail::score_range_small_group_avx2,  // groups of 16 and 8: the AVX2 loops
+    detail::accumulate_range_small_group_avx2,
 };
 
 constexpr KvOpsTable k_avx512_vnni_table = {
@@ -249,6 +253,8 @@ constexpr KvOpsTable k_avx512_vnni_table = {
     accumulate_range_avx512<KvType::q4>,
     detail::score_range_q8_vnni,
     detail::score_range_q4_vnni,
+    detail::score_range_small_group_avx2,
+    detail::accumulate_range_small_group_avx2,
 };
 
 }  // namespace

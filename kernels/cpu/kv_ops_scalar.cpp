@@ -1,5 +1,6 @@
-// Scalar reference of the KV row kernels (kv_ops.h): plain loops over groups, elements
-// dequantized one at a time; the accurate, simple side of every SIMD comparison.
+// Scalar reference of the KV row kernels (kv_ops.h): plain loops over groups of any size,
+// elements dequantized one at a time; the accurate, simple side of every SIMD comparison, and
+// the loops every ISA uses for groups smaller than 32.
 #include <cmath>
 #include <cstdint>
 
@@ -55,34 +56,34 @@ void quantize_q_heads(const float* q, int n_q, int head_dim, int8_t* q8, float* 
 
 namespace {
 
-constexpr int64_t k_q8_bytes = kv_group_bytes(KvType::q8);
-constexpr int64_t k_q4_bytes = kv_group_bytes(KvType::q4);
-
 uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
 void store_u16(uint8_t* p, uint16_t v) {
   p[0] = static_cast<uint8_t>(v & 0xff);
   p[1] = static_cast<uint8_t>(v >> 8);
 }
 
-void encode_q8_scalar(const float* x, int64_t n, uint8_t* out) {
-  for (int64_t g = 0; g < n / k_kv_group; ++g, x += k_kv_group, out += k_q8_bytes) {
+void encode_q8(const float* x, int64_t n, int group, uint8_t* out) {
+  const int64_t group_bytes = kv_group_bytes(KvType::q8, group);
+  for (int64_t g = 0; g < n / group; ++g, x += group, out += group_bytes) {
     float amax = 0.0f;
-    for (int i = 0; i < k_kv_group; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+    for (int i = 0; i < group; ++i) amax = std::fmax(amax, std::fabs(x[i]));
     uint16_t d_bits = 0;
     const float id = detail::kv_group_scale(amax / 127.0f, &d_bits);
     store_u16(out, d_bits);
-    for (int i = 0; i < k_kv_group; ++i) {
+    for (int i = 0; i < group; ++i) {
       const float q = std::nearbyint(clamp(x[i] * id, -127.0f, 127.0f));
       out[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(q));
     }
   }
 }
 
-void encode_q4_scalar(const float* x, int64_t n, uint8_t* out) {
-  for (int64_t g = 0; g < n / k_kv_group; ++g, x += k_kv_group, out += k_q4_bytes) {
+void encode_q4(const float* x, int64_t n, int group, uint8_t* out) {
+  const int64_t group_bytes = kv_group_bytes(KvType::q4, group);
+  const int half = group / 2;
+  for (int64_t g = 0; g < n / group; ++g, x += group, out += group_bytes) {
     float mx = x[0];
     float mn = x[0];
-    for (int i = 1; i < k_kv_group; ++i) {
+    for (int i = 1; i < group; ++i) {
       mx = std::fmax(mx, x[i]);
       mn = std::fmin(mn, x[i]);
     }
@@ -90,51 +91,52 @@ void encode_q4_scalar(const float* x, int64_t n, uint8_t* out) {
     uint16_t d_bits = 0;
     const float id = detail::kv_group_scale(m / -8.0f, &d_bits);
     store_u16(out, d_bits);
-    uint8_t nib[k_kv_group];
-    for (int i = 0; i < k_kv_group; ++i) {
+    uint8_t nib[k_kv_group_max];
+    for (int i = 0; i < group; ++i) {
       nib[i] = static_cast<uint8_t>(std::nearbyint(clamp(x[i] * id, -8.0f, 7.0f)) + 8.0f);
     }
-    for (int j = 0; j < k_kv_group / 2; ++j) {
-      out[2 + j] = static_cast<uint8_t>(nib[j] | nib[j + k_kv_group / 2] << 4);
-    }
+    for (int j = 0; j < half; ++j) out[2 + j] = static_cast<uint8_t>(nib[j] | nib[j + half] << 4);
   }
 }
 
-// Element i of the group at p, dequantized.
+// Element i of the group at p (of `group` elements), dequantized.
 float q8_at(const uint8_t* p, float d, int i) { return d * static_cast<float>(static_cast<int8_t>(p[2 + i])); }
-float q4_at(const uint8_t* p, float d, int i) {
-  const uint8_t b = p[2 + (i % (k_kv_group / 2))];
-  const int nib = i < k_kv_group / 2 ? (b & 0x0f) : (b >> 4);
+float q4_at(const uint8_t* p, float d, int i, int group) {
+  const int half = group / 2;
+  const uint8_t b = p[2 + (i % half)];
+  const int nib = i < half ? (b & 0x0f) : (b >> 4);
   return d * static_cast<float>(nib - 8);
 }
 
 template <KvType T>
-float dequant_at(const uint8_t* p, float d, int i) {
-  return T == KvType::q8 ? q8_at(p, d, i) : q4_at(p, d, i);
+float dequant_at(const uint8_t* p, float d, int i, int group) {
+  return T == KvType::q8 ? q8_at(p, d, i) : q4_at(p, d, i, group);
 }
 
 template <KvType T>
-void decode_scalar(const uint8_t* in, int64_t n, float* out) {
-  for (int64_t g = 0; g < n / k_kv_group; ++g, in += kv_group_bytes(T), out += k_kv_group) {
+void decode_scalar(const uint8_t* in, int64_t n, int group, float* out) {
+  const int64_t group_bytes = kv_group_bytes(T, group);
+  for (int64_t g = 0; g < n / group; ++g, in += group_bytes, out += group) {
     const float d = fp16_to_f32(load_u16(in));
-    for (int i = 0; i < k_kv_group; ++i) out[i] = dequant_at<T>(in, d, i);
+    for (int i = 0; i < group; ++i) out[i] = dequant_at<T>(in, d, i, group);
   }
 }
 
 template <KvType T>
-void score_range_scalar(const float* q, int n_q, int head_dim, const uint8_t* k,
+void score_range_scalar(const float* q, int n_q, int head_dim, int group, const uint8_t* k,
                         int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores,
                         int64_t score_stride) {
-  const int n_groups = head_dim / k_kv_group;
+  const int n_groups = head_dim / group;
+  const int64_t group_bytes = kv_group_bytes(T, group);
   for (int64_t t = 0; t < n_pos; ++t) {
     const uint8_t* kt = k + t * k_stride_bytes;
     for (int j = 0; j < n_q; ++j) {
       const float* qj = q + static_cast<int64_t>(j) * head_dim;
       float dot = 0.0f;
       for (int g = 0; g < n_groups; ++g) {
-        const uint8_t* kg = kt + g * kv_group_bytes(T);
+        const uint8_t* kg = kt + g * group_bytes;
         const float d = fp16_to_f32(load_u16(kg));
-        for (int i = 0; i < k_kv_group; ++i) dot += qj[g * k_kv_group + i] * dequant_at<T>(kg, d, i);
+        for (int i = 0; i < group; ++i) dot += qj[g * group + i] * dequant_at<T>(kg, d, i, group);
       }
       scores[j * score_stride + t] = dot * scale;
     }
@@ -143,38 +145,97 @@ void score_range_scalar(const float* q, int n_q, int head_dim, const uint8_t* k,
 
 template <KvType T>
 void accumulate_range_scalar(const float* w, int64_t w_stride, int n_q, const uint8_t* v,
-                             int64_t v_stride_bytes, int64_t n_pos, int head_dim, float* acc) {
-  const int n_groups = head_dim / k_kv_group;
+                             int64_t v_stride_bytes, int64_t n_pos, int head_dim, int group, float* acc) {
+  const int n_groups = head_dim / group;
+  const int64_t group_bytes = kv_group_bytes(T, group);
   for (int64_t t = 0; t < n_pos; ++t) {
     const uint8_t* vt = v + t * v_stride_bytes;
     for (int j = 0; j < n_q; ++j) {
       const float wj = w[j * w_stride + t];
       float* aj = acc + static_cast<int64_t>(j) * head_dim;
       for (int g = 0; g < n_groups; ++g) {
-        const uint8_t* vg = vt + g * kv_group_bytes(T);
+        const uint8_t* vg = vt + g * group_bytes;
         const float d = fp16_to_f32(load_u16(vg));
-        for (int i = 0; i < k_kv_group; ++i) aj[g * k_kv_group + i] += wj * dequant_at<T>(vg, d, i);
+        for (int i = 0; i < group; ++i) aj[g * group + i] += wj * dequant_at<T>(vg, d, i, group);
       }
     }
   }
 }
 
+// The table's entries: the loops above at group 32.
+void encode_q8_32(const float* x, int64_t n, uint8_t* out) { encode_q8(x, n, k_kv_group_max, out); }
+void encode_q4_32(const float* x, int64_t n, uint8_t* out) { encode_q4(x, n, k_kv_group_max, out); }
+template <KvType T>
+void decode_32(const uint8_t* in, int64_t n, float* out) {
+  decode_scalar<T>(in, n, k_kv_group_max, out);
+}
+template <KvType T>
+void score_range_32(const float* q, int n_q, int head_dim, const uint8_t* k, int64_t k_stride_bytes,
+                    int64_t n_pos, float scale, float* scores, int64_t score_stride) {
+  score_range_scalar<T>(q, n_q, head_dim, k_kv_group_max, k, k_stride_bytes, n_pos, scale, scores, score_stride);
+}
+template <KvType T>
+void accumulate_range_32(const float* w, int64_t w_stride, int n_q, const uint8_t* v, int64_t v_stride_bytes,
+                         int64_t n_pos, int head_dim, float* acc) {
+  accumulate_range_scalar<T>(w, w_stride, n_q, v, v_stride_bytes, n_pos, head_dim, k_kv_group_max, acc);
+}
+
 constexpr KvOpsTable k_scalar_table = {
     Isa::scalar,
-    encode_q8_scalar,
-    encode_q4_scalar,
-    decode_scalar<KvType::q8>,
-    decode_scalar<KvType::q4>,
-    score_range_scalar<KvType::q8>,
-    score_range_scalar<KvType::q4>,
-    accumulate_range_scalar<KvType::q8>,
-    accumulate_range_scalar<KvType::q4>,
+    encode_q8_32,
+    encode_q4_32,
+    decode_32<KvType::q8>,
+    decode_32<KvType::q4>,
+    score_range_32<KvType::q8>,
+    score_range_32<KvType::q4>,
+    accumulate_range_32<KvType::q8>,
+    accumulate_range_32<KvType::q4>,
     nullptr,  // K scores stay float: no integer dot product on this ISA
     nullptr,
+    detail::score_range_any_group,
+    detail::accumulate_range_any_group,
 };
 
 }  // namespace
 
 const KvOpsTable& kv_ops_scalar() { return k_scalar_table; }
+
+namespace detail {
+
+void encode_row_any_group(KvType type, int group, const float* x, int64_t n, uint8_t* out) {
+  if (type == KvType::q8) {
+    encode_q8(x, n, group, out);
+  } else {
+    encode_q4(x, n, group, out);
+  }
+}
+
+void decode_row_any_group(KvType type, int group, const uint8_t* in, int64_t n, float* out) {
+  if (type == KvType::q8) {
+    decode_scalar<KvType::q8>(in, n, group, out);
+  } else {
+    decode_scalar<KvType::q4>(in, n, group, out);
+  }
+}
+
+void score_range_any_group(KvType type, int group, const float* q, int n_q, int head_dim, const uint8_t* k,
+                           int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores, int64_t score_stride) {
+  if (type == KvType::q8) {
+    score_range_scalar<KvType::q8>(q, n_q, head_dim, group, k, k_stride_bytes, n_pos, scale, scores, score_stride);
+  } else {
+    score_range_scalar<KvType::q4>(q, n_q, head_dim, group, k, k_stride_bytes, n_pos, scale, scores, score_stride);
+  }
+}
+
+void accumulate_range_any_group(KvType type, int group, const float* w, int64_t w_stride, int n_q,
+                                const uint8_t* v, int64_t v_stride_bytes, int64_t n_pos, int head_dim, float* acc) {
+  if (type == KvType::q8) {
+    accumulate_range_scalar<KvType::q8>(w, w_stride, n_q, v, v_stride_bytes, n_pos, head_dim, group, acc);
+  } else {
+    accumulate_range_scalar<KvType::q4>(w, w_stride, n_q, v, v_stride_bytes, n_pos, head_dim, group, acc);
+  }
+}
+
+}  // namespace detail
 
 }  // namespace kvc::kernels

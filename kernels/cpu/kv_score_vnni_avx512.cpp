@@ -24,7 +24,7 @@ constexpr int k_max_chunks = k_max_int_head_dim / k_chunk;
 template <KvType T>
 constexpr int k_offset = T == KvType::q8 ? 128 : 8;
 template <KvType T>
-constexpr int64_t k_group_bytes = T == KvType::q8 ? 2 + k_kv_group : 2 + k_kv_group / 2;
+constexpr int64_t k_group_bytes = T == KvType::q8 ? 2 + k_kv_group_max : 2 + k_kv_group_max / 2;
 
 uint16_t load_u16(const uint8_t* p) {
   uint16_t v;
@@ -77,7 +77,7 @@ template <KvType T, int NJ, int NC>
 void score_tile(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int head_dim,
                 const uint8_t* k, int64_t k_stride, int64_t n_pos, float scale, float* scores,
                 int64_t score_stride) {
-  const int n_groups = head_dim / k_kv_group;
+  const int n_groups = head_dim / k_kv_group_max;
   constexpr int n_chunks = NC;
   // init[j][c] = -offset * (sum of q8 per lane): VPDPBUSD of u = k + offset then gives q8 . k.
   __m512i init[NJ][NC];

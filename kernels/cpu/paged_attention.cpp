@@ -1,5 +1,5 @@
 // Paged attention (paged_attention.h): walks the block table and calls the per-ISA range
-// loops of ops_impl.h (F16) and kv_ops.h (INT8 / INT4) once per block.
+// loops of ops_impl.h (F16) and kv_ops.h (INT8 / INT4, groups of 32 or smaller) once per block.
 #include "kernels/cpu/paged_attention.h"
 
 #include <cstring>
@@ -38,8 +38,10 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
     float* scale = nullptr;   // (n_group)
     int32_t* sums = nullptr;  // (n_group, head_dim / 4)
   } q_int;
-  const bool int_k = (l.k_type == KvType::q8 && t.score_range_q8_int != nullptr) ||
-                     (l.k_type == KvType::q4 && t.score_range_q4_int != nullptr);
+  // The table's main loops take groups of 32; smaller groups take its small-group loops.
+  const bool table_group = l.group == k_kv_group_max;
+  const bool int_k = table_group && ((l.k_type == KvType::q8 && t.score_range_q8_int != nullptr) ||
+                                     (l.k_type == KvType::q4 && t.score_range_q4_int != nullptr));
   if (int_k && s.head_dim <= k_max_int_head_dim && n_att > 0) {
     float* rest = scratch + n_group * n_att;
     q_int.q8 = reinterpret_cast<int8_t*>(rest);
@@ -69,6 +71,9 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
           if (q_int.q8 != nullptr) {
             t.score_range_q8_int(q_int.q8, q_int.scale, q_int.sums, n_group, s.head_dim, k, l.k_row_bytes,
                                  t1 - t0, s.scale, sb, n_att);
+          } else if (!table_group) {
+            t.score_range_small_group(l.k_type, l.group, q_group, n_group, s.head_dim, k, l.k_row_bytes,
+                                      t1 - t0, s.scale, sb, n_att);
           } else {
             t.score_range_q8(q_group, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
           }
@@ -77,6 +82,9 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
           if (q_int.q8 != nullptr) {
             t.score_range_q4_int(q_int.q8, q_int.scale, q_int.sums, n_group, s.head_dim, k, l.k_row_bytes,
                                  t1 - t0, s.scale, sb, n_att);
+          } else if (!table_group) {
+            t.score_range_small_group(l.k_type, l.group, q_group, n_group, s.head_dim, k, l.k_row_bytes,
+                                      t1 - t0, s.scale, sb, n_att);
           } else {
             t.score_range_q4(q_group, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
           }
@@ -96,10 +104,15 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
                                    l.v_row_bytes / 2, t1 - t0, s.head_dim, out_group);
           break;
         case KvType::q8:
-          t.accumulate_range_q8(w, n_att, n_group, v, l.v_row_bytes, t1 - t0, s.head_dim, out_group);
-          break;
         case KvType::q4:
-          t.accumulate_range_q4(w, n_att, n_group, v, l.v_row_bytes, t1 - t0, s.head_dim, out_group);
+          if (!table_group) {
+            t.accumulate_range_small_group(l.v_type, l.group, w, n_att, n_group, v, l.v_row_bytes, t1 - t0,
+                                           s.head_dim, out_group);
+          } else if (l.v_type == KvType::q8) {
+            t.accumulate_range_q8(w, n_att, n_group, v, l.v_row_bytes, t1 - t0, s.head_dim, out_group);
+          } else {
+            t.accumulate_range_q4(w, n_att, n_group, v, l.v_row_bytes, t1 - t0, s.head_dim, out_group);
+          }
           break;
       }
     }

@@ -32,9 +32,10 @@ inline int64_t paged_window_begin(const PagedKvView& kv, int64_t n_kv) {
 // their query heads are computed, softmax is max-subtracted in float. s.kv_stride is unused
 // (the layout fixes it); s.n_kv_head and s.head_dim must match the layout.
 // Each K and V row of a kv head is read once for all its query heads. On AVX-512 VNNI, INT8 /
-// INT4 K is scored with integer dot products against q quantized to int8 per head (adding at
-// most scale * d_q / 2 * sum |k| to each score, d_q = max |q_head| / 127); elsewhere K groups
-// are dequantized in registers.
+// INT4 K in groups of 32 is scored with integer dot products against q quantized to int8 per
+// head (adding at most scale * d_q / 2 * sum |k| to each score, d_q = max |q_head| / 127);
+// elsewhere K groups of 32 are dequantized in registers. Groups of 16 or 8 (head sizes not a
+// multiple of 32) are dequantized in registers by simpler AVX2 loops on AVX2 and AVX-512.
 // scratch: at least paged_attention_scratch_floats(s, n_attended) floats, where n_attended
 // = n_kv - paged_window_begin(kv, n_kv).  With no attended position, out is zero.
 void attention_paged(const float* q, const PagedKvView& kv, int64_t n_kv, const AttentionShape& s,

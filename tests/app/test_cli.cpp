@@ -8,6 +8,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
+#include "storage/sqlite_cold_store.h"
 #include "support/test_support.h"
 
 namespace {
@@ -82,6 +85,18 @@ TEST_CASE("cli: inspect reports shape, KV bytes per format and a memory estimate
   CHECK_THAT(r.out, Catch::Contains("int8         544 bytes/token  (0.531x F16)"));
   CHECK_THAT(r.out, Catch::Contains("int4         288 bytes/token  (0.281x F16)"));
   CHECK_THAT(r.out, Catch::Contains("memory estimate at 1000 tokens"));
+}
+
+TEST_CASE("cli: inspect of a head size of 8 reports INT8 / INT4 with groups of 8", "[app][e2e]") {
+  kvc::test::TempDir tmp;
+  auto r = cli("inspect " + quoted(kvc::test::model_path("stories260K.gguf")), tmp);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  // 5 layers x 2 (K, V) x 4 kv heads x 8 dims: F16 2 bytes, INT8 1 + 2/8, INT4 0.5 + 2/8.
+  CHECK_THAT(r.out, Catch::Contains("one scale per 8 elements"));
+  CHECK_THAT(r.out, Catch::Contains("f16          640 bytes/token"));
+  CHECK_THAT(r.out, Catch::Contains("int8         400 bytes/token  (0.625x F16)"));
+  CHECK_THAT(r.out, Catch::Contains("int4         240 bytes/token  (0.375x F16)"));
 }
 
 TEST_CASE("cli: bad input gets a clear error and a non-zero exit", "[app][e2e]") {
@@ -181,6 +196,50 @@ TEST_CASE("cli: bench-cache reports every tier and serves the history from each"
   std::stringstream ts;
   ts << trace.rdbuf();
   CHECK_THAT(ts.str(), Catch::Contains("\"traceEvents\""));
+}
+
+TEST_CASE("cli: bench-cache's restart is a new process that recomputes no history", "[app][e2e]") {
+  kvc::test::TempDir tmp;
+  auto r = cli("bench-cache -m " + quoted(kvc::test::model_path("tiny-gqa-q8_0.gguf")) +
+                   " -t 2 --history 64 --new 8 --conversations 1 --turns 1 -r 1 --json --data-dir " + quoted(tmp.file("d")),
+               tmp);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  REQUIRE(j.contains("ttft_restart_ms"));
+  REQUIRE(j.contains("restart_t2_restore_mb_s"));
+  CHECK(j["ttft_restart_ms"].get<double>() > 0);
+  CHECK(j["restart_t2_restore_mb_s"].get<double>() > 0);
+  const auto& restart = j["restart"];
+  CHECK(restart["pid"].get<int64_t>() != j["pid"].get<int64_t>());  // another process did it
+  CHECK(restart["recomputed_history_tokens"].get<int64_t>() == 0);
+  CHECK(restart["recomputed_bad_tokens"].get<int64_t>() == 0);
+  CHECK(restart["cached_t2_tokens"].get<int64_t>() == 64);
+  // 4 blocks of 16 tokens at 1,024 KV bytes per token were read back from disk.
+  CHECK(restart["t2_bytes_read"].get<int64_t>() == 4 * 16 * 1024);
+}
+
+TEST_CASE("cli: the restarted bench-cache process fails loudly when it recomputes history", "[app][e2e]") {
+  kvc::test::TempDir tmp;
+  { REQUIRE(kvc::storage::SqliteColdStore::open(tmp.path() / "d" / "bench-cache").ok()); }  // an empty disk tier
+  std::vector<int32_t> history(64), prompt;
+  for (size_t i = 0; i < history.size(); ++i) history[i] = static_cast<int32_t>(100 + i);
+  prompt = history;
+  prompt.insert(prompt.end(), 8, 200);
+  {
+    std::ofstream out(tmp.file("prompts.bin"), std::ios::binary);
+    for (const auto* p : {&prompt, &history}) {
+      const auto n = static_cast<int32_t>(p->size());
+      out.write(reinterpret_cast<const char*>(&n), sizeof n);
+      out.write(reinterpret_cast<const char*>(p->data()), static_cast<std::streamsize>(p->size() * sizeof(int32_t)));
+    }
+  }
+  auto r = cli("bench-cache --restart-child " + quoted(tmp.file("prompts.bin")) + " -m " +
+                   quoted(kvc::test::model_path("tiny-gqa-q8_0.gguf")) + " -t 2 --history 64 --new 8 --data-dir " +
+                   quoted(tmp.file("d")),
+               tmp);
+  CHECK(r.exit_code == 3);
+  CHECK_THAT(r.err, Catch::Contains("recomputed 64 of the 64 history tokens"));
 }
 
 TEST_CASE("cli: perplexity compares a quantized KV cache with F16", "[app][e2e]") {

@@ -114,6 +114,34 @@ TEST_CASE("stories260K: greedy continuation reproduces the 100 reference tokens"
   CHECK(r->tokens == greedy);
 }
 
+TEST_CASE("stories260K: INT8 K and V keep the 100 reference tokens", "[core][e2e]") {
+  // head_dim 8: the KV scales groups of 8 elements (one per head and position). INT8 moves
+  // each K / V element by at most half a step (amax / 254 of its head), too little to flip
+  // any of the 100 greedy choices of this model.
+  auto l = load("stories260K.gguf");
+  const auto dir = test::models_dir();
+  const auto prompt = to_i32(test::read_reference_ids(dir / "stories260K.reference.txt", "prompt"));
+  const auto greedy = to_i32(test::read_reference_ids(dir / "stories260K.reference.txt", "greedy"));
+  REQUIRE(greedy.size() == 100);
+  model::SessionOptions o;
+  o.n_ctx = 256;
+  o.k_format = o.v_format = kv::KvFormat::int8;
+  auto s = model::Session::create(*l.m, o);
+  INFO((s.ok() ? std::string() : s.error().what()));
+  REQUIRE(s.ok());
+  CHECK(s->cache().layout().group == 8);
+  CHECK(s->cache().layout().k_type == kernels::KvType::q8);
+  CHECK(s->cache().layout().v_type == kernels::KvType::q8);
+  model::GenerateOptions opt;
+  opt.max_tokens = 100;
+  opt.sampling.temperature = 0;
+  opt.sampling.repeat_penalty = 1.0f;
+  opt.stop_at_eog = false;
+  auto r = model::generate(*s, prompt, opt);
+  REQUIRE(r.ok());
+  CHECK(r->tokens == greedy);
+}
+
 TEST_CASE("synthetic models: logits at every prompt position match llama.cpp's", "[core][e2e]") {
   // llama.cpp quantizes activations to 8 bits inside quantized products as we do, but with
   // other rounding points and summation orders; on these random-weight models that gives

@@ -162,18 +162,96 @@ TEST_CASE("cold store: the byte budget collects the least recently used, across 
   CHECK(s->contains(key_of(5)));
 }
 
-TEST_CASE("cold store: released blocks are collected first", "[storage]") {
+TEST_CASE("cold store: released blocks are deleted, durably, queued ones too", "[storage]") {
   kvc::test::TempDir tmp;
-  ColdStoreOptions opt;
-  opt.capacity_bytes = 4 * 1000;
-  auto s = open_store(tmp.path(), opt);
-  put_blocks(*s, 0, 4, 1000);
-  const kv::BlockKey released[] = {key_of(3)};
-  s->release(released);
-  CHECK(s->contains(key_of(3)));  // released is not deleted
-  put_blocks(*s, 4, 5, 1000);
-  CHECK_FALSE(s->contains(key_of(3)));
-  CHECK(s->contains(key_of(0)));
+  {
+    auto s = open_store(tmp.path());
+    put_blocks(*s, 0, 4, 1000);
+    const kv::BlockKey released[] = {key_of(1), key_of(3), key_of(99)};  // 99 was never stored
+    s->release(released);
+    CHECK_FALSE(s->contains(key_of(1)));
+    CHECK_FALSE(s->contains(key_of(3)));
+    CHECK(read_block(*s, 1, 1000) == kv::ColdRead::missing);
+    CHECK(read_block(*s, 0, 1000) == kv::ColdRead::ok);
+    CHECK(s->stats().n_released == 2);
+    CHECK(s->stats().used_bytes == 2000);
+    // A block released right after its put, queued or being written, never stays.
+    REQUIRE(s->put(key_of(10), key_of(9), kv::BlockKey{9, 9}, payload_of(10, 1000)));
+    const kv::BlockKey queued[] = {key_of(10)};
+    s->release(queued);
+    s->flush();
+    CHECK_FALSE(s->contains(key_of(10)));
+    s->check_invariants();
+  }
+  auto s = open_store(tmp.path());
+  CHECK(s->stats().n_blocks == 2);
+  CHECK_FALSE(s->contains(key_of(1)));
+  CHECK_FALSE(s->contains(key_of(10)));
+  CHECK(s->contains(key_of(2)));
+  CHECK(integrity(tmp.path() / "kv_cache.db") == "ok");
+}
+
+TEST_CASE("cold store: a batched read equals single reads, in both placements", "[storage]") {
+  for (PayloadPlacement placement : {PayloadPlacement::blob, PayloadPlacement::files}) {
+    DYNAMIC_SECTION((placement == PayloadPlacement::blob ? "blob" : "files")) {
+      kvc::test::TempDir tmp;
+      ColdStoreOptions opt;
+      opt.placement = placement;
+      auto s = open_store(tmp.path(), opt);
+      put_blocks(*s, 0, 6, 5000);
+      // Stored blocks, one still queued, one never stored, one of the wrong size asked for.
+      REQUIRE(s->put(key_of(6), key_of(5), kv::BlockKey{9, 9}, payload_of(6, 5000)));
+      const std::vector<int> ids = {4, 0, 6, 77, 2, 5, 1, 3};
+      std::vector<kv::BlockKey> keys;
+      std::vector<std::vector<uint8_t>> bufs(ids.size(), std::vector<uint8_t>(5000));
+      std::vector<std::span<uint8_t>> outs;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        keys.push_back(key_of(ids[i]));
+        outs.emplace_back(bufs[i]);
+      }
+      const auto got = s->read_many(keys, outs);
+      REQUIRE(got.size() == ids.size());
+      for (size_t i = 0; i < ids.size(); ++i) {
+        INFO("block " << ids[i]);
+        bool same = false;
+        const kv::ColdRead single = read_block(*s, ids[i], 5000, &same);
+        CHECK(got[i] == single);
+        if (ids[i] == 77) {
+          CHECK(got[i] == kv::ColdRead::missing);
+        } else {
+          CHECK(got[i] == kv::ColdRead::ok);
+          CHECK(same);
+          CHECK(bufs[i] == payload_of(ids[i], 5000));
+        }
+      }
+      CHECK(s->read_many({}, {}).empty());
+      s->check_invariants();
+    }
+  }
+}
+
+TEST_CASE("cold store: a corrupt block in the middle of a batch is reported alone", "[storage]") {
+  kvc::test::TempDir tmp;
+  { put_blocks(*open_store(tmp.path()), 0, 5, 20000); }
+  flip_payload_in_db_file(tmp.path() / "kv_cache.db", 2, 20000);
+  auto s = open_store(tmp.path());
+  std::vector<kv::BlockKey> keys;
+  std::vector<std::vector<uint8_t>> bufs(5, std::vector<uint8_t>(20000));
+  std::vector<std::span<uint8_t>> outs;
+  for (int i = 0; i < 5; ++i) {
+    keys.push_back(key_of(i));
+    outs.emplace_back(bufs[static_cast<size_t>(i)]);
+  }
+  const auto got = s->read_many(keys, outs);
+  const std::vector<kv::ColdRead> want = {kv::ColdRead::ok, kv::ColdRead::ok, kv::ColdRead::corrupt, kv::ColdRead::ok,
+                                          kv::ColdRead::ok};
+  CHECK(got == want);
+  for (int i : {0, 1, 3, 4}) CHECK(bufs[static_cast<size_t>(i)] == payload_of(i, 20000));
+  CHECK(s->stats().n_corrupt == 1);
+  CHECK_FALSE(s->contains(key_of(2)));  // deleted: recomputed, never served
+  for (int i : {0, 1, 3, 4}) CHECK(s->contains(key_of(i)));
+  s->flush();
+  s->check_invariants();
 }
 
 TEST_CASE("cold store: a block larger than the queue limit is dropped and counted", "[storage]") {

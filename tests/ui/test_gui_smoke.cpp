@@ -65,6 +65,21 @@ TEST_CASE("kvchat GUI: smoke script, then a restart resumes the conversation", "
   INFO(out);
   REQUIRE(rc == 0);
   CHECK(is_png(std::filesystem::path(shots) / "resumed.png"));
+  // The script asserted the block map's T2 cells and a shared prefix; these are its Memory tabs.
+  for (const char* name : {"memory-blocks", "memory-tree", "memory-timelines", "memory-export"}) {
+    CAPTURE(name);
+    CHECK(is_png(std::filesystem::path(shots) / (std::string(name) + ".png")));
+  }
+  // Both exports landed in DATA_DIR/exports/, non-empty.
+  REQUIRE(std::filesystem::is_directory(tmp.path() / "data/exports"));
+  int n_json = 0, n_csv = 0;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path() / "data/exports")) {
+    CHECK(std::filesystem::file_size(e.path()) > 0);
+    n_json += e.path().extension() == ".json";
+    n_csv += e.path().extension() == ".csv";
+  }
+  CHECK(n_json == 1);
+  CHECK(n_csv == 1);
 }
 
 TEST_CASE("kvchat GUI: first launch builds the demo model and answers in the welcome conversation", "[ui][e2e]") {

@@ -21,9 +21,12 @@ TEST_CASE("kv calculator: element bytes follow the group", "[ui]") {
   CHECK(kvc::ui::kv_element_bytes(KvFormat::int4, 32) == 0.5625);
   CHECK(kvc::ui::kv_element_bytes(KvFormat::int8, 16) == 1.125);
   CHECK(kvc::ui::kv_element_bytes(KvFormat::int4, 8) == 0.75);
-  // The engine's own constant agrees at its group.
-  CHECK(kvc::ui::kv_element_bytes(KvFormat::int8, kvc::kv::k_kv_group) == kvc::kv::kv_bytes_per_element(KvFormat::int8));
-  CHECK(kvc::ui::kv_element_bytes(KvFormat::int4, kvc::kv::k_kv_group) == kvc::kv::kv_bytes_per_element(KvFormat::int4));
+  // The engine's own formula agrees at its groups.
+  for (int g : {32, 16, 8}) {
+    CAPTURE(g);
+    CHECK(kvc::ui::kv_element_bytes(KvFormat::int8, g) == kvc::kv::kv_bytes_per_element(KvFormat::int8, g));
+    CHECK(kvc::ui::kv_element_bytes(KvFormat::int4, g) == kvc::kv::kv_bytes_per_element(KvFormat::int4, g));
+  }
 }
 
 TEST_CASE("kv calculator: TinyLlama per token and per conversation, F16 / INT8 / INT4", "[ui]") {

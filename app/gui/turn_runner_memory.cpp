@@ -1,0 +1,152 @@
+// SessionTurnRunner's side of the Memory window: the cache's KvView and its event stream, converted to ui structs.
+#include <algorithm>
+
+#include "app/gui/turn_runner.h"
+#include "core/kv/kv_view.h"
+
+namespace kvc::app {
+
+namespace {
+
+constexpr size_t k_max_samples = 600;           // counter history: 10 minutes at 1 per second
+constexpr int64_t k_sample_interval_us = 1'000'000;
+
+int tier_of(kv::Tier t) { return kv::is_data_tier(t) ? kv::tier_index(t) : 0; }
+
+}  // namespace
+
+void SessionTurnRunner::fill_kv(ui::MemoryState& out) {
+  const kv::KvCache& cache = session_.cache();
+  std::vector<kv::KvOwner> owners;
+  owners.reserve(streams_.size());
+  for (const auto& [id, tokens] : streams_) owners.push_back(kv::KvOwner{id, tokens});
+  kv::KvViewOptions o;
+  o.owners = owners;
+  kv::KvView v;
+  cache.describe(v, o);
+
+  ui::KvPicture& p = out.kv;
+  p.valid = true;
+  p.block_tokens = v.metrics.block_size;
+  p.block_bytes = static_cast<size_t>(v.block_bytes);
+  for (size_t t = 0; t < kv::k_n_data_tiers; ++t) {
+    p.used_bytes[t] = static_cast<size_t>(v.metrics.tiers[t].used_bytes);
+    p.capacity_bytes[t] = static_cast<size_t>(v.metrics.tiers[t].capacity_bytes);
+    p.used_blocks[t] = v.metrics.tiers[t].used_blocks;
+    p.n_blocks_on_tier[t] = v.n_blocks_on_tier[t];
+  }
+  p.blocks.clear();
+  p.blocks.reserve(v.blocks.size());
+  for (const kv::KvBlockView& b : v.blocks) {
+    ui::BlockCell c;
+    c.tier = tier_of(b.tier);
+    c.slot = b.slot;
+    c.n_tokens = b.n_tokens;
+    c.n_refs = b.n_refs;
+    c.n_hits = b.n_hits;
+    c.age = v.tick > b.last_use ? v.tick - b.last_use : 0;
+    c.position = b.position;
+    c.owner = b.owner_id;
+    c.n_owners = b.n_owners;
+    c.is_private = b.is_private;
+    c.on_disk = b.on_cold;
+    if (!b.is_private) c.key_hex = b.key.hex().substr(0, 16);
+    p.blocks.push_back(std::move(c));
+  }
+  p.n_blocks_left_out = v.n_blocks_left_out;
+  p.n_blocks_on_disk = v.n_blocks_on_cold;
+  p.nodes.clear();
+  p.nodes.reserve(v.nodes.size());
+  for (const kv::KvNodeView& n : v.nodes) {
+    ui::TreeNode t{n.parent, n.level, n.is_root, n.position, n.n_blocks, n.n_children, n.n_hits, tier_of(n.tier), {}};
+    if (n.first_block >= 0) t.key_hex = p.blocks[static_cast<size_t>(n.first_block)].key_hex;
+    p.nodes.push_back(std::move(t));
+  }
+  p.n_nodes_left_out = v.n_nodes_left_out;
+  p.n_shared_blocks = v.n_shared_blocks;
+  p.shares.clear();
+  for (const kv::SequenceShare& s : v.metrics.shares) {
+    ui::OwnerShare u;
+    u.owner = s.seq_id;
+    for (size_t t = 0; t < kv::k_n_data_tiers; ++t) u.bytes[t] = static_cast<size_t>(s.bytes[t]);
+    p.shares.push_back(u);
+  }
+  const kv::KvCounters& k = v.metrics.counters;
+  p.n_promotions = p.n_demotions = 0;
+  for (size_t t = 0; t < kv::k_n_data_tiers; ++t) {
+    p.n_hit_blocks[t] = k.n_hit_blocks[t];
+    p.n_evictions[t] = k.n_evictions[t];
+    for (size_t u = 0; u < kv::k_n_data_tiers; ++u) {
+      p.n_promotions += k.n_promotions[t][u];
+      p.n_demotions += k.n_demotions[t][u];
+    }
+  }
+  p.n_copies_on_write = k.n_copies_on_write;
+  p.n_wasted_tokens = v.metrics.fragmentation.n_wasted_tokens;
+  p.wasted_bytes = static_cast<size_t>(v.metrics.fragmentation.wasted_bytes);
+
+  const int64_t now = kv::now_us();
+  if (t_start_us_ == 0) t_start_us_ = now;
+  if (samples_.empty() || now - last_sample_us_ >= k_sample_interval_us) {
+    last_sample_us_ = now;
+    if (samples_.size() == k_max_samples) samples_.erase(samples_.begin());
+    samples_.push_back(ui::CounterSample{static_cast<double>(now - t_start_us_) / 1e6,
+                                         k.n_evictions[0] + k.n_evictions[1] + k.n_evictions[2], p.n_wasted_tokens});
+  }
+}
+
+void SessionTurnRunner::read_events(ui::KvTimelines& out) {
+  read_buf_.clear();
+  const kv::EventReadResult r = events_->read_since(events_cursor_, read_buf_);
+  events_cursor_ = r.cursor;
+  n_events_read_ += r.n_read;
+  n_events_lost_ += r.n_lost;
+  timeline_.add(read_buf_);
+  bandwidth_.add(read_buf_);
+
+  out.turns.clear();
+  for (const kv::RequestMetrics& m : timeline_.turns()) {
+    ui::TurnPhases t;
+    t.request_id = m.request_id;
+    for (size_t i = 0; i < kv::k_n_data_tiers; ++i) t.n_cached[i] = m.n_cached_tokens[i];
+    if (const auto it = request_tiers_.find(m.request_id); it != request_tiers_.end()) {
+      for (size_t i = 0; i < kv::k_n_data_tiers; ++i) t.n_cached[i] = it->second[i];
+    }
+    t.n_computed = m.n_computed_tokens;
+    t.lookup_ms = m.lookup_ms();
+    t.promote_ms = m.promote_ms();
+    t.prefill_ms = m.prefill_ms();
+    t.first_decode_ms = m.first_decode_ms();
+    out.turns.push_back(t);
+  }
+  const int64_t now = kv::now_us();
+  struct Move {
+    ui::TierMove move;
+    kv::Tier from, to;
+  };
+  const Move moves[] = {{ui::TierMove::t0_to_t1, kv::Tier::t0, kv::Tier::t1},
+                        {ui::TierMove::t1_to_t0, kv::Tier::t1, kv::Tier::t0},
+                        {ui::TierMove::to_t2, kv::Tier::t0, kv::Tier::t2},
+                        {ui::TierMove::t2_to_t0, kv::Tier::t2, kv::Tier::t0}};
+  std::vector<float> extra(bandwidth_.n_buckets());
+  for (const Move& m : moves) {
+    std::vector<float>& series = out.bytes_per_s[static_cast<size_t>(m.move)];
+    series.assign(bandwidth_.n_buckets(), 0.0f);
+    bandwidth_.series(m.from, m.to, now, series);
+    if (m.move == ui::TierMove::to_t2) {  // T1 -> T2 demotions count with T0 -> T2 write-behind
+      bandwidth_.series(kv::Tier::t1, kv::Tier::t2, now, extra);
+      for (size_t i = 0; i < series.size(); ++i) series[i] += extra[i];
+    }
+  }
+  out.samples = samples_;
+  out.n_events = n_events_read_;
+  out.n_events_lost = n_events_lost_;
+}
+
+std::vector<kv::KvEvent> SessionTurnRunner::kv_events() const {
+  std::vector<kv::KvEvent> all;
+  events_->read_since(events_->oldest(), all);
+  return all;
+}
+
+}  // namespace kvc::app

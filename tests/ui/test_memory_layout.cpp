@@ -1,0 +1,149 @@
+// The Memory window's view logic: block map rows and grouping, owner colours, share segments, turn buckets.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <set>
+
+#include "ui/memory_layout.h"
+
+using namespace kvc::ui;
+
+namespace {
+
+BlockCell cell(int tier, int64_t owner, int64_t position) {
+  BlockCell c;
+  c.tier = tier;
+  c.owner = owner;
+  c.n_owners = owner >= 0 ? 1 : 0;
+  c.position = position;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("block map: cells per row fill the width, at least one", "[ui]") {
+  // 10 px cells with 2 px gaps: n cells take 12 n - 2 px.
+  CHECK(block_map_cells_per_row(118.0f, 10.0f, 2.0f) == 10);
+  CHECK(block_map_cells_per_row(117.9f, 10.0f, 2.0f) == 9);
+  CHECK(block_map_cells_per_row(10.0f, 10.0f, 2.0f) == 1);
+  CHECK(block_map_cells_per_row(3.0f, 10.0f, 2.0f) == 1);
+  CHECK(block_map_cells_per_row(500.0f, 0.0f, 0.0f) == 1);
+}
+
+TEST_CASE("block map: grouped by tier, ordered by owner then position, rows rounded up", "[ui]") {
+  const std::vector<BlockCell> blocks = {cell(1, 5, 32), cell(0, 7, 0), cell(0, 3, 16), cell(2, -1, 0),
+                                         cell(0, 3, 0),  cell(1, 5, 0), cell(0, 7, 16)};
+  const BlockMapLayout l = layout_block_map(blocks, 12.0f * 3 - 2, 10.0f, 2.0f);  // 3 per row
+  REQUIRE(l.cells_per_row == 3);
+  CHECK(l.groups[0].cells == std::vector<size_t>{4, 2, 1, 6});  // owner 3 (pos 0, 16), owner 7 (0, 16)
+  CHECK(l.groups[0].n_rows == 2);
+  CHECK(l.groups[1].cells == std::vector<size_t>{5, 0});
+  CHECK(l.groups[1].n_rows == 1);
+  CHECK(l.groups[2].cells == std::vector<size_t>{3});
+  size_t n = 0;
+  for (const auto& g : l.groups) n += g.cells.size();
+  CHECK(n == blocks.size());  // every block is drawn exactly once
+
+  // A block written behind to disk shows on its tier and, as a copy, on T2.
+  std::vector<BlockCell> with_copy = blocks;
+  with_copy[1].on_disk = true;
+  const BlockMapLayout l2 = layout_block_map(with_copy, 34.0f, 10.0f, 2.0f);
+  CHECK(l2.groups[0].cells == l.groups[0].cells);
+  CHECK(l2.groups[2].cells == std::vector<size_t>{3, 1});  // owner -1 first, then owner 7
+}
+
+TEST_CASE("owner colours: stable per id, distinct for nearby ids, grey for none", "[ui]") {
+  CHECK(owner_color(4) == owner_color(4));
+  std::set<uint32_t> seen;
+  for (int64_t id = 20; id < 20 + k_owner_palette_size; ++id) seen.insert(owner_color(id));
+  CHECK(seen.size() == static_cast<size_t>(k_owner_palette_size));
+  CHECK(seen.count(owner_color(-1)) == 0);
+  CHECK((owner_color(3) >> 24) == 0xFF);
+  // Shading scales RGB and keeps alpha.
+  const uint32_t c = owner_color(0);
+  const uint32_t half = shade_color(c, 0.5f);
+  CHECK((half >> 24) == 0xFF);
+  CHECK((half & 0xFF) == static_cast<uint32_t>(std::lround((c & 0xFF) * 0.5)));
+  CHECK(shade_color(c, 1.0f) == c);
+}
+
+TEST_CASE("recency shade: in use is brightest, the oldest the dimmest, monotone between", "[ui]") {
+  CHECK(recency_shade(0, 100) == 1.0f);
+  CHECK(recency_shade(100, 100) == Approx(k_min_recency_shade));
+  CHECK(recency_shade(500, 100) == Approx(k_min_recency_shade));
+  CHECK(recency_shade(10, 100) > recency_shade(50, 100));
+  CHECK(recency_shade(7, 0) == 1.0f);
+}
+
+TEST_CASE("share segments: stacked in order, summing to used, unheld rest last", "[ui]") {
+  std::vector<OwnerShare> shares(3);
+  shares[0].owner = 1;
+  shares[0].bytes = {300, 10, 0};
+  shares[1].owner = 2;
+  shares[1].bytes = {0, 0, 0};  // nothing on any tier: no segment
+  shares[2].owner = 4;
+  shares[2].bytes = {150, 0, 0};
+  const auto s = share_segments(shares, 0, 600, 1000);
+  REQUIRE(s.size() == 3);
+  CHECK(s[0].owner == 1);
+  CHECK(s[1].owner == 4);
+  CHECK(s[2].owner == -1);
+  CHECK(s[2].bytes == 150);
+  size_t sum = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    sum += s[i].bytes;
+    if (i > 0) CHECK(s[i].begin == s[i - 1].end);
+  }
+  CHECK(sum == 600);
+  CHECK(s.front().begin == 0.0);
+  CHECK(s.back().end == Approx(0.6));
+
+  // Shares that overshoot used (a producer bug or a stale sample) are clipped, never drawn past it.
+  const auto clipped = share_segments(shares, 0, 400, 1000);
+  size_t sum2 = 0;
+  for (const auto& g : clipped) sum2 += g.bytes;
+  CHECK(sum2 == 400);
+  CHECK(clipped.back().owner == 4);
+  CHECK(share_segments(shares, 2, 0, 1000).empty());
+}
+
+TEST_CASE("turn buckets: at most max bars, totals kept, the newest bars full", "[ui]") {
+  std::vector<TurnPhases> turns(23);
+  int64_t want_cached = 0, want_computed = 0;
+  double want_lookup = 0;
+  for (size_t i = 0; i < turns.size(); ++i) {
+    turns[i].request_id = static_cast<int64_t>(i) + 1;
+    turns[i].n_cached = {static_cast<int64_t>(i), 2, 1};
+    turns[i].n_computed = 10 + static_cast<int64_t>(i);
+    turns[i].lookup_ms = static_cast<double>(i);
+    want_cached += static_cast<int64_t>(i) + 3;
+    want_computed += turns[i].n_computed;
+    want_lookup += turns[i].lookup_ms;
+  }
+  const auto bars = bucket_turns(turns, 10);  // 3 per bar: 8 bars, the oldest holding 2
+  REQUIRE(bars.size() == 8);
+  CHECK(bars[0].n_turns == 2);
+  int64_t cached = 0, computed = 0;
+  double lookup = 0;
+  size_t next = 0;
+  for (const auto& b : bars) {
+    CHECK(b.first_turn == next);
+    next += b.n_turns;
+    cached += b.sum.n_cached[0] + b.sum.n_cached[1] + b.sum.n_cached[2];
+    computed += b.sum.n_computed;
+    lookup += b.sum.lookup_ms * static_cast<double>(b.n_turns);
+  }
+  CHECK(next == turns.size());
+  CHECK(cached == want_cached);
+  CHECK(computed == want_computed);
+  CHECK(lookup == Approx(want_lookup));
+  CHECK(bars.back().n_turns == 3);
+  CHECK(bars.back().sum.request_id == 23);
+
+  // Fewer turns than bars: one bar per turn, unchanged.
+  const auto one_each = bucket_turns(std::span<const TurnPhases>(turns).first(4), 10);
+  REQUIRE(one_each.size() == 4);
+  CHECK(one_each[2].sum.n_computed == turns[2].n_computed);
+  CHECK(one_each[2].sum.lookup_ms == turns[2].lookup_ms);
+  CHECK(bucket_turns({}, 10).empty());
+}

@@ -1,0 +1,35 @@
+// The Memory window's panels (tier shares, block map, prefix tree, timelines), drawn with ImGui.
+#pragma once
+
+#include <imgui.h>
+
+#include <string>
+#include <vector>
+
+#include "ui/app_state.h"
+
+namespace kvc::ui {
+
+// Tier colours, used for tier labels, tree rows and the hit/miss bars (computed is colors::computed).
+namespace tier_colors {
+inline const ImVec4 t0{0.30f, 0.78f, 0.50f, 1.0f};
+inline const ImVec4 t1{0.36f, 0.62f, 0.98f, 1.0f};
+inline const ImVec4 t2{0.72f, 0.52f, 0.95f, 1.0f};
+}  // namespace tier_colors
+ImVec4 tier_color(int tier);
+const char* tier_label(int tier);  // "T0", "T1", "T2"
+
+// A conversation's name for legends and tooltips: its title when known, else "#id".
+std::string owner_name(const AppSnapshot& snap, int64_t owner);
+
+// Stacked T0 / T1 / T2 bars, each segment a conversation's share, and a legend.
+void draw_tier_shares(const AppSnapshot& snap);
+// Every block a cell, grouped by tier; hover for details. The legend goes under it.
+void draw_block_map(const AppSnapshot& snap);
+void draw_block_map_legend(const KvPicture& kv);
+// The radix index as a collapsible tree (clipped past a row budget).
+void draw_prefix_tree(const KvPicture& kv);
+// Hit/miss by tier, TTFT split, bandwidth, evictions and fragmentation.
+void draw_timelines(const MemoryState& m);
+
+}  // namespace kvc::ui

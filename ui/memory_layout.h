@@ -1,0 +1,73 @@
+// The Memory window's view logic, free of ImGui: block map layout, owner colours, share segments, turn buckets.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ui/memory_state.h"
+
+namespace kvc::ui {
+
+// The block map: cells grouped by tier (T0, T1, T2), each group in rows of cells_per_row.
+//
+//   T0  ■■■■■■■■■■■■      group 0: rows 0..1
+//       ■■■■■
+//   T1  ■■■■■■■■■■■■      group 1: rows 0..0
+//
+// The T2 group holds every block with a copy on disk: those living there and those written
+// behind while they stay on T0/T1 (drawn as copies), so a block can show in two groups.
+// Within a group, cells are ordered by owner, then position, so a conversation's blocks sit
+// together and read left to right in token order.
+struct BlockMapGroup {
+  std::vector<size_t> cells;  // indices into the blocks
+  int n_rows = 0;
+};
+struct BlockMapLayout {
+  int cells_per_row = 1;
+  std::array<BlockMapGroup, k_n_kv_tiers> groups;
+};
+// width: pixels available for cells; cell, gap: a cell's side and the space between cells.
+// At least one cell per row.
+int block_map_cells_per_row(float width, float cell, float gap);
+BlockMapLayout layout_block_map(std::span<const BlockCell> blocks, float width, float cell, float gap);
+
+// A stable colour per owner (conversation id): the same id always gets the same colour, and
+// ids that differ by less than the palette size get different ones. -1 (no owner) is grey.
+// Packed as ImGui's IM_COL32: R | G << 8 | B << 16 | A << 24.
+constexpr int k_owner_palette_size = 10;
+uint32_t owner_color(int64_t owner);
+// Scales a colour's RGB by `shade` in [0, 1] (alpha unchanged).
+uint32_t shade_color(uint32_t rgba, float shade);
+// Brightness for a block last used `age` ticks ago, when the oldest block shown is max_age:
+// 1 for in use now, falling linearly to k_min_recency_shade for the oldest.
+constexpr float k_min_recency_shade = 0.35f;
+float recency_shade(uint64_t age, uint64_t max_age);
+
+// One stacked segment of a tier bar: an owner's bytes, or (owner -1) cached blocks no open
+// conversation holds. [begin, end) are fractions of the tier's capacity.
+struct ShareSegment {
+  int64_t owner = -1;
+  size_t bytes = 0;
+  double begin = 0;
+  double end = 0;
+};
+// Segments of `tier`, in share order, then the unheld rest; empty owners are skipped. The
+// segments' bytes sum to exactly used_bytes (shares beyond used are clipped).
+std::vector<ShareSegment> share_segments(std::span<const OwnerShare> shares, int tier, size_t used_bytes,
+                                         size_t capacity_bytes);
+
+// Turns merged into at most max_bars bars of consecutive turns, for the stacked timelines:
+// token counts are summed and phase times averaged, so the totals over bars equal those over
+// turns. The most recent turns are never merged with older ones into a partial bar: the
+// oldest bar takes the remainder.
+struct TurnBar {
+  size_t first_turn = 0;  // [first_turn, first_turn + n_turns)
+  size_t n_turns = 0;
+  TurnPhases sum;         // n_cached / n_computed summed; *_ms averaged
+};
+std::vector<TurnBar> bucket_turns(std::span<const TurnPhases> turns, size_t max_bars);
+
+}  // namespace kvc::ui

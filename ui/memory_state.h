@@ -1,0 +1,110 @@
+// What the Memory window draws of the paged KV cache: blocks, the prefix tree, shares and timelines.
+//
+// Plain values converted from core's KvView / TurnTimeline / BandwidthMeter in app/gui, so ui/
+// never includes the engine. Tiers are indices 0 (T0 compute), 1 (T1 host RAM), 2 (T2 disk).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvc::ui {
+
+constexpr int k_n_kv_tiers = 3;
+
+// One KV block. Invariant: 0 <= tier < k_n_kv_tiers; n_owners == 0 iff owner == -1.
+struct BlockCell {
+  int tier = 0;
+  int32_t slot = -1;        // -1 on T2
+  int32_t n_tokens = 0;
+  int32_t n_refs = 0;       // running turns pinning it
+  int32_t n_hits = 0;
+  uint64_t age = 0;         // cache ticks since its last use (0: in use now)
+  int64_t position = 0;     // tokens before it
+  int64_t owner = -1;       // conversation id of its first owner; -1: no open stream holds it
+  int32_t n_owners = 0;     // >= 2: a prefix shared by several conversations
+  bool is_private = false;  // a partial tail, not in the prefix index
+  bool on_disk = false;     // a copy is on T2 (or it lives only there)
+  std::string key_hex;      // first 16 hex digits of its key; empty for a private block
+  bool is_shared() const { return n_owners >= 2; }
+};
+
+// One node of the prefix tree, depth-first pre-order. Invariant: parent < its own index.
+struct TreeNode {
+  int32_t parent = -1;
+  int32_t level = 0;
+  bool is_root = false;
+  int64_t position = 0;
+  int32_t n_blocks = 0;
+  int32_t n_children = 0;
+  int32_t n_hits = 0;
+  int tier = 0;             // of its first block
+  std::string key_hex;      // first 16 hex digits of its first block's key; empty for a root
+};
+
+// A conversation's part of each tier (a block held by k conversations counts 1/k for each).
+struct OwnerShare {
+  int64_t owner = -1;
+  std::array<size_t, k_n_kv_tiers> bytes{};
+};
+
+// One turn's TTFT split and where its prompt came from.
+struct TurnPhases {
+  int64_t request_id = -1;
+  std::array<int64_t, k_n_kv_tiers> n_cached{};  // prompt tokens found on T0, T1, T2
+  int64_t n_computed = 0;
+  double lookup_ms = 0;
+  double promote_ms = 0;
+  double prefill_ms = 0;
+  double first_decode_ms = 0;
+  double ttft_ms() const { return lookup_ms + promote_ms + prefill_ms + first_decode_ms; }
+};
+
+// A sample of cumulative counters, taken at most once a second, for the over-time plots.
+struct CounterSample {
+  double t_s = 0;            // seconds since the app started sampling
+  int64_t n_evictions = 0;   // cumulative, all tiers
+  int64_t n_wasted_tokens = 0;  // internal fragmentation now
+};
+
+// Directions of the bandwidth plot.
+enum class TierMove { t0_to_t1, t1_to_t0, to_t2, t2_to_t0 };
+constexpr int k_n_tier_moves = 4;
+
+struct KvPicture {
+  bool valid = false;        // false until the cache has been described once
+  int64_t block_tokens = 0;
+  size_t block_bytes = 0;
+  std::array<size_t, k_n_kv_tiers> used_bytes{};
+  std::array<size_t, k_n_kv_tiers> capacity_bytes{};
+  std::array<int64_t, k_n_kv_tiers> used_blocks{};       // as each tier counts them (T2: the disk store's)
+  std::array<int64_t, k_n_kv_tiers> n_blocks_on_tier{};  // where blocks live, over all blocks
+  int64_t n_blocks_on_disk = 0;   // blocks with a copy on T2 (the T2 row of the block map)
+  std::vector<BlockCell> blocks;  // index blocks in tree order, then private blocks
+  int64_t n_blocks_left_out = 0;
+  std::vector<TreeNode> nodes;
+  int64_t n_nodes_left_out = 0;
+  int64_t n_shared_blocks = 0;
+  std::vector<OwnerShare> shares;  // one per conversation seen this run
+  // Cumulative counters.
+  std::array<int64_t, k_n_kv_tiers> n_hit_blocks{};
+  std::array<int64_t, k_n_kv_tiers> n_evictions{};
+  int64_t n_promotions = 0;
+  int64_t n_demotions = 0;
+  int64_t n_copies_on_write = 0;
+  int64_t n_wasted_tokens = 0;
+  size_t wasted_bytes = 0;
+};
+
+struct KvTimelines {
+  std::vector<TurnPhases> turns;  // oldest first
+  // Bytes per second for each TierMove over the last n seconds, oldest first (the last still filling).
+  std::array<std::vector<float>, k_n_tier_moves> bytes_per_s;
+  std::vector<CounterSample> samples;  // oldest first, bounded
+  uint64_t n_events = 0;      // KV events read so far
+  uint64_t n_events_lost = 0; // overwritten before they were read
+};
+
+}  // namespace kvc::ui
