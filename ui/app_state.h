@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ui/engine_state.h"
 #include "ui/memory_state.h"
 
 namespace kvc::ui {
@@ -30,6 +31,9 @@ struct ModelState {
   int64_t n_ctx = 0;        // context of the running session
   int64_t n_ctx_train = 0;
   int64_t n_layer = 0;
+  int64_t n_head = 0;       // query heads
+  int64_t n_kv_head = 0;
+  int64_t head_dim = 0;
   size_t weight_bytes = 0;
   double progress = 0;      // [0, 1] while building or loading
   bool is_demo = false;     // the built-in model with random weights
@@ -127,6 +131,7 @@ struct AppSnapshot {
   std::vector<ConversationSummary> search_results;
   ChatState chat;
   MemoryState memory;
+  EngineState engine;
   std::string error;  // the last failure a user should see; empty when none
 };
 
@@ -149,6 +154,11 @@ class AppCommands {
   virtual void update_settings(std::string system_prompt, SamplingView sampling) = 0;
   virtual void load_model(std::string path) = 0;
   virtual void dismiss_error() = 0;
+  // Recreates the runner with these RAM tier budgets (0: default).
+  virtual void set_tier_budgets(TierBudgets budgets) = 0;
+  // An in-process restart: drops the runner, its RAM tiers and the disk tier's handle, reopens
+  // them from the files on disk and reopens the current conversation.
+  virtual void restart_engine() = 0;
   // Writes the KV event stream to DATA_DIR/exports/ (Chrome trace JSON, or CSV); the path or
   // the error shows up in MemoryState::export_path / export_error.
   virtual void export_kv_trace() = 0;

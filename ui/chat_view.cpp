@@ -12,6 +12,18 @@ namespace kvc::ui {
 
 namespace {
 
+// The text cut (at a UTF-8 boundary) with "..." so that it fits `width` in the current font.
+std::string fit_width(const std::string& text, float width) {
+  if (ImGui::CalcTextSize(text.c_str()).x <= width) return text;
+  std::string t = text;
+  while (!t.empty() && ImGui::CalcTextSize((t + "...").c_str()).x > width) {
+    t.pop_back();
+    while (!t.empty() && (static_cast<unsigned char>(t.back()) & 0xC0) == 0x80) t.pop_back();
+    if (!t.empty() && (static_cast<unsigned char>(t.back()) & 0x80)) t.pop_back();
+  }
+  return t + "...";
+}
+
 constexpr const char* k_demo_notice =
     "This is kvchat's built-in demo model. Its weights are random, so its replies are gibberish: it is here to "
     "show the engine and the KV cache at work. For real answers, open a GGUF model in the Model window (File > "
@@ -102,7 +114,12 @@ void ChatView::draw_message(ViewContext& ctx, const MessageView& m, bool last) {
   }
 
   if (editing_id_ == m.id) {
-    input_string_multiline("##edit", edit_text_, ImVec2(-1.0f, ImGui::GetTextLineHeight() * 4.0f));
+    if (scroll_to_edit_) {
+      ImGui::SetScrollHereY(0.25f);
+      scroll_to_edit_ = false;
+      stick_to_bottom_ = false;
+    }
+    named_input(ctx.hooks, "chat.edit_text", "##edit", edit_text_, 0, ImVec2(-1.0f, ImGui::GetTextLineHeight() * 4.0f));
     if (named_button(ctx.hooks, "chat.edit_send", "Save & send") && !edit_text_.empty()) {
       ctx.cmd.edit_message(m.id, edit_text_);
       editing_id_ = 0;
@@ -120,17 +137,16 @@ void ChatView::draw_message(ViewContext& ctx, const MessageView& m, bool last) {
 
   if (m.role == Role::assistant && m.stats.valid) {
     ImGui::PushStyleColor(ImGuiCol_Text, colors::muted);
+    ImGui::PushTextWrapPos(0.0f);
     ImGui::TextUnformatted(stats_line(m.stats).c_str());
+    ImGui::PopTextWrapPos();
     ImGui::PopStyleColor();
   }
   if (editing_id_ != m.id && !(m.streaming && chat.generating)) {
     if (ImGui::SmallButton("Copy")) ImGui::SetClipboardText(m.text.c_str());
     if (user && !chat.generating) {
       ImGui::SameLine();
-      if (named_button(ctx.hooks, "chat.edit." + std::to_string(m.id), "Edit")) {
-        editing_id_ = m.id;
-        edit_text_ = m.text;
-      }
+      if (named_button(ctx.hooks, "chat.edit." + std::to_string(m.id), "Edit")) start_edit(m);
     }
     if (last && m.role == Role::assistant && !chat.generating) {
       ImGui::SameLine();
@@ -143,13 +159,19 @@ void ChatView::draw_message(ViewContext& ctx, const MessageView& m, bool last) {
   ImGui::PopID();
 }
 
+void ChatView::start_edit(const MessageView& m) {
+  editing_id_ = m.id;
+  edit_text_ = m.text;
+  scroll_to_edit_ = true;
+}
+
 void ChatView::draw_settings(ViewContext& ctx) {
   if (ImGui::IsWindowAppearing()) {
     settings_system_ = ctx.snap.chat.system_prompt;
     settings_sampling_ = ctx.snap.chat.sampling;
   }
   ImGui::TextUnformatted("System prompt (used when the conversation starts)");
-  input_string_multiline("##system", settings_system_, ImVec2(420.0f, ImGui::GetTextLineHeight() * 4.0f));
+  named_input(ctx.hooks, "chat.system", "##system", settings_system_, 0, ImVec2(420.0f, ImGui::GetTextLineHeight() * 4.0f));
   SamplingView& s = settings_sampling_;
   ImGui::SetNextItemWidth(260.0f);
   ImGui::SliderFloat("temperature", &s.temperature, 0.0f, 2.0f, "%.2f");
@@ -167,7 +189,7 @@ void ChatView::draw_settings(ViewContext& ctx) {
   int seed = static_cast<int>(s.seed);
   ImGui::SetNextItemWidth(260.0f);
   if (ImGui::InputInt("seed (-1: random)", &seed)) s.seed = std::max(-1, seed);
-  if (ImGui::Button("Apply")) {
+  if (named_button(ctx.hooks, "chat.settings_apply", "Apply")) {
     ctx.cmd.update_settings(settings_system_, settings_sampling_);
     ImGui::CloseCurrentPopup();
   }
@@ -185,10 +207,13 @@ void ChatView::draw(ViewContext& ctx) {
   const ChatState& chat = s.chat;
 
   // Header: title, model, settings.
+  const float settings_x = ImGui::GetWindowContentRegionMax().x - ImGui::CalcTextSize("Settings").x -
+                           2.0f * ImGui::GetStyle().FramePadding.x;
   ImGui::PushFont(ctx.fonts.large);
-  ImGui::TextUnformatted(chat.conversation_id ? chat.title.c_str() : "No conversation");
+  ImGui::TextUnformatted(fit_width(chat.conversation_id ? chat.title : "No conversation",
+                                   settings_x - ImGui::GetCursorPosX() - ImGui::GetStyle().ItemSpacing.x).c_str());
   ImGui::PopFont();
-  ImGui::SameLine(ImGui::GetWindowContentRegionMax().x - 90.0f);
+  ImGui::SameLine(settings_x);
   ImGui::BeginDisabled(chat.conversation_id == 0);
   if (named_button(ctx.hooks, "chat.settings", "Settings")) ImGui::OpenPopup("Conversation settings");
   ImGui::EndDisabled();
@@ -240,6 +265,7 @@ void ChatView::draw(ViewContext& ctx) {
   const float view_top = ImGui::GetScrollY();
   const float view_bottom = view_top + ImGui::GetWindowHeight();
   const float width = ImGui::GetContentRegionAvail().x;
+  int n_user = 0;
   for (size_t i = 0; i < chat.messages.size(); ++i) {
     const MessageView& m = chat.messages[i];
     const bool last = i + 1 == chat.messages.size();
@@ -247,6 +273,13 @@ void ChatView::draw(ViewContext& ctx) {
                          (m.stats.valid ? 1u : 0u) ^ (editing_id_ == m.id ? 2u : 0u);
     const float y = ImGui::GetCursorPosY();
     auto it = heights_.find(m.id);
+    if (m.role == Role::user) ++n_user;
+    // Scripts name a question by its position too ("chat.edit_user.1": the first), on screen or not.
+    const std::string by_position = "chat.edit_user." + std::to_string(n_user);
+    if (m.role == Role::user && !chat.generating) {
+      ctx.hooks.note_widget(by_position);
+      if (ctx.hooks.take_click(by_position)) start_edit(m);
+    }
     if (!last && it != heights_.end() && it->second.first == key &&
         (y + it->second.second < view_top - 200.0f || y > view_bottom + 200.0f)) {
       ImGui::Dummy(ImVec2(width, it->second.second));

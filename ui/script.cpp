@@ -19,7 +19,8 @@ struct KindName {
 constexpr KindName k_kinds[] = {
     {StepKind::wait_model, "wait_model"}, {StepKind::type, "type"},           {StepKind::click, "click"},
     {StepKind::key, "key"},               {StepKind::wait_idle, "wait_idle"}, {StepKind::frames, "frames"},
-    {StepKind::screenshot, "screenshot"}, {StepKind::assert_state, "assert"}, {StepKind::quit, "quit"},
+    {StepKind::screenshot, "screenshot"}, {StepKind::assert_state, "assert"}, {StepKind::command, "command"},
+    {StepKind::quit, "quit"},
 };
 
 struct OpName {
@@ -30,6 +31,8 @@ constexpr OpName k_ops[] = {{CompareOp::eq, "=="}, {CompareOp::ne, "!="}, {Compa
                             {CompareOp::gt, ">"},  {CompareOp::lt, "<"},  {CompareOp::contains, "contains"}};
 
 const char* const k_keys[] = {"ctrl+n", "ctrl+enter", "escape", "ctrl+f"};
+const char* const k_commands[] = {"restart_engine", "set_tier_budgets"};
+
 
 Error step_error(int index, const std::string& kind, const std::string& what) {
   return make_error(ErrorCode::invalid_argument, "step " + std::to_string(index) + (kind.empty() ? "" : " (" + kind + ")") +
@@ -43,6 +46,16 @@ Result<std::string> need_string(const json& j, const char* key, int index, const
     return step_error(index, kind, std::string("\"") + key + "\" must be a non-empty string");
   }
   return it->get<std::string>();
+}
+
+// An optional byte count in [0, 1 TiB].
+Result<int64_t> optional_bytes(const json& j, const char* key, int index, const std::string& kind) {
+  auto it = j.find(key);
+  if (it == j.end()) return int64_t{0};
+  if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > (int64_t{1} << 40)) {
+    return step_error(index, kind, std::string("\"") + key + "\" must be a byte count in [0, 2^40] (0: default)");
+  }
+  return it->get<int64_t>();
 }
 
 Result<ScriptStep> parse_step(const json& j, int index) {
@@ -143,6 +156,21 @@ Result<ScriptStep> parse_step(const json& j, int index) {
       if (!s.value_is_string && s.op == CompareOp::contains) {
         return step_error(index, kind, "\"contains\" needs a string value");
       }
+      break;
+    }
+    case StepKind::command: {
+      auto n = need_string(j, "name", index, kind);
+      if (!n.ok()) return n.error();
+      s.name = *n;
+      bool ok = false;
+      for (const char* name : k_commands) ok = ok || s.name == name;
+      if (!ok) return step_error(index, kind, "unknown command \"" + s.name + "\"; known: restart_engine, set_tier_budgets");
+      auto t0 = optional_bytes(j, "t0_bytes", index, kind);
+      if (!t0.ok()) return t0.error();
+      auto t1 = optional_bytes(j, "t1_bytes", index, kind);
+      if (!t1.ok()) return t1.error();
+      s.t0_bytes = *t0;
+      s.t1_bytes = *t1;
       break;
     }
     case StepKind::wait_model:

@@ -8,10 +8,13 @@
 //     {"do": "frames", "n": 5},
 //     {"do": "screenshot", "name": "chat", "window": "Chat"},
 //     {"do": "assert", "state": "n_messages", "op": ">=", "value": 2},
+//     {"do": "command", "name": "set_tier_budgets", "t0_bytes": 163840, "t1_bytes": 81920},
+//     {"do": "command", "name": "restart_engine"},
 //     {"do": "quit"}
 //   ]}
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -21,7 +24,7 @@
 
 namespace kvc::ui {
 
-enum class StepKind { wait_model, type, click, key, wait_idle, frames, screenshot, assert_state, quit };
+enum class StepKind { wait_model, type, click, key, wait_idle, frames, screenshot, assert_state, command, quit };
 const char* to_string(StepKind k);
 
 enum class CompareOp { eq, ne, ge, le, gt, lt, contains };
@@ -41,6 +44,8 @@ struct ScriptStep {
   std::string value_text;
   double timeout_s = 30;  // wait_model, wait_idle, and how long a widget may take to appear
   int n_frames = 1;       // frames
+  int64_t t0_bytes = 0;   // command set_tier_budgets (0: default)
+  int64_t t1_bytes = 0;
 };
 
 struct Script {

@@ -65,6 +65,18 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
   m["model_name"] = s.model.name;
   m["chat_title"] = s.chat.title;
   m["error"] = s.error;
+  const char* const used_keys[] = {"t0_used_bytes", "t1_used_bytes", "t2_used_bytes"};
+  for (const char* key : used_keys) m[key] = 0.0;
+  for (const auto& tier : s.memory.tiers) {
+    // Tier names start with their tier: "T0 compute", "T1 host RAM", "T2 disk".
+    if (tier.name.size() >= 2 && tier.name[0] == 'T' && tier.name[1] >= '0' && tier.name[1] <= '2') {
+      m[used_keys[tier.name[1] - '0']] = static_cast<double>(tier.used_bytes);
+    }
+  }
+  m["n_restarts"] = static_cast<double>(s.engine.n_restarts);
+  double n_branch_points = 0;
+  for (const auto& msg : s.chat.messages) n_branch_points += msg.n_siblings > 1 ? 1 : 0;
+  m["n_branch_points"] = n_branch_points;
   return m;
 }
 
@@ -109,7 +121,7 @@ void ScriptRunner::advance() {
   }
 }
 
-void ScriptRunner::before_frame(const AppSnapshot& snap, const AppCommands& cmd, ScriptHooks& hooks, double now_s) {
+void ScriptRunner::before_frame(const AppSnapshot& snap, AppCommands& cmd, ScriptHooks& hooks, double now_s) {
   if (finished_ || screenshot_due_) return;
   if (step_start_s_ < 0) step_start_s_ = now_s;
   ++frames_in_step_;
@@ -178,6 +190,10 @@ void ScriptRunner::before_frame(const AppSnapshot& snap, const AppCommands& cmd,
       if (compare(str, s.op, s.value_text)) return advance();
       return fail(s.state + " is \"" + str.substr(0, 200) + "\", expected " + to_string(s.op) + " \"" + s.value_text + "\"");
     }
+    case StepKind::command:
+      if (s.name == "restart_engine") cmd.restart_engine();
+      if (s.name == "set_tier_budgets") cmd.set_tier_budgets(TierBudgets{s.t0_bytes, s.t1_bytes});
+      return advance();
     case StepKind::quit:
       finished_ = true;
       message_ = "script passed: quit at step " + std::to_string(s.index);

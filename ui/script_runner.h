@@ -15,7 +15,9 @@ namespace kvc::ui {
 // The app state that asserts can name: numbers and strings derived from a snapshot.
 //   n_conversations, n_messages, n_user_messages, n_assistant_messages, last_reply_chars,
 //   last_reply_tokens, last_prompt_reused, last_prompt_from_t0/t1/t2, tier_warning, n_turns, n_stream_tokens, generating, model_ready,
-//   model_is_demo, model_status, model_name, chat_title, last_reply, error.
+//   model_is_demo, model_status, model_name, chat_title, last_reply, error,
+//   t0_used_bytes, t1_used_bytes, t2_used_bytes (0 for a tier the engine does not report), n_restarts,
+//   n_branch_points (messages on the active branch that have other versions).
 using StateValue = std::variant<double, std::string>;
 std::map<std::string, StateValue> script_state(const AppSnapshot& s);
 
@@ -28,7 +30,7 @@ class ScriptRunner {
   ScriptRunner(Script script, std::filesystem::path screenshot_dir);
 
   // Once per frame before the views draw: advances waits and asserts, queues typing and clicks.
-  void before_frame(const AppSnapshot& snap, const AppCommands& cmd, ScriptHooks& hooks, double now_s);
+  void before_frame(const AppSnapshot& snap, AppCommands& cmd, ScriptHooks& hooks, double now_s);
   // Once per frame after rendering: takes a pending screenshot. fb_scale: framebuffer pixels per point.
   void after_render(const ScriptHooks& hooks, int fb_width, int fb_height, float fb_scale);
 

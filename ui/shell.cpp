@@ -1,11 +1,23 @@
-// Menu bar, shortcuts (Ctrl+N, Ctrl+Enter, Esc, Ctrl+F) and window layout.
+// Menu bar, shortcuts (Ctrl+N, Ctrl+Enter, Esc, Ctrl+F) and window layouts (normal, presenter).
 #include "ui/shell.h"
 
 #define GLFW_INCLUDE_NONE
 #include <GLFW/glfw3.h>
 #include <imgui.h>
 
+#include "ui/demo_mode.h"
+
 namespace kvc::ui {
+
+namespace {
+
+// Height of the demo's caption bar: a fraction of the display in the presenter layout.
+float caption_height(bool has_demo, bool presenter, float display_h) {
+  if (!has_demo) return 0;
+  return display_h * (presenter ? 0.18f : 0.14f);
+}
+
+}  // namespace
 
 void Shell::shortcuts(ViewContext& ctx) {
   ImGuiIO& io = ImGui::GetIO();
@@ -31,7 +43,12 @@ void Shell::layout(float menu_h) {
   const float left_w = d.x * 0.20f;
   const float right_w = d.x * 0.30f;
   const float mid_w = d.x - left_w - right_w - 4.0f * gap;
-  const float top = menu_h + gap;
+  const float caption_h = caption_height(demo != nullptr, false, d.y);
+  if (demo) {
+    ImGui::SetWindowPos(k_demo_window, ImVec2(gap, menu_h + gap));
+    ImGui::SetWindowSize(k_demo_window, ImVec2(d.x - 2 * gap, caption_h));
+  }
+  const float top = menu_h + gap + (caption_h > 0 ? caption_h + gap : 0);
   const float h = d.y - top - gap;
   const float model_h = h * 0.50f;
   ImGui::SetWindowPos(k_conversations_window, ImVec2(gap, top));
@@ -44,19 +61,63 @@ void Shell::layout(float menu_h) {
   ImGui::SetWindowSize(k_memory_window, ImVec2(right_w, h - model_h - gap));
 }
 
-void Shell::draw(ViewContext& ctx) {
+// Chat and memory side by side under the caption, a narrow conversation list on the left;
+// the model window stays hidden (File > Open model leaves the presenter layout).
+void Shell::presenter_layout(float menu_h) {
+  const ImVec2 d = ImGui::GetIO().DisplaySize;
+  const float gap = 8.0f;
+  const float caption_h = caption_height(demo != nullptr, true, d.y);
+  if (demo) {
+    ImGui::SetWindowPos(k_demo_window, ImVec2(gap, menu_h + gap));
+    ImGui::SetWindowSize(k_demo_window, ImVec2(d.x - 2 * gap, caption_h));
+  }
+  const float top = menu_h + gap + (caption_h > 0 ? caption_h + gap : 0);
+  const float h = d.y - top - gap;
+  const float list_w = (d.x - 4 * gap) * 0.16f;
+  const float chat_w = (d.x - 4 * gap) * 0.46f;
+  ImGui::SetWindowPos(k_conversations_window, ImVec2(gap, top));
+  ImGui::SetWindowSize(k_conversations_window, ImVec2(list_w, h));
+  ImGui::SetWindowPos(k_chat_window, ImVec2(2 * gap + list_w, top));
+  ImGui::SetWindowSize(k_chat_window, ImVec2(chat_w, h));
+  ImGui::SetWindowPos(k_memory_window, ImVec2(3 * gap + list_w + chat_w, top));
+  ImGui::SetWindowSize(k_memory_window, ImVec2(d.x - 4 * gap - list_w - chat_w, h));
+}
+
+void Shell::draw(ViewContext& outer) {
+  // The presenter layout draws every window with the large font set.
+  const bool big = presenter && presenter_fonts;
+  ViewContext ctx{outer.snap, outer.cmd, outer.hooks, big ? *presenter_fonts : outer.fonts, outer.now_ms};
+  if (big) ImGui::PushFont(presenter_fonts->regular);
   shortcuts(ctx);
   float menu_h = 0;
   if (ImGui::BeginMainMenuBar()) {
     if (ImGui::BeginMenu("File")) {
       if (ImGui::MenuItem("New chat", "Ctrl+N")) ctx.cmd.new_conversation();
-      if (ImGui::MenuItem("Open model...")) model.open_browser = true;
+      if (ImGui::MenuItem("Open model...")) {
+        model.open_browser = true;
+        presenter = false;  // the model window is not part of the presenter layout
+      }
       ImGui::Separator();
       if (ImGui::MenuItem("Quit")) quit = true;
       ImGui::EndMenu();
     }
     if (ImGui::BeginMenu("View")) {
       if (ImGui::MenuItem("Reset layout")) reset_layout = true;
+      ImGui::MenuItem("Presenter layout", nullptr, &presenter);
+      ImGui::Separator();
+      ImGui::MenuItem("KV calculator", nullptr, &kv_calculator.open);
+      ImGui::EndMenu();
+    }
+    if (ImGui::BeginMenu("Engine")) {
+      ImGui::MenuItem("Tier budgets...", nullptr, &engine.open);
+      if (ImGui::MenuItem("Restart engine (resume from disk)")) ctx.cmd.restart_engine();
+      ImGui::EndMenu();
+    }
+    if (ImGui::BeginMenu("Demo")) {
+      if (demo_files.empty()) ImGui::TextDisabled("no demos found");
+      for (const auto& f : demo_files) {
+        if (ImGui::MenuItem(f.stem().string().c_str())) demo_requested = f;
+      }
       ImGui::EndMenu();
     }
     const ModelState& m = ctx.snap.model;
@@ -71,19 +132,28 @@ void Shell::draw(ViewContext& ctx) {
     ImGui::EndMainMenuBar();
   }
   const ImVec2 d = ImGui::GetIO().DisplaySize;
-  if (d.x != last_display_.x || d.y != last_display_.y) {
+  if (d.x != last_display_.x || d.y != last_display_.y || presenter != was_presenter_) {
     reset_layout = true;
     last_display_ = d;
+    was_presenter_ = presenter;
   }
   // Windows must exist before SetWindowPos by name works: draw first, lay out after.
+  if (demo) demo->draw(ctx);
   conversations.draw(ctx);
   chat.draw(ctx);
-  model.draw(ctx);
+  if (!presenter) model.draw(ctx);
   memory.draw(ctx);
+  kv_calculator.draw(ctx);
+  engine.draw(ctx);
   if (reset_layout) {
-    layout(menu_h);
+    if (presenter) {
+      presenter_layout(menu_h);
+    } else {
+      layout(menu_h);
+    }
     reset_layout = false;
   }
+  if (big) ImGui::PopFont();
 }
 
 }  // namespace kvc::ui

@@ -44,14 +44,18 @@ ImFont* add_font(const char* path, float px, bool with_cjk) {
 }  // namespace
 
 Fonts load_fonts(float scale) {
+  ImGui::GetIO().Fonts->Clear();
+  return add_fonts(scale, true);
+}
+
+Fonts add_fonts(float scale, bool with_cjk) {
   ImGuiIO& io = ImGui::GetIO();
-  io.Fonts->Clear();
   const char* sans = first_existing({"/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
                                      "/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf"});
   const char* mono = first_existing({"/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf",
                                      "/usr/share/fonts/truetype/noto/NotoSansMono-Regular.ttf"});
   Fonts f;
-  f.regular = add_font(sans, k_base_font_px * scale, true);
+  f.regular = add_font(sans, k_base_font_px * scale, with_cjk);
   if (!f.regular) {
     ImFontConfig cfg;
     cfg.SizePixels = 13.0f * scale;

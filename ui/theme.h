@@ -14,6 +14,10 @@ struct Fonts {
 // Loads fonts into the atlas of the current ImGui context at `scale` x the base size;
 // falls back to ImGui's built-in font when no system font is found.
 Fonts load_fonts(float scale);
+// Adds one more set (e.g. the presenter layout's larger fonts) to the atlas without clearing it.
+Fonts add_fonts(float scale, bool with_cjk);
+// The presenter layout's font size relative to the normal one (on top of HiDPI scaling).
+inline constexpr float k_presenter_font_scale = 1.75f;
 // Colors, rounding and spacing; sizes multiplied by `scale`.
 void apply_theme(float scale);
 

@@ -52,9 +52,11 @@ struct ChatView {
 
  private:
   void draw_message(ViewContext& ctx, const MessageView& m, bool last);
+  void start_edit(const MessageView& m);
   void draw_settings(ViewContext& ctx);
   std::string input_;
   int64_t editing_id_ = 0;
+  bool scroll_to_edit_ = false;  // the message being edited was off screen: scroll to it once
   std::string edit_text_;
   int64_t shown_conversation_ = -1;
   size_t shown_messages_ = 0;

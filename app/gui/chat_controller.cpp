@@ -160,6 +160,23 @@ void ChatController::send(std::string text) { post([this, t = std::move(text)] {
 void ChatController::regenerate() { post([this] { do_regenerate(); }); }
 void ChatController::load_model(std::string path) { post([this, p = std::move(path)] { do_load_model(p); }); }
 void ChatController::dismiss_error() { post([this] { state_.error.clear(); }); }
+void ChatController::restart_engine() { post([this] { do_restart_engine(); }); }
+
+void ChatController::set_tier_budgets(ui::TierBudgets budgets) {
+  post([this, budgets] {
+    state_.engine.budgets = budgets;
+    if (!model_) return;
+    runner_.reset();
+    if (!make_runner()) {
+      fail(make_error(ErrorCode::invalid_argument, "these tier budgets do not work (" + state_.model.error +
+                                                       "); back to the defaults"));
+      state_.engine.budgets = {};
+      state_.model.error.clear();
+      if (!make_runner()) return;
+    }
+    if (state_.chat.conversation_id != 0) do_open(state_.chat.conversation_id);
+  });
+}
 void ChatController::edit_message(int64_t message_id, std::string text) {
   post([this, message_id, t = std::move(text)] { do_edit(message_id, t); });
 }
@@ -256,7 +273,34 @@ void ChatController::start() {
   do_open(state_.conversations.front().id);
 }
 
+bool ChatController::make_runner() {
+  EngineRunnerOptions ro;
+  ro.n_ctx = state_.model.n_ctx;
+  ro.cold_dir = storage::resolve_data_dir(options_.data_dir) / "kv-cache";
+  ro.t0_bytes = state_.engine.budgets.t0_bytes;  // 0: the default
+  if (state_.engine.budgets.t1_bytes > 0) ro.t1_bytes = state_.engine.budgets.t1_bytes;
+  auto runner = EngineTurnRunner::create(*model_, ro);
+  if (!runner.ok()) {
+    state_.model.error = runner.error().message;
+    return false;
+  }
+  runner_ = std::move(*runner);
+  return true;
+}
+
+// Everything the running engine holds in RAM goes (runner, session, T0 and T1, the disk
+// tier's handle, the model's mapping); it is rebuilt from the files, as after a relaunch.
+void ChatController::do_restart_engine() {
+  runner_.reset();
+  model_.reset();
+  do_load_model(requested_model_);
+  if (!model_) return;
+  ++state_.engine.n_restarts;
+  if (state_.chat.conversation_id != 0) do_open(state_.chat.conversation_id);
+}
+
 void ChatController::do_load_model(const std::string& requested) {
+  requested_model_ = requested;
   runner_.reset();
   model_.reset();
   ui::ModelState& ms = state_.model;
@@ -298,26 +342,22 @@ void ChatController::do_load_model(const std::string& requested) {
   }
   model_ = std::move(*m);
   const model::ModelConfig& c = model_->config();
-  const int64_t n_ctx = options_.n_ctx > 0 ? options_.n_ctx : std::min<int64_t>(c.n_ctx_train, 4096);
-  EngineRunnerOptions ro;
-  ro.n_ctx = n_ctx;
-  ro.cold_dir = storage::resolve_data_dir(options_.data_dir) / "kv-cache";
-  auto runner = EngineTurnRunner::create(*model_, ro);
-  if (!runner.ok()) {
+  ms.n_ctx = options_.n_ctx > 0 ? options_.n_ctx : std::min<int64_t>(c.n_ctx_train, 4096);
+  if (!make_runner()) {
     model_.reset();
     ms.status = ui::ModelStatus::failed;
-    ms.error = runner.error().message;
     return;
   }
-  runner_ = std::move(*runner);
   if (!c.name.empty()) ms.name = c.name;
   ms.arch = c.arch;
   ms.weight_type = model_->weight_type_summary();
   ms.backend = std::string(backend_->name());
   ms.chat_template = std::string(model_->chat_template().name());
-  ms.n_ctx = n_ctx;
   ms.n_ctx_train = c.n_ctx_train;
   ms.n_layer = c.n_layer;
+  ms.n_head = c.n_head;
+  ms.n_kv_head = c.n_head_kv;
+  ms.head_dim = c.head_dim;
   ms.weight_bytes = model_->weight_bytes();
   ms.n_params = 0;
   for (const auto& t : model_->file().tensors()) ms.n_params += t.n_elements();

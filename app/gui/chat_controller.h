@@ -54,6 +54,8 @@ class ChatController final : public ui::AppCommands {
   void update_settings(std::string system_prompt, ui::SamplingView sampling) override;
   void load_model(std::string path) override;
   void dismiss_error() override;
+  void set_tier_budgets(ui::TierBudgets budgets) override;
+  void restart_engine() override;
   void export_kv_trace() override;
   void export_kv_csv() override;
   bool busy() const override { return n_busy_.load() > 0; }
@@ -66,6 +68,8 @@ class ChatController final : public ui::AppCommands {
   // Worker thread only.
   void start();
   void do_load_model(const std::string& path);
+  bool make_runner();  // (re)creates runner_ for model_ with state_.engine.budgets; false: failed
+  void do_restart_engine();
   void do_new_conversation();
   void do_open(int64_t id);
   void do_send(const std::string& text);
@@ -97,6 +101,7 @@ class ChatController final : public ui::AppCommands {
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<TurnRunner> runner_;  // uses model_; reset before it
+  std::string requested_model_;  // what the last load_model asked for (empty: the demo model)
   ui::AppSnapshot state_;
   std::map<int64_t, ui::TurnStats> stats_;  // assistant message id -> what its turn cost
   int64_t last_publish_us_ = 0;

@@ -1,5 +1,6 @@
 // kvchat: the desktop app. A GLFW window and a Dear ImGui main loop drawing from the chat
-// controller's snapshots; --script runs a script against it and exits with its verdict.
+// controller's snapshots; --script runs a script against it and exits with its verdict; --demo
+// plays a demo scenario (captions, Step / Play / Pause) in the presenter layout.
 #include <CLI/CLI.hpp>
 
 #include <GLFW/glfw3.h>
@@ -14,8 +15,10 @@
 #include <optional>
 #include <vector>
 
+#include "app/common/demo_model.h"
 #include "app/gui/chat_controller.h"
 #include "storage/data_dir.h"
+#include "ui/demo_mode.h"
 #include "ui/script_runner.h"
 #include "ui/shell.h"
 
@@ -28,8 +31,29 @@ struct Args {
   std::string screenshot_dir = ".";
   int threads = 0;
   int64_t n_ctx = 0;
+  std::string demo;
+  bool presenter = false;
+  bool demo_play = false;  // start playing at once
+  bool demo_exit = false;  // quit when the demo ends, with its verdict (tests, recordings)
+  double demo_hold_s = -1;  // < 0: each scene's own
   std::vector<int> window_size = {1600, 1000};
 };
+
+// Loads a demo and starts it in the presenter layout; a bad file is reported, never fatal.
+std::unique_ptr<kvc::ui::DemoMode> start_demo(const std::filesystem::path& file, const Args& a, kvc::ui::Shell& shell) {
+  auto demo = kvc::ui::load_demo(file);
+  if (!demo.ok()) {
+    std::fprintf(stderr, "kvchat: %s\n", demo.error().message.c_str());
+    return nullptr;
+  }
+  auto mode = std::make_unique<kvc::ui::DemoMode>(std::move(*demo), a.screenshot_dir);
+  if (a.demo_hold_s >= 0) mode->player().override_hold(a.demo_hold_s);
+  if (a.demo_play) mode->player().play();
+  shell.demo = mode.get();
+  shell.presenter = true;
+  shell.reset_layout = true;
+  return mode;
+}
 
 void glfw_error(int code, const char* what) { std::fprintf(stderr, "kvchat: GLFW error %d: %s\n", code, what); }
 
@@ -39,16 +63,24 @@ int64_t wall_ms() {
 
 int run(const Args& a) {
   std::optional<kvc::ui::ScriptRunner> runner;
-  if (!a.script.empty()) {
-    auto script = kvc::ui::load_script(a.script);
-    if (!script.ok()) {
-      std::fprintf(stderr, "kvchat: %s\n", script.error().message.c_str());
-      return 2;
-    }
+  if (!a.script.empty() || !a.demo.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(a.screenshot_dir, ec);
     if (ec) {
       std::fprintf(stderr, "kvchat: cannot create %s: %s\n", a.screenshot_dir.c_str(), ec.message().c_str());
+      return 2;
+    }
+  }
+  if (!a.demo.empty()) {
+    if (auto d = kvc::ui::load_demo(a.demo); !d.ok()) {
+      std::fprintf(stderr, "kvchat: %s\n", d.error().message.c_str());
+      return 2;
+    }
+  }
+  if (!a.script.empty()) {
+    auto script = kvc::ui::load_script(a.script);
+    if (!script.ok()) {
+      std::fprintf(stderr, "kvchat: %s\n", script.error().message.c_str());
       return 2;
     }
     runner.emplace(std::move(*script), a.screenshot_dir);
@@ -83,6 +115,7 @@ int run(const Args& a) {
   io.ConfigFlags |= ImGuiConfigFlags_NavEnableKeyboard;
   kvc::ui::apply_theme(scale);
   const kvc::ui::Fonts fonts = kvc::ui::load_fonts(scale);
+  const kvc::ui::Fonts presenter_fonts = kvc::ui::add_fonts(scale * kvc::ui::k_presenter_font_scale, false);
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
 
@@ -91,11 +124,16 @@ int run(const Args& a) {
   kvc::ui::Shell shell;
   if (const char* home = std::getenv("HOME")) shell.model.home = home;
   shell.model.data_dir = kvc::storage::resolve_data_dir(a.data_dir);
+  shell.presenter = a.presenter;
+  shell.presenter_fonts = &presenter_fonts;
+  shell.demo_files = kvc::ui::list_demos(kvc::app::asset_dir() / "demo");
+  std::unique_ptr<kvc::ui::DemoMode> demo;
+  if (!a.demo.empty()) demo = start_demo(a.demo, a, shell);
   const auto t0 = std::chrono::steady_clock::now();
 
   while (!glfwWindowShouldClose(window) && !shell.quit) {
     // Headless runs poll; an interactive window waits for input but wakes for streamed text.
-    if (runner) {
+    if (runner || demo) {
       glfwPollEvents();
     } else {
       glfwWaitEventsTimeout(controller.busy() ? 1.0 / 60.0 : 0.25);
@@ -106,6 +144,14 @@ int run(const Args& a) {
     if (runner) {
       runner->before_frame(*snap, controller, hooks, now_s);
       if (runner->finished()) break;
+    }
+    if (shell.demo_requested) {
+      if (auto next = start_demo(*shell.demo_requested, a, shell)) demo = std::move(next);
+      shell.demo_requested.reset();
+    }
+    if (demo) {
+      demo->before_frame(*snap, controller, hooks, now_s);
+      if (a.demo_exit && demo->player().done()) break;
     }
 
     ImGui_ImplOpenGL3_NewFrame();
@@ -121,11 +167,13 @@ int run(const Args& a) {
     glClearColor(0.07f, 0.075f, 0.085f, 1.0f);
     glClear(GL_COLOR_BUFFER_BIT);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-    if (runner) {
+    if (runner || demo) {
       int win_w = 1, win_h = 1;
       glfwGetWindowSize(window, &win_w, &win_h);
-      runner->after_render(hooks, fb_w, fb_h, static_cast<float>(fb_w) / static_cast<float>(std::max(1, win_w)));
-      if (runner->finished()) break;
+      const float fb_scale = static_cast<float>(fb_w) / static_cast<float>(std::max(1, win_w));
+      if (runner) runner->after_render(hooks, fb_w, fb_h, fb_scale);
+      if (demo) demo->after_render(hooks, fb_w, fb_h, fb_scale);
+      if (runner && runner->finished()) break;
     }
     glfwSwapBuffers(window);
   }
@@ -138,6 +186,16 @@ int run(const Args& a) {
     } else {
       std::fprintf(stderr, "kvchat: %s\n", runner->message().c_str());
       rc = runner->exit_code();
+    }
+  }
+  if (demo && a.demo_exit) {
+    const kvc::ui::DemoPlayer& p = demo->player();
+    if (p.state() == kvc::ui::DemoState::finished) {
+      std::fprintf(stderr, "kvchat: demo finished: %zu scenes\n", p.n_scenes());
+    } else {
+      std::fprintf(stderr, "kvchat: demo %s: %s\n", kvc::ui::to_string(p.state()),
+                   p.message().empty() ? "the window closed first" : p.message().c_str());
+      rc = 1;
     }
   }
   controller.stop();
@@ -162,7 +220,15 @@ int main(int argc, char** argv) {
   app.add_option("--window-size", a.window_size, "window width and height in points (default: 1600 1000)")
       ->expected(2)->check(CLI::Range(320, 16384));
   auto* script = app.add_option("--script", a.script, "run a JSON script of UI steps, then exit (script mode)");
-  app.add_option("--screenshot-dir", a.screenshot_dir, "where script mode writes its screenshots")->needs(script);
+  auto* demo = app.add_option("--demo", a.demo, "play a demo scenario (JSON, see assets/demo/) in the presenter layout")
+                   ->excludes(script);
+  app.add_option("--screenshot-dir", a.screenshot_dir, "where script and demo mode write their screenshots");
+  app.add_flag("--presenter", a.presenter, "start in the presenter layout (large fonts, chat and memory side by side)");
+  app.add_flag("--demo-play", a.demo_play, "start playing the demo at once (default: wait for Space or Step)")->needs(demo);
+  app.add_flag("--demo-exit", a.demo_exit, "quit when the demo ends; exit status 1 if a step failed")->needs(demo);
+  app.add_option("--demo-hold", a.demo_hold_s, "seconds each caption stays while playing (default: the scene's)")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->needs(demo);
   app.set_version_flag("--version", std::string("kvchat ") + KVC_VERSION);
   CLI11_PARSE(app, argc, argv);
   return run(a);

@@ -1,6 +1,7 @@
 // The real kvchat app under Xvfb: the smoke script (two turns with stories260K), then a
-// restart on the same data directory that resumes the conversation. Asserts are the scripts'
-// own (state reached), plus the screenshots being real PNGs.
+// restart on the same data directory that resumes the conversation, and the restart demo
+// (an in-process restart). Asserts are the scripts' and demos' own (state reached), plus the
+// screenshots being real PNGs.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -13,20 +14,25 @@ namespace {
 
 bool have_xvfb_run() { return std::system("command -v xvfb-run >/dev/null 2>&1") == 0; }
 
-// model: empty for the built-in demo model.
-int run_script(const std::string& model, const std::string& data_dir, const std::string& script,
-               const std::string& shots, std::string& output) {
-  std::string cmd = "timeout 120 xvfb-run -a -s '-screen 0 1600x1000x24' '" + std::string(KVC_GUI_PATH) + "'";
-  if (!model.empty()) cmd += " -m '" + model + "'";
-  cmd += " -t 2 --data-dir '" + data_dir + "' --script '" + std::string(KVC_ASSET_DIR) + "/scripts/" + script +
-         "' --screenshot-dir '" + shots + "' 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
+// Runs a shell command line; its stdout and stderr go to output. Returns the exit status.
+int run_command(const std::string& cmd, std::string& output) {
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
   REQUIRE(p != nullptr);
   char buf[4096];
   output.clear();
   while (size_t n = std::fread(buf, 1, sizeof buf, p)) output.append(buf, n);
   const int status = ::pclose(p);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// model: empty for the built-in demo model.
+int run_script(const std::string& model, const std::string& data_dir, const std::string& script,
+               const std::string& shots, std::string& output) {
+  std::string cmd = "timeout 120 xvfb-run -a -s '-screen 0 1600x1000x24' '" + std::string(KVC_GUI_PATH) + "'";
+  if (!model.empty()) cmd += " -m '" + model + "'";
+  cmd += " -t 2 --data-dir '" + data_dir + "' --script '" + std::string(KVC_ASSET_DIR) + "/scripts/" + script +
+         "' --screenshot-dir '" + shots + "'";
+  return run_command(cmd, output);
 }
 
 bool is_png(const std::filesystem::path& p) {
@@ -105,4 +111,33 @@ TEST_CASE("kvchat GUI: a disk tier that cannot be opened leaves chat working fro
   INFO(out);
   REQUIRE(rc == 0);  // the script asserts a reply and a non-empty tier warning
   CHECK(is_png(tmp.path() / "shots/disk-tier-off.png"));
+}
+
+TEST_CASE("kvchat GUI: the restart demo plays to the end; after the restart the next turn comes from T2", "[ui][e2e]") {
+  if (!have_xvfb_run()) {
+    WARN("skipped: xvfb-run is not installed (apt-get install xvfb xauth)");
+    return;
+  }
+  kvc::test::TempDir tmp;
+  // The scenario's own asserts check the state reached: one restart, T1 empty after it, and
+  // the next turn's prompt served from T2 (> 200 tokens); a failed assert fails the demo.
+  const std::string cmd = "timeout 180 xvfb-run -a -s '-screen 0 1600x1000x24' '" + std::string(KVC_GUI_PATH) +
+                          "' -m '" + kvc::test::model_path("stories260K.gguf") + "' -t 2 --data-dir '" +
+                          tmp.file("data") + "' --demo '" + std::string(KVC_ASSET_DIR) +
+                          "/demo/restart.json' --demo-play --demo-exit --demo-hold 0";
+  std::string out;
+  const int rc = run_command(cmd, out);
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(out.find("demo finished: 4 scenes") != std::string::npos);
+}
+
+TEST_CASE("kvchat GUI: a broken demo file is an error message and exit status 2", "[ui][e2e]") {
+  kvc::test::TempDir tmp;
+  { std::ofstream(tmp.path() / "bad.json") << R"({"scenes": [{"say": "x", "steps": [{"do": "click"}]}]})"; }
+  std::string out;
+  const int rc = run_command("'" + std::string(KVC_GUI_PATH) + "' --demo '" + tmp.file("bad.json") + "'", out);
+  INFO(out);
+  CHECK(rc == 2);
+  CHECK(out.find("scene 1: step 1 (click)") != std::string::npos);
 }

@@ -1,0 +1,20 @@
+// What the views see of the inference engine's settings: the tier budgets and restarts.
+#pragma once
+
+#include <cstdint>
+
+namespace kvc::ui {
+
+// Budgets of the RAM tiers; 0 means the app's default (T0: room for the context, T1: 512 MiB).
+// Applying new budgets recreates the runner (its RAM tiers start empty; T2 on disk stays).
+struct TierBudgets {
+  int64_t t0_bytes = 0;
+  int64_t t1_bytes = 0;
+};
+
+struct EngineState {
+  TierBudgets budgets;
+  int64_t n_restarts = 0;  // in-process restarts of this run (every RAM tier dropped, T2 reopened)
+};
+
+}  // namespace kvc::ui

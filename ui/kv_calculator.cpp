@@ -1,0 +1,54 @@
+// The KV calculator's arithmetic.
+#include "ui/kv_calculator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace kvc::ui {
+
+double kv_element_bytes(kv::KvFormat format, int group) {
+  switch (format) {
+    case kv::KvFormat::f16: return 2.0;
+    case kv::KvFormat::int8: return 1.0 + 2.0 / group;
+    case kv::KvFormat::int4: return 0.5 + 2.0 / group;
+  }
+  return 2.0;
+}
+
+Result<KvEstimate> estimate_kv(const KvShape& shape, const KvWhatIf& w, kv::KvFormat format, int group,
+                               int64_t n_tokens) {
+  if (shape.n_layer <= 0 || shape.n_head <= 0 || shape.n_kv_head <= 0 || shape.head_dim <= 0) {
+    return make_error(ErrorCode::invalid_argument, "the model shape is unknown: load a model first");
+  }
+  if (group <= 0) return make_error(ErrorCode::invalid_argument, "the quantization group must be at least 1 element");
+  if (n_tokens < 0) return make_error(ErrorCode::invalid_argument, "the context length cannot be negative");
+  const int64_t n_kv_head = w.n_kv_head > 0 ? w.n_kv_head : shape.n_kv_head;
+  if (n_kv_head > shape.n_head || shape.n_head % n_kv_head != 0) {
+    return make_error(ErrorCode::invalid_argument, std::to_string(n_kv_head) + " KV heads do not divide " +
+                                                       std::to_string(shape.n_head) +
+                                                       " query heads: pick a divisor of the query heads");
+  }
+  if (w.share_every < 1 || w.share_every > shape.n_layer) {
+    return make_error(ErrorCode::invalid_argument, "layers sharing one KV must be between 1 and " +
+                                                       std::to_string(shape.n_layer) + " (the model's layers)");
+  }
+  if (!(w.local_fraction >= 0 && w.local_fraction <= 1)) {
+    return make_error(ErrorCode::invalid_argument, "the fraction of local layers must lie in [0, 1]");
+  }
+  if (w.local_fraction > 0 && w.window_tokens <= 0) {
+    return make_error(ErrorCode::invalid_argument, "local layers need a window of at least 1 token");
+  }
+  KvEstimate e;
+  e.n_kv_head = n_kv_head;
+  e.n_kv_layers = (shape.n_layer + w.share_every - 1) / w.share_every;
+  e.n_local_layers = std::min(e.n_kv_layers, static_cast<int64_t>(std::llround(w.local_fraction * static_cast<double>(e.n_kv_layers))));
+  e.bytes_per_token_layer = 2.0 * static_cast<double>(n_kv_head * shape.head_dim) * kv_element_bytes(format, group);
+  e.bytes_per_token = e.bytes_per_token_layer * static_cast<double>(e.n_kv_layers);
+  const int64_t n_full = e.n_kv_layers - e.n_local_layers;
+  const int64_t n_local_tokens = std::min(n_tokens, w.window_tokens);
+  e.bytes_per_conversation = e.bytes_per_token_layer * static_cast<double>(n_full * n_tokens + e.n_local_layers * n_local_tokens);
+  return e;
+}
+
+}  // namespace kvc::ui

@@ -1,0 +1,47 @@
+// The KV calculator's arithmetic: KV cache bytes per token and per conversation for a model
+// shape and element format, with what-ifs (MQA/GQA, sliding-window layers, cross-layer sharing).
+#pragma once
+
+#include <cstdint>
+
+#include "core/kv/kv_format.h"
+#include "core/util/result.h"
+
+namespace kvc::ui {
+
+// A decoder's attention shape. Invariant (estimate_kv checks it): every count > 0 and
+// n_kv_head divides n_head.
+struct KvShape {
+  int64_t n_layer = 0;
+  int64_t n_head = 0;     // query heads
+  int64_t n_kv_head = 0;  // n_head (MHA), fewer (GQA), 1 (MQA)
+  int64_t head_dim = 0;
+};
+
+// Changes to the shape, applied in this order: KV heads, then layer sharing, then local layers.
+struct KvWhatIf {
+  int64_t n_kv_head = 0;        // 0: the model's; 1: MQA; otherwise GQA with this many KV heads
+  int64_t share_every = 1;      // k: each run of k consecutive layers stores one KV (1: no sharing)
+  double local_fraction = 0;    // [0, 1] of the stored KV layers use sliding-window attention
+  int64_t window_tokens = 0;    // how many recent tokens a local layer keeps
+};
+
+// Bytes of one stored element: bits / 8 plus one F16 scale per `group` elements (INT8, INT4);
+// F16 has no scale. group > 0.
+double kv_element_bytes(kv::KvFormat format, int group);
+
+// Invariant: n_local_layers <= n_kv_layers; bytes_per_conversation <= bytes_per_token * n_tokens.
+struct KvEstimate {
+  int64_t n_kv_head = 0;        // after the what-if
+  int64_t n_kv_layers = 0;      // layers that store their own KV (ceil(n_layer / share_every))
+  int64_t n_local_layers = 0;   // of them, sliding-window layers
+  double bytes_per_token_layer = 0;  // K and V of one token in one layer: 2 * n_kv_head * head_dim * element
+  double bytes_per_token = 0;        // a token while it is inside every window (all stored layers)
+  double bytes_per_conversation = 0; // n_tokens: full layers keep all, local layers at most window_tokens
+};
+
+// Errors name the input a user can fix ("4 KV heads do not divide 6 query heads").
+Result<KvEstimate> estimate_kv(const KvShape& shape, const KvWhatIf& what_if, kv::KvFormat format, int group,
+                               int64_t n_tokens);
+
+}  // namespace kvc::ui

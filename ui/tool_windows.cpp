@@ -1,0 +1,144 @@
+// The KV calculator and Engine windows.
+#include "ui/tool_windows.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+
+#include "ui/format.h"
+#include "ui/kv_calculator.h"
+
+namespace kvc::ui {
+
+namespace {
+
+void int_input(const char* label, int& v, int lo, int hi) {
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 8);
+  ImGui::InputInt(label, &v);
+  v = std::clamp(v, lo, hi);
+}
+
+}  // namespace
+
+void KvCalculatorView::draw(ViewContext& ctx) {
+  if (!open) return;
+  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 34, ImGui::GetFontSize() * 30), ImGuiCond_FirstUseEver);
+  if (!ImGui::Begin(k_kv_calculator_window, &open)) {
+    ImGui::End();
+    return;
+  }
+  ctx.hooks.note_window(k_kv_calculator_window);
+  const ModelState& m = ctx.snap.model;
+  // Seeded once per loaded model, from its real shape; the fields stay editable.
+  const int64_t identity = m.status == ModelStatus::ready ? static_cast<int64_t>(std::hash<std::string>{}(m.path)) : -1;
+  if (identity != -1 && identity != seeded_from_ && m.n_layer > 0 && m.n_head > 0) {
+    seeded_from_ = identity;
+    n_layer_ = static_cast<int>(m.n_layer);
+    n_head_ = static_cast<int>(m.n_head);
+    n_kv_head_ = static_cast<int>(m.n_kv_head);
+    head_dim_ = static_cast<int>(m.head_dim);
+    n_ctx_ = static_cast<int>(std::max<int64_t>(1, m.n_ctx));
+    if (const int g = kv::kv_group_for_head_dim(m.head_dim); g > 0) group_ = g;  // the engine's group for this head
+  }
+  ImGui::TextDisabled("%s", seeded_from_ != -1 ? ("shape of " + m.name).c_str() : "shape: TinyLlama 1.1B (no model loaded)");
+  int_input("layers", n_layer_, 1, 1024);
+  int_input("query heads", n_head_, 1, 1024);
+  int_input("KV heads", n_kv_head_, 1, 1024);
+  int_input("head dim", head_dim_, 1, 4096);
+  int_input("context (tokens)", n_ctx_, 1, 1 << 24);
+  int_input("INT8/INT4 scale group", group_, 1, 4096);
+  ImGui::Separator();
+  ImGui::TextUnformatted("What if");
+  ImGui::RadioButton("model's KV heads", &kv_heads_choice_, 0);
+  ImGui::SameLine();
+  ImGui::RadioButton("MQA (1)", &kv_heads_choice_, 1);
+  ImGui::SameLine();
+  ImGui::RadioButton("GQA", &kv_heads_choice_, 2);
+  if (kv_heads_choice_ == 2) {
+    ImGui::SameLine();
+    int_input("KV heads##gqa", gqa_heads_, 1, 1024);
+  }
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 12);
+  ImGui::SliderFloat("of layers local", &local_fraction_, 0.0f, 1.0f, "%.2f");
+  if (local_fraction_ > 0) int_input("window (tokens)", window_tokens_, 1, 1 << 24);
+  int_input("layers sharing one KV", share_every_, 1, 1024);
+
+  const KvShape shape{n_layer_, n_head_, n_kv_head_, head_dim_};
+  KvWhatIf w;
+  w.n_kv_head = kv_heads_choice_ == 1 ? 1 : kv_heads_choice_ == 2 ? gqa_heads_ : 0;
+  w.local_fraction = local_fraction_;
+  w.window_tokens = window_tokens_;
+  w.share_every = share_every_;
+  ImGui::Separator();
+  if (ImGui::BeginTable("##kv", 3, ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_SizingStretchProp)) {
+    ImGui::TableSetupColumn("format");
+    ImGui::TableSetupColumn("per token");
+    ImGui::TableSetupColumn(("per conversation of " + std::to_string(n_ctx_) + " tokens").c_str());
+    ImGui::TableHeadersRow();
+    for (kv::KvFormat f : {kv::KvFormat::f16, kv::KvFormat::int8, kv::KvFormat::int4}) {
+      auto e = estimate_kv(shape, w, f, group_, n_ctx_);
+      if (!e.ok()) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::PushStyleColor(ImGuiCol_Text, colors::error);
+        ImGui::TextWrapped("%s", e.error().message.c_str());
+        ImGui::PopStyleColor();
+        break;
+      }
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(std::string(kv::kv_format_name(f)).c_str());
+      ImGui::TableNextColumn();
+      if (e->bytes_per_token >= 1024) {
+        ImGui::Text("%s  (%.0f B)", format_bytes(e->bytes_per_token).c_str(), e->bytes_per_token);
+      } else {
+        ImGui::TextUnformatted(format_bytes(e->bytes_per_token).c_str());
+      }
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(format_bytes(e->bytes_per_conversation).c_str());
+    }
+    ImGui::EndTable();
+  }
+  if (auto e = estimate_kv(shape, w, kv::KvFormat::f16, group_, n_ctx_); e.ok()) {
+    ImGui::TextDisabled("%lld KV heads, %lld of %d layers store KV, %lld of them local", static_cast<long long>(e->n_kv_head),
+                        static_cast<long long>(e->n_kv_layers), n_layer_, static_cast<long long>(e->n_local_layers));
+  }
+  ImGui::End();
+}
+
+void EngineView::draw(ViewContext& ctx) {
+  if (!open) return;
+  if (!ImGui::Begin(k_engine_window, &open, ImGuiWindowFlags_AlwaysAutoResize)) {
+    ImGui::End();
+    return;
+  }
+  ctx.hooks.note_window(k_engine_window);
+  const TierBudgets& b = ctx.snap.engine.budgets;
+  if (!seeded_) {
+    t0_kib_ = static_cast<int>(b.t0_bytes / 1024);
+    t1_kib_ = static_cast<int>(b.t1_bytes / 1024);
+    seeded_ = true;
+  }
+  ImGui::TextUnformatted("RAM tier budgets (KiB, 0: default)");
+  int_input("T0 compute", t0_kib_, 0, 1 << 30);
+  int_input("T1 host RAM", t1_kib_, 0, 1 << 30);
+  if (named_button(ctx.hooks, "engine.apply", "Apply")) {
+    ctx.cmd.set_tier_budgets(TierBudgets{int64_t{t0_kib_} * 1024, int64_t{t1_kib_} * 1024});
+  }
+  ImGui::SameLine();
+  ImGui::TextDisabled("recreates the KV cache: T0 and T1 start empty, T2 stays");
+  for (const TierView& t : ctx.snap.memory.tiers) {
+    ImGui::Text("%s: %s of %s", t.name.c_str(), format_bytes(static_cast<double>(t.used_bytes)).c_str(),
+                format_bytes(static_cast<double>(t.capacity_bytes)).c_str());
+  }
+  ImGui::Separator();
+  if (named_button(ctx.hooks, "engine.restart", "Restart engine")) ctx.cmd.restart_engine();
+  ImGui::SameLine();
+  ImGui::TextDisabled("drops every RAM tier and resumes from disk (restarts so far: %lld)",
+                      static_cast<long long>(ctx.snap.engine.n_restarts));
+  ImGui::End();
+}
+
+}  // namespace kvc::ui
