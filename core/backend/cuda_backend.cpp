@@ -164,7 +164,7 @@ class CudaBackend final : public Backend {
 
  private:
   static kc::KvGeometry geometry(const kernels::KvBlockLayout& l, int layer) {
-    return kc::KvGeometry{l.k_type, l.v_type, l.n_kv_head, l.head_dim, l.block_tokens,
+    return kc::KvGeometry{l.k_type, l.v_type, l.n_kv_head, l.head_dim, l.block_tokens, l.group,
                           l.k_row_bytes, l.v_row_bytes, l.k_offset(layer), l.v_offset(layer)};
   }
 

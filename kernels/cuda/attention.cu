@@ -42,9 +42,9 @@ __global__ void kv_store_kernel(KvGeometry g, const KvStoreTarget* targets, cons
     }
     return;
   }
-  const int64_t gb = type == KvType::q8 ? k_kv_q8_group_bytes : k_kv_q4_group_bytes;
-  for (int64_t gi = threadIdx.x; gi < width / k_kv_group; gi += blockDim.x) {
-    kv_encode_group(type, src + gi * k_kv_group, dst + gi * gb);
+  const int64_t gb = kv_group_bytes_hd(type, g.group);
+  for (int64_t gi = threadIdx.x; gi < width / g.group; gi += blockDim.x) {
+    kv_encode_group(type, g.group, src + gi * g.group, dst + gi * gb);
   }
 }
 
@@ -70,8 +70,8 @@ __global__ void attention_kernel(KvGeometry g, const uint8_t* const* tables, con
     acc[j] = 0.0f;
   }
   const int64_t begin = window > 0 && row.n_kv > window ? row.n_kv - window : 0;
-  const int64_t k_head = kv_row_bytes(g.k_type, static_cast<int64_t>(kvh) * hd);
-  const int64_t v_head = kv_row_bytes(g.v_type, static_cast<int64_t>(kvh) * hd);
+  const int64_t k_head = kv_row_bytes(g.k_type, g.group, static_cast<int64_t>(kvh) * hd);
+  const int64_t v_head = kv_row_bytes(g.v_type, g.group, static_cast<int64_t>(kvh) * hd);
   const uint8_t* const* table = tables + row.table_begin;
   float m = -INFINITY, l = 0.0f;
   for (int64_t t = begin; t < row.n_kv; ++t) {
@@ -82,7 +82,7 @@ __global__ void attention_kernel(KvGeometry g, const uint8_t* const* tables, con
     float partial = 0.0f;
     for (int j = 0; j < k_per_lane; ++j) {
       const int i = lane + 32 * j;
-      if (i < hd) partial += qv[j] * kv_value(g.k_type, kr, i);
+      if (i < hd) partial += qv[j] * kv_value(g.k_type, g.group, kr, i);
     }
     const float s = scale * warp_sum(partial);
     const float m_new = fmaxf(m, s);
@@ -91,7 +91,7 @@ __global__ void attention_kernel(KvGeometry g, const uint8_t* const* tables, con
     l = l * corr + p;
     for (int j = 0; j < k_per_lane; ++j) {
       const int i = lane + 32 * j;
-      if (i < hd) acc[j] = acc[j] * corr + p * kv_value(g.v_type, vr, i);
+      if (i < hd) acc[j] = acc[j] * corr + p * kv_value(g.v_type, g.group, vr, i);
     }
     m = m_new;
   }

@@ -81,12 +81,15 @@ void launch_silu_mul(float* gate, const float* up, int64_t n, Stream s);
 void launch_add(float* x, const float* y, int64_t n, Stream s);
 
 // One layer's view of the KV block layout (kernels/cpu/kv_block.h), resolved on the host.
+// Invariant: group is the layout's (32, 16 or 8 dividing head_dim; 0 only when both types are
+// F16), so a group never straddles two heads.
 struct KvGeometry {
   KvType k_type = KvType::f16;
   KvType v_type = KvType::f16;
   int n_kv_head = 0;
   int head_dim = 0;
   int block_tokens = 0;
+  int group = 0;  // elements per scale of quantized rows
   int64_t k_row_bytes = 0;
   int64_t v_row_bytes = 0;
   int64_t k_offset = 0;  // byte offset of this layer's K rows inside a block

@@ -33,7 +33,7 @@ std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
 void report(const char* what, double worst_ratio) {  // worst |err| / bound over the check
   const bool ok = worst_ratio <= 1.0;
   if (!ok) ++g_failures;
-  std::printf("%s %-40s worst error / bound = %.3g\n", ok ? "PASS" : "FAIL", what, worst_ratio);
+  std::printf("%s %-48s worst error / bound = %.3g\n", ok ? "PASS" : "FAIL", what, worst_ratio);
 }
 
 template <typename T>
@@ -170,62 +170,65 @@ void check_elementwise() {
 }
 
 void check_kv_attention() {
-  for (int n_kv_head : {2, 1}) {
-    for (KvType kt : {KvType::f16, KvType::q8, KvType::q4}) {
-      const KvType vt = kt;
-      const int n_head = 4, head_dim = 64, B = 16, layer = 1;
-      const auto layout = kk::make_kv_block_layout(2, n_kv_head, head_dim, B, kt, vt);
-      const int64_t kv_w = int64_t{n_kv_head} * head_dim, q_w = int64_t{n_head} * head_dim;
-      const int64_t n_pos = 45, n_blocks = 3;  // one sequence; the last 5 positions are queried
-      std::vector<std::vector<uint8_t>> host(n_blocks, std::vector<uint8_t>(static_cast<size_t>(layout->block_bytes)));
-      std::vector<uint8_t*> host_ptrs, dev_ptrs;
-      for (auto& h : host) {
-        host_ptrs.push_back(h.data());
-        dev_ptrs.push_back(to_device(h));
-      }
-      const auto k = random_floats(static_cast<size_t>(n_pos * kv_w), 30), v = random_floats(static_cast<size_t>(n_pos * kv_w), 31);
-      std::vector<kc::KvStoreTarget> targets;
-      for (int64_t p = 0; p < n_pos; ++p) {
-        targets.push_back({dev_ptrs[static_cast<size_t>(p / B)], p % B});
-        kk::kv_store_at(*layout, host_ptrs.data(), layer, p, k.data() + p * kv_w, v.data() + p * kv_w);
-      }
-      const kc::KvGeometry g{kt, vt, n_kv_head, head_dim, B, layout->k_row_bytes, layout->v_row_bytes,
-                             layout->k_offset(layer), layout->v_offset(layer)};
-      auto* dtargets = to_device(targets);
-      float *dk = to_device(k), *dv = to_device(v);
-      kc::launch_kv_store(g, dtargets, n_pos, dk, dv, g_stream);
-      double wb = 0;
-      for (int64_t b = 0; b < n_blocks; ++b) {
-        if (to_host(dev_ptrs[static_cast<size_t>(b)], host[static_cast<size_t>(b)].size()) != host[static_cast<size_t>(b)]) wb = 2;
-      }
-      const std::string name = std::string(kk::kv_type_name(kt)) + " kv heads " + std::to_string(n_kv_head);
-      report(("kv_store bytes " + name).c_str(), wb);
-      const int64_t n_q = 5;
-      const auto q = random_floats(static_cast<size_t>(n_q * q_w), 50, 0.5f);
-      std::vector<kc::AttentionRow> rows;
-      for (int64_t i = 0; i < n_q; ++i) rows.push_back({n_pos - n_q + i + 1, 0});
-      auto* dtables = to_device(dev_ptrs);
-      auto* drows = to_device(rows);
-      float *dq = to_device(q), *dout = to_device(q);
-      const kk::AttentionShape s{n_head, n_kv_head, head_dim, kv_w, 0.125f};
-      for (int64_t window : {0, 7}) {
-        kc::launch_attention(g, dtables, drows, n_q, dq, n_head, s.scale, window, dout, g_stream);
-        const auto out = to_host(dout, q.size());
-        double wa = 0;
-        for (int64_t i = 0; i < n_q; ++i) {
-          const kk::PagedKvView view{host_ptrs.data(), n_blocks, &*layout, layer, window};
-          std::vector<float> ref(static_cast<size_t>(q_w)), scratch(static_cast<size_t>(kk::paged_attention_scratch_floats(s, n_pos)));
-          kk::attention_paged_reference(q.data() + i * q_w, view, rows[static_cast<size_t>(i)].n_kv, s, 0, n_kv_head, ref.data(), scratch.data());
-          // Both sides dequantize K and V exactly and compute in float: only summation order and
-          // the online softmax's rescaling differ. |v| <= ~4 here.
-          for (int64_t j = 0; j < q_w; ++j) wa = std::max(wa, std::abs(out[static_cast<size_t>(i * q_w + j)] - ref[static_cast<size_t>(j)]) / 1e-4);
+  // Head sizes 64, 48 and 8 store quantized rows in groups of 32, 16 and 8.
+  for (int head_dim : {64, 48, 8}) {
+    for (int n_kv_head : {2, 1}) {
+      for (KvType kt : {KvType::f16, KvType::q8, KvType::q4}) {
+        const KvType vt = kt;
+        const int n_head = 4, B = 16, layer = 1;
+        const auto layout = kk::make_kv_block_layout(2, n_kv_head, head_dim, B, kt, vt);
+        const int64_t kv_w = int64_t{n_kv_head} * head_dim, q_w = int64_t{n_head} * head_dim;
+        const int64_t n_pos = 45, n_blocks = 3;  // one sequence; the last 5 positions are queried
+        std::vector<std::vector<uint8_t>> host(n_blocks, std::vector<uint8_t>(static_cast<size_t>(layout->block_bytes)));
+        std::vector<uint8_t*> host_ptrs, dev_ptrs;
+        for (auto& h : host) {
+          host_ptrs.push_back(h.data());
+          dev_ptrs.push_back(to_device(h));
         }
-        report(("attention " + name + (window ? " window 7" : "")).c_str(), wa);
-      }
-      for (uint8_t* p : dev_ptrs) kc::device_free(p);
-      for (void* p : {static_cast<void*>(dtargets), static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(dtables),
-                      static_cast<void*>(drows), static_cast<void*>(dq), static_cast<void*>(dout)}) {
-        kc::device_free(p);
+        const auto k = random_floats(static_cast<size_t>(n_pos * kv_w), 30), v = random_floats(static_cast<size_t>(n_pos * kv_w), 31);
+        std::vector<kc::KvStoreTarget> targets;
+        for (int64_t p = 0; p < n_pos; ++p) {
+          targets.push_back({dev_ptrs[static_cast<size_t>(p / B)], p % B});
+          kk::kv_store_at(*layout, host_ptrs.data(), layer, p, k.data() + p * kv_w, v.data() + p * kv_w);
+        }
+        const kc::KvGeometry g{kt, vt, n_kv_head, head_dim, B, layout->group, layout->k_row_bytes, layout->v_row_bytes,
+                               layout->k_offset(layer), layout->v_offset(layer)};
+        auto* dtargets = to_device(targets);
+        float *dk = to_device(k), *dv = to_device(v);
+        kc::launch_kv_store(g, dtargets, n_pos, dk, dv, g_stream);
+        double wb = 0;
+        for (int64_t b = 0; b < n_blocks; ++b) {
+          if (to_host(dev_ptrs[static_cast<size_t>(b)], host[static_cast<size_t>(b)].size()) != host[static_cast<size_t>(b)]) wb = 2;
+        }
+        const std::string name = std::string(kk::kv_type_name(kt)) + " head_dim " + std::to_string(head_dim) + " kv heads " + std::to_string(n_kv_head);
+        report(("kv_store bytes " + name).c_str(), wb);
+        const int64_t n_q = 5;
+        const auto q = random_floats(static_cast<size_t>(n_q * q_w), 50, 0.5f);
+        std::vector<kc::AttentionRow> rows;
+        for (int64_t i = 0; i < n_q; ++i) rows.push_back({n_pos - n_q + i + 1, 0});
+        auto* dtables = to_device(dev_ptrs);
+        auto* drows = to_device(rows);
+        float *dq = to_device(q), *dout = to_device(q);
+        const kk::AttentionShape s{n_head, n_kv_head, head_dim, kv_w, 1.0f / std::sqrt(static_cast<float>(head_dim))};
+        for (int64_t window : {0, 7}) {
+          kc::launch_attention(g, dtables, drows, n_q, dq, n_head, s.scale, window, dout, g_stream);
+          const auto out = to_host(dout, q.size());
+          double wa = 0;
+          for (int64_t i = 0; i < n_q; ++i) {
+            const kk::PagedKvView view{host_ptrs.data(), n_blocks, &*layout, layer, window};
+            std::vector<float> ref(static_cast<size_t>(q_w)), scratch(static_cast<size_t>(kk::paged_attention_scratch_floats(s, n_pos)));
+            kk::attention_paged_reference(q.data() + i * q_w, view, rows[static_cast<size_t>(i)].n_kv, s, 0, n_kv_head, ref.data(), scratch.data());
+            // Both sides dequantize K and V exactly and compute in float: only summation order and
+            // the online softmax's rescaling differ. |v| <= ~4 here.
+            for (int64_t j = 0; j < q_w; ++j) wa = std::max(wa, std::abs(out[static_cast<size_t>(i * q_w + j)] - ref[static_cast<size_t>(j)]) / 1e-4);
+          }
+          report(("attention " + name + (window ? " window 7" : "")).c_str(), wa);
+        }
+        for (uint8_t* p : dev_ptrs) kc::device_free(p);
+        for (void* p : {static_cast<void*>(dtargets), static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(dtables),
+                        static_cast<void*>(drows), static_cast<void*>(dq), static_cast<void*>(dout)}) {
+          kc::device_free(p);
+        }
       }
     }
   }

@@ -131,23 +131,64 @@ TEST_CASE("quant_hd: dot_block is the dot of the dequantized block within float 
   }
 }
 
-TEST_CASE("kv_hd: encoded rows are the CPU reference's bytes and decode to its values", "[cuda][kernels]") {
-  const int64_t n = 256;  // 4 heads of 64
-  for (KvType t : {KvType::f16, KvType::q8, KvType::q4}) {
-    INFO(kernels::kv_type_name(t));
-    for (uint32_t seed = 0; seed < 20; ++seed) {
-      auto x = random_floats(static_cast<size_t>(n), 100 + seed, seed % 2 ? 3.0f : 0.02f);
-      if (seed == 3) std::fill(x.begin(), x.begin() + 32, 0.0f);   // an all-zero group
-      if (seed == 4) { x[0] = 1.0f; x[1] = -1.0f; }               // a tie between signs
-      REQUIRE(kc::kv_row_bytes(t, n) == kernels::row_bytes(t, n));
-      std::vector<uint8_t> ours(static_cast<size_t>(kc::kv_row_bytes(t, n)));
-      std::vector<uint8_t> ref(ours.size());
-      kc::kv_encode_row(t, x.data(), n, ours.data());
-      kernels::encode_row_reference(t, x.data(), n, ref.data());
-      REQUIRE(ours == ref);
-      std::vector<float> dec(static_cast<size_t>(n));
-      kernels::decode_row_reference(t, ref.data(), n, dec.data());
-      for (int64_t i = 0; i < n; ++i) REQUIRE(same_bits(kc::kv_value(t, ref.data(), i), dec[static_cast<size_t>(i)]));
+TEST_CASE("kv_hd: encoded rows are the CPU reference's bytes and decode to its values, groups 32/16/8", "[cuda][kernels]") {
+  struct Case {
+    int head_dim, group;
+  };
+  // 4 heads each; the group is the one the layout picks for the head size.
+  for (Case c : {Case{64, 32}, Case{48, 16}, Case{40, 8}, Case{8, 8}}) {
+    REQUIRE(kernels::kv_group_for_head_dim(c.head_dim) == c.group);
+    const int64_t n = 4 * c.head_dim;
+    for (KvType t : {KvType::f16, KvType::q8, KvType::q4}) {
+      INFO(kernels::kv_type_name(t) << " head_dim " << c.head_dim << " group " << c.group);
+      REQUIRE(kc::kv_row_bytes(t, c.group, n) == kernels::row_bytes(t, c.group, n));
+      for (uint32_t seed = 0; seed < 20; ++seed) {
+        auto x = random_floats(static_cast<size_t>(n), 100 + seed, seed % 2 ? 3.0f : 0.02f);
+        if (seed == 3) std::fill(x.begin() + c.group, x.begin() + 2 * c.group, 0.0f);  // an all-zero group
+        if (seed == 4) { x[0] = 1.0f; x[1] = -1.0f; }                                 // a tie between signs
+        std::vector<uint8_t> ours(static_cast<size_t>(kc::kv_row_bytes(t, c.group, n)));
+        std::vector<uint8_t> ref(ours.size());
+        kc::kv_encode_row(t, c.group, x.data(), n, ours.data());
+        kernels::encode_row_reference(t, c.group, x.data(), n, ref.data());
+        REQUIRE(ours == ref);
+        std::vector<float> dec(static_cast<size_t>(n));
+        kernels::decode_row_reference(t, c.group, ref.data(), n, dec.data());
+        for (int64_t i = 0; i < n; ++i) REQUIRE(same_bits(kc::kv_value(t, c.group, ref.data(), i), dec[static_cast<size_t>(i)]));
+      }
     }
+  }
+}
+
+TEST_CASE("kv_hd: random group bytes decode as the CPU reference does, groups 32/16/8", "[cuda][kernels]") {
+  std::mt19937 rng(9);
+  for (int group : {32, 16, 8}) {
+    for (KvType t : {KvType::q8, KvType::q4}) {
+      INFO(kernels::kv_type_name(t) << " group " << group);
+      const int64_t n = 8 * group;
+      std::vector<uint8_t> row(static_cast<size_t>(kernels::row_bytes(t, group, n)));
+      for (auto& b : row) b = static_cast<uint8_t>(rng());
+      const int64_t gb = kernels::kv_group_bytes(t, group);
+      for (int64_t g = 0; g < n / group; ++g) row[static_cast<size_t>(g * gb + 1)] &= 0x7b;  // finite F16 scales
+      std::vector<float> dec(static_cast<size_t>(n));
+      kernels::decode_row_reference(t, group, row.data(), n, dec.data());
+      for (int64_t i = 0; i < n; ++i) REQUIRE(same_bits(kc::kv_value(t, group, row.data(), i), dec[static_cast<size_t>(i)]));
+    }
+  }
+}
+
+TEST_CASE("kv_hd: Q4 groups of 8 and 16 pack element j low and j + g/2 high (kv_format.h)", "[cuda][kernels]") {
+  for (int group : {8, 16}) {
+    INFO("group " << group);
+    const int half = group / 2;
+    // d = 1.0 (F16 0x3c00); element j gets level n_j = j, so x_j = j - 8.
+    uint8_t g[2 + 8] = {0x00, 0x3c};
+    for (int j = 0; j < half; ++j) g[2 + j] = static_cast<uint8_t>(j | (j + half) << 4);
+    for (int i = 0; i < group; ++i) REQUIRE(kc::kv_value(KvType::q4, group, g, i) == static_cast<float>(i - 8));
+    // Encoding those values gives back the same bytes: the largest magnitude is -8 (n = 0), d = 1.
+    float x[16] = {};
+    for (int i = 0; i < group; ++i) x[i] = static_cast<float>(i - 8);
+    uint8_t enc[2 + 8] = {};
+    kc::kv_encode_group(KvType::q4, group, x, enc);
+    REQUIRE(std::memcmp(enc, g, static_cast<size_t>(2 + half)) == 0);
   }
 }
