@@ -32,7 +32,10 @@ void Engine::emit(const Active& a, kv::KvEventType type, int64_t n_tokens, int64
   options_.events->append(e);
 }
 
-Engine::~Engine() { stop(); }
+Engine::~Engine() {
+  stop();
+  for (auto& a : staging_) a->staging->worker.join();
+}
 
 RequestId Engine::submit(Request r) {
   auto a = std::make_unique<Active>();
@@ -104,6 +107,7 @@ void Engine::take_inbox() {
   {
     std::lock_guard lock(mu_);
     observe_requested = std::exchange(observe_requested_, false);
+    staged_ready_ = false;
     for (auto& a : inbox_) waiting_.push_back(std::move(a));
     inbox_.clear();
     cancels.swap(cancels_);
@@ -128,6 +132,14 @@ void Engine::take_inbox() {
         break;
       }
     }
+    for (auto it = staging_.begin(); it != staging_.end(); ++it) {
+      if ((*it)->id == id) {
+        (*it)->staging->worker.join();  // a read of a few blocks: not worth interrupting
+        finish(**it, RequestState::cancelled, model::StopReason::cancelled);
+        staging_.erase(it);
+        break;
+      }
+    }
   }
 }
 
@@ -136,6 +148,69 @@ kv::SeqId Engine::sequence_for(int64_t conversation) {
   auto it = conversations_.find(conversation);
   if (it == conversations_.end()) it = conversations_.emplace(conversation, cache_.create_sequence()).first;
   return it->second;
+}
+
+bool Engine::start_staging(Active& a) {
+  a.staged = true;
+  kv::ColdStore* cold = cache_.cold_store();
+  if (!cold || running_.empty()) return false;  // alone, promoting in place is as fast
+  const auto t_start = std::chrono::steady_clock::now();
+  const int64_t t_start_us = kv::now_us();
+  std::vector<kv::BlockKey> keys = cache_.cold_prefix_keys(a.tokens);
+  if (keys.empty()) return false;
+  auto st = std::make_unique<Staging>();
+  st->keys = std::move(keys);
+  st->started = t_start;
+  const auto bb = static_cast<size_t>(cache_.layout().block_bytes);
+  st->payloads.resize(st->keys.size() * bb);
+  Staging* raw = st.get();
+  st->worker = std::thread([this, cold, raw, bb] {
+    std::vector<std::span<uint8_t>> outs(raw->keys.size());
+    for (size_t i = 0; i < outs.size(); ++i) outs[i] = std::span(raw->payloads).subspan(i * bb, bb);
+    raw->results = cold->read_many(raw->keys, outs);
+    raw->done.store(true, std::memory_order_release);
+    {
+      std::lock_guard lock(mu_);
+      staged_ready_ = true;
+    }
+    wake_.notify_all();
+  });
+  a.staging = std::move(st);
+  if (!a.sampler) {
+    // The request starts now; its lookup was the key search above, the read is its promotion.
+    a.result.queue_ms = ms_since(a.submitted);
+    a.result.lookup_ms = ms_since(t_start);
+    emit(a, kv::KvEventType::request_started, static_cast<int64_t>(a.tokens.size()), t_start_us);
+    emit(a, kv::KvEventType::lookup_done, 0, t_start_us + static_cast<int64_t>(a.result.lookup_ms * 1e3));
+    a.announced = true;
+  }
+  return true;
+}
+
+bool Engine::collect_staged() {
+  bool any = false;
+  // Back to the front of the queue in their original order.
+  for (auto it = staging_.rbegin(); it != staging_.rend();) {
+    Active& a = **it;
+    if (!a.staging->done.load(std::memory_order_acquire)) {
+      ++it;
+      continue;
+    }
+    a.staging->worker.join();
+    const int64_t n = cache_.stage_cold(a.staging->keys, a.staging->results, a.staging->payloads);
+    a.n_staged_tokens = n * cache_.block_tokens();
+    a.staged_ms = ms_since(a.staging->started) - a.result.lookup_ms;
+    a.staging.reset();
+    {
+      std::lock_guard lock(mu_);
+      ++stats_.n_staged_requests;
+      stats_.n_staged_blocks += n;
+    }
+    waiting_.push_front(std::move(*it));
+    it = decltype(it)(staging_.erase(std::next(it).base()));
+    any = true;
+  }
+  return any;
 }
 
 Status Engine::admit(Active& a) {
@@ -156,10 +231,11 @@ Status Engine::admit(Active& a) {
   if (a.seq == 0) a.seq = sequence_for(a.request.conversation);
   const bool first = !a.sampler;
   const int64_t t_start = kv::now_us();
-  if (first) {
+  const bool announced = first && a.announced;
+  if (first && !announced) {
     a.result.queue_ms = ms_since(a.submitted);
     emit(a, kv::KvEventType::request_started, static_cast<int64_t>(a.tokens.size()), t_start);
-  } else {
+  } else if (!first) {
     emit(a, kv::KvEventType::seq_resumed, static_cast<int64_t>(a.tokens.size()), t_start);
   }
   cache_.set_current_request(a.id);
@@ -181,9 +257,20 @@ Status Engine::admit(Active& a) {
       }
       prefetched_.erase(it);
     }
-    a.result.lookup_ms = info->lookup_ms;
-    a.result.promote_ms = info->promote_ms;
-    emit(a, kv::KvEventType::lookup_done, info->n_cached, t_start + static_cast<int64_t>(info->lookup_ms * 1e3));
+    if (a.n_staged_tokens > 0) {
+      // Blocks staged from disk to T1 count as disk hits.
+      kv::PrefixInfo& p = a.result.prefix;
+      const int64_t moved = std::min(a.n_staged_tokens, p.n_from_tier[1]);
+      p.n_from_tier[1] -= moved;
+      p.n_from_tier[2] += moved;
+    }
+    if (announced) {
+      a.result.promote_ms = a.staged_ms + info->lookup_ms + info->promote_ms;
+    } else {
+      a.result.lookup_ms = info->lookup_ms;
+      a.result.promote_ms = info->promote_ms;
+      emit(a, kv::KvEventType::lookup_done, info->n_cached, t_start + static_cast<int64_t>(info->lookup_ms * 1e3));
+    }
     emit(a, kv::KvEventType::promote_done, 0,
          t_start + static_cast<int64_t>((info->lookup_ms + info->promote_ms) * 1e3));
   }
@@ -232,10 +319,15 @@ void Engine::publish(const Active& a) {
 
 bool Engine::step() {
   take_inbox();
+  collect_staged();
   // Admission, oldest first.
   while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < options_.max_running) {
     std::unique_ptr<Active> a = std::move(waiting_.front());
     waiting_.pop_front();
+    if (!a->staged && start_staging(*a)) {
+      staging_.push_back(std::move(a));
+      continue;
+    }
     if (Status st = admit(*a); !st.ok()) {
       a->result.error = st.error();
       finish(*a, RequestState::failed, model::StopReason::cancelled);
@@ -386,7 +478,11 @@ Status Engine::run_until_idle(const std::function<Status()>& check) {
       std::lock_guard lock(mu_);
       more = !inbox_.empty() || !cancels_.empty() || !prefetches_.empty() || observe_requested_;
     }
-    if (!busy && !more && running_.empty() && waiting_.empty()) return {};
+    if (!busy && !more && running_.empty() && waiting_.empty()) {
+      if (staging_.empty()) return {};
+      std::unique_lock lock(mu_);  // only reads in flight: wait for one
+      wake_.wait_for(lock, std::chrono::milliseconds(5), [&] { return staged_ready_; });
+    }
   }
 }
 
@@ -397,7 +493,7 @@ void Engine::start() {
     for (;;) {
       if (step()) continue;
       std::unique_lock lock(mu_);
-      wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || !prefetches_.empty() || observe_requested_; });
+      wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || !prefetches_.empty() || observe_requested_ || staged_ready_; });
       if (stopping_) return;
     }
   });

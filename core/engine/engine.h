@@ -8,10 +8,16 @@
 // cache, recomputing only what was evicted. Greedy outputs do not depend on batching or
 // preemption: every row of the forward pass is computed independently.
 //
+// A request whose history is on disk while others are running is staged first: a worker
+// thread reads its T2 blocks into host RAM (T1) while the engine keeps stepping the others;
+// it is admitted when the read is done (DESIGN.md §3: promotion overlaps with compute).
+//
 // step() may be called directly (tests, benchmarks) or from the engine thread (start()).
 // submit() and cancel() are thread-safe; the callbacks run on the thread calling step().
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -91,6 +97,8 @@ struct EngineOptions {
 
 struct EngineStats {
   int64_t n_steps = 0;
+  int64_t n_staged_requests = 0;  // requests whose disk blocks were read off the engine thread
+  int64_t n_staged_blocks = 0;
   int64_t n_preemptions = 0;
   int64_t n_tokens_prefilled = 0;
   int64_t n_tokens_decoded = 0;
@@ -132,6 +140,16 @@ class Engine {
   Status check_invariants() const;
 
  private:
+  // A read of a request's T2 blocks on a worker thread.
+  struct Staging {
+    std::vector<kv::BlockKey> keys;
+    std::vector<kv::ColdRead> results;
+    std::vector<uint8_t> payloads;  // (keys.size(), block_bytes)
+    std::thread worker;
+    std::atomic<bool> done{false};
+    std::chrono::steady_clock::time_point started;
+  };
+
   struct Active {
     RequestId id = 0;
     Request request;
@@ -143,10 +161,19 @@ class Engine {
     std::unique_ptr<model::OutputText> text;
     std::chrono::steady_clock::time_point submitted;
     std::chrono::steady_clock::time_point prefilled;  // when the prompt's last token was in
+    std::unique_ptr<Staging> staging;  // while its disk blocks are read
+    bool staged = false;               // staging was considered once (done or not needed)
+    bool announced = false;            // start_staging emitted request_started and lookup_done
+    int64_t n_staged_tokens = 0;       // prompt tokens it brought to T1 (reported as T2 hits)
+    double staged_ms = 0;
     RequestResult result;
   };
 
   void take_inbox();
+  // Starts staging `a` if it is worth it (others are running, its history is on disk).
+  bool start_staging(Active& a);
+  // Requests whose read finished go back to the front of the queue; true if any did.
+  bool collect_staged();
   void observe(bool idle) const;
   Status admit(Active& a);
   void preempt(Active& a);
@@ -174,10 +201,12 @@ class Engine {
   };
   std::vector<Prefetch> prefetches_;  // guarded by mu_
   bool observe_requested_ = false;    // guarded by mu_
+  bool staged_ready_ = false;         // guarded by mu_: a staging read finished
 
   // Engine-thread state.
   std::map<int64_t, kv::PrefixInfo> prefetched_;  // conversation -> what its prefetch found
   std::deque<std::unique_ptr<Active>> waiting_;  // not admitted (new, or preempted)
+  std::vector<std::unique_ptr<Active>> staging_; // reading their disk blocks
   std::vector<std::unique_ptr<Active>> running_; // admitted, in admission order
   std::map<int64_t, kv::SeqId> conversations_;   // conversation -> its sequence
 

@@ -156,6 +156,19 @@ class KvCache {
   // Appends a tier_usage sample per data tier (for the timelines).
   void emit_tier_usage();
 
+  // Staging: bringing disk blocks to host RAM off the engine thread, so that the engine keeps
+  // computing while a request's history is read (kv_cache_staging.cpp).
+  //   keys = cold_prefix_keys(prompt)        engine thread: which blocks are only on T2
+  //   cold_store()->read_many(keys, ...)     any thread: the slow part
+  //   stage_cold(keys, results, payloads)    engine thread: they land on T1
+  // then prepare() finds them on T1. At most T1's capacity of keys; blocks behind the sliding
+  // window are left out (prepare does not read them).
+  std::vector<BlockKey> cold_prefix_keys(std::span<const int32_t> prompt);
+  // payloads: (keys.size(), block_bytes); results[i] says whether payload i was read. Blocks
+  // no longer indexed on T2 are skipped. Returns the number of blocks put on T1.
+  int64_t stage_cold(std::span<const BlockKey> keys, std::span<const ColdRead> results,
+                     std::span<const uint8_t> payloads);
+
   // Demotes every unpinned T0 block to T1 (or T2): for tests of the tier paths.
   void demote_all_unpinned(Tier to);
 

@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "core/backend/backend.h"
@@ -275,4 +277,105 @@ TEST_CASE("engine: prefetch brings a demoted conversation back to T0 and keeps i
   CHECK(p.n_from_tier[1] >= 64);  // found on T1 by the prefetch, not counted as a T0 hit
   CHECK(p.n_from_tier[0] + p.n_from_tier[1] + p.n_from_tier[2] == p.n_cached);
   CHECK(cache->counters().n_promoted[1] == promoted_t1);  // nothing was left to promote at admission
+}
+
+namespace {
+
+// A cold store whose batched reads wait until the test opens the gate: a slow disk.
+class GatedColdStore final : public kv::ColdStore {
+ public:
+  explicit GatedColdStore(int64_t capacity) : inner_(capacity) {}
+  bool put(const kv::BlockKey& k, const kv::BlockKey& p, const kv::BlockKey& f, std::span<const uint8_t> b) override {
+    return inner_.put(k, p, f, b);
+  }
+  bool contains(const kv::BlockKey& k) const override { return inner_.contains(k); }
+  kv::ColdRead read(const kv::BlockKey& k, std::span<uint8_t> out) override { return inner_.read(k, out); }
+  std::vector<kv::ColdRead> read_many(std::span<const kv::BlockKey> keys, std::span<const std::span<uint8_t>> outs) override {
+    std::unique_lock lock(mu_);
+    ++n_waiting_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return open_; });
+    --n_waiting_;
+    return inner_.read_many(keys, outs);
+  }
+  void release(std::span<const kv::BlockKey> keys) override { inner_.release(keys); }
+  kv::ColdStoreStats stats() const override { return inner_.stats(); }
+  void flush() override {}
+
+  void set_open(bool open) {
+    std::lock_guard lock(mu_);
+    open_ = open;
+    cv_.notify_all();
+  }
+  bool wait_for_reader() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return n_waiting_ > 0; });
+  }
+
+ private:
+  kv::MemoryColdStore inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = true;
+  int n_waiting_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("engine: a history read from disk is staged while other conversations keep decoding", "[core][engine]") {
+  Fixture f;
+  auto layout = kernels::make_kv_block_layout(static_cast<int>(f.m->config().n_layer), static_cast<int>(f.m->config().n_head_kv),
+                                              static_cast<int>(f.m->config().head_dim), 16, kernels::KvType::f16,
+                                              kernels::KvType::f16);
+  REQUIRE(layout);
+  GatedColdStore cold(int64_t{1} << 30);
+  kv::KvCacheConfig c;
+  c.layout = *layout;
+  c.t0_bytes = 64 * layout->block_bytes;
+  c.t1_bytes = 64 * layout->block_bytes;
+  c.fingerprint = model::kv_fingerprint(*f.m, *layout);
+  auto made = kv::KvCache::create(c, *f.be, &cold);
+  REQUIRE(made.ok());
+  kv::KvCache& cache = **made;
+  engine::Engine eng(*f.m, cache);
+
+  // Conversation 2's first turn, then everything pushed down to disk.
+  std::vector<int32_t> history;
+  for (int i = 0; i < 64; ++i) history.push_back(1 + (i * 7001) % 31000);
+  const auto first = eng.submit({2, history, greedy(4), {}, {}});
+  REQUIRE(eng.run_until_idle().ok());
+  const auto first_result = eng.result(first);
+  std::vector<int32_t> next = history;
+  next.insert(next.end(), first_result->tokens.begin(), first_result->tokens.end());
+  for (int i = 0; i < 6; ++i) next.push_back(500 + i);
+  cache.demote_all_unpinned(kv::Tier::t2);
+  REQUIRE(cache.tier_usage(kv::Tier::t0).used_blocks <= 1);  // the parked sequence's private tail
+
+  // Conversation 1 decodes; conversation 2's next turn arrives while the disk is slow.
+  const std::vector<int32_t> other = {1, 450, 4996, 17354};
+  const auto busy = eng.submit({1, other, greedy(40), {}, {}});
+  for (int i = 0; i < 3; ++i) eng.step();
+  cold.set_open(false);
+  const auto resumed = eng.submit({2, next, greedy(6), {}, {}});
+  eng.step();  // starts the read on a worker
+  REQUIRE(cold.wait_for_reader());
+  const size_t before = eng.result(busy)->tokens.size();
+  for (int i = 0; i < 5; ++i) {
+    REQUIRE(eng.step());
+    REQUIRE(eng.check_invariants().ok());
+  }
+  CHECK(eng.result(busy)->tokens.size() == before + 5);                    // kept decoding
+  CHECK(eng.result(resumed)->state == engine::RequestState::waiting);     // still reading
+  cold.set_open(true);
+  REQUIRE(eng.run_until_idle([&] { return eng.check_invariants(); }).ok());
+
+  const auto r = eng.result(resumed);
+  REQUIRE(r->state == engine::RequestState::finished);
+  CHECK(r->prefix.n_from_tier[2] >= 64);  // served from disk (through T1), reported as disk
+  CHECK(r->prefix.n_cached >= 64);
+  CHECK(r->promote_ms > 0);
+  CHECK(eng.stats().n_staged_requests == 1);
+  CHECK(eng.stats().n_staged_blocks >= 4);
+  CHECK(r->tokens == solo(*f.m, next, 6));
+  CHECK(eng.result(busy)->tokens == solo(*f.m, other, 40));
 }
