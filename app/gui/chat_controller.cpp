@@ -193,13 +193,13 @@ void ChatController::rename_conversation(int64_t id, std::string title) {
 void ChatController::delete_conversation(int64_t id) {
   post([this, id] {
     if (!store_) return;
-    // Its streams are read before its rows go; the blocks only they reached leave the disk tier.
+    // Its streams are read before its rows go; the blocks only they reached leave every tier.
     auto dead = store_->token_streams(id);
     if (auto st = store_->delete_conversation(id); !st.ok()) {
       fail(st.error());
     } else if (runner_ && dead.ok() && !dead->empty()) {
       auto live = store_->token_streams_except(0);
-      if (live.ok()) runner_->release_streams(*dead, *live);
+      if (live.ok()) runner_->release_streams(id, *dead, *live);
       else fail(live.error());
     }
     refresh_list();

@@ -166,10 +166,14 @@ void EngineTurnRunner::prefetch(int64_t conversation_id, const std::vector<int32
   engine_->prefetch(conversation_id, tokens);  // observed after it ran
 }
 
-void EngineTurnRunner::release_streams(std::span<const std::vector<int32_t>> dead,
+void EngineTurnRunner::release_streams(int64_t id, std::span<const std::vector<int32_t>> dead,
                                        std::span<const std::vector<int32_t>> live) {
-  if (!cold_) return;
-  cold_->release(kv::unshared_block_keys(cache_->fingerprint(), cache_->block_tokens(), dead, live));
+  std::vector<kv::BlockKey> keys = kv::unshared_block_keys(cache_->fingerprint(), cache_->block_tokens(), dead, live);
+  {
+    std::lock_guard lock(streams_mu_);
+    streams_.erase(id);
+  }
+  engine_->forget_conversation(id, std::move(keys));
 }
 
 void EngineTurnRunner::fill_memory(ui::MemoryState& out) {

@@ -44,7 +44,8 @@ class EngineTurnRunner final : public TurnRunner {
   void fill_memory(ui::MemoryState& out) override;
   std::vector<kv::KvEvent> kv_events() const override { return feed_.all_events(); }
   uint64_t memory_version() const override { return view_.version(); }
-  void release_streams(std::span<const std::vector<int32_t>> dead, std::span<const std::vector<int32_t>> live) override;
+  void release_streams(int64_t id, std::span<const std::vector<int32_t>> dead,
+                       std::span<const std::vector<int32_t>> live) override;
 
  private:
   EngineTurnRunner(const model::Model& m, const EngineRunnerOptions& o) : m_(m), options_(o), feed_(events_) {}

@@ -49,11 +49,11 @@ class TurnRunner {
   // Changes when what fill_memory would show changed on its own (the engine worked in the
   // background, e.g. a prefetch): the controller then publishes a new snapshot while idle.
   virtual uint64_t memory_version() const { return 0; }
-  // After a conversation was deleted: releases the cold blocks that its streams (`dead`, every
-  // branch) reach and no remaining stream (`live`) does. Hashes the streams: call it off the
-  // UI thread. A runner without a disk tier has nothing to release.
-  virtual void release_streams(std::span<const std::vector<int32_t>> /*dead*/,
-                               std::span<const std::vector<int32_t>> /*live*/) {}
+  // After conversation `id` was deleted: drops the cached blocks (RAM and disk) that its
+  // streams (`dead`, every branch) reach and no remaining stream (`live`) does. Hashes the
+  // streams: call it off the UI thread.
+  virtual void release_streams(int64_t id, std::span<const std::vector<int32_t>> dead,
+                               std::span<const std::vector<int32_t>> live) = 0;
 };
 
 }  // namespace kvc::app

@@ -85,6 +85,12 @@ void Engine::prefetch(int64_t conversation, std::vector<int32_t> tokens) {
   wake_.notify_one();
 }
 
+void Engine::forget_conversation(int64_t conversation, std::vector<kv::BlockKey> keys) {
+  std::lock_guard lock(mu_);
+  forgets_.push_back({conversation, std::move(keys)});
+  wake_.notify_one();
+}
+
 void Engine::notify_observer() {
   std::lock_guard lock(mu_);
   observe_requested_ = true;
@@ -103,6 +109,7 @@ void Engine::observe(bool idle) const {
 void Engine::take_inbox() {
   std::vector<RequestId> cancels;
   std::vector<Prefetch> prefetches;
+  std::vector<Forget> forgets;
   bool observe_requested = false;
   {
     std::lock_guard lock(mu_);
@@ -112,11 +119,24 @@ void Engine::take_inbox() {
     inbox_.clear();
     cancels.swap(cancels_);
     prefetches.swap(prefetches_);
+    forgets.swap(forgets_);
   }
   for (Prefetch& p : prefetches) {
     prefetched_[p.conversation] = cache_.prefetch(p.tokens);
   }
-  if (!prefetches.empty() || observe_requested) observe(running_.empty() && waiting_.empty());
+  for (Forget& f : forgets) {
+    const bool busy = std::any_of(running_.begin(), running_.end(), [&](const auto& a) { return a->request.conversation == f.conversation; }) ||
+                      std::any_of(waiting_.begin(), waiting_.end(), [&](const auto& a) { return a->request.conversation == f.conversation; }) ||
+                      std::any_of(staging_.begin(), staging_.end(), [&](const auto& a) { return a->request.conversation == f.conversation; });
+    if (auto it = conversations_.find(f.conversation); it != conversations_.end() && !busy) {
+      cache_.destroy_sequence(it->second);
+      conversations_.erase(it);
+    }
+    prefetched_.erase(f.conversation);
+    cache_.forget(f.keys);  // RAM copies first: an eviction in between would write them back
+    if (kv::ColdStore* cold = cache_.cold_store()) cold->release(f.keys);
+  }
+  if (!prefetches.empty() || !forgets.empty() || observe_requested) observe(running_.empty() && waiting_.empty());
   for (RequestId id : cancels) {
     for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
       if ((*it)->id == id) {
@@ -476,7 +496,7 @@ Status Engine::run_until_idle(const std::function<Status()>& check) {
     bool more;
     {
       std::lock_guard lock(mu_);
-      more = !inbox_.empty() || !cancels_.empty() || !prefetches_.empty() || observe_requested_;
+      more = !inbox_.empty() || !cancels_.empty() || !prefetches_.empty() || !forgets_.empty() || observe_requested_;
     }
     if (!busy && !more && running_.empty() && waiting_.empty()) {
       if (staging_.empty()) return {};
@@ -493,7 +513,7 @@ void Engine::start() {
     for (;;) {
       if (step()) continue;
       std::unique_lock lock(mu_);
-      wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || !prefetches_.empty() || observe_requested_ || staged_ready_; });
+      wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || !prefetches_.empty() || !forgets_.empty() || observe_requested_ || staged_ready_; });
       if (stopping_) return;
     }
   });

@@ -118,6 +118,10 @@ class Engine {
   // T0 on the stepping thread, ahead of its next request; that request then reports the
   // blocks under the tier they were found on. Queued; returns at once.
   void prefetch(int64_t conversation, std::vector<int32_t> tokens);
+  // A conversation was deleted: its sequence goes (unless a request of it is running) and so
+  // do the cached blocks `keys` (those no other conversation reaches), from RAM and then
+  // from the cold store. Queued.
+  void forget_conversation(int64_t conversation, std::vector<kv::BlockKey> keys);
   // Runs the observer once more on the stepping thread, soon (say, after what it reads
   // besides the cache changed). Returns at once.
   void notify_observer();
@@ -200,6 +204,11 @@ class Engine {
     std::vector<int32_t> tokens;
   };
   std::vector<Prefetch> prefetches_;  // guarded by mu_
+  struct Forget {
+    int64_t conversation = 0;
+    std::vector<kv::BlockKey> keys;
+  };
+  std::vector<Forget> forgets_;       // guarded by mu_
   bool observe_requested_ = false;    // guarded by mu_
   bool staged_ready_ = false;         // guarded by mu_: a staging read finished
 

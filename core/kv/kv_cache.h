@@ -169,6 +169,11 @@ class KvCache {
   int64_t stage_cold(std::span<const BlockKey> keys, std::span<const ColdRead> results,
                      std::span<const uint8_t> payloads);
 
+  // Drops blocks from T0/T1 and the index for good (a deleted conversation's blocks that no
+  // other stream reaches; the cold store is told separately). Blocks a running sequence pins
+  // are kept, and so is a block with children outside `keys`. Returns how many were dropped.
+  int64_t forget(std::span<const BlockKey> keys);
+
   // Demotes every unpinned T0 block to T1 (or T2): for tests of the tier paths.
   void demote_all_unpinned(Tier to);
 

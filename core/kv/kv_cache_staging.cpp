@@ -1,4 +1,4 @@
-// KvCache staging: disk (T2) blocks read off the engine thread land on host RAM (T1).
+// KvCache staging (disk blocks read off the engine thread land on host RAM) and forgetting.
 #include <cstring>
 
 #include "core/kv/kv_cache.h"
@@ -35,6 +35,37 @@ int64_t KvCache::stage_cold(std::span<const BlockKey> keys, std::span<const Cold
     ++n_staged;
   }
   return n_staged;
+}
+
+int64_t KvCache::forget(std::span<const BlockKey> keys) {
+  // Children leave before their parents; keys come in chain order, so go from the back.
+  std::vector<BlockKey> left(keys.rbegin(), keys.rend());
+  int64_t n_dropped = 0;
+  for (bool progress = true; progress && !left.empty();) {
+    progress = false;
+    for (auto it = left.begin(); it != left.end();) {
+      const std::optional<BlockHandle> h = index_.find(*it);
+      const BlockInfo info = h ? index_.info(*h) : BlockInfo{};
+      if (!h || info.n_refs > 0) {
+        it = left.erase(it);  // gone already, or in use
+        continue;
+      }
+      if (info.n_children > 0) {
+        ++it;
+        continue;
+      }
+      const BlockLocation loc = index_.location(*h);
+      if (loc.tier == Tier::t0) t0_.free(loc.slot);
+      if (loc.tier == Tier::t1) t1_.free(loc.slot);
+      emit(KvEventType::block_evicted, loc.tier, Tier::none, *it, loc.slot, block_tokens(), 0);
+      index_.remove(*h);
+      ++counters_.n_dropped;
+      ++n_dropped;
+      progress = true;
+      it = left.erase(it);
+    }
+  }
+  return n_dropped;
 }
 
 }  // namespace kvc::kv

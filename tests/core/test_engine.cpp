@@ -9,6 +9,7 @@
 #include "core/backend/backend.h"
 #include "core/engine/engine.h"
 #include "core/kv/kv_metrics.h"
+#include "core/kv/stream_keys.h"
 #include "core/kv/trace_export.h"
 #include "core/model/model.h"
 #include "core/model/session.h"
@@ -378,4 +379,62 @@ TEST_CASE("engine: a history read from disk is staged while other conversations 
   CHECK(eng.stats().n_staged_blocks >= 4);
   CHECK(r->tokens == solo(*f.m, next, 6));
   CHECK(eng.result(busy)->tokens == solo(*f.m, other, 40));
+}
+
+TEST_CASE("engine: forgetting a deleted conversation drops its own blocks and keeps the shared ones", "[core][engine]") {
+  Fixture f;
+  auto layout = kernels::make_kv_block_layout(static_cast<int>(f.m->config().n_layer), static_cast<int>(f.m->config().n_head_kv),
+                                              static_cast<int>(f.m->config().head_dim), 16, kernels::KvType::f16,
+                                              kernels::KvType::f16);
+  REQUIRE(layout);
+  kv::MemoryColdStore cold(int64_t{1} << 30);
+  kv::KvCacheConfig c;
+  c.layout = *layout;
+  c.t0_bytes = 64 * layout->block_bytes;
+  c.t1_bytes = 16 * layout->block_bytes;
+  c.fingerprint = model::kv_fingerprint(*f.m, *layout);
+  auto made = kv::KvCache::create(c, *f.be, &cold);
+  REQUIRE(made.ok());
+  kv::KvCache& cache = **made;
+  engine::Engine eng(*f.m, cache);
+
+  std::vector<int32_t> system;
+  for (int i = 0; i < 32; ++i) system.push_back(1 + (i * 613) % 31000);  // 2 shared blocks
+  auto stream_of = [&](int conv) {
+    std::vector<int32_t> p = system;
+    for (int i = 0; i < 40; ++i) p.push_back(100 + (conv * 389 + i * 97) % 30000);
+    return p;
+  };
+  const auto p1 = stream_of(1), p2 = stream_of(2);
+  eng.submit({1, p1, greedy(4), {}, {}});
+  eng.submit({2, p2, greedy(4), {}, {}});
+  REQUIRE(eng.run_until_idle().ok());
+  cold.flush();
+
+  const std::vector<kv::BlockKey> k1 = kv::stream_block_keys(cache.fingerprint(), 16, p1);
+  const std::vector<kv::BlockKey> k2 = kv::stream_block_keys(cache.fingerprint(), 16, p2);
+  REQUIRE(k1.size() == 4);
+  REQUIRE(k1[0] == k2[0]);
+  REQUIRE(k1[1] == k2[1]);
+  const std::vector<std::vector<int32_t>> dead = {p1}, live = {p2};
+  std::vector<kv::BlockKey> gone = kv::unshared_block_keys(cache.fingerprint(), 16, dead, live);
+  REQUIRE(gone.size() == 2);  // conversation 1's own blocks 2 and 3
+  const int64_t t0_before = cache.tier_usage(kv::Tier::t0).used_blocks;
+
+  eng.forget_conversation(1, gone);
+  REQUIRE(eng.run_until_idle([&] { return eng.check_invariants(); }).ok());
+  for (const kv::BlockKey& k : gone) {
+    CHECK_FALSE(cache.index().find(k).has_value());
+    CHECK_FALSE(cold.contains(k));
+  }
+  CHECK(cache.index().find(k1[0]).has_value());
+  CHECK(cold.contains(k1[1]));
+  // Its two blocks and its sequence's private tail left T0.
+  CHECK(cache.tier_usage(kv::Tier::t0).used_blocks <= t0_before - 3);
+
+  std::vector<int32_t> next = p2;
+  next.push_back(77);
+  const auto again = eng.submit({2, next, greedy(2), {}, {}});
+  REQUIRE(eng.run_until_idle().ok());
+  CHECK(eng.result(again)->prefix.n_cached >= 72);
 }
