@@ -4,6 +4,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "ui/format.h"
 #include "ui/memory_draw.h"
@@ -16,7 +17,7 @@ namespace {
 // A labelled bar: used of capacity.
 void usage_bar(const char* label, double used, double capacity, ImVec4 color) {
   ImGui::TextUnformatted(label);
-  ImGui::SameLine(100.0f);
+  ImGui::SameLine(label_column_width({label}));
   const float frac = capacity > 0 ? static_cast<float>(std::clamp(used / capacity, 0.0, 1.0)) : 0.0f;
   ImGui::PushStyleColor(ImGuiCol_PlotHistogram, color);
   const std::string overlay = format_bytes(used) + " / " + format_bytes(capacity);
@@ -83,17 +84,23 @@ void MemoryView::draw(ViewContext& ctx) {
     if (named_tab(ctx.hooks, "memory.tab.blocks", "Blocks")) {
       draw_tier_shares(ctx.snap);
       ImGui::Separator();
-      ImGui::BeginChild("memory.block_map", ImVec2(0, -ImGui::GetTextLineHeightWithSpacing() * 4.6f), false);
+      char stats[256];
+      std::snprintf(stats, sizeof stats, "weights %s  ·  %lld block hits (T0 %lld, T1 %lld, T2 %lld)  ·  %lld evicted",
+                    format_bytes(static_cast<double>(m.weight_bytes)).c_str(),
+                    static_cast<long long>(m.kv.n_hit_blocks[0] + m.kv.n_hit_blocks[1] + m.kv.n_hit_blocks[2]),
+                    static_cast<long long>(m.kv.n_hit_blocks[0]), static_cast<long long>(m.kv.n_hit_blocks[1]),
+                    static_cast<long long>(m.kv.n_hit_blocks[2]),
+                    static_cast<long long>(m.kv.n_evictions[0] + m.kv.n_evictions[1] + m.kv.n_evictions[2]));
+      // Room under the map for its legend and the stats line as they wrap at this width.
+      const float footer_h = block_map_legend_height(m.kv) +
+                             ImGui::CalcTextSize(stats, nullptr, false, ImGui::GetContentRegionAvail().x).y +
+                             ImGui::GetStyle().ItemSpacing.y * 2.0f;
+      ImGui::BeginChild("memory.block_map", ImVec2(0, -footer_h), false);
       draw_block_map(ctx.snap);
       ImGui::EndChild();
       draw_block_map_legend(m.kv);
       ImGui::PushStyleColor(ImGuiCol_Text, colors::muted);
-      ImGui::TextWrapped("weights %s  ·  %lld block hits (T0 %lld, T1 %lld, T2 %lld)  ·  %lld evicted",
-                          format_bytes(static_cast<double>(m.weight_bytes)).c_str(),
-                          static_cast<long long>(m.kv.n_hit_blocks[0] + m.kv.n_hit_blocks[1] + m.kv.n_hit_blocks[2]),
-                          static_cast<long long>(m.kv.n_hit_blocks[0]), static_cast<long long>(m.kv.n_hit_blocks[1]),
-                          static_cast<long long>(m.kv.n_hit_blocks[2]),
-                          static_cast<long long>(m.kv.n_evictions[0] + m.kv.n_evictions[1] + m.kv.n_evictions[2]));
+      ImGui::TextWrapped("%s", stats);
       ImGui::PopStyleColor();
       ImGui::EndTabItem();
     }
