@@ -16,9 +16,10 @@ namespace kvc::ui {
 
 namespace {
 
-// Block map cells relative to the font: never smaller than k_min_cell_em, up to k_max_cell_em
-// when there is room (a presenter's map stays legible from the back of a room).
-constexpr float k_min_cell_em = 0.55f;
+// Block map cells relative to the font: never smaller than k_min_cell_em (nor k_min_cell_px),
+// up to k_max_cell_em when there is room (a presenter's map stays legible from the back of a room).
+constexpr float k_min_cell_em = 0.5f;
+constexpr float k_min_cell_px = 9.0f;
 constexpr float k_max_cell_em = 1.6f;
 constexpr float k_gap_ratio = 0.22f;
 constexpr int k_max_tree_rows = 400;
@@ -153,8 +154,8 @@ void draw_block_map(const AppSnapshot& snap) {
   const BlockMapLayout counted = layout_block_map(kv.blocks, avail, 1.0f, 0.0f);
   std::array<size_t, k_n_kv_tiers> sizes{};
   for (size_t g = 0; g < sizes.size(); ++g) sizes[g] = counted.groups[g].cells.size();
-  const BlockMapCell fit = fit_block_map_cell(sizes, avail, ImGui::GetContentRegionAvail().y, font * k_min_cell_em,
-                                              font * k_max_cell_em, k_gap_ratio, group_pad, label_h);
+  const BlockMapCell fit = fit_block_map_cell(sizes, avail, ImGui::GetContentRegionAvail().y, std::max(k_min_cell_px, font * k_min_cell_em),
+                                              font * k_max_cell_em, k_gap_ratio, group_pad + ImGui::GetStyle().ItemSpacing.y, label_h);  // each group is followed by item spacing
   const float cell = fit.cell;
   const BlockMapLayout l = layout_block_map(kv.blocks, avail, cell, fit.gap);
   uint64_t max_age = 0;
@@ -235,14 +236,21 @@ struct BlockLegendItem {
   Sample sample = Sample::none;
 };
 
-std::vector<BlockLegendItem> block_legend_items(const KvPicture& kv) {
+std::vector<BlockLegendItem> block_legend_items(const MemoryState& m) {
+  const KvPicture& kv = m.kv;
+  const auto sum = [](const std::array<int64_t, k_n_kv_tiers>& a) { return std::to_string(a[0] + a[1] + a[2]); };
+  const std::string hits = sum(kv.n_hit_blocks) + " block hits (T0 " + std::to_string(kv.n_hit_blocks[0]) + ", T1 " +
+                           std::to_string(kv.n_hit_blocks[1]) + ", T2 " + std::to_string(kv.n_hit_blocks[2]) + ")";
   return {{std::to_string(kv.blocks.size()) + " blocks of " + std::to_string(kv.block_tokens) + " tokens", Sample::none},
           {std::to_string(kv.n_shared_blocks) + " shared", Sample::none},
           {std::to_string(kv.n_blocks_on_disk) + " on disk", Sample::none},
           {"shared", Sample::shared},
           {"partial", Sample::partial},
           {"disk copy", Sample::copy},
-          {"least recent", Sample::dim}};
+          {"least recent", Sample::dim},
+          {"weights " + format_bytes(static_cast<double>(m.weight_bytes)), Sample::none},
+          {hits, Sample::none},
+          {sum(kv.n_evictions) + " evicted", Sample::none}};
 }
 
 std::vector<int> block_legend_lines(const std::vector<BlockLegendItem>& items, float sz) {
@@ -275,14 +283,14 @@ void draw_sample(ImDrawList* dl, ImVec2 a, float sz, Sample s) {
 
 }  // namespace
 
-float block_map_legend_height(const KvPicture& kv) {
-  const std::vector<int> lines = block_legend_lines(block_legend_items(kv), std::round(ImGui::GetTextLineHeight() * 0.7f));
+float block_map_legend_height(const MemoryState& m) {
+  const std::vector<int> lines = block_legend_lines(block_legend_items(m), std::round(ImGui::GetTextLineHeight() * 0.7f));
   const auto n = static_cast<float>(lines.empty() ? 0 : lines.back() + 1);
   return n * ImGui::GetTextLineHeightWithSpacing();
 }
 
-void draw_block_map_legend(const KvPicture& kv) {
-  const std::vector<BlockLegendItem> items = block_legend_items(kv);
+void draw_block_map_legend(const MemoryState& m) {
+  const std::vector<BlockLegendItem> items = block_legend_items(m);
   const float sz = std::round(ImGui::GetTextLineHeight() * 0.7f);
   const std::vector<int> lines = block_legend_lines(items, sz);
   ImDrawList* dl = ImGui::GetWindowDrawList();

@@ -44,8 +44,9 @@ std::string owner_name(const AppSnapshot& snap, int64_t owner);
 void draw_tier_shares(const AppSnapshot& snap);
 // Every block a cell, grouped by tier; hover for details. The legend goes under it.
 void draw_block_map(const AppSnapshot& snap);
-void draw_block_map_legend(const KvPicture& kv);
-float block_map_legend_height(const KvPicture& kv);  // as draw_block_map_legend lays it out now
+// Counts, the cell markings, weights, hits and evictions.
+void draw_block_map_legend(const MemoryState& m);
+float block_map_legend_height(const MemoryState& m);  // as draw_block_map_legend lays it out now
 // The radix index as a collapsible tree (clipped past a row budget).
 void draw_prefix_tree(const KvPicture& kv);
 // Hit/miss by tier, TTFT split, bandwidth, evictions and fragmentation.

@@ -133,7 +133,7 @@ void draw_timelines(const MemoryState& m) {
   const ImVec4 c01{0.95f, 0.75f, 0.30f, 1.0f}, c10 = tier_colors::t0, c2 = tier_colors::t2, c20{0.95f, 0.45f, 0.55f, 1.0f};
   const Legend bw_legend = legend({{"T0→T1", c01}, {"T1→T0", c10}, {"→T2", c2}, {"T2→T0", c20}});
   const ImVec4 c_ev = colors::error, c_fr = colors::warning;
-  const Legend ev_legend = legend({{"evictions (cumulative)", c_ev}, {"wasted tokens", c_fr}});
+  const Legend ev_legend = legend({{"evictions (total)", c_ev}, {"wasted tokens", c_fr}});
   const char* titles[] = {"Prompt tokens per turn", "Time to first token", "Bytes between tiers, last 60 s",
                           "Evictions and fragmentation"};
   const Legend* legends[] = {&hit_legend, &ttft_legend, &bw_legend, &ev_legend};
@@ -154,9 +154,10 @@ void draw_timelines(const MemoryState& m) {
   float height = ImGui::GetContentRegionAvail().y;
   if (tl.n_events_lost > 0) height -= line_h;
   const float font = ImGui::GetFontSize();
-  const TimelineGrid grid =
-      timeline_grid(k_n_charts, width, std::floor(height), {header_h(width), header_h((width - st.ItemSpacing.x) / 2.0f)},
-                    st.ItemSpacing.y + 2.0f * st.CellPadding.y, font * 3.5f, font * 9.0f, font * 10.0f);
+  const float col_gap = std::round(font * 0.4f);  // cell padding either side of the column border
+  const TimelineGrid grid = timeline_grid(k_n_charts, width, std::floor(height),
+                                          {header_h(width), header_h((width - 2.0f * col_gap) / 2.0f)},
+                                          st.ItemSpacing.y + 2.0f * st.CellPadding.y, font * 3.5f, font * 9.0f, font * 10.0f);
   const float h = std::floor(grid.chart_h);
 
   auto chart = [&](int k) {
@@ -225,7 +226,11 @@ void draw_timelines(const MemoryState& m) {
     }
   };
 
-  if (ImGui::BeginTable("memory.timelines.grid", grid.n_cols, ImGuiTableFlags_SizingStretchSame)) {
+  // Columns kept apart by a gap in the font's scale, so titles and plots never touch.
+  ImGui::PushStyleVar(ImGuiStyleVar_CellPadding, ImVec2(col_gap, st.CellPadding.y));
+  const bool table = ImGui::BeginTable("memory.timelines.grid", grid.n_cols, ImGuiTableFlags_SizingStretchSame);
+  ImGui::PopStyleVar();
+  if (table) {
     for (int k = 0; k < k_n_charts; ++k) {
       ImGui::TableNextColumn();
       chart(k);

@@ -4,7 +4,6 @@
 #include <imgui.h>
 
 #include <algorithm>
-#include <cstdio>
 
 #include "ui/format.h"
 #include "ui/memory_draw.h"
@@ -84,24 +83,11 @@ void MemoryView::draw(ViewContext& ctx) {
     if (named_tab(ctx.hooks, "memory.tab.blocks", "Blocks")) {
       draw_tier_shares(ctx.snap);
       ImGui::Separator();
-      char stats[256];
-      std::snprintf(stats, sizeof stats, "weights %s  ·  %lld block hits (T0 %lld, T1 %lld, T2 %lld)  ·  %lld evicted",
-                    format_bytes(static_cast<double>(m.weight_bytes)).c_str(),
-                    static_cast<long long>(m.kv.n_hit_blocks[0] + m.kv.n_hit_blocks[1] + m.kv.n_hit_blocks[2]),
-                    static_cast<long long>(m.kv.n_hit_blocks[0]), static_cast<long long>(m.kv.n_hit_blocks[1]),
-                    static_cast<long long>(m.kv.n_hit_blocks[2]),
-                    static_cast<long long>(m.kv.n_evictions[0] + m.kv.n_evictions[1] + m.kv.n_evictions[2]));
-      // Room under the map for its legend and the stats line as they wrap at this width.
-      const float footer_h = block_map_legend_height(m.kv) +
-                             ImGui::CalcTextSize(stats, nullptr, false, ImGui::GetContentRegionAvail().x).y +
-                             ImGui::GetStyle().ItemSpacing.y * 2.0f;
-      ImGui::BeginChild("memory.block_map", ImVec2(0, -footer_h), false);
+      ImGui::BeginChild("memory.block_map", ImVec2(0, -(block_map_legend_height(m) + ImGui::GetStyle().ItemSpacing.y)),
+                        false);
       draw_block_map(ctx.snap);
       ImGui::EndChild();
-      draw_block_map_legend(m.kv);
-      ImGui::PushStyleColor(ImGuiCol_Text, colors::muted);
-      ImGui::TextWrapped("%s", stats);
-      ImGui::PopStyleColor();
+      draw_block_map_legend(m);
       ImGui::EndTabItem();
     }
     if (named_tab(ctx.hooks, "memory.tab.tree", "Prefix tree")) {
