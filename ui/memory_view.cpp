@@ -51,8 +51,9 @@ void export_row(ViewContext& ctx) {
 void session_summary(const MemoryState& m) {
   usage_bar("KV (session)", static_cast<double>(m.kv_used_bytes), static_cast<double>(m.kv_capacity_bytes),
             colors::accent);
-  ImGui::TextDisabled("%lld of %lld positions hold tokens  ·  %s per token", static_cast<long long>(m.n_session_tokens),
-                      static_cast<long long>(m.n_ctx), format_bytes(m.kv_bytes_per_token).c_str());
+  const std::string line = std::to_string(m.n_session_tokens) + " of " + std::to_string(m.n_ctx) +
+                           " positions hold tokens  ·  " + format_bytes(m.kv_bytes_per_token) + " per token";
+  text_disabled_wrapped(line.c_str());
 }
 
 }  // namespace
@@ -91,7 +92,7 @@ void MemoryView::draw(ViewContext& ctx) {
       ImGui::EndTabItem();
     }
     if (named_tab(ctx.hooks, "memory.tab.tree", "Prefix tree")) {
-      ImGui::BeginChild("memory.tree", ImVec2(0, 0), false);
+      ImGui::BeginChild("memory.tree", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar);
       draw_prefix_tree(m.kv);
       ImGui::EndChild();
       ImGui::EndTabItem();
