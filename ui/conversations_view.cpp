@@ -56,10 +56,11 @@ void ConversationsView::draw(ViewContext& ctx) {
         ImGui::EndPopup();
       }
       ImGui::SetCursorPos(ImVec2(start.x + 6.0f, start.y + 2.0f));
-      ImGui::TextUnformatted(c.title.c_str());
+      const float text_w = ImGui::GetContentRegionAvail().x - 6.0f;
+      ImGui::TextUnformatted(ellipsize(c.title, text_w).c_str());
       ImGui::SetCursorPos(ImVec2(start.x + 6.0f, start.y + 2.0f + ImGui::GetTextLineHeightWithSpacing()));
       if (searching && !c.snippet.empty()) {
-        ImGui::TextDisabled("%s", c.snippet.c_str());
+        ImGui::TextDisabled("%s", ellipsize(c.snippet, text_w).c_str());
       } else {
         ImGui::TextDisabled("%s", format_age(c.updated_ms, ctx.now_ms).c_str());
       }

@@ -65,4 +65,12 @@ std::string format_age(int64_t then_ms, int64_t now_ms) {
   return d == 1 ? "yesterday" : std::to_string(d) + " days ago";
 }
 
+void utf8_pop_back(std::string& s) {
+  while (!s.empty()) {
+    const auto c = static_cast<unsigned char>(s.back());
+    s.pop_back();
+    if ((c & 0xC0u) != 0x80u) return;  // not a continuation byte: the code point's first byte
+  }
+}
+
 }  // namespace kvc::ui

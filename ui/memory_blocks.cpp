@@ -2,20 +2,26 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdio>
 
 #include "ui/format.h"
 #include "ui/memory_draw.h"
 #include "ui/memory_layout.h"
 #include "ui/theme.h"
+#include "ui/widgets.h"
 
 namespace kvc::ui {
 
 namespace {
 
-constexpr float k_cell = 9.0f;
-constexpr float k_gap = 2.0f;
-constexpr float k_label_w = 34.0f;  // room for "T0" left of each group
+// Block map cells relative to the font: never smaller than k_min_cell_em (nor k_min_cell_px),
+// up to k_max_cell_em when there is room (a presenter's map stays legible from the back of a room).
+constexpr float k_min_cell_em = 0.5f;
+constexpr float k_min_cell_px = 9.0f;
+constexpr float k_max_cell_em = 1.6f;
+constexpr float k_gap_ratio = 0.22f;
 constexpr int k_max_tree_rows = 400;
 
 const char* k_tier_names[k_n_kv_tiers] = {"T0 compute", "T1 host RAM", "T2 disk"};
@@ -35,6 +41,42 @@ const char* tier_label(int tier) {
   return names[std::clamp(tier, 0, k_n_kv_tiers - 1)];
 }
 
+const char* tier_name(int tier) { return k_tier_names[std::clamp(tier, 0, k_n_kv_tiers - 1)]; }
+
+float legend_spacing() { return std::round(ImGui::GetFontSize() * 0.9f); }
+float legend_inner_spacing() { return std::round(ImGui::GetFontSize() * 0.3f); }
+
+float label_column_width(std::initializer_list<const char*> labels) {
+  float w = 0;
+  for (const char* l : labels) w = std::max(w, ImGui::CalcTextSize(l).x);
+  return w + ImGui::GetStyle().ItemSpacing.x * 2.0f;
+}
+
+void shadowed_text(ImDrawList* dl, ImVec2 p, ImU32 col, const char* text) {
+  dl->AddText(ImVec2(p.x + 1.0f, p.y + 1.0f), IM_COL32(0, 0, 0, 200), text);
+  dl->AddText(p, col, text);
+}
+
+void flow_legend(const std::vector<LegendItem>& items) {
+  if (items.empty()) return;
+  const float sz = std::round(ImGui::GetTextLineHeight() * 0.7f);
+  const float inner = legend_inner_spacing();
+  const float spacing = legend_spacing();
+  std::vector<float> widths;
+  for (const LegendItem& it : items) widths.push_back(sz + inner + ImGui::CalcTextSize(it.text.c_str()).x);
+  const std::vector<int> lines = flow_lines(widths, spacing, ImGui::GetContentRegionAvail().x);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0 && lines[i] == lines[i - 1]) ImGui::SameLine(0, spacing);
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    const float y = p.y + (ImGui::GetTextLineHeight() - sz) / 2.0f;
+    dl->AddRectFilled(ImVec2(p.x, y), ImVec2(p.x + sz, y + sz), items[i].swatch, 2.0f);
+    ImGui::Dummy(ImVec2(sz, ImGui::GetTextLineHeight()));
+    ImGui::SameLine(0, inner);
+    ImGui::TextColored(items[i].text_color, "%s", items[i].text.c_str());
+  }
+}
+
 std::string owner_name(const AppSnapshot& snap, int64_t owner) {
   if (owner < 0) return "no open conversation";
   for (const ConversationSummary& c : snap.conversations) {
@@ -49,11 +91,12 @@ void draw_tier_shares(const AppSnapshot& snap) {
   const KvPicture& kv = snap.memory.kv;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float bar_h = ImGui::GetTextLineHeight() + 4.0f;
+  const float label_w = label_column_width({k_tier_names[0], k_tier_names[1], k_tier_names[2]});
   for (int t = 0; t < k_n_kv_tiers; ++t) {
     const auto ti = static_cast<size_t>(t);
     if (kv.capacity_bytes[ti] == 0 && t == 2) continue;  // no disk tier
     ImGui::TextColored(tier_color(t), "%s", k_tier_names[t]);
-    ImGui::SameLine(100.0f);
+    ImGui::SameLine(label_w);
     const ImVec2 p0 = ImGui::GetCursorScreenPos();
     const float w = std::max(40.0f, ImGui::GetContentRegionAvail().x);
     dl->AddRectFilled(p0, ImVec2(p0.x + w, p0.y + bar_h), IM_COL32(34, 37, 44, 255), 3.0f);
@@ -64,10 +107,17 @@ void draw_tier_shares(const AppSnapshot& snap) {
       const uint32_t col = s.owner < 0 ? IM_COL32(90, 94, 104, 255) : owner_color(s.owner);
       dl->AddRectFilled(ImVec2(x0, p0.y), ImVec2(std::max(x1, x0 + 1.0f), p0.y + bar_h), col);
     }
-    const std::string overlay = format_bytes(static_cast<double>(kv.used_bytes[ti])) + " / " +
-                                format_bytes(static_cast<double>(kv.capacity_bytes[ti])) + "  ·  " +
-                                std::to_string(kv.used_blocks[ti]) + " blocks";
-    dl->AddText(ImVec2(p0.x + 6.0f, p0.y + 2.0f), IM_COL32(235, 237, 242, 255), overlay.c_str());
+    // The most detail that fits the bar: used / capacity · blocks, used / capacity, used.
+    const std::string used = format_bytes(static_cast<double>(kv.used_bytes[ti]));
+    const std::string of = used + " / " + format_bytes(static_cast<double>(kv.capacity_bytes[ti]));
+    const std::string variants[] = {of + "  ·  " + std::to_string(kv.used_blocks[ti]) + " blocks", of, used};
+    const float pad = 6.0f;
+    float widths[3];
+    for (size_t i = 0; i < 3; ++i) widths[i] = ImGui::CalcTextSize(variants[i].c_str()).x;
+    const std::string& overlay = variants[first_fitting(widths, w - 2.0f * pad)];
+    dl->PushClipRect(p0, ImVec2(p0.x + w, p0.y + bar_h), true);
+    shadowed_text(dl, ImVec2(p0.x + pad, p0.y + 2.0f), IM_COL32(240, 242, 246, 255), overlay.c_str());
+    dl->PopClipRect();
     ImGui::Dummy(ImVec2(w, bar_h));
     if (ImGui::IsItemHovered()) {
       const double f = static_cast<double>((ImGui::GetIO().MousePos.x - p0.x) / w);
@@ -80,30 +130,39 @@ void draw_tier_shares(const AppSnapshot& snap) {
     }
   }
   // Legend: one swatch per conversation holding bytes anywhere.
-  int n_shown = 0;
+  // Names shortened so that two legend items share a line.
+  const float swatch_w = std::round(ImGui::GetTextLineHeight() * 0.7f) + legend_inner_spacing();
+  const float max_name_w =
+      std::max(ImGui::GetFontSize() * 4.0f, (ImGui::GetContentRegionAvail().x - legend_spacing()) / 2.0f - swatch_w - 1.0f);
+  std::vector<LegendItem> items;
   for (const OwnerShare& s : kv.shares) {
     if (s.bytes[0] + s.bytes[1] + s.bytes[2] == 0) continue;
-    if (n_shown > 0) ImGui::SameLine();
-    const ImVec2 p = ImGui::GetCursorScreenPos();
-    const float sz = ImGui::GetTextLineHeight() * 0.7f;
-    dl->AddRectFilled(ImVec2(p.x, p.y + sz * 0.25f), ImVec2(p.x + sz, p.y + sz * 1.25f), owner_color(s.owner), 2.0f);
-    ImGui::Dummy(ImVec2(sz + 2.0f, sz));
-    ImGui::SameLine();
-    std::string name = owner_name(snap, s.owner);
-    if (name.size() > 18) name = name.substr(0, 17) + "…";
-    ImGui::TextUnformatted(name.c_str());
-    ++n_shown;
+    items.push_back(LegendItem{ellipsize(owner_name(snap, s.owner), max_name_w), owner_color(s.owner),
+                               ImGui::GetStyle().Colors[ImGuiCol_Text]});
   }
+  flow_legend(items);
 }
 
 void draw_block_map(const AppSnapshot& snap) {
   const KvPicture& kv = snap.memory.kv;
-  const float avail = ImGui::GetContentRegionAvail().x - k_label_w;
-  const BlockMapLayout l = layout_block_map(kv.blocks, avail, k_cell, k_gap);
+  const float label_w = label_column_width({"T0", "T1", "T2"});
+  const float avail = std::max(1.0f, ImGui::GetContentRegionAvail().x - label_w);
+  const float font = ImGui::GetFontSize();
+  const float group_pad = std::round(font * 0.3f);
+  const float label_h = ImGui::GetTextLineHeight();
+  // Group sizes do not depend on the cell size: lay out once to count, then at the fitted size.
+  const BlockMapLayout counted = layout_block_map(kv.blocks, avail, 1.0f, 0.0f);
+  std::array<size_t, k_n_kv_tiers> sizes{};
+  for (size_t g = 0; g < sizes.size(); ++g) sizes[g] = counted.groups[g].cells.size();
+  const BlockMapCell fit = fit_block_map_cell(sizes, avail, ImGui::GetContentRegionAvail().y, std::max(k_min_cell_px, font * k_min_cell_em),
+                                              font * k_max_cell_em, k_gap_ratio, group_pad + ImGui::GetStyle().ItemSpacing.y, label_h);  // each group is followed by item spacing
+  const float cell = fit.cell;
+  const BlockMapLayout l = layout_block_map(kv.blocks, avail, cell, fit.gap);
   uint64_t max_age = 0;
   for (const BlockCell& b : kv.blocks) max_age = std::max(max_age, b.age);
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  const float pitch = k_cell + k_gap;
+  const float pitch = cell + fit.gap;
+  const float line_w = std::max(1.5f, cell * 0.12f);
   const ImVec2 mouse = ImGui::GetIO().MousePos;
   const BlockCell* hovered = nullptr;
   int hovered_group = 0;
@@ -111,35 +170,38 @@ void draw_block_map(const AppSnapshot& snap) {
     const BlockMapGroup& group = l.groups[static_cast<size_t>(g)];
     if (group.cells.empty()) continue;
     const ImVec2 p0 = ImGui::GetCursorScreenPos();
-    dl->AddText(p0, ImGui::GetColorU32(tier_color(g)), tier_label(g));
-    const float x0 = p0.x + k_label_w;
+    // The label sits level with the group's first row.
+    const float label_y = p0.y + 2.0f + std::max(0.0f, (cell - label_h) / 2.0f);
+    dl->AddText(ImVec2(p0.x, label_y), ImGui::GetColorU32(tier_color(g)), tier_label(g));
+    const float x0 = p0.x + label_w;
     for (size_t i = 0; i < group.cells.size(); ++i) {
       const BlockCell& b = kv.blocks[group.cells[i]];
       const auto row = static_cast<int>(i) / l.cells_per_row;
       const auto col = static_cast<int>(i) % l.cells_per_row;
       const ImVec2 a(x0 + pitch * static_cast<float>(col), p0.y + 2.0f + pitch * static_cast<float>(row));
-      const ImVec2 z(a.x + k_cell, a.y + k_cell);
+      const ImVec2 z(a.x + cell, a.y + cell);
       const uint32_t c = shade_color(owner_color(b.owner), recency_shade(b.age, max_age));
       const bool copy = g == 2 && b.tier != 2;  // written behind; the block lives on a faster tier
       if (copy) {
-        dl->AddRect(a, z, c, 1.0f, 0, 1.5f);
+        dl->AddRect(a, z, c, 1.0f, 0, line_w);
       } else if (b.is_private) {
         dl->AddRectFilled(a, z, shade_color(c, 0.6f), 1.0f);  // a partial tail: dimmer, filled to its tokens
         const float fill = kv.block_tokens > 0 ? static_cast<float>(b.n_tokens) / static_cast<float>(kv.block_tokens) : 1.0f;
-        dl->AddRectFilled(a, ImVec2(a.x + k_cell * fill, z.y), c, 1.0f);
+        dl->AddRectFilled(a, ImVec2(a.x + cell * fill, z.y), c, 1.0f);
       } else {
         dl->AddRectFilled(a, z, c, 1.0f);
       }
       if (b.is_shared()) {
-        dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(z.x + 1, z.y + 1), IM_COL32(255, 255, 255, 230), 1.0f, 0, 1.2f);
-        dl->AddCircleFilled(ImVec2((a.x + z.x) / 2, (a.y + z.y) / 2), 1.6f, IM_COL32(255, 255, 255, 255));
+        dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(z.x + 1, z.y + 1), IM_COL32(255, 255, 255, 230), 1.0f, 0, line_w * 0.8f);
+        dl->AddCircleFilled(ImVec2((a.x + z.x) / 2, (a.y + z.y) / 2), std::max(1.6f, cell * 0.16f),
+                            IM_COL32(255, 255, 255, 255));
       }
       if (mouse.x >= a.x && mouse.x < a.x + pitch && mouse.y >= a.y && mouse.y < a.y + pitch) {
         hovered = &b;
         hovered_group = g;
       }
     }
-    ImGui::Dummy(ImVec2(avail + k_label_w, 4.0f + pitch * static_cast<float>(std::max(group.n_rows, 1))));
+    ImGui::Dummy(ImVec2(avail + label_w, block_map_group_height(group.n_rows, pitch, group_pad, label_h)));
   }
   if (kv.blocks.empty()) ImGui::TextDisabled("No KV blocks yet: send a message.");
   if (hovered && ImGui::IsWindowHovered()) {
@@ -165,12 +227,84 @@ void draw_block_map(const AppSnapshot& snap) {
   }
 }
 
-void draw_block_map_legend(const KvPicture& kv) {
+namespace {
+
+// The block map's legend: counts, then a sample cell per marking, drawn as the map draws it.
+enum class Sample { none, shared, partial, copy, dim };
+struct BlockLegendItem {
+  std::string text;
+  Sample sample = Sample::none;
+};
+
+std::vector<BlockLegendItem> block_legend_items(const MemoryState& m) {
+  const KvPicture& kv = m.kv;
+  const auto sum = [](const std::array<int64_t, k_n_kv_tiers>& a) { return std::to_string(a[0] + a[1] + a[2]); };
+  const std::string hits = sum(kv.n_hit_blocks) + " block hits (T0 " + std::to_string(kv.n_hit_blocks[0]) + ", T1 " +
+                           std::to_string(kv.n_hit_blocks[1]) + ", T2 " + std::to_string(kv.n_hit_blocks[2]) + ")";
+  return {{std::to_string(kv.blocks.size()) + " blocks of " + std::to_string(kv.block_tokens) + " tokens", Sample::none},
+          {std::to_string(kv.n_shared_blocks) + " shared", Sample::none},
+          {std::to_string(kv.n_blocks_on_disk) + " on disk", Sample::none},
+          {"shared", Sample::shared},
+          {"partial", Sample::partial},
+          {"disk copy", Sample::copy},
+          {"least recent", Sample::dim},
+          {"weights " + format_bytes(static_cast<double>(m.weight_bytes)), Sample::none},
+          {hits, Sample::none},
+          {sum(kv.n_evictions) + " evicted", Sample::none}};
+}
+
+std::vector<int> block_legend_lines(const std::vector<BlockLegendItem>& items, float sz) {
+  std::vector<float> widths;
+  for (const BlockLegendItem& it : items) {
+    widths.push_back(ImGui::CalcTextSize(it.text.c_str()).x + (it.sample != Sample::none ? sz + legend_inner_spacing() : 0));
+  }
+  return flow_lines(widths, legend_spacing(), ImGui::GetContentRegionAvail().x);
+}
+
+void draw_sample(ImDrawList* dl, ImVec2 a, float sz, Sample s) {
+  const ImVec2 z(a.x + sz, a.y + sz);
+  const uint32_t c = owner_color(0);
+  const float line_w = std::max(1.5f, sz * 0.12f);
+  switch (s) {
+    case Sample::shared:
+      dl->AddRectFilled(a, z, c, 1.0f);
+      dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(z.x + 1, z.y + 1), IM_COL32(255, 255, 255, 230), 1.0f, 0, line_w * 0.8f);
+      dl->AddCircleFilled(ImVec2((a.x + z.x) / 2, (a.y + z.y) / 2), std::max(1.6f, sz * 0.16f), IM_COL32(255, 255, 255, 255));
+      break;
+    case Sample::partial:
+      dl->AddRectFilled(a, z, shade_color(c, 0.6f), 1.0f);
+      dl->AddRectFilled(a, ImVec2(a.x + sz * 0.5f, z.y), c, 1.0f);
+      break;
+    case Sample::copy: dl->AddRect(a, z, c, 1.0f, 0, line_w); break;
+    case Sample::dim: dl->AddRectFilled(a, z, shade_color(c, k_min_recency_shade), 1.0f); break;
+    case Sample::none: break;
+  }
+}
+
+}  // namespace
+
+float block_map_legend_height(const MemoryState& m) {
+  const std::vector<int> lines = block_legend_lines(block_legend_items(m), std::round(ImGui::GetTextLineHeight() * 0.7f));
+  const auto n = static_cast<float>(lines.empty() ? 0 : lines.back() + 1);
+  return n * ImGui::GetTextLineHeightWithSpacing();
+}
+
+void draw_block_map_legend(const MemoryState& m) {
+  const std::vector<BlockLegendItem> items = block_legend_items(m);
+  const float sz = std::round(ImGui::GetTextLineHeight() * 0.7f);
+  const std::vector<int> lines = block_legend_lines(items, sz);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
   ImGui::PushStyleColor(ImGuiCol_Text, colors::muted);
-  ImGui::TextWrapped("%zu blocks of %lld tokens  ·  %lld shared  ·  %lld on disk  ·  ▣ shared  ▬ partial  □ disk copy  "
-                     "dim: least recent",
-                     kv.blocks.size(), static_cast<long long>(kv.block_tokens), static_cast<long long>(kv.n_shared_blocks),
-                     static_cast<long long>(kv.n_blocks_on_disk));
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0 && lines[i] == lines[i - 1]) ImGui::SameLine(0, legend_spacing());
+    if (items[i].sample != Sample::none) {
+      const ImVec2 p = ImGui::GetCursorScreenPos();
+      draw_sample(dl, ImVec2(p.x + 1.0f, p.y + (ImGui::GetTextLineHeight() - sz) / 2.0f), sz - 2.0f, items[i].sample);
+      ImGui::Dummy(ImVec2(sz, ImGui::GetTextLineHeight()));
+      ImGui::SameLine(0, legend_inner_spacing());
+    }
+    ImGui::TextUnformatted(items[i].text.c_str());
+  }
   ImGui::PopStyleColor();
 }
 

@@ -3,6 +3,7 @@
 
 #include <imgui.h>
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,23 @@ inline const ImVec4 t2{0.72f, 0.52f, 0.95f, 1.0f};
 }  // namespace tier_colors
 ImVec4 tier_color(int tier);
 const char* tier_label(int tier);  // "T0", "T1", "T2"
+const char* tier_name(int tier);   // "T0 compute", "T1 host RAM", "T2 disk"
+
+// The width of a label column holding any of `labels` in the current font, plus item spacing.
+float label_column_width(std::initializer_list<const char*> labels);
+// Text with a dark drop shadow, legible over any bar colour.
+void shadowed_text(ImDrawList* dl, ImVec2 p, ImU32 col, const char* text);
+
+// A legend: a swatch and a label per item, wrapping at the window's edge instead of running past it.
+struct LegendItem {
+  std::string text;
+  ImU32 swatch = 0;
+  ImVec4 text_color{1, 1, 1, 1};
+};
+void flow_legend(const std::vector<LegendItem>& items);
+// Space between legend items, and between a swatch and its label, in the current font.
+float legend_spacing();
+float legend_inner_spacing();
 
 // A conversation's name for legends and tooltips: its title when known, else "#id".
 std::string owner_name(const AppSnapshot& snap, int64_t owner);
@@ -26,7 +44,9 @@ std::string owner_name(const AppSnapshot& snap, int64_t owner);
 void draw_tier_shares(const AppSnapshot& snap);
 // Every block a cell, grouped by tier; hover for details. The legend goes under it.
 void draw_block_map(const AppSnapshot& snap);
-void draw_block_map_legend(const KvPicture& kv);
+// Counts, the cell markings, weights, hits and evictions.
+void draw_block_map_legend(const MemoryState& m);
+float block_map_legend_height(const MemoryState& m);  // as draw_block_map_legend lays it out now
 // The radix index as a collapsible tree (clipped past a row budget).
 void draw_prefix_tree(const KvPicture& kv);
 // Hit/miss by tier, TTFT split, bandwidth, evictions and fragmentation.

@@ -46,6 +46,69 @@ BlockMapLayout layout_block_map(std::span<const BlockCell> blocks, float width, 
   return l;
 }
 
+BlockMapCell fit_block_map_cell(std::span<const size_t> group_sizes, float width, float height, float min_cell,
+                                float max_cell, float gap_ratio, float group_pad, float group_min_h) {
+  auto with_gap = [&](float cell) { return BlockMapCell{cell, std::max(1.0f, std::round(cell * gap_ratio))}; };
+  const float lo = std::max(1.0f, std::round(min_cell));
+  for (float cell = std::max(lo, std::round(max_cell)); cell > lo; cell -= 1.0f) {
+    const BlockMapCell c = with_gap(cell);
+    const int per_row = block_map_cells_per_row(width, c.cell, c.gap);
+    float need = 0;
+    for (size_t n : group_sizes) {
+      if (n == 0) continue;
+      const auto rows = static_cast<float>((n + static_cast<size_t>(per_row) - 1) / static_cast<size_t>(per_row));
+      need += block_map_group_height(static_cast<int>(rows), c.cell + c.gap, group_pad, group_min_h);
+    }
+    if (need <= height) return c;
+  }
+  return with_gap(lo);
+}
+
+float block_map_group_height(int n_rows, float pitch, float group_pad, float group_min_h) {
+  return group_pad + std::max(static_cast<float>(std::max(n_rows, 1)) * pitch, group_min_h);
+}
+
+std::vector<int> flow_lines(std::span<const float> widths, float spacing, float width) {
+  std::vector<int> lines;
+  int line = 0;
+  float x = 0;
+  for (size_t i = 0; i < widths.size(); ++i) {
+    if (i > 0 && x + spacing + widths[i] > width) {
+      ++line;
+      x = 0;
+    } else if (i > 0) {
+      x += spacing;
+    }
+    x += widths[i];
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+size_t first_fitting(std::span<const float> widths, float avail) {
+  for (size_t i = 0; i < widths.size(); ++i) {
+    if (widths[i] <= avail) return i;
+  }
+  return widths.empty() ? 0 : widths.size() - 1;
+}
+
+TimelineGrid timeline_grid(int n_charts, float width, float height, std::array<float, 2> header_h, float pad,
+                           float min_chart_h, float max_chart_h, float min_col_w) {
+  TimelineGrid g;
+  if (n_charts <= 0) return g;
+  auto chart_h = [&](int n_cols) {
+    const int n_rows = (n_charts + n_cols - 1) / n_cols;
+    return height / static_cast<float>(n_rows) - header_h[static_cast<size_t>(n_cols - 1)] - pad;
+  };
+  g.chart_h = chart_h(1);
+  if (g.chart_h < min_chart_h && n_charts > 1 && width / 2.0f >= min_col_w) {
+    g.n_cols = 2;
+    g.chart_h = chart_h(2);
+  }
+  g.chart_h = std::clamp(g.chart_h, min_chart_h, std::max(min_chart_h, max_chart_h));
+  return g;
+}
+
 uint32_t owner_color(int64_t owner) {
   if (owner < 0) return k_no_owner;
   return k_palette[static_cast<size_t>(owner % k_owner_palette_size)];

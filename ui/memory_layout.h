@@ -1,4 +1,4 @@
-// The Memory window's view logic, free of ImGui: block map layout, owner colours, share segments, turn buckets.
+// The Memory window's view logic, free of ImGui: block map layout and cell size, owner colours, share segments, turn buckets, legend flow and the timelines grid.
 #pragma once
 
 #include <array>
@@ -33,6 +33,44 @@ struct BlockMapLayout {
 // At least one cell per row.
 int block_map_cells_per_row(float width, float cell, float gap);
 BlockMapLayout layout_block_map(std::span<const BlockCell> blocks, float width, float cell, float gap);
+
+// The largest cell side in [min_cell, max_cell] (whole pixels, gap = gap_ratio x cell, at least
+// 1 px) at which every non-empty group fits `height` when each group takes group_pad plus its
+// rows, or group_min_h (its label) if taller; min_cell when none does (the map then scrolls).
+// Few blocks get big, legible cells.
+struct BlockMapCell {
+  float cell = 0;
+  float gap = 0;
+};
+BlockMapCell fit_block_map_cell(std::span<const size_t> group_sizes, float width, float height, float min_cell,
+                                float max_cell, float gap_ratio, float group_pad, float group_min_h = 0);
+// Height of one group of n_rows at cell pitch `pitch`: as fit_block_map_cell counts it.
+float block_map_group_height(int n_rows, float pitch, float group_pad, float group_min_h);
+
+// Items of the given widths laid out left to right with `spacing` between them, wrapping
+// when the next one would pass `width`: the line each item lands on (a line always holds at
+// least one item). Legends use it so no swatch is cut off at the window's edge.
+std::vector<int> flow_lines(std::span<const float> widths, float spacing, float width);
+inline int n_flow_lines(std::span<const float> widths, float spacing, float width) {
+  const std::vector<int> l = flow_lines(widths, spacing, width);
+  return l.empty() ? 0 : l.back() + 1;
+}
+
+// The index of the first text variant (longest first) whose width fits `avail`; the last one
+// when none does. Bar overlays use it to drop detail instead of running past the bar.
+size_t first_fitting(std::span<const float> widths, float avail);
+
+// The timelines' charts in a grid that fills the available height: one column while each chart
+// gets at least min_chart_h, else two side by side when each column keeps min_col_w; never
+// taller than max_chart_h, never shorter than min_chart_h (the panel then scrolls).
+// header_h: a chart's title and legend above its plot in one column and in two (legends wrap
+// more in a narrower column); pad: vertical space after each chart.
+struct TimelineGrid {
+  int n_cols = 1;
+  float chart_h = 0;
+};
+TimelineGrid timeline_grid(int n_charts, float width, float height, std::array<float, 2> header_h, float pad,
+                           float min_chart_h, float max_chart_h, float min_col_w);
 
 // A stable colour per owner (conversation id): the same id always gets the same colour, and
 // ids that differ by less than the palette size get different ones. -1 (no owner) is grey.

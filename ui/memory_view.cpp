@@ -16,7 +16,7 @@ namespace {
 // A labelled bar: used of capacity.
 void usage_bar(const char* label, double used, double capacity, ImVec4 color) {
   ImGui::TextUnformatted(label);
-  ImGui::SameLine(100.0f);
+  ImGui::SameLine(label_column_width({label}));
   const float frac = capacity > 0 ? static_cast<float>(std::clamp(used / capacity, 0.0, 1.0)) : 0.0f;
   ImGui::PushStyleColor(ImGuiCol_PlotHistogram, color);
   const std::string overlay = format_bytes(used) + " / " + format_bytes(capacity);
@@ -51,8 +51,9 @@ void export_row(ViewContext& ctx) {
 void session_summary(const MemoryState& m) {
   usage_bar("KV (session)", static_cast<double>(m.kv_used_bytes), static_cast<double>(m.kv_capacity_bytes),
             colors::accent);
-  ImGui::TextDisabled("%lld of %lld positions hold tokens  ·  %s per token", static_cast<long long>(m.n_session_tokens),
-                      static_cast<long long>(m.n_ctx), format_bytes(m.kv_bytes_per_token).c_str());
+  const std::string line = std::to_string(m.n_session_tokens) + " of " + std::to_string(m.n_ctx) +
+                           " positions hold tokens  ·  " + format_bytes(m.kv_bytes_per_token) + " per token";
+  text_disabled_wrapped(line.c_str());
 }
 
 }  // namespace
@@ -83,22 +84,15 @@ void MemoryView::draw(ViewContext& ctx) {
     if (named_tab(ctx.hooks, "memory.tab.blocks", "Blocks")) {
       draw_tier_shares(ctx.snap);
       ImGui::Separator();
-      ImGui::BeginChild("memory.block_map", ImVec2(0, -ImGui::GetTextLineHeightWithSpacing() * 4.6f), false);
+      ImGui::BeginChild("memory.block_map", ImVec2(0, -(block_map_legend_height(m) + ImGui::GetStyle().ItemSpacing.y)),
+                        false);
       draw_block_map(ctx.snap);
       ImGui::EndChild();
-      draw_block_map_legend(m.kv);
-      ImGui::PushStyleColor(ImGuiCol_Text, colors::muted);
-      ImGui::TextWrapped("weights %s  ·  %lld block hits (T0 %lld, T1 %lld, T2 %lld)  ·  %lld evicted",
-                          format_bytes(static_cast<double>(m.weight_bytes)).c_str(),
-                          static_cast<long long>(m.kv.n_hit_blocks[0] + m.kv.n_hit_blocks[1] + m.kv.n_hit_blocks[2]),
-                          static_cast<long long>(m.kv.n_hit_blocks[0]), static_cast<long long>(m.kv.n_hit_blocks[1]),
-                          static_cast<long long>(m.kv.n_hit_blocks[2]),
-                          static_cast<long long>(m.kv.n_evictions[0] + m.kv.n_evictions[1] + m.kv.n_evictions[2]));
-      ImGui::PopStyleColor();
+      draw_block_map_legend(m);
       ImGui::EndTabItem();
     }
     if (named_tab(ctx.hooks, "memory.tab.tree", "Prefix tree")) {
-      ImGui::BeginChild("memory.tree", ImVec2(0, 0), false);
+      ImGui::BeginChild("memory.tree", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar);
       draw_prefix_tree(m.kv);
       ImGui::EndChild();
       ImGui::EndTabItem();

@@ -114,13 +114,13 @@ void ModelView::draw_found(ViewContext&) {
     scan_ = std::async(std::launch::async, [s = default_model_sources(home, data_dir)] { return discover_models(s); });
   }
   ImGui::SameLine();
-  ImGui::TextDisabled("kvchat, Ollama, LM Studio, Hugging Face folders");
+  text_disabled_wrapped("kvchat, Ollama, LM Studio, Hugging Face folders");
   if (!found_) {
     ImGui::TextDisabled("scanning...");
     return;
   }
   if (found_->empty()) {
-    ImGui::TextDisabled("No GGUF models found. Use Browse to open one from anywhere.");
+    text_disabled_wrapped("No GGUF models found. Use Browse to open one from anywhere.");
     return;
   }
   ImGui::BeginChild("##found", ImVec2(0, 150.0f), true);
@@ -167,7 +167,7 @@ void ModelView::draw_browser(ViewContext&) {
 
 void ModelView::draw_selected(ViewContext& ctx) {
   if (selected_.empty()) {
-    ImGui::TextDisabled("Select a model to see what it needs before loading it.");
+    text_disabled_wrapped("Select a model to see what it needs before loading it.");
     return;
   }
   if (ready(info_future_)) info_ = info_future_.get();

@@ -50,7 +50,7 @@ void Shell::layout(float menu_h) {
   }
   const float top = menu_h + gap + (caption_h > 0 ? caption_h + gap : 0);
   const float h = d.y - top - gap;
-  const float model_h = h * 0.50f;
+  const float model_h = h * 0.45f;  // the model's facts fit; the memory window's charts get the rest
   ImGui::SetWindowPos(k_conversations_window, ImVec2(gap, top));
   ImGui::SetWindowSize(k_conversations_window, ImVec2(left_w, h));
   ImGui::SetWindowPos(k_chat_window, ImVec2(2 * gap + left_w, top));

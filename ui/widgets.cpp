@@ -1,7 +1,9 @@
-// ScriptHooks and the std::string input helpers.
+// ScriptHooks, the std::string input helpers and text ellipsis.
 #include "ui/widgets.h"
 
 #include <imgui_internal.h>
+
+#include "ui/format.h"
 
 namespace kvc::ui {
 
@@ -81,6 +83,19 @@ bool named_input(ScriptHooks& hooks, const std::string& name, const char* label,
                                     flags | ImGuiInputTextFlags_CallbackResize, resize_callback, &text);
   }
   return input_string(label, text, flags);
+}
+
+std::string ellipsize(std::string text, float max_w) {
+  if (ImGui::CalcTextSize(text.c_str()).x <= max_w) return text;
+  while (!text.empty() && ImGui::CalcTextSize((text + "…").c_str()).x > max_w) utf8_pop_back(text);
+  while (!text.empty() && text.back() == ' ') text.pop_back();
+  return text + "…";
+}
+
+void text_disabled_wrapped(const char* text) {
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]);
+  ImGui::TextWrapped("%s", text);
+  ImGui::PopStyleColor();
 }
 
 }  // namespace kvc::ui

@@ -53,6 +53,10 @@ bool named_button(ScriptHooks& hooks, const std::string& name, const char* label
 bool named_input(ScriptHooks& hooks, const std::string& name, const char* label, std::string& text,
                  ImGuiInputTextFlags flags = 0, ImVec2 size = ImVec2(0, 0), const char* hint = nullptr);
 // Plain std::string inputs (no script name).
+// text shortened with "…" (whole code points) until it is at most max_w wide in the current font.
+std::string ellipsize(std::string text, float max_w);
+// Disabled-coloured text that wraps at the window's edge instead of running past it.
+void text_disabled_wrapped(const char* text);
 bool input_string(const char* label, std::string& text, ImGuiInputTextFlags flags = 0);
 bool input_string_multiline(const char* label, std::string& text, ImVec2 size, ImGuiInputTextFlags flags = 0);
 

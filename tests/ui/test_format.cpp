@@ -41,3 +41,16 @@ TEST_CASE("format_params and format_age", "[ui]") {
   CHECK(format_age(now - 86'400'000, now) == "yesterday");
   CHECK(format_age(now - 3 * 86'400'000, now) == "3 days ago");
 }
+
+TEST_CASE("utf8 pop back: removes whole code points", "[ui]") {
+  std::string s = "ab\xC3\xA9\xE2\x86\x92";  // "abé→"
+  utf8_pop_back(s);
+  CHECK(s == "ab\xC3\xA9");
+  utf8_pop_back(s);
+  CHECK(s == "ab");
+  utf8_pop_back(s);
+  CHECK(s == "a");
+  std::string empty;
+  utf8_pop_back(empty);
+  CHECK(empty.empty());
+}

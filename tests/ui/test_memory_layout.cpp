@@ -1,6 +1,7 @@
 // The Memory window's view logic: block map rows and grouping, owner colours, share segments, turn buckets.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -146,4 +147,78 @@ TEST_CASE("turn buckets: at most max bars, totals kept, the newest bars full", "
   CHECK(one_each[2].sum.n_computed == turns[2].n_computed);
   CHECK(one_each[2].sum.lookup_ms == turns[2].lookup_ms);
   CHECK(bucket_turns({}, 10).empty());
+}
+
+TEST_CASE("block map cell: the largest that fits the height, the minimum when none does", "[ui]") {
+  // 100 px wide, gaps a fifth of a cell, 4 px above each group.
+  const std::vector<size_t> few = {3, 0, 2};
+  const BlockMapCell big = fit_block_map_cell(few, 100.0f, 200.0f, 8.0f, 24.0f, 0.2f, 4.0f);
+  CHECK(big.cell == 24.0f);  // two groups of one row each fit easily
+  CHECK(big.gap == 5.0f);
+
+  // 40 cells in 100 px: at cell c (gap round(c / 5)) the map needs 4 + rows * pitch px.
+  // Cross-check the chosen size against that count by hand, and that one pixel more would not fit.
+  const std::vector<size_t> many = {40, 0, 0};
+  const BlockMapCell fit = fit_block_map_cell(many, 100.0f, 80.0f, 6.0f, 30.0f, 0.2f, 4.0f);
+  auto need = [](float cell) {
+    const float gap = std::max(1.0f, std::round(cell * 0.2f));
+    const int per_row = static_cast<int>(std::floor((100.0f + gap) / (cell + gap)));
+    const int rows = (40 + per_row - 1) / per_row;
+    return 4.0f + static_cast<float>(rows) * (cell + gap);
+  };
+  CHECK(need(fit.cell) <= 80.0f);
+  CHECK(need(fit.cell + 1.0f) > 80.0f);
+  CHECK(fit.cell > 6.0f);
+
+  // Far too many for the height: the minimum, whole pixels, a gap of at least 1 px.
+  const std::vector<size_t> lots = {5000, 5000, 5000};
+  const BlockMapCell small = fit_block_map_cell(lots, 100.0f, 80.0f, 6.4f, 30.0f, 0.1f, 4.0f);
+  CHECK(small.cell == 6.0f);
+  CHECK(small.gap == 1.0f);
+}
+
+TEST_CASE("flow lines: items wrap when the next would pass the width, at least one per line", "[ui]") {
+  const std::vector<float> w = {30, 30, 30, 50};
+  // 30 + 5 + 30 = 65 fits 70; the third would end at 100.
+  CHECK(flow_lines(w, 5.0f, 70.0f) == std::vector<int>{0, 0, 1, 2});
+  CHECK(n_flow_lines(w, 5.0f, 70.0f) == 3);
+  CHECK(flow_lines(w, 5.0f, 1000.0f) == std::vector<int>{0, 0, 0, 0});
+  // An item wider than the line gets a line of its own rather than none.
+  CHECK(flow_lines(w, 5.0f, 10.0f) == std::vector<int>{0, 1, 2, 3});
+  CHECK(n_flow_lines({}, 5.0f, 10.0f) == 0);
+}
+
+TEST_CASE("timeline grid: fills the height, two columns when one is too short", "[ui]") {
+  // Tall: one column, each chart the height left after 4 headers and pads, capped at max.
+  const TimelineGrid tall = timeline_grid(4, 600.0f, 800.0f, {40.0f, 40.0f}, 10.0f, 60.0f, 140.0f, 250.0f);
+  CHECK(tall.n_cols == 1);
+  CHECK(tall.chart_h == 140.0f);
+  const TimelineGrid fits = timeline_grid(4, 600.0f, 520.0f, {40.0f, 40.0f}, 10.0f, 60.0f, 140.0f, 250.0f);
+  CHECK(fits.n_cols == 1);
+  CHECK(fits.chart_h == Approx(80.0f));  // 4 * (40 + 80 + 10) = 520
+  CHECK(4.0f * (40.0f + fits.chart_h + 10.0f) <= 520.0f + 1e-3f);
+
+  // Short and wide: 2 x 2, and the two rows fill the height exactly.
+  const TimelineGrid wide = timeline_grid(4, 600.0f, 300.0f, {40.0f, 40.0f}, 10.0f, 60.0f, 140.0f, 250.0f);
+  CHECK(wide.n_cols == 2);
+  CHECK(wide.chart_h == Approx(100.0f));  // 2 * (40 + 100 + 10) = 300
+  // Legends that wrap to a second line in the narrower columns take it from the plots.
+  const TimelineGrid wrapped = timeline_grid(4, 600.0f, 300.0f, {40.0f, 60.0f}, 10.0f, 60.0f, 140.0f, 250.0f);
+  CHECK(wrapped.n_cols == 2);
+  CHECK(wrapped.chart_h == Approx(80.0f));
+
+  // Short and narrow: one column at the minimum (the panel scrolls).
+  const TimelineGrid narrow = timeline_grid(4, 400.0f, 300.0f, {40.0f, 40.0f}, 10.0f, 60.0f, 140.0f, 250.0f);
+  CHECK(narrow.n_cols == 1);
+  CHECK(narrow.chart_h == 60.0f);
+  CHECK(timeline_grid(0, 400.0f, 300.0f, {40.0f, 40.0f}, 10.0f, 60.0f, 140.0f, 250.0f).n_cols == 1);
+}
+
+TEST_CASE("first fitting: the most detailed variant that fits, else the shortest", "[ui]") {
+  const std::vector<float> w = {300, 200, 90};
+  CHECK(first_fitting(w, 400.0f) == 0);
+  CHECK(first_fitting(w, 250.0f) == 1);
+  CHECK(first_fitting(w, 90.0f) == 2);
+  CHECK(first_fitting(w, 10.0f) == 2);
+  CHECK(first_fitting({}, 10.0f) == 0);
 }
