@@ -509,7 +509,7 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id, std::vector<int3
   auto r = runner_->run(req, [&](const TurnDelta& d) {
     if (!state_.chat.messages.empty()) state_.chat.messages.back().text += d.text;
     pending += d.text;
-    if (now_us() - last_flush > k_flush_interval_us) {
+    if (!pending.empty() && now_us() - last_flush > k_flush_interval_us) {
       if (auto st = store_->append_streamed(asst_id, pending, {}); !st.ok()) fail(st.error());
       pending.clear();
       last_flush = now_us();

@@ -117,13 +117,16 @@ Result<TurnResult> EngineTurnRunner::run(const TurnRequest& request,
   for (;;) {
     std::string text;
     bool done = false;
+    bool quiet = false;
     {
       std::unique_lock lock(relay->mu);
-      relay->cv.wait(lock, [&] { return relay->done || !relay->pending.empty(); });
+      quiet = !relay->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return relay->done || !relay->pending.empty(); });
       text.swap(relay->pending);
       done = relay->done;
     }
-    if (!text.empty() && !relay->cancel.load() && !on_delta(TurnDelta{text})) {
+    // While a long prompt is computed nothing streams: an empty delta now and then still lets
+    // the caller stop the turn.
+    if ((!text.empty() || quiet) && !relay->cancel.load() && !on_delta(TurnDelta{text})) {
       relay->cancel = true;
       engine_->cancel(id);
     }

@@ -24,7 +24,8 @@ struct TurnRequest {
   model::GenerateOptions options;
 };
 
-// Streamed while a turn runs; returning false from the callback cancels it.
+// Streamed while a turn runs; returning false from the callback cancels it. Text may be empty
+// (a periodic call while nothing streams, so that the caller can still cancel).
 struct TurnDelta {
   std::string_view text;
 };
