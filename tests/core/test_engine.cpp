@@ -28,7 +28,7 @@ struct Fixture {
     m = std::move(*r);
   }
 
-  std::unique_ptr<kv::KvCache> cache(int64_t t0_blocks, int64_t t1_blocks) {
+  std::unique_ptr<kv::KvCache> cache(int64_t t0_blocks, int64_t t1_blocks, kv::ColdStore* cold = nullptr) {
     auto layout = kernels::make_kv_block_layout(static_cast<int>(m->config().n_layer), static_cast<int>(m->config().n_head_kv),
                                                 static_cast<int>(m->config().head_dim), 16, kernels::KvType::f16,
                                                 kernels::KvType::f16);
@@ -38,7 +38,7 @@ struct Fixture {
     c.t0_bytes = t0_blocks * layout->block_bytes;
     c.t1_bytes = t1_blocks * layout->block_bytes;
     c.fingerprint = model::kv_fingerprint(*m, *layout);
-    auto r = kv::KvCache::create(c, *be);
+    auto r = kv::KvCache::create(c, *be, cold);
     REQUIRE(r.ok());
     return std::move(*r);
   }
@@ -325,19 +325,9 @@ class GatedColdStore final : public kv::ColdStore {
 
 TEST_CASE("engine: a history read from disk is staged while other conversations keep decoding", "[core][engine]") {
   Fixture f;
-  auto layout = kernels::make_kv_block_layout(static_cast<int>(f.m->config().n_layer), static_cast<int>(f.m->config().n_head_kv),
-                                              static_cast<int>(f.m->config().head_dim), 16, kernels::KvType::f16,
-                                              kernels::KvType::f16);
-  REQUIRE(layout);
   GatedColdStore cold(int64_t{1} << 30);
-  kv::KvCacheConfig c;
-  c.layout = *layout;
-  c.t0_bytes = 64 * layout->block_bytes;
-  c.t1_bytes = 64 * layout->block_bytes;
-  c.fingerprint = model::kv_fingerprint(*f.m, *layout);
-  auto made = kv::KvCache::create(c, *f.be, &cold);
-  REQUIRE(made.ok());
-  kv::KvCache& cache = **made;
+  auto made = f.cache(64, 64, &cold);
+  kv::KvCache& cache = *made;
   engine::Engine eng(*f.m, cache);
 
   // Conversation 2's first turn, then everything pushed down to disk.
@@ -383,19 +373,9 @@ TEST_CASE("engine: a history read from disk is staged while other conversations 
 
 TEST_CASE("engine: forgetting a deleted conversation drops its own blocks and keeps the shared ones", "[core][engine]") {
   Fixture f;
-  auto layout = kernels::make_kv_block_layout(static_cast<int>(f.m->config().n_layer), static_cast<int>(f.m->config().n_head_kv),
-                                              static_cast<int>(f.m->config().head_dim), 16, kernels::KvType::f16,
-                                              kernels::KvType::f16);
-  REQUIRE(layout);
   kv::MemoryColdStore cold(int64_t{1} << 30);
-  kv::KvCacheConfig c;
-  c.layout = *layout;
-  c.t0_bytes = 64 * layout->block_bytes;
-  c.t1_bytes = 16 * layout->block_bytes;
-  c.fingerprint = model::kv_fingerprint(*f.m, *layout);
-  auto made = kv::KvCache::create(c, *f.be, &cold);
-  REQUIRE(made.ok());
-  kv::KvCache& cache = **made;
+  auto made = f.cache(64, 16, &cold);
+  kv::KvCache& cache = *made;
   engine::Engine eng(*f.m, cache);
 
   std::vector<int32_t> system;

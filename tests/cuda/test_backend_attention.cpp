@@ -11,6 +11,7 @@
 #include "cuda/each_backend.h"
 #include "kernels/cpu/kv_block.h"
 #include "kernels/cpu/paged_attention.h"
+#include "support/test_support.h"
 
 using namespace kvc;
 using kernels::KvType;
@@ -18,13 +19,7 @@ using test::DeviceBuffer;
 
 namespace {
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using test::random_floats;
 
 // One sequence: its blocks in backend memory and a host mirror written by the CPU reference.
 struct Seq {

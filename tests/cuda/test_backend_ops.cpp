@@ -11,6 +11,7 @@
 #include "kernels/cpu/kv_block.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/quant.h"
+#include "support/test_support.h"
 
 using namespace kvc;
 using kernels::DType;
@@ -19,13 +20,7 @@ using test::DeviceBuffer;
 
 namespace {
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using test::random_floats;
 
 }  // namespace
 

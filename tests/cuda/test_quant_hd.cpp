@@ -12,6 +12,7 @@
 #include "kernels/cpu/quant.h"
 #include "kernels/cuda/kv_hd.h"
 #include "kernels/cuda/quant_hd.h"
+#include "support/test_support.h"
 
 using namespace kvc;
 namespace kc = kvc::kernels::cuda;
@@ -20,13 +21,7 @@ using kernels::KvType;
 
 namespace {
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using test::random_floats;
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 

@@ -16,6 +16,9 @@ std::vector<float> read_f32_file(const std::filesystem::path& path);
 // Reads "key: v v v" lines of a <model>.reference.txt into ids.
 std::vector<int> read_reference_ids(const std::filesystem::path& path, const std::string& key);
 
+// n samples of N(0, scale^2) from a fixed seed.
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f);
+
 // A fresh directory under the system temp dir, removed when the object dies.
 class TempDir {
  public:
