@@ -65,6 +65,17 @@ void KvCache::emit_tier_usage() {
     const TierUsageBytes u = tier_usage(t);
     emit(KvEventType::tier_usage, Tier::none, t, {}, -1, u.used_blocks, u.used_bytes);
   }
+  if (!cold_) return;
+  const int64_t bb = config_.layout.block_bytes;
+  const int64_t written = cold_->stats().bytes_written;
+  int64_t fresh = written - cold_written_seen_;
+  const int64_t by_demotion = std::min(fresh, cold_demoted_unseen_);
+  cold_demoted_unseen_ -= by_demotion;
+  fresh -= by_demotion;
+  for (; fresh >= bb; fresh -= bb) {
+    emit(KvEventType::cold_write_done, Tier::t0, Tier::t2, {}, -1, block_tokens(), bb);
+  }
+  cold_written_seen_ = written - fresh;  // a part-block remainder is reported with the next
 }
 
 Result<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config, backend::Backend& be, ColdStore* cold) {
@@ -97,7 +108,11 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config, ba
 }
 
 KvCache::KvCache(const KvCacheConfig& config, backend::Backend& be, ColdStore* cold)
-    : config_(config), be_(be), cold_(cold), index_(RadixIndexOptions{config.layout.block_tokens, 4.0, config.window > 0}) {}
+    : config_(config),
+      be_(be),
+      cold_(cold),
+      index_(RadixIndexOptions{config.layout.block_tokens, 4.0, config.window > 0}),
+      cold_written_seen_(cold ? cold->stats().bytes_written : 0) {}
 
 KvCache::~KvCache() {
   if (t0_memory_) be_.free(t0_memory_);
@@ -273,8 +288,10 @@ bool KvCache::demote_one(Tier from) {
                          src = staging_.data();
                        }
                        const BlockHandle p = index_.parent(h);
-                       return cold_->put(index_.key(h), p.is_null() ? fingerprint() : index_.key(p), fingerprint(),
-                                         {src, bb});
+                       const bool queued = cold_->put(index_.key(h), p.is_null() ? fingerprint() : index_.key(p),
+                                                      fingerprint(), {src, bb});
+                       if (queued) cold_demoted_unseen_ += static_cast<int64_t>(bb);  // the demotion event carries it
+                       return queued;
                      }());
   if (from == Tier::t0) t0_.free(loc.slot);
   else t1_.free(loc.slot);

@@ -153,7 +153,8 @@ class KvCache {
   // write, publication, cold writes) go to `log` when set; `request` tags them.
   void set_event_log(KvEventLog* log) { events_ = log; }
   void set_current_request(int64_t request_id) { request_id_ = request_id; }
-  // Appends a tier_usage sample per data tier (for the timelines).
+  // Appends a tier_usage sample per data tier (for the timelines), and a cold_write_done per
+  // block the cold store finished writing behind since the last call.
   void emit_tier_usage();
 
   // Staging: bringing disk blocks to host RAM off the engine thread, so that the engine keeps
@@ -242,6 +243,10 @@ class KvCache {
   KvCounters event_counters_;
   KvEventLog* events_ = nullptr;
   int64_t request_id_ = -1;
+  // Write-behind finishes on the cold store's thread; emit_tier_usage() turns the store's
+  // bytes_written into cold_write_done events, less what demotions already reported.
+  int64_t cold_written_seen_ = 0;
+  int64_t cold_demoted_unseen_ = 0;
 };
 
 // Maps core's KV format to the kernels' row type.

@@ -259,3 +259,32 @@ TEST_CASE("kv cache: a small T0 budget recycles the blocks of closed sequences",
   CHECK(s->cache().counters().n_dropped > 0);
   CHECK(s->cache().counters().n_alloc_failures == 0);
 }
+
+TEST_CASE("kv cache: write-behind that finished shows as cold_write_done events, once per block", "[core][kv]") {
+  Fixture f;
+  kv::MemoryColdStore cold(int64_t{1} << 30);  // writes at once: done by the next sample
+  kv::KvEventLog log(1024);
+  model::SessionOptions o;
+  o.n_ctx = 256;
+  o.cold = &cold;
+  auto s = model::Session::create(*f.m, o);
+  REQUIRE(s.ok());
+  s->cache().set_event_log(&log);
+  REQUIRE(s->evaluate(tokens_of(50)).ok());  // 3 full blocks published and written behind
+  s->cache().emit_tier_usage();
+  s->cache().emit_tier_usage();  // nothing new: no more events
+  std::vector<kv::KvEvent> events;
+  log.read_since(0, events);
+  int64_t n_queued = 0, n_done = 0, done_bytes = 0;
+  for (const kv::KvEvent& e : events) {
+    if (e.type == kv::KvEventType::cold_write_queued) ++n_queued;
+    if (e.type != kv::KvEventType::cold_write_done) continue;
+    ++n_done;
+    done_bytes += e.n_bytes;
+    CHECK(e.from == kv::Tier::t0);
+    CHECK(e.to == kv::Tier::t2);
+  }
+  CHECK(n_queued == 3);
+  CHECK(n_done == 3);
+  CHECK(done_bytes == 3 * s->cache().layout().block_bytes);
+}
