@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "storage/data_dir.h"
 
@@ -104,6 +106,16 @@ void Progress::done() {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (tty_ && last_percent_ >= 0) std::fprintf(stderr, "\r\033[K");
   std::fprintf(stderr, "%s: done in %.2f s\n", label_.c_str(), s);
+}
+
+Result<std::string> read_text_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  if (in) text << in.rdbuf();  // an empty file sets text's failbit, and is no error
+  if (!in.is_open() || in.bad()) {
+    return make_error(ErrorCode::io, "cannot read " + what + " " + path + ": check that it exists and is readable");
+  }
+  return text.str();
 }
 
 int report(const Error& e) {

@@ -64,6 +64,9 @@ class Progress {
 // Prints "kvchat-cli: <error>" and a hint, returns the exit code for the error.
 int report(const Error& e);
 
+// The whole file, byte for byte; an io error naming `what` (e.g. "prompt file") if unreadable.
+Result<std::string> read_text_file(const std::string& path, const std::string& what = "file");
+
 // The median of a sample (0 for none), for benchmark repeats.
 double median(std::vector<double> v);
 

@@ -23,11 +23,9 @@ struct GenerateArgs {
 int run_generate(const GenerateArgs& a) {
   std::string prompt = a.prompt;
   if (!a.prompt_file.empty()) {
-    std::ifstream in(a.prompt_file, std::ios::binary);
-    if (!in) return report(make_error(ErrorCode::io, "cannot read prompt file " + a.prompt_file));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    prompt = ss.str();
+    auto text = read_text_file(a.prompt_file, "prompt file");
+    if (!text.ok()) return report(text.error());
+    prompt = std::move(*text);
   }
   auto loaded = load_model(a.model);
   if (!loaded.ok()) return report(loaded.error());

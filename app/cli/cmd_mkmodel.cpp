@@ -1,4 +1,4 @@
-// kvchat-cli mkmodel: write a llama GGUF with random weights; and the built-in demo model.
+// kvchat-cli mkmodel: write a llama or qwen2 GGUF with random weights; and the built-in demo model.
 #include <unistd.h>
 
 #include <cstdio>
@@ -87,7 +87,7 @@ Result<std::string> ensure_demo_model(const std::string& data_dir, bool quiet) {
 
 void register_mkmodel(CLI::App& app) {
   auto a = std::make_shared<MkmodelArgs>();
-  auto* cmd = app.add_subcommand("mkmodel", "write a llama GGUF with random weights of any shape and weight type");
+  auto* cmd = app.add_subcommand("mkmodel", "write a llama or qwen2 GGUF with random weights of any shape and weight type");
   cmd->add_option("-o,--output", a->out, "GGUF file to write (default: DATA_DIR/models/PRESET-TYPE.gguf)");
   add_data_dir_option(*cmd, a->data_dir);
   cmd->add_option("--preset", a->preset, "a known shape: tinyllama (dim 2048, 22 layers, 32/4 heads, FFN 5632)");
@@ -98,8 +98,17 @@ void register_mkmodel(CLI::App& app) {
   cmd->add_option("--kv-heads", a->spec.n_head_kv, "KV heads (1 = MQA)")->capture_default_str();
   cmd->add_option("--ffn", a->spec.n_ff, "feed-forward width")->capture_default_str();
   cmd->add_option("--ctx", a->spec.n_ctx, "context length")->capture_default_str();
-  cmd->add_option("--seed", a->spec.seed, "weights seed")->capture_default_str();
-  auto* vf = cmd->add_option("--vocab-from", a->vocab_from, "copy the tokenizer of this GGUF model");
+  cmd->add_option("--arch", a->spec.arch, "architecture: llama, or qwen2 (split-halves rope, Q/K/V biases)")
+      ->capture_default_str();
+  cmd->add_option("--rope-base", a->spec.rope_freq_base, "rope frequency base")->capture_default_str();
+  cmd->add_flag("--tied", a->spec.tied, "no output.weight: the output layer reuses the token embeddings");
+  cmd->add_option("--seed", a->spec.seed, "weights seed (the file depends only on the options)")->capture_default_str();
+  cmd->add_option("--std", a->spec.weight_std, "standard deviation of the matrices' weights (near-normal)")
+      ->capture_default_str();
+  cmd->add_option("--qk-std", a->spec.qk_std, "standard deviation of attn_q / attn_k (default: --std); larger is sharper attention");
+  cmd->add_option("--norm-std", a->spec.norm_std, "standard deviation of the norm weights around 1")->capture_default_str();
+  cmd->add_option("--bias-std", a->spec.bias_std, "standard deviation of qwen2's Q/K/V biases")->capture_default_str();
+  auto* vf = cmd->add_option("--vocab-from", a->vocab_from, "copy the tokenizer of this GGUF (a model or a vocabulary-only file)");
   cmd->add_option("--corpus", a->corpus, "train the vocabulary on this text (default: assets/demo/corpus.txt)")->excludes(vf);
   cmd->add_option("--vocab", a->n_vocab, "vocabulary size when training")->capture_default_str()->excludes(vf);
   cmd->add_option("-t,--threads", a->spec.n_threads, "threads (default: one per physical core)");

@@ -33,14 +33,12 @@ void log_softmax(std::span<const float> row, std::vector<double>& out) {
 int run_perplexity(PerplexityArgs a) {
   auto fmt = kv::parse_kv_format(a.kv_type);
   if (!fmt) return report(make_error(ErrorCode::invalid_argument, "--kv-type must be f16, int8 or int4, got " + a.kv_type));
-  std::ifstream in(a.file, std::ios::binary);
-  if (!in) return report(make_error(ErrorCode::io, "cannot read " + a.file));
-  std::stringstream ss;
-  ss << in.rdbuf();
+  auto text = read_text_file(a.file, "text file");
+  if (!text.ok()) return report(text.error());
   auto loaded = load_model(a.model);
   if (!loaded.ok()) return report(loaded.error());
   const model::Model& m = *loaded->model;
-  const auto ids = m.tokenizer().encode(ss.str(), true, false);
+  const auto ids = m.tokenizer().encode(*text, true, false);
   const int64_t n_ctx = a.model.n_ctx > 0 ? a.model.n_ctx : 512;
   if (static_cast<int64_t>(ids.size()) < 2 * std::min<int64_t>(n_ctx, 16)) {
     return report(make_error(ErrorCode::invalid_argument, "the text is too short: " + std::to_string(ids.size()) + " tokens"));

@@ -12,6 +12,7 @@ namespace {
 struct TokenizeArgs {
   std::string model;
   std::string prompt;
+  std::string file;
   bool pieces = false;
   bool no_bos = false;
   bool special = false;
@@ -26,7 +27,13 @@ int run_tokenize(const TokenizeArgs& a) {
   if (!vocab.ok()) return report(vocab.error());
   auto tok = tokenizer::Tokenizer::create(*vocab);
   if (!tok.ok()) return report(tok.error());
-  const auto ids = tok->encode(a.prompt, !a.no_bos, a.special);
+  std::string text = a.prompt;
+  if (!a.file.empty()) {
+    auto bytes = read_text_file(a.file, "text file");
+    if (!bytes.ok()) return report(bytes.error());
+    text = std::move(*bytes);
+  }
+  const auto ids = tok->encode(text, !a.no_bos, a.special);
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i) std::fputc(' ', stdout);
     if (a.pieces) {
@@ -44,13 +51,17 @@ int run_tokenize(const TokenizeArgs& a) {
 void register_tokenize(CLI::App& app) {
   auto a = std::make_shared<TokenizeArgs>();
   auto* cmd = app.add_subcommand("tokenize", "print the token ids of a text, space-separated on one line");
-  cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
-  cmd->add_option("-p,--prompt", a->prompt, "the text")->required();
+  cmd->add_option("-m,--model", a->model, "GGUF model file, or a vocabulary-only GGUF")->required();
+  auto* prompt = cmd->add_option("-p,--prompt", a->prompt, "the text");
+  cmd->add_option("-f,--file", a->file, "read the text from this file, byte for byte")->excludes(prompt);
   cmd->add_flag("--pieces", a->pieces, "show each token's piece next to its id");
   cmd->add_flag("--no-bos", a->no_bos, "do not add the BOS token");
   cmd->add_flag("--special", a->special, "parse control tokens written in the text");
   add_data_dir_option(*cmd, a->data_dir);
-  cmd->callback([a] {
+  cmd->callback([a, cmd] {
+    if (cmd->count("--prompt") + cmd->count("--file") == 0) {
+      throw CLI::RequiredError("tokenize needs the text: -p TEXT or -f FILE");
+    }
     if (int rc = run_tokenize(*a); rc != 0) throw CLI::RuntimeError(rc);
   });
 }

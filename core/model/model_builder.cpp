@@ -2,7 +2,6 @@
 #include "core/model/model_builder.h"
 
 #include <algorithm>
-#include <cmath>
 #include <vector>
 
 #include "core/gguf/gguf_writer.h"
@@ -28,14 +27,25 @@ uint64_t hash_name(std::string_view s) {
   return h;
 }
 
-// One tensor to generate: values are uniform in [center - a, center + a].
+// One tensor to generate: values are near-normal with mean `mean` and deviation `std`.
 struct TensorPlan {
   std::string name;
   std::vector<int64_t> shape;  // (row length, n_rows)
   DType type;
-  float center;
-  float half_width;
+  float mean;
+  float std;
 };
+
+// A standard near-normal value from 64 random bits: the sum of four 16-bit uniforms
+// (Irwin-Hall, n = 4), centred and scaled to unit variance; it lies within +-3.46. Integer
+// arithmetic and one float multiply, so every machine produces the same bits.
+float near_normal(uint64_t bits) {
+  const int32_t sum = static_cast<int32_t>(bits & 0xffff) + static_cast<int32_t>((bits >> 16) & 0xffff) +
+                      static_cast<int32_t>((bits >> 32) & 0xffff) + static_cast<int32_t>(bits >> 48);
+  // Each uniform has variance (65536^2 - 1) / 12, so the sum's deviation is ~65536 / sqrt(3).
+  constexpr float k_scale = 1.7320508f / 65536.0f;
+  return static_cast<float>(sum - 2 * 65535) * k_scale;  // the mean of the sum is 4 * 65535 / 2
+}
 
 // Fills rows [row_begin, row_end) of `t` into `out` (already quantized to t.type).
 void generate_rows(const TensorPlan& t, uint64_t seed, int64_t row_begin, int64_t row_end, uint8_t* out,
@@ -45,13 +55,7 @@ void generate_rows(const TensorPlan& t, uint64_t seed, int64_t row_begin, int64_
   scratch.resize(static_cast<size_t>(n_cols));
   for (int64_t r = row_begin; r < row_end; ++r) {
     uint64_t s = seed ^ hash_name(t.name) ^ (static_cast<uint64_t>(r) * 0xd1b54a32d192ed03ull);
-    for (int64_t c = 0; c < n_cols; c += 2) {
-      const uint64_t bits = splitmix64(s);
-      const auto u0 = static_cast<float>(static_cast<uint32_t>(bits) >> 8) * (1.0f / 16777216.0f);
-      const auto u1 = static_cast<float>(static_cast<uint32_t>(bits >> 32) >> 8) * (1.0f / 16777216.0f);
-      scratch[static_cast<size_t>(c)] = t.center + t.half_width * (2.0f * u0 - 1.0f);
-      if (c + 1 < n_cols) scratch[static_cast<size_t>(c + 1)] = t.center + t.half_width * (2.0f * u1 - 1.0f);
-    }
+    for (int64_t c = 0; c < n_cols; ++c) scratch[static_cast<size_t>(c)] = t.mean + t.std * near_normal(splitmix64(s));
     kernels::quantize_row(t.type, scratch.data(), out + static_cast<size_t>(r - row_begin) * row, n_cols);
   }
 }
@@ -68,6 +72,12 @@ Status ModelSpec::validate(int64_t n_vocab) const {
   if ((n_embd / n_head) % 2 != 0) return bad("the head size (--dim / --heads) must be even for rotary embeddings");
   if (n_embd % 32 != 0 || n_ff % 32 != 0) return bad("--dim and --ffn must be multiples of 32 (the quantization block)");
   if (n_vocab < 4) return bad("the vocabulary is too small");
+  if (arch != "llama" && arch != "qwen2") return bad("unknown architecture '" + arch + "' (choose llama or qwen2)");
+  if (!(weight_std > 0 && weight_std < 10) || !(qk_std >= 0 && qk_std < 10) || !(norm_std >= 0 && norm_std < 10) ||
+      !(bias_std >= 0 && bias_std < 10)) {
+    return bad("standard deviations must lie in [0, 10) (and --std above 0)");
+  }
+  if (!(rope_freq_base > 0)) return bad("--rope-base must be positive");
   if (n_layer > 512 || n_embd > 65536 || n_ff > 262144) return bad("the model is implausibly large");
   return {};
 }
@@ -86,19 +96,20 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   const int64_t q_width = spec.n_embd, kv_width = spec.n_head_kv * head_dim;
 
   gguf::GgufWriter w;
-  w.set_string("general.architecture", "llama");
+  const std::string a = spec.arch + ".";
+  w.set_string("general.architecture", spec.arch);
   w.set_string("general.name", spec.name);
   w.set_u32("general.file_type", static_cast<uint32_t>(spec.type));
-  w.set_u32("llama.context_length", static_cast<uint32_t>(spec.n_ctx));
-  w.set_u32("llama.embedding_length", static_cast<uint32_t>(spec.n_embd));
-  w.set_u32("llama.block_count", static_cast<uint32_t>(spec.n_layer));
-  w.set_u32("llama.feed_forward_length", static_cast<uint32_t>(spec.n_ff));
-  w.set_u32("llama.attention.head_count", static_cast<uint32_t>(spec.n_head));
-  w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(spec.n_head_kv));
-  w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(head_dim));
-  w.set_f32("llama.rope.freq_base", spec.rope_freq_base);
-  w.set_f32("llama.attention.layer_norm_rms_epsilon", spec.rms_eps);
-  w.set_u32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
+  w.set_u32(a + "context_length", static_cast<uint32_t>(spec.n_ctx));
+  w.set_u32(a + "embedding_length", static_cast<uint32_t>(spec.n_embd));
+  w.set_u32(a + "block_count", static_cast<uint32_t>(spec.n_layer));
+  w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(spec.n_ff));
+  w.set_u32(a + "attention.head_count", static_cast<uint32_t>(spec.n_head));
+  w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(spec.n_head_kv));
+  w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(head_dim));
+  w.set_f32(a + "rope.freq_base", spec.rope_freq_base);
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", spec.rms_eps);
+  w.set_u32(a + "vocab_size", static_cast<uint32_t>(n_vocab));
   w.set_string("tokenizer.ggml.model", vocab.model);
   w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
   w.set_vector("tokenizer.ggml.scores", vocab.scores);
@@ -115,29 +126,36 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   w.set_bool("tokenizer.ggml.add_space_prefix", vocab.add_space_prefix);
   if (!spec.chat_template.empty()) w.set_string("tokenizer.chat_template", spec.chat_template);
 
-  // Weights: std over a uniform distribution is half_width / sqrt(3); norms near 1.
-  const float a = spec.weight_std * std::sqrt(3.0f);
+  // Matrices near-normal around 0 (attn_q / attn_k with their own deviation), norms near 1.
+  const float qk_std = spec.qk_std > 0 ? spec.qk_std : spec.weight_std;
   std::vector<TensorPlan> plans;
-  auto matrix = [&](std::string name, int64_t rows, int64_t cols) {
+  auto matrix = [&](std::string name, int64_t rows, int64_t cols, float std) {
     const DType t = tensor_type(spec.type, name, 2, cols, spec.n_layer);
-    plans.push_back({std::move(name), {cols, rows}, t, 0.0f, a});
+    plans.push_back({std::move(name), {cols, rows}, t, 0.0f, std});
   };
-  auto norm = [&](std::string name, int64_t n) { plans.push_back({std::move(name), {n}, DType::f32, 1.0f, 0.05f}); };
-  matrix("token_embd.weight", n_vocab, spec.n_embd);
+  auto vector = [&](std::string name, int64_t n, float mean, float std) {
+    plans.push_back({std::move(name), {n}, DType::f32, mean, std});
+  };
+  matrix("token_embd.weight", n_vocab, spec.n_embd, spec.weight_std);
   for (int64_t l = 0; l < spec.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
-    norm(b + "attn_norm.weight", spec.n_embd);
-    matrix(b + "attn_q.weight", q_width, spec.n_embd);
-    matrix(b + "attn_k.weight", kv_width, spec.n_embd);
-    matrix(b + "attn_v.weight", kv_width, spec.n_embd);
-    matrix(b + "attn_output.weight", spec.n_embd, q_width);
-    norm(b + "ffn_norm.weight", spec.n_embd);
-    matrix(b + "ffn_gate.weight", spec.n_ff, spec.n_embd);
-    matrix(b + "ffn_up.weight", spec.n_ff, spec.n_embd);
-    matrix(b + "ffn_down.weight", spec.n_embd, spec.n_ff);
+    vector(b + "attn_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
+    matrix(b + "attn_q.weight", q_width, spec.n_embd, qk_std);
+    matrix(b + "attn_k.weight", kv_width, spec.n_embd, qk_std);
+    matrix(b + "attn_v.weight", kv_width, spec.n_embd, spec.weight_std);
+    if (spec.arch == "qwen2") {
+      vector(b + "attn_q.bias", q_width, 0.0f, spec.bias_std);
+      vector(b + "attn_k.bias", kv_width, 0.0f, spec.bias_std);
+      vector(b + "attn_v.bias", kv_width, 0.0f, spec.bias_std);
+    }
+    matrix(b + "attn_output.weight", spec.n_embd, q_width, spec.weight_std);
+    vector(b + "ffn_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
+    matrix(b + "ffn_gate.weight", spec.n_ff, spec.n_embd, spec.weight_std);
+    matrix(b + "ffn_up.weight", spec.n_ff, spec.n_embd, spec.weight_std);
+    matrix(b + "ffn_down.weight", spec.n_embd, spec.n_ff, spec.weight_std);
   }
-  norm("output_norm.weight", spec.n_embd);
-  matrix("output.weight", n_vocab, spec.n_embd);
+  vector("output_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
+  if (!spec.tied) matrix("output.weight", n_vocab, spec.n_embd, spec.weight_std);
 
   size_t total = 0;
   for (const auto& p : plans) {

@@ -11,9 +11,10 @@
 
 namespace kvc::model {
 
-// The shape of a llama model. Defaults: a small model that runs anywhere.
+// The shape of a llama-family model. Defaults: a small model that runs anywhere.
 struct ModelSpec {
   std::string name = "kvchat random llama";
+  std::string arch = "llama";   // "llama", or "qwen2" (split-halves rope, Q/K/V biases)
   int64_t n_embd = 256;
   int64_t n_layer = 4;
   int64_t n_head = 8;
@@ -24,7 +25,12 @@ struct ModelSpec {
   float rms_eps = 1e-5f;
   FileType type = FileType::q8_0;
   uint64_t seed = 1;
-  float weight_std = 0.02f;     // weights: uniform with this standard deviation
+  float weight_std = 0.02f;     // matrices: near-normal with this standard deviation, mean 0
+  float qk_std = 0.0f;          // attn_q / attn_k: this std instead (0: weight_std); larger
+                                // values sharpen attention, so position errors show in logits
+  float norm_std = 0.02f;       // norm weights: near-normal around 1 with this std
+  float bias_std = 0.1f;        // qwen2's Q/K/V biases: near-normal around 0
+  bool tied = false;            // no output.weight: the output reuses token_embd
   std::string chat_template;    // tokenizer.chat_template; empty: none
   int n_threads = 0;            // 0: one per physical core
 
@@ -32,8 +38,10 @@ struct ModelSpec {
 };
 
 // Writes the model to `path` atomically. Weights are generated and quantized row block by
-// row block while the file is written, so the model never sits in memory whole; the values
-// depend only on the seed, never on the thread count. progress(done, total) counts tensors' bytes.
+// row block while the file is written, so the model never sits in memory whole. The file's
+// bytes depend only on the spec and the vocabulary: not on the thread count, the CPU or the
+// C library (integer random numbers, no libm calls), so tests can record its hash.
+// progress(done, total) counts tensors' bytes.
 Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vocab, const std::string& path,
                           const std::function<void(size_t done, size_t total)>& progress = {});
 

@@ -94,7 +94,7 @@ Status validate(Vocabulary& v) {
 
   std::unordered_map<std::string_view, size_t> seen;
   seen.reserve(n);
-  int32_t unknown = -1;
+  std::vector<int32_t> unknown_ids;  // tokens of type unknown, in id order
   std::array<int32_t, 256> byte_ids;
   byte_ids.fill(-1);
   size_t n_bytes = 0;
@@ -113,13 +113,7 @@ Status validate(Vocabulary& v) {
                          " (tokenizer.ggml.token_type); types must be 1..6: normal, unknown, "
                          "control, user-defined, unused, byte");
     }
-    if (t == static_cast<int32_t>(TokenType::unknown)) {
-      if (unknown >= 0) {
-        return vocab_error(where + " is a second unknown-type token after token " +
-                           std::to_string(unknown) + "; there must be exactly one");
-      }
-      unknown = static_cast<int32_t>(i);
-    }
+    if (t == static_cast<int32_t>(TokenType::unknown)) unknown_ids.push_back(static_cast<int32_t>(i));
     if (t == static_cast<int32_t>(TokenType::byte)) {
       const int b = parse_byte_piece(piece);
       if (b < 0) return vocab_error(where + " has type byte but is not spelled <0xXX>");
@@ -131,16 +125,26 @@ Status validate(Vocabulary& v) {
       ++n_bytes;
     }
   }
-  if (unknown < 0) {
-    return vocab_error("no token has type unknown (2); a SentencePiece vocabulary needs exactly one "
-                       "(usually <unk>)");
+  // SentencePiece needs exactly one unknown piece: the token that unknown_token_id names (some
+  // converters type it control, as Phi-3's <unk>), else the only unknown-type token. Other
+  // unknown-type tokens (Phi-3's [PAD...] padding) become unused, which encoding never
+  // produces, as llama.cpp never produces them from text.
+  if (v.unk_id == -1 && !unknown_ids.empty()) v.unk_id = unknown_ids.front();
+  if (v.unk_id == -1) {
+    return vocab_error("no token has type unknown (2) and tokenizer.ggml.unknown_token_id is not set; a "
+                       "SentencePiece vocabulary needs an unknown token (usually <unk>)");
   }
-  if (v.unk_id == -1) v.unk_id = unknown;
-  if (v.unk_id != unknown) {
+  const auto unk_type = static_cast<TokenType>(v.types[static_cast<size_t>(v.unk_id)]);
+  if (unk_type != TokenType::unknown && unk_type != TokenType::control) {
     return vocab_error("the unknown-token id " + std::to_string(v.unk_id) +
                        " (tokenizer.ggml.unknown_token_id) names " +
                        quoted(v.tokens[static_cast<size_t>(v.unk_id)]) +
-                       ", but the unknown-type token is " + std::to_string(unknown));
+                       ", which is neither of type unknown nor control" +
+                       (unknown_ids.empty() ? std::string() : "; the unknown-type token is " + std::to_string(unknown_ids.front())));
+  }
+  v.types[static_cast<size_t>(v.unk_id)] = static_cast<int32_t>(TokenType::unknown);
+  for (const int32_t id : unknown_ids) {
+    if (id != v.unk_id) v.types[static_cast<size_t>(id)] = static_cast<int32_t>(TokenType::unused);
   }
   if (n_bytes != 0 && n_bytes != 256) {
     const auto missing = std::find(byte_ids.begin(), byte_ids.end(), -1) - byte_ids.begin();

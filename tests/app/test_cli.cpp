@@ -1,4 +1,4 @@
-// kvchat-cli end to end: the commands as a user runs them, on the shared models.
+// kvchat-cli end to end: the commands as a user runs them, on the test models.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -13,41 +13,13 @@
 #include "storage/sqlite_cold_store.h"
 #include "support/test_support.h"
 
-namespace {
-
-struct Run {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-// Runs kvchat-cli with `args` (shell-quoted by the caller), capturing stdout and stderr.
-Run cli(const std::string& args, const kvc::test::TempDir& tmp, const std::string& stdin_text = "") {
-  const std::string err_file = tmp.file("stderr.txt"), in_file = tmp.file("stdin.txt");
-  { std::ofstream(in_file) << stdin_text; }
-  const std::string cmd = std::string("KVCHAT_DATA_DIR='") + tmp.file("data") + "' '" + KVC_CLI_PATH + "' " + args +
-                          " <'" + in_file + "' 2>'" + err_file + "'";
-  Run r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  std::array<char, 4096> buf{};
-  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), p)) > 0;) r.out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err_file);
-  std::stringstream ss;
-  ss << e.rdbuf();
-  r.err = ss.str();
-  return r;
-}
-
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
-
-}  // namespace
+using Run = kvc::test::CliRun;
+using kvc::test::cli;
+using kvc::test::quoted;
 
 TEST_CASE("cli: generate streams the stories260K greedy reference text", "[app][e2e]") {
   kvc::test::TempDir tmp;
-  const auto ref = kvc::test::models_dir() / "stories260K.reference.txt";
+  const auto ref = kvc::test::reference_path("stories260K.reference.txt");
   std::ifstream in(ref);
   std::string line, text;
   while (std::getline(in, line)) {

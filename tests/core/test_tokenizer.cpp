@@ -109,7 +109,7 @@ TEST_CASE("tokenizer: ids equal the original stories260K .model on varied text",
 
 TEST_CASE("tokenizer: stories260K ids equal llama.cpp's reference", "[core]") {
   const auto tok = make(stories().vocab);
-  const auto ref = kvc::test::models_dir() / "stories260K.reference.txt";
+  const auto ref = kvc::test::reference_path("stories260K.reference.txt");
   const auto prompt = kvc::test::read_reference_ids(ref, "prompt");
   CHECK(tok.encode("Once upon a time", true, false) == std::vector<int32_t>(prompt.begin(), prompt.end()));
   // The reference's text is llama.cpp's rendering of its greedy ids: the rest of the file.
@@ -253,7 +253,8 @@ TEST_CASE("tokenizer: unsupported model types and invalid vocabularies are clear
   v.eos_id = -5;
   expect_error(v, kvc::ErrorCode::invalid_file, "tokenizer.ggml.eos_token_id");
   v = good;
-  v.types[0] = 3;
+  v.types[0] = 1;
+  v.unk_id = -1;
   expect_error(v, kvc::ErrorCode::invalid_file, "no token has type unknown");
   v = good;
   v.unk_id = 5;

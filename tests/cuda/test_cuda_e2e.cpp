@@ -1,4 +1,4 @@
-// Backend selection, and end to end on a GPU: the CUDA backend's logits on the shared models
+// Backend selection, and end to end on a GPU: the CUDA backend's logits on the test models
 // against llama.cpp's references and the CPU backend's, and the stories260K greedy reference.
 #include <catch2/catch.hpp>
 
@@ -10,6 +10,7 @@
 #include "core/backend/cuda_backend.h"
 #include "core/model/model.h"
 #include "core/model/session.h"
+#include "cuda/each_backend.h"
 #include "support/test_support.h"
 
 using namespace kvc;
@@ -33,13 +34,6 @@ Loaded load(const std::string& file, const char* kind) {
   return l;
 }
 
-// True when a CUDA backend can be made; otherwise WARNs visibly that the test is skipped.
-bool have_cuda() {
-  auto be = backend::create_backend("cuda", 0);
-  if (be.ok()) return true;
-  WARN("skipped: no CUDA device (" << be.error().message << ")");
-  return false;
-}
 
 std::vector<int32_t> to_i32(const std::vector<int>& v) { return {v.begin(), v.end()}; }
 
@@ -93,11 +87,10 @@ TEST_CASE("create_backend: cpu always, cuda or a clear reason, auto falls back, 
 }
 
 TEST_CASE("cuda e2e: stories260K greedy continuation reproduces the 100 reference tokens", "[cuda][e2e]") {
-  if (!have_cuda()) return;
+  if (const std::string why = test::cuda_unavailable(); !why.empty()) KVC_SKIP("no CUDA device (" << why << ")");
   auto l = load("stories260K.gguf", "cuda");
-  const auto dir = test::models_dir();
-  const auto prompt = to_i32(test::read_reference_ids(dir / "stories260K.reference.txt", "prompt"));
-  const auto greedy = to_i32(test::read_reference_ids(dir / "stories260K.reference.txt", "greedy"));
+  const auto prompt = to_i32(test::read_reference_ids(test::reference_path("stories260K.reference.txt"), "prompt"));
+  const auto greedy = to_i32(test::read_reference_ids(test::reference_path("stories260K.reference.txt"), "greedy"));
   auto s = model::Session::create(*l.m, 256);
   REQUIRE(s.ok());
   model::GenerateOptions opt;
@@ -110,8 +103,8 @@ TEST_CASE("cuda e2e: stories260K greedy continuation reproduces the 100 referenc
   CHECK(r->tokens == greedy);
 }
 
-TEST_CASE("cuda e2e: prompt logits on every shared model match llama.cpp's and the CPU backend's", "[cuda][e2e]") {
-  if (!have_cuda()) return;
+TEST_CASE("cuda e2e: prompt logits on every test model match llama.cpp's and the CPU backend's", "[cuda][e2e]") {
+  if (const std::string why = test::cuda_unavailable(); !why.empty()) KVC_SKIP("no CUDA device (" << why << ")");
   // Bounds vs llama.cpp: those the CPU backend meets (tests/core/test_model.cpp); the GPU keeps
   // activations in float, which is closer to exact, not farther. CPU vs GPU: the CPU's 8-bit
   // activations against float ones, at most the sum of both distances to the reference.
@@ -123,14 +116,8 @@ TEST_CASE("cuda e2e: prompt logits on every shared model match llama.cpp's and t
                         {"tiny-gqa-q4_0", 0.05}, {"tiny-gqa-q4_k_m", 0.05}, {"tiny-mqa-q8_0", 0.05}};
   for (const Case& c : cases) {
     DYNAMIC_SECTION(c.file) {
-      const auto dir = test::models_dir();
-      // A GPU machine may get a subset of the shared models (its transfer limit): say so.
-      if (!std::filesystem::exists(dir / (std::string(c.file) + ".gguf"))) {
-        WARN("skipped: " << c.file << ".gguf is not in " << dir.string());
-        continue;
-      }
-      const auto prompt = to_i32(test::read_reference_ids(dir / (std::string(c.file) + ".reference.txt"), "prompt"));
-      const auto ref = test::read_f32_file(dir / (std::string(c.file) + ".reference.logits.f32"));
+      const auto prompt = to_i32(test::read_reference_ids(test::reference_path(std::string(c.file) + ".reference.txt"), "prompt"));
+      const auto ref = test::reference_logits(c.file);
       std::vector<float> per_backend[2];
       int64_t n_vocab = 0;
       for (int i = 0; i < 2; ++i) {

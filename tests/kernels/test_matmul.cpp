@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <random>
 #include <vector>
 
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/vec_dot.h"
+#include "support/test_support.h"
 
 using namespace kvc::kernels;
 
@@ -196,11 +199,36 @@ TEST_CASE("scalar reference matmul matches a double-precision dot of the dequant
   }
 }
 
+TEST_CASE("kernels: CPU detection agrees with the kernel's flags, and every SIMD set is under test", "[kernels]") {
+  // What CPUID reports must be what Linux reports in /proc/cpuinfo (a wrong detection would run
+  // kernels the CPU lacks, or leave the fast ones unused).
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, flags;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) == 0) {
+      flags = line.substr(line.find(':') + 1) + " ";
+      break;
+    }
+  }
+  if (flags.empty()) KVC_SKIP("no flags line in /proc/cpuinfo to compare CPU detection with");
+  auto has = [&](const char* f) { return flags.find(std::string(" ") + f + " ") != std::string::npos; };
+  CHECK(cpu_features().avx2 == (has("avx2") && has("fma") && has("f16c")));
+  CHECK(cpu_features().avx512 == (has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq")));
+  CHECK(cpu_features().avx512_vnni == (cpu_features().avx512 && has("avx512_vnni")));
+  // The SIMD tests compare each variant the CPU has with the scalar reference; one it lacks is
+  // not tested here, which the skip makes visible in the summary.
+  std::string missing;
+  if (!cpu_features().avx2) missing += " AVX2";
+  if (!cpu_features().avx512) missing += " AVX-512";
+  if (!cpu_features().avx512_vnni) missing += " AVX-512-VNNI";
+  if (!missing.empty()) KVC_SKIP("this CPU lacks" << missing << ": those kernel variants are not tested here");
+}
+
 TEST_CASE("every ISA quantizes activations bit-identically to the scalar version", "[kernels]") {
   std::vector<const KernelSet*> sets;
   if (cpu_features().avx2) sets.push_back(&kernels_avx2());
   if (cpu_features().avx512_vnni) sets.push_back(&kernels_avx512_vnni());
-  if (sets.empty()) WARN("skipped: this CPU has neither AVX2 nor AVX-512 VNNI");
+  if (sets.empty()) KVC_SKIP("this CPU has neither AVX2 nor AVX-512 VNNI");
   std::mt19937 rng(11);
   const int64_t n = 1024;
   std::vector<float> x = random_acts(n, rng);
@@ -230,7 +258,6 @@ std::vector<Isa> simd_isas() {
   std::vector<Isa> isas;
   if (cpu_features().avx2) isas.push_back(Isa::avx2);
   if (cpu_features().avx512_vnni) isas.push_back(Isa::avx512_vnni);
-  if (isas.empty()) WARN("skipped: this CPU has neither AVX2 nor AVX-512 VNNI");
   return isas;
 }
 
@@ -273,6 +300,7 @@ void check_against_scalar(DType type, int64_t n_rows, int64_t n_cols, int64_t n_
 
 TEST_CASE("SIMD matmul variants match the scalar reference", "[kernels]") {
   const std::vector<Isa> isas = simd_isas();
+  if (isas.empty()) KVC_SKIP("this CPU has neither AVX2 nor AVX-512 VNNI");
   std::mt19937 rng(3);
   for (DType type : k_all_types) {
     // Odd shapes: rows not a multiple of any tile, 11 blocks of 32 (4 + 4 + 2 + 1: every step),
@@ -285,6 +313,7 @@ TEST_CASE("SIMD matmul variants match the scalar reference", "[kernels]") {
 
 TEST_CASE("prefill (row tiles prepared once) matches the scalar reference on odd shapes", "[kernels]") {
   const std::vector<Isa> isas = simd_isas();
+  if (isas.empty()) KVC_SKIP("this CPU has neither AVX2 nor AVX-512 VNNI");
   std::mt19937 rng(13);
   // Token counts just above the decode tile (4) and not multiples of any prefill tile; rows
   // that leave a partial row tile; columns with and without a tail after whole four-block
@@ -304,6 +333,7 @@ TEST_CASE("a token's outputs do not depend on how many tokens share the call", "
   // The KV cache relies on this: logits from a prefill and from one token at a time are
   // bit-identical. Decode (up to 4 tokens) and prefill take different code paths.
   std::vector<Isa> isas = simd_isas();
+  if (isas.empty()) KVC_SKIP("this CPU has neither AVX2 nor AVX-512 VNNI");
   isas.push_back(Isa::scalar);
   std::mt19937 rng(19);
   ThreadPool pool(3);
@@ -337,6 +367,7 @@ TEST_CASE("prefill of extreme values keeps integer sums exact", "[kernels]") {
   // All weights and activations at the ends of their ranges, where an int16 step would
   // saturate first: the largest |dot| each lane can hold.
   const std::vector<Isa> isas = simd_isas();
+  if (isas.empty()) KVC_SKIP("this CPU has neither AVX2 nor AVX-512 VNNI");
   ThreadPool pool(3);
   const int64_t n_rows = 6, n_cols = 512, n_tokens = 7;
   const DType types[] = {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k};

@@ -1,4 +1,6 @@
-// Quant formats against llama.cpp's own files: the shared Q8_0/Q4_0/Q4_K_M models versus the F16 one.
+// Quant formats against llama.cpp's own bytes: llama-quantize's Q8_0/Q4_0/Q4_K_M of the synthetic
+// F16 model (the first rows of each tensor, tests/data/references/llama-quantize-*.slice.gguf)
+// versus that F16 model, made at test time.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -14,7 +16,8 @@ using namespace kvc::kernels;
 
 namespace {
 
-// Just enough of GGUF (v2/v3) to find tensors: a test-only reader that trusts the shared files.
+// Just enough of GGUF (v2/v3) to find tensors: a test-only reader, independent of core/gguf,
+// that trusts the test files.
 struct TensorInfo {
   uint32_t type = 0;
   std::vector<uint64_t> dims;  // dims[0] = elements per row
@@ -73,9 +76,9 @@ class Reader {
   size_t pos_ = 0;
 };
 
-GgufFile load(const std::string& file) {
+GgufFile load(const std::string& path) {
   GgufFile g;
-  std::ifstream in(kvc::test::model_path(file), std::ios::binary | std::ios::ate);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   REQUIRE(in);
   g.bytes.resize(static_cast<size_t>(in.tellg()));
   in.seekg(0);
@@ -107,7 +110,7 @@ GgufFile load(const std::string& file) {
 
 // The F16 model, loaded once for all the tests here.
 const GgufFile& f16_model() {
-  static const GgufFile f16 = load("tiny-gqa-f16.gguf");
+  static const GgufFile f16 = load(kvc::test::model_path("tiny-gqa-f16.gguf"));
   return f16;
 }
 
@@ -122,15 +125,19 @@ std::vector<float> f16_row(const GgufFile& f16, const std::string& name, int64_t
   return y;
 }
 
-constexpr int64_t k_rows_per_tensor = 16;  // enough rows to cover every block pattern, fast
+// llama-quantize's output for tiny-gqa-f16 at `type` (q8_0, q4_0, q4_k_m): 16 rows per tensor.
+GgufFile llama_quantized(const std::string& type) {
+  return load(kvc::test::reference_path("llama-quantize-" + type + ".slice.gguf").string());
+}
+
+constexpr int64_t k_rows_per_tensor = 16;  // the slices' rows: every block pattern, fast
 
 }  // namespace
 
-TEST_CASE("Q8_0 and Q4_0 quantizers reproduce llama.cpp's bytes for the shared models", "[kernels]") {
+TEST_CASE("Q8_0 and Q4_0 quantizers reproduce llama-quantize's bytes", "[kernels]") {
   const GgufFile& f16 = f16_model();
-  for (const auto& [file, type] :
-       {std::pair{"tiny-gqa-q8_0.gguf", DType::q8_0}, {"tiny-gqa-q4_0.gguf", DType::q4_0}}) {
-    const GgufFile q = load(file);
+  for (const auto& [file, type] : {std::pair{"q8_0", DType::q8_0}, {"q4_0", DType::q4_0}}) {
+    const GgufFile q = llama_quantized(file);
     int64_t n_blocks = 0, n_differ = 0;
     for (const auto& [name, t] : q.tensors) {
       if (t.type != static_cast<uint32_t>(type)) continue;
@@ -156,7 +163,7 @@ TEST_CASE("Q8_0 and Q4_0 quantizers reproduce llama.cpp's bytes for the shared m
 
 TEST_CASE("Q4_K and Q6_K tensors of the Q4_K_M model dequantize close to the F16 weights", "[kernels]") {
   const GgufFile& f16 = f16_model();
-  const GgufFile q = load("tiny-gqa-q4_k_m.gguf");
+  const GgufFile q = llama_quantized("q4_k_m");
   for (const DType type : {DType::q4_k, DType::q6_k}) {
     INFO(dtype_name(type));
     double err2 = 0, ref2 = 0;

@@ -3,35 +3,68 @@
 
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
+#include "kernels/cpu/quant.h"
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
 
 namespace kvc::test {
 
-std::filesystem::path models_dir() {
-  if (const char* env = std::getenv("KVCHAT_TEST_MODELS"); env && *env) return env;
-  return KVC_DEFAULT_TEST_MODELS;
-}
+std::filesystem::path data_dir() { return KVC_TEST_DATA_DIR; }
+
+std::filesystem::path models_dir() { return KVC_TEST_MODELS_DIR; }
 
 std::string model_path(const std::string& file) {
-  const auto p = models_dir() / file;
-  INFO("shared test model " << p << " is missing; set KVCHAT_TEST_MODELS to the models folder");
-  REQUIRE(std::filesystem::exists(p));
-  return p.string();
+  for (const auto& dir : {models_dir(), data_dir() / "models", data_dir() / "vocab"}) {
+    if (std::filesystem::exists(dir / file)) return (dir / file).string();
+  }
+  INFO("test model " << file << " is neither in " << models_dir()
+                     << " (run the whole suite, whose test_models fixture makes it: ctest --preset release) nor in "
+                     << data_dir());
+  FAIL("missing test model");
+  return {};
 }
 
-std::vector<float> read_f32_file(const std::filesystem::path& path) {
+std::filesystem::path reference_path(const std::string& file) {
+  const auto p = data_dir() / "references" / file;
+  INFO("reference " << p << " is missing (tests/data/make-references.sh writes it)");
+  REQUIRE(std::filesystem::exists(p));
+  return p;
+}
+
+std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   INFO("cannot read " << path);
   REQUIRE(in.good());
-  in.seekg(0, std::ios::end);
-  const auto n = static_cast<size_t>(in.tellg());
-  std::vector<float> v(n / sizeof(float));
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<float> read_f32_file(const std::filesystem::path& path) {
+  const std::string bytes = read_file(path);
+  std::vector<float> v(bytes.size() / sizeof(float));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
   return v;
+}
+
+std::vector<float> read_f16_file(const std::filesystem::path& path) {
+  const std::string bytes = read_file(path);
+  std::vector<float> v(bytes.size() / sizeof(uint16_t));
+  kernels::dequantize_row(kernels::DType::f16, bytes.data(), v.data(), static_cast<int64_t>(v.size()));
+  return v;
+}
+
+std::vector<float> reference_logits(const std::string& model) {
+  const auto f32 = data_dir() / "references" / (model + ".reference.logits.f32");
+  if (std::filesystem::exists(f32)) return read_f32_file(f32);
+  return read_f16_file(reference_path(model + ".logits.f16"));
 }
 
 std::vector<int> read_reference_ids(const std::filesystem::path& path, const std::string& key) {
@@ -48,6 +81,28 @@ std::vector<int> read_reference_ids(const std::filesystem::path& path, const std
   }
   FAIL("no line '" << key << ":' in " << path);
   return {};
+}
+
+CliRun cli(const std::string& args, const TempDir& tmp, const std::string& stdin_text) {
+  const std::string err_file = tmp.file("stderr.txt"), in_file = tmp.file("stdin.txt");
+  { std::ofstream(in_file, std::ios::binary) << stdin_text; }
+  const std::string cmd = "KVCHAT_DATA_DIR=" + quoted(tmp.file("data")) + " " + quoted(KVC_CLI_PATH) + " " + args +
+                          " <" + quoted(in_file) + " 2>" + quoted(err_file);
+  CliRun r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::array<char, 4096> buf{};
+  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), p)) > 0;) r.out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = read_file(err_file);
+  return r;
+}
+
+std::string quoted(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
 }
 
 TempDir::TempDir() {

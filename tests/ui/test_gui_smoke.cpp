@@ -55,10 +55,7 @@ bool is_png(const std::filesystem::path& p) {
 }  // namespace
 
 TEST_CASE("kvchat GUI: smoke script, then a restart resumes the conversation", "[ui][e2e]") {
-  if (!have_xvfb_run()) {
-    WARN("skipped: xvfb-run is not installed (apt-get install xvfb xauth)");
-    return;
-  }
+  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
   const std::string model = kvc::test::model_path("stories260K.gguf");
   kvc::test::TempDir tmp;
   const std::string shots = tmp.file("shots");
@@ -94,10 +91,7 @@ TEST_CASE("kvchat GUI: smoke script, then a restart resumes the conversation", "
 }
 
 TEST_CASE("kvchat GUI: first launch builds the demo model and answers in the welcome conversation", "[ui][e2e]") {
-  if (!have_xvfb_run()) {
-    WARN("skipped: xvfb-run is not installed (apt-get install xvfb xauth)");
-    return;
-  }
+  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
   kvc::test::TempDir tmp;
   std::string out;
   const int rc = run_script("", tmp.file("data"), "demo-first-launch.json", tmp.file("shots"), out);
@@ -109,10 +103,7 @@ TEST_CASE("kvchat GUI: first launch builds the demo model and answers in the wel
 }
 
 TEST_CASE("kvchat GUI: a disk tier that cannot be opened leaves chat working from RAM, with a warning", "[ui][e2e]") {
-  if (!have_xvfb_run()) {
-    WARN("skipped: xvfb-run is not installed (apt-get install xvfb xauth)");
-    return;
-  }
+  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
   kvc::test::TempDir tmp;
   std::filesystem::create_directories(tmp.path() / "data");
   { std::ofstream blocker(tmp.path() / "data/kv-cache"); }  // a file where the tier's folder goes
@@ -125,10 +116,7 @@ TEST_CASE("kvchat GUI: a disk tier that cannot be opened leaves chat working fro
 }
 
 TEST_CASE("kvchat GUI: the restart demo plays to the end; after the restart the next turn comes from T2", "[ui][e2e]") {
-  if (!have_xvfb_run()) {
-    WARN("skipped: xvfb-run is not installed (apt-get install xvfb xauth)");
-    return;
-  }
+  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
   kvc::test::TempDir tmp;
   // The scenario's own asserts check the state reached: one restart, T1 empty after it, and
   // the next turn's prompt served from T2 (> 200 tokens); a failed assert fails the demo.

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Regenerates tests/data/references from llama.cpp: run by a developer, never by the tests.
+#   usage: LLAMA_CPP=DIR tests/data/make-references.sh [BUILD_DIR]   (default build/release)
+# DIR is a llama.cpp build whose bin/ holds llama-dump-logits (source: llama-dump-logits.cpp
+# here), llama-server, llama-quantize and test-tokenizer-0. BUILD_DIR is a kvchat build
+# (kvchat-cli, tests/kvc_gguf_slice). Needs python3 (standard library only) and curl.
+#
+# What it writes, and why each is what the tests compare with:
+#   SHA256SUMS                    the synthetic models' hashes (mkmodel is deterministic)
+#   <model>.reference.txt         prompt ids (llama.cpp's tokenizer, BOS added), greedy ids and text
+#   <model>.logits.f16            logits at every prompt position, n_tokens x n_vocab, float16
+#   stories260K.reference.logits.f32   the same for stories260K in float32 (small: 5 x 512)
+#   llama-quantize-<type>.slice.gguf   the first 16 rows of every tensor of tiny-gqa-f16
+#                                 quantized by llama-quantize (its bytes, not ours)
+# The vocabularies' .inp/.out cases are llama.cpp's own files; this script checks that
+# llama.cpp's test-tokenizer-0 still passes them.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "${1:-$root/build/release}" && pwd)
+: "${LLAMA_CPP:?set LLAMA_CPP to a llama.cpp build folder (with bin/llama-dump-logits, llama-server, llama-quantize)}"
+bin=$LLAMA_CPP/bin
+data=$root/tests/data
+refs=$data/references
+cli=$build/app/kvchat-cli
+slice=$build/tests/kvc_gguf_slice
+for tool in "$bin/llama-dump-logits" "$bin/llama-server" "$bin/llama-quantize" "$bin/test-tokenizer-0" "$cli" "$slice"; do
+  [ -x "$tool" ] || { echo "missing: $tool" >&2; exit 1; }
+done
+
+work=$(mktemp -d)
+server_pid=
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+mkdir -p "$refs"
+
+synthetic_prompt="The quick brown fox jumps over the lazy dog. Memory tiers keep what matters."
+stories_prompt="Once upon a time"
+
+# f32 logits file -> f16 file (IEEE half, round to nearest even: Python's struct 'e').
+to_f16() {
+  python3 - "$1" "$2" <<'EOF'
+import array, struct, sys
+v = array.array('f')
+with open(sys.argv[1], 'rb') as f:
+    v.frombytes(f.read())
+with open(sys.argv[2], 'wb') as f:
+    f.write(struct.pack('<%de' % len(v), *v))
+EOF
+}
+
+# Greedy continuation of N tokens from llama-server (ids and text), as "greedy:" and "text:" lines.
+greedy() {
+  local model=$1 prompt=$2 n=$3 port=18734
+  "$bin/llama-server" -m "$model" --port $port -t 2 -c 512 -np 1 >"$work/server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 100); do curl -sf "localhost:$port/health" >/dev/null 2>&1 && break; sleep 0.2; done
+  curl -sf "localhost:$port/completion" -d "$(python3 -c 'import json,sys; print(json.dumps({
+      "prompt": sys.argv[1], "n_predict": int(sys.argv[2]), "temperature": 0, "top_k": 1,
+      "return_tokens": True, "ignore_eos": True, "cache_prompt": False}))' "$prompt" "$n")" |
+    python3 -c 'import json,sys; d=json.load(sys.stdin)
+print("greedy: " + " ".join(map(str, d["tokens"])))
+print("text: " + d["content"])'
+  kill "$server_pid"
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=
+}
+
+# prompt ids, greedy ids and text, logits: one model.
+reference() {
+  local model=$1 name=$2 prompt=$3 n_greedy=$4 logits=$5
+  "$bin/llama-dump-logits" -m "$model" -p "$prompt" -o "$work/$name.f32" --ids "$work/$name.ids" -t 2 2>"$work/dump.log" ||
+    { cat "$work/dump.log" >&2; exit 1; }
+  {
+    echo "prompt: $(cat "$work/$name.ids")"
+    greedy "$model" "$prompt" "$n_greedy"
+  } >"$refs/$name.reference.txt"
+  if [ "$logits" = f16 ]; then to_f16 "$work/$name.f32" "$refs/$name.logits.f16"; else cp "$work/$name.f32" "$refs/$name.reference.logits.f32"; fi
+  echo "$name: $(wc -w <"$work/$name.ids") prompt tokens, logits as $logits"
+}
+
+echo "== synthetic models (tests/data/synthetic-models.sh)"
+"$data/synthetic-models.sh" "$cli" "$work/models"
+(cd "$work/models" && sha256sum -- *.gguf) >"$refs/SHA256SUMS"
+for m in "$work"/models/*.gguf; do
+  reference "$m" "$(basename "$m" .gguf)" "$synthetic_prompt" 16 f16
+done
+
+echo "== stories260K"
+reference "$data/models/stories260K.gguf" stories260K "$stories_prompt" 100 f32
+
+echo "== llama-quantize's bytes for tiny-gqa-f16"
+for type in q8_0 q4_0 q4_k_m; do
+  "$bin/llama-quantize" "$work/models/tiny-gqa-f16.gguf" "$work/llama-$type.gguf" "${type^^}" 2 >"$work/quantize.log" 2>&1 ||
+    { cat "$work/quantize.log" >&2; exit 1; }
+  "$slice" "$work/llama-$type.gguf" "$refs/llama-quantize-$type.slice.gguf" 16
+done
+
+echo "== tokenizer cases (llama.cpp's test-tokenizer-0)"
+for v in "$data"/vocab/*.gguf; do
+  "$bin/test-tokenizer-0" "$v" >"$work/tok.log" 2>&1 || { tail -20 "$work/tok.log" >&2; exit 1; }
+  echo "$(basename "$v"): $(wc -l <"$v.out") cases pass in llama.cpp"
+done
+
+du -ch "$refs"/* | tail -1

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The synthetic test models, written by kvchat-cli mkmodel: run by CTest's test_models fixture
+# before the tests that load them, and by make-references.sh before it runs llama.cpp on them.
+# Every file depends only on these options (not on threads or the CPU): references/SHA256SUMS
+# records their hashes, and the test_models_hashes test checks them.
+#   usage: tests/data/synthetic-models.sh KVCHAT_CLI OUT_DIR [NAME...]   (no NAME: all of them)
+set -euo pipefail
+
+if [ $# -lt 2 ]; then echo "usage: $0 KVCHAT_CLI OUT_DIR [NAME...]" >&2; exit 2; fi
+cli=$1 out=$2
+shift 2
+data=$(cd "$(dirname "$0")" && pwd)
+vocab=$data/vocab/ggml-vocab-llama-spm.gguf  # the Llama 2 SentencePiece vocabulary, 32,000 pieces
+
+# name, then mkmodel options. Matrices are near-normal with std 0.02, norms near 1; attn_q and
+# attn_k are drawn with std 0.08, so attention is sharp and a position error shows in the logits.
+models=(
+  "tiny-gqa-f16     --type f16    --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 768"
+  "tiny-gqa-q8_0    --type q8_0   --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 768"
+  "tiny-gqa-q4_0    --type q4_0   --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 768"
+  "tiny-gqa-q4_k_m  --type q4_k_m --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 768"
+  "tiny-mqa-q8_0    --type q8_0   --dim 256 --layers 2 --heads 4 --kv-heads 1 --ffn 512 --tied --rope-base 500000"
+  "tiny-qwen2-q8_0  --type q8_0   --dim 256 --layers 2 --heads 8 --kv-heads 2 --ffn 512 --arch qwen2 --tied --rope-base 1000000"
+)
+
+mkdir -p "$out"
+for m in "${models[@]}"; do
+  read -r name opts <<<"$m"
+  if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then continue; fi
+  # shellcheck disable=SC2086  # opts is a list of options
+  "$cli" mkmodel -q --seed 1 --qk-std 0.08 --vocab-from "$vocab" $opts -o "$out/$name.gguf"
+done
