@@ -19,5 +19,6 @@ if [ "$mode" = demo ]; then
 fi
 
 ctest --preset release
+tests/skipped-summary.sh build/release
 packaging/test-install.sh
 tests/fuzz/run_fuzz.sh "${KVCHAT_FUZZ_SECONDS:-60}"

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds the .deb, unpacks it into a scratch root (dpkg -x) and runs what it installed:
-# kvchat-cli --version and a short generation with stories260K, kvchat --version.
+# kvchat-cli --version and a short generation with stories260K (tests/data), kvchat --version.
 #   packaging/test-install.sh [BUILD_DIR]     (default: build/release)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${1:-build/release}"
-models="${KVCHAT_TEST_MODELS:-$(pwd)/../shared/models}"
+model="$(pwd)/tests/data/models/stories260K.gguf"
 
 [ -f "$build/CMakeCache.txt" ] || cmake --preset release >/dev/null
 cmake --build "$build" -j2 --target kvchat kvchat-cli
@@ -26,7 +26,7 @@ done
 "$root/usr/bin/kvchat-cli" --version
 "$root/usr/bin/kvchat" --version
 out=$(KVCHAT_DATA_DIR="$root/data" KVCHAT_ASSET_DIR= "$root/usr/bin/kvchat-cli" generate \
-      -m "$models/stories260K.gguf" -p "Once upon a time" -n 24 --temp 0 -q)
+      -m "$model" -p "Once upon a time" -n 24 --temp 0 -q)
 echo "kvchat: generated: $out"
 [ -n "$out" ] || { echo "kvchat: the installed kvchat-cli generated nothing" >&2; exit 1; }
 echo "kvchat: install test passed"

@@ -1,24 +1,23 @@
 #!/usr/bin/env bash
 # The CUDA checks for a machine WITH a GPU, as one prepared run: build with the GPU's own
-# architecture, run the [cuda] tests, make TinyLlama-shaped models, bench CPU vs CUDA and the
-# KV cache, measure device memory bandwidth, and write a Markdown report to ${OUT:-./cuda-report}.
+# architecture, make the test models, run the [cuda] tests, make TinyLlama-shaped models, bench
+# CPU vs CUDA and the KV cache, measure device memory bandwidth, and write a Markdown report to
+# ${OUT:-./cuda-report}. Everything it needs is in the repository.
 #
 #   tests/cuda/device_check.sh            # the whole run (about 5 minutes on 16 cores)
 #   DRY_RUN=1 tests/cuda/device_check.sh  # print the plan, run nothing
-#   MODELS=dir JOBS=n                     # shared test models (default ../shared/models), build jobs
-#   BUDGET_S=s                            # the whole run's time limit (default 450 s)
+#   JOBS=n BUDGET_S=s                     # build jobs; the whole run's time limit (default 450 s)
 #
-# Every step has its own time limit, cut to what is left of BUDGET_S, and a failed step does not stop the run: the report says
-# which steps failed and keeps the last lines of their output. Without a GPU the run stops
-# after the first step with "no GPU" and exit status 0 (nothing to check here).
+# Every step has its own time limit, cut to what is left of BUDGET_S, and a failed step does
+# not stop the run: the report says which steps failed and keeps the last lines of their
+# output. Exit status: 0 when every step passed, 1 when any failed (each is named on stderr
+# and in the report), 77 without a GPU (nothing was checked).
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$root/cuda-report}
-models=${MODELS:-}
-if [ -z "$models" ]; then
-  for d in "$root/../shared/models" "$root/shared/models"; do [ -d "$d" ] && models=$d && break; done
-fi
+vocab=$root/tests/data/vocab/ggml-vocab-llama-spm.gguf
+failed=()
 jobs=${JOBS:-16}
 arch=${CUDA_ARCH:-native}  # nvcc -arch for the kernel check and the bandwidth probe
 build=${BUILD_DIR:-$root/build/device}
@@ -44,7 +43,8 @@ step() {
   t0=$(date +%s)
   left=$((budget - (t0 - t_begin)))
   if [ "$left" -lt 15 ]; then
-    steps+=("| $name | skipped: the ${budget}s budget is spent | 0 |")
+    steps+=("| $name | not run: the ${budget}s budget is spent | 0 |")
+    failed+=("$name")
     return 1
   fi
   [ "$limit" -gt "$left" ] && limit=$left
@@ -63,6 +63,7 @@ step() {
   [ $rc -eq 124 ] || [ $rc -eq 137 ] && status="TIMED OUT after ${limit}s"
   steps+=("| $name | $status | $dt |")
   echo "[$name] $status in ${dt}s"
+  [ $rc -ne 0 ] && failed+=("$name")
   return $rc
 }
 
@@ -73,7 +74,6 @@ finish() {
     echo
     echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
     echo "- GPU: ${gpu:-none}"
-    echo "- models: ${models:-not found}"
     echo "- total: $(($(date +%s) - t_begin)) s"
     echo
     echo "| step | result | seconds |"
@@ -82,6 +82,7 @@ finish() {
     echo
     for f in "$out"/section-*.md; do [ -f "$f" ] && cat "$f" && echo && rm -f "$f"; done
     echo "Full output of every step: device-check.log"
+    [ ${#failed[@]} -gt 0 ] && echo && echo "**Failed: ${failed[*]}**"
   } >"$report"
   echo "report: $report"
 }
@@ -108,9 +109,9 @@ if [ "${DRY_RUN:-0}" != 1 ]; then
   else
     gpu=
     steps+=("| gpu | no GPU (nvidia-smi missing or found no device): stopped | 0 |")
-    echo "no GPU: nothing to check on this machine"
+    echo "no GPU: nothing to check on this machine" >&2
     finish
-    exit 0
+    exit 77
   fi
 fi
 
@@ -150,9 +151,21 @@ section configure "Configure" 25
 step build 300 cmake --build "$build" -j "$jobs" --target kvc_tests kvchat-cli
 section build "Build" 25
 
-# 4. The CUDA tests: every op on every backend, end to end on the shared models.
+# 4. The CUDA tests: every op on every backend, end to end on the test models (made as CTest's
+#    test_models fixture makes them). On a GPU machine no CUDA case may skip.
+cuda_tests() {
+  "$root/tests/data/synthetic-models.sh" "$build/app/kvchat-cli" "$build/test-models" || return 1
+  "$build/tests/kvc_tests" "[cuda]" -d yes 2>&1 | tee "$build/cuda-tests.log"
+  local rc=${PIPESTATUS[0]}
+  if grep -q "kvc-test-skipped" "$build/cuda-tests.log"; then
+    echo "a CUDA test case skipped on a machine with a GPU:"
+    grep -A1 "kvc-test-skipped" "$build/cuda-tests.log"
+    return 1
+  fi
+  return "$rc"
+}
 if have "$build/tests/kvc_tests"; then
-  KVCHAT_TEST_MODELS=$models step cuda-tests 240 "$build/tests/kvc_tests" "[cuda]" -d yes
+  step cuda-tests 240 cuda_tests
   section cuda-tests "[cuda] tests" 60
 fi
 
@@ -164,9 +177,9 @@ if command -v nvcc >/dev/null 2>&1; then
 fi
 
 # 6. TinyLlama-shaped models (1.1B: dim 2048, 22 layers, 32/4 heads), CPU vs CUDA.
-if have "$cli" && [ -n "$models" ]; then
+if have "$cli"; then
   for t in q4_0 q8_0; do
-    step "mkmodel-$t" 180 "$cli" mkmodel --preset tinyllama --type "$t" --vocab-from "$models/tiny-gqa-q8_0.gguf" \
+    step "mkmodel-$t" 180 "$cli" mkmodel --preset tinyllama --type "$t" --vocab-from "$vocab" \
       -o "$build/tinyllama-$t.gguf" -q
   done
   for t in q4_0 q8_0; do
@@ -187,3 +200,7 @@ if have "$cli" && [ -n "$models" ]; then
 fi
 
 finish
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "device_check: failed steps: ${failed[*]} (see $report)" >&2
+  exit 1
+fi

@@ -27,7 +27,7 @@ std::string generate_args() {
 }  // namespace
 
 TEST_CASE("cli: --backend cuda generates like cpu on a GPU", "[cuda][app]") {
-  if (const std::string why = kvc::test::cuda_unavailable(); !why.empty()) KVC_SKIP("no CUDA device (" << why << ")");
+  if (const std::string why = kvc::test::cuda_unavailable(); !why.empty()) KVC_SKIP(why);
   kvc::test::TempDir tmp;
   const Run cpu = cli(generate_args() + "cpu", tmp);
   REQUIRE(cpu.exit_code == 0);

@@ -87,7 +87,7 @@ TEST_CASE("create_backend: cpu always, cuda or a clear reason, auto falls back, 
 }
 
 TEST_CASE("cuda e2e: stories260K greedy continuation reproduces the 100 reference tokens", "[cuda][e2e]") {
-  if (const std::string why = test::cuda_unavailable(); !why.empty()) KVC_SKIP("no CUDA device (" << why << ")");
+  if (const std::string why = test::cuda_unavailable(); !why.empty()) KVC_SKIP(why);
   auto l = load("stories260K.gguf", "cuda");
   const auto prompt = to_i32(test::read_reference_ids(test::reference_path("stories260K.reference.txt"), "prompt"));
   const auto greedy = to_i32(test::read_reference_ids(test::reference_path("stories260K.reference.txt"), "greedy"));
@@ -104,7 +104,7 @@ TEST_CASE("cuda e2e: stories260K greedy continuation reproduces the 100 referenc
 }
 
 TEST_CASE("cuda e2e: prompt logits on every test model match llama.cpp's and the CPU backend's", "[cuda][e2e]") {
-  if (const std::string why = test::cuda_unavailable(); !why.empty()) KVC_SKIP("no CUDA device (" << why << ")");
+  if (const std::string why = test::cuda_unavailable(); !why.empty()) KVC_SKIP(why);
   // Bounds vs llama.cpp: those the CPU backend meets (tests/core/test_model.cpp); the GPU keeps
   // activations in float, which is closer to exact, not farther. CPU vs GPU: the CPU's 8-bit
   // activations against float ones, at most the sum of both distances to the reference.

@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # Builds fuzz_gguf with the "fuzz" preset and fuzzes the GGUF reader for SECONDS seconds.
-# Seeds: the first 64 KiB of each shared .gguf model, small files from fuzz_gguf_seeds and
-# the past failures kept in tests/fuzz/seeds/.
+# Seeds: the first 64 KiB of each GGUF in tests/data (a model, vocabularies, tensor slices),
+# small files from fuzz_gguf_seeds and the past failures kept in tests/fuzz/seeds/.
 # Exits non-zero, printing the crash input's path (kept in a temp dir), if the fuzzer finds
 # a crash; on success the temp dir is removed.
 set -euo pipefail
 
 seconds="${1:?usage: tests/fuzz/run_fuzz.sh SECONDS}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-models="${KVCHAT_TEST_MODELS:-$root/../shared/models}"
 jobs="${KVC_FUZZ_BUILD_JOBS:-2}"
 
 cd "$root"
@@ -24,11 +23,11 @@ mkdir -p "$corpus" "$artifacts"
 cp tests/fuzz/seeds/* "$corpus"/  # inputs that once failed (regressions)
 shopt -s nullglob
 n_models=0
-for m in "$models"/*.gguf; do
+for m in tests/data/*/*.gguf; do
   head -c 65536 "$m" >"$corpus/model-$(basename "$m")"
   n_models=$((n_models + 1))
 done
-echo "run_fuzz: $n_models model seeds from $models, corpus in $corpus"
+echo "run_fuzz: $n_models GGUF seeds from tests/data, corpus in $corpus"
 
 status=0
 ./build/fuzz/tests/fuzz/fuzz_gguf "$corpus" \
