@@ -1,0 +1,120 @@
+// kvchat-cli mkmodel: files that depend only on the options, near-normal weights with the
+// requested deviations, and the architecture options (tied output, rope base, qwen2 biases).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/gguf/gguf_file.h"
+#include "kernels/cpu/quant.h"
+#include "support/test_support.h"
+
+using namespace kvc;
+
+namespace {
+
+// A small shape with stories260K's 512-piece vocabulary.
+std::string small() {
+  return " --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 128 -q --vocab-from " +
+         test::quoted(test::model_path("stories260K.gguf"));
+}
+
+struct Moments {
+  double mean = 0, std = 0;
+  double within_1sd = 0;  // fraction of values within one deviation of the mean
+  double max_abs_z = 0;   // largest |value - mean| / std
+};
+
+Moments moments_of(const gguf::GgufFile& f, const std::string& name) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  INFO(name);
+  REQUIRE(t);
+  std::vector<float> v(static_cast<size_t>(t->n_elements()));
+  kernels::dequantize_row(t->type, f.tensor_data(*t), v.data(), t->n_elements());
+  Moments m;
+  for (const double x : v) m.mean += x;
+  m.mean /= static_cast<double>(v.size());
+  for (const double x : v) m.std += (x - m.mean) * (x - m.mean);
+  m.std = std::sqrt(m.std / static_cast<double>(v.size()));
+  for (const double x : v) {
+    const double z = std::abs(x - m.mean) / m.std;
+    m.within_1sd += z <= 1.0;
+    m.max_abs_z = std::max(m.max_abs_z, z);
+  }
+  m.within_1sd /= static_cast<double>(v.size());
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("mkmodel: the same options give the same bytes on any thread count; the seed changes them", "[app][e2e]") {
+  test::TempDir tmp;
+  const std::string common = "mkmodel --type q4_k_m" + small();
+  for (const auto& [file, extra] : {std::pair{"a", " -t 1"}, {"b", " -t 3"}, {"c", " -t 2 --seed 2"}}) {
+    const auto r = test::cli(common + extra + " -o " + test::quoted(tmp.file(std::string(file) + ".gguf")), tmp);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+  }
+  const std::string a = test::read_file(tmp.file("a.gguf"));
+  CHECK(a.size() > 100000);
+  CHECK(a == test::read_file(tmp.file("b.gguf")));
+  CHECK(a != test::read_file(tmp.file("c.gguf")));
+}
+
+TEST_CASE("mkmodel: near-normal weights with the requested deviations, norms near 1", "[app][e2e]") {
+  test::TempDir tmp;
+  const auto r = test::cli("mkmodel --type f32 --std 0.03 --qk-std 0.09 --norm-std 0.01" + small() + " -o " +
+                               test::quoted(tmp.file("m.gguf")),
+                           tmp);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto f = gguf::GgufFile::open(tmp.file("m.gguf"));
+  REQUIRE(f.ok());
+  for (const auto& [name, std] : {std::pair{"blk.0.ffn_up.weight", 0.03}, {"token_embd.weight", 0.03},
+                                  {"blk.1.attn_q.weight", 0.09}, {"blk.1.attn_k.weight", 0.09},
+                                  {"blk.0.attn_v.weight", 0.03}}) {
+    const Moments m = moments_of(*f, name);
+    INFO(name << ": mean " << m.mean << " std " << m.std << " within 1 sd " << m.within_1sd << " max |z| " << m.max_abs_z);
+    CHECK(std::abs(m.mean) < 0.1 * std);  // the smallest tensor has 2,048 values: 2.2 % of std per sd
+    CHECK(m.std == Approx(std).epsilon(0.06));
+    // A normal law has 68.3 % within one deviation, a uniform one 57.7 %; the sum of four
+    // uniforms (what mkmodel draws) 66.6 %, and it never passes 2 sqrt(3) = 3.46 deviations.
+    CHECK(m.within_1sd > 0.64);
+    CHECK(m.within_1sd < 0.70);
+    CHECK(m.max_abs_z > 2.5);
+    CHECK(m.max_abs_z < 3.47);
+  }
+  const Moments norm = moments_of(*f, "blk.0.attn_norm.weight");
+  CHECK(norm.mean == Approx(1.0).epsilon(0.01));
+  CHECK(norm.std < 0.02);
+}
+
+TEST_CASE("mkmodel: --tied, --rope-base and --arch qwen2 write what llama.cpp expects", "[app][e2e]") {
+  test::TempDir tmp;
+  const auto r = test::cli("mkmodel --type q8_0 --arch qwen2 --tied --rope-base 1000000" + small() + " -o " +
+                               test::quoted(tmp.file("q.gguf")),
+                           tmp);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto f = gguf::GgufFile::open(tmp.file("q.gguf"));
+  REQUIRE(f.ok());
+  CHECK(*f->get_string("general.architecture") == "qwen2");
+  auto base = f->get_float("qwen2.rope.freq_base");
+  REQUIRE(base.ok());
+  CHECK(*base == 1e6);
+  CHECK(f->find("llama.rope.freq_base") == nullptr);
+  CHECK(f->find_tensor("output.weight") == nullptr);  // tied: the output reuses token_embd
+  for (const char* b : {"blk.1.attn_q.bias", "blk.1.attn_k.bias", "blk.1.attn_v.bias"}) {
+    INFO(b);
+    const gguf::TensorInfo* t = f->find_tensor(b);
+    REQUIRE(t);
+    CHECK(t->type == kernels::DType::f32);
+  }
+  CHECK(f->find_tensor("blk.1.attn_q.bias")->shape == std::vector<int64_t>{64});
+  CHECK(f->find_tensor("blk.1.attn_k.bias")->shape == std::vector<int64_t>{32});
+  // A typo in the architecture is refused with the choices.
+  const auto bad = test::cli("mkmodel --arch qwen9" + small() + " -o " + test::quoted(tmp.file("x.gguf")), tmp);
+  CHECK(bad.exit_code != 0);
+  CHECK_THAT(bad.err, Catch::Contains("llama or qwen2"));
+}
