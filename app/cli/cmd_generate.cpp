@@ -33,7 +33,7 @@ int run_generate(const GenerateArgs& a) {
   auto session = model::Session::create(m, context_length(a.model, m), a.model.n_batch);
   if (!session.ok()) return report(session.error());
 
-  const std::vector<int32_t> ids = m.tokenizer().encode(prompt, !a.no_bos, a.special);
+  const std::vector<int32_t> ids = m.tokenizer().encode(prompt, !a.no_bos && m.tokenizer().wants_bos(), a.special);
   if (ids.empty()) return report(make_error(ErrorCode::invalid_argument, "the prompt is empty: give one with -p or -f"));
   model::GenerateOptions opt;
   opt.max_tokens = a.n_predict;

@@ -7,7 +7,9 @@
 #include "app/cli/cli_common.h"
 #include "core/gguf/gguf_file.h"
 #include "core/kv/kv_format.h"
+#include "core/model/model.h"
 #include "core/model/model_config.h"
+#include "core/tokenizer/tokenizer.h"
 
 namespace kvc::cli {
 
@@ -56,6 +58,29 @@ struct InspectArgs {
   std::string data_dir;
 };
 
+// The tokenizer summary: kind, size, BOS/EOS and the end-of-generation tokens, or why it cannot load.
+void print_tokenizer(const gguf::GgufFile& f) {
+  auto vocab = model::vocabulary_from_gguf(f);
+  auto tok = vocab.ok() ? tokenizer::Tokenizer::create(*vocab) : Result<tokenizer::Tokenizer>(vocab.error());
+  if (!tok.ok()) {
+    std::printf("\ntokenizer: cannot load: %s\n", tok.error().what().c_str());
+    return;
+  }
+  auto name = [&](int32_t id) { return id < 0 ? std::string("none") : "\"" + std::string(tok->piece(id)) + "\""; };
+  std::string eog;
+  for (int32_t id = 0; id < tok->n_vocab(); ++id) {
+    if (tok->is_end_of_generation(id)) eog += (eog.empty() ? "" : " ") + name(id);
+  }
+  if (vocab->model == "gpt2") {
+    std::printf("\ntokenizer: byte-level BPE, pre-tokenizer %s, %d tokens, %zu merges", vocab->pre.c_str(), tok->n_vocab(),
+                vocab->merges.size());
+  } else {
+    std::printf("\ntokenizer: SentencePiece, %d tokens", tok->n_vocab());
+  }
+  std::printf("; BOS %s%s, EOS %s; a reply ends at: %s\n", name(tok->bos()).c_str(), tok->wants_bos() ? " (added)" : "",
+              name(tok->eos()).c_str(), eog.empty() ? "none" : eog.c_str());
+}
+
 int run_inspect(InspectArgs a) {
   a.model = resolve_model_path(a.model, a.data_dir);
   auto file = gguf::GgufFile::open(a.model);
@@ -87,7 +112,12 @@ int run_inspect(InspectArgs a) {
     std::printf(" %s x%zu (%s)", name.c_str(), e.first, human_bytes(static_cast<double>(e.second)).c_str());
   }
   std::printf("\n");
+  print_tokenizer(f);
 
+  if (f.tensors().empty()) {
+    std::printf("\nmodel:     none: a vocabulary-only file (use it with tokenize, or mkmodel --vocab-from)\n");
+    return 0;
+  }
   auto cfg = model::ModelConfig::from_gguf(f);
   if (!cfg.ok()) {
     std::printf("\nmodel:     cannot run: %s\n", cfg.error().what().c_str());

@@ -27,10 +27,18 @@ struct MkmodelArgs {
   std::string data_dir;
 };
 
-Result<tokenizer::Vocabulary> make_vocabulary(const std::string& vocab_from, const std::string& corpus, int64_t n_vocab) {
+// The vocabulary of --vocab-from (and its chat template, when `chat_template` is still empty),
+// or one trained on the corpus.
+Result<tokenizer::Vocabulary> make_vocabulary(const std::string& vocab_from, const std::string& corpus, int64_t n_vocab,
+                                              std::string& chat_template) {
   if (!vocab_from.empty()) {
     auto f = gguf::GgufFile::open(vocab_from);
     if (!f.ok()) return f.error();
+    if (chat_template.empty()) {
+      auto t = f->get_string_or("tokenizer.chat_template", "");
+      if (!t.ok()) return t.error();
+      chat_template = std::move(*t);
+    }
     return model::vocabulary_from_gguf(*f);
   }
   const std::string path = corpus.empty() ? (app::asset_dir() / "demo/corpus.txt").string() : corpus;
@@ -58,7 +66,7 @@ int run_mkmodel(MkmodelArgs a) {
     if (Status st = storage::ensure_dir(dir); !st.ok()) return report(st.error());
     a.out = (dir / ((a.preset.empty() ? "random" : a.preset) + "-" + a.type + ".gguf")).string();
   }
-  auto vocab = make_vocabulary(a.vocab_from, a.corpus, a.n_vocab);
+  auto vocab = make_vocabulary(a.vocab_from, a.corpus, a.n_vocab, a.spec.chat_template);
   if (!vocab.ok()) return report(vocab.error());
   Progress bar("writing " + a.out, a.quiet);
   auto st = model::write_random_model(a.spec, *vocab, a.out, [&](size_t done, size_t total) {

@@ -38,7 +38,7 @@ int run_perplexity(PerplexityArgs a) {
   auto loaded = load_model(a.model);
   if (!loaded.ok()) return report(loaded.error());
   const model::Model& m = *loaded->model;
-  const auto ids = m.tokenizer().encode(*text, true, false);
+  const auto ids = m.tokenizer().encode(*text, m.tokenizer().wants_bos(), false);
   const int64_t n_ctx = a.model.n_ctx > 0 ? a.model.n_ctx : 512;
   if (static_cast<int64_t>(ids.size()) < 2 * std::min<int64_t>(n_ctx, 16)) {
     return report(make_error(ErrorCode::invalid_argument, "the text is too short: " + std::to_string(ids.size()) + " tokens"));

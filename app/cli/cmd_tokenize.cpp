@@ -33,7 +33,7 @@ int run_tokenize(const TokenizeArgs& a) {
     if (!bytes.ok()) return report(bytes.error());
     text = std::move(*bytes);
   }
-  const auto ids = tok->encode(text, !a.no_bos, a.special);
+  const auto ids = tok->encode(text, !a.no_bos && tok->wants_bos(), a.special);
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i) std::fputc(' ', stdout);
     if (a.pieces) {
@@ -55,7 +55,7 @@ void register_tokenize(CLI::App& app) {
   auto* prompt = cmd->add_option("-p,--prompt", a->prompt, "the text");
   cmd->add_option("-f,--file", a->file, "read the text from this file, byte for byte")->excludes(prompt);
   cmd->add_flag("--pieces", a->pieces, "show each token's piece next to its id");
-  cmd->add_flag("--no-bos", a->no_bos, "do not add the BOS token");
+  cmd->add_flag("--no-bos", a->no_bos, "do not add the BOS token (added only where the vocabulary asks for it, as llama.cpp does)");
   cmd->add_flag("--special", a->special, "parse control tokens written in the text");
   add_data_dir_option(*cmd, a->data_dir);
   cmd->callback([a, cmd] {

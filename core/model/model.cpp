@@ -7,6 +7,7 @@
 #include <set>
 #include <cstring>
 
+#include "core/tokenizer/pre_tokenizer.h"
 #include "kernels/cpu/quant.h"
 
 namespace kvc::model {
@@ -146,14 +147,35 @@ Result<tokenizer::Vocabulary> vocabulary_from_gguf(const gguf::GgufFile& f) {
     if (!f.find(key)) return fallback;
     return f.get_bool(key);
   };
+  // Byte-level BPE: the pre-tokenizer's name and the merges; its defaults differ from
+  // SentencePiece's (no space prefix, BOS only where the pre-tokenizer's family adds one).
+  bool default_add_bos = true, default_add_space = true;
+  if (v.model == "gpt2") {
+    auto pre = f.get_string_or("tokenizer.ggml.pre", "default");
+    if (!pre.ok()) return pre.error();
+    v.pre = std::move(*pre);
+    if (!f.find("tokenizer.ggml.merges")) {
+      return make_error(ErrorCode::invalid_file,
+                        "tokenizer.ggml.merges is missing: a byte-level BPE (gpt2) vocabulary needs its merges");
+    }
+    auto merges = f.get_string_array("tokenizer.ggml.merges");
+    if (!merges.ok()) return merges.error();
+    v.merges = std::move(*merges);
+    auto pt = tokenizer::PreTokenizer::create(v.pre);
+    if (!pt.ok()) return pt.error();
+    default_add_bos = pt->default_add_bos();
+    default_add_space = false;
+  }
   auto bos = id("tokenizer.ggml.bos_token_id", -1);
   auto eos = id("tokenizer.ggml.eos_token_id", -1);
+  auto eot = id("tokenizer.ggml.eot_token_id", -1);
+  auto eom = id("tokenizer.ggml.eom_token_id", -1);
   auto unk = id("tokenizer.ggml.unknown_token_id", -1);
   auto pad = id("tokenizer.ggml.padding_token_id", -1);
-  auto add_bos = flag("tokenizer.ggml.add_bos_token", true);
+  auto add_bos = flag("tokenizer.ggml.add_bos_token", default_add_bos);
   auto add_eos = flag("tokenizer.ggml.add_eos_token", false);
-  auto add_space = flag("tokenizer.ggml.add_space_prefix", true);
-  for (auto* r : {&bos, &eos, &unk, &pad}) {
+  auto add_space = flag("tokenizer.ggml.add_space_prefix", default_add_space);
+  for (auto* r : {&bos, &eos, &eot, &eom, &unk, &pad}) {
     if (!r->ok()) return r->error();
   }
   for (auto* r : {&add_bos, &add_eos, &add_space}) {
@@ -161,6 +183,8 @@ Result<tokenizer::Vocabulary> vocabulary_from_gguf(const gguf::GgufFile& f) {
   }
   v.bos_id = *bos;
   v.eos_id = *eos;
+  v.eot_id = *eot;
+  v.eom_id = *eom;
   v.unk_id = *unk;
   v.pad_id = *pad;
   v.add_bos = *add_bos;

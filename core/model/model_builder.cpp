@@ -88,6 +88,37 @@ std::string demo_chat_template() {
          "{% endif %}{% endfor %}";
 }
 
+void add_vocabulary(gguf::GgufWriter& w, const tokenizer::Vocabulary& vocab) {
+  w.set_string("tokenizer.ggml.model", vocab.model);
+  if (vocab.model == "gpt2") w.set_string("tokenizer.ggml.pre", vocab.pre.empty() ? "default" : vocab.pre);
+  w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
+  if (vocab.model != "gpt2") w.set_vector("tokenizer.ggml.scores", vocab.scores);  // BPE has none
+  w.set_vector("tokenizer.ggml.token_type", vocab.types);
+  if (vocab.model == "gpt2") w.set_string_array("tokenizer.ggml.merges", vocab.merges);
+  auto set_id = [&](const char* key, int32_t id) {
+    if (id >= 0) w.set_u32(key, static_cast<uint32_t>(id));
+  };
+  set_id("tokenizer.ggml.bos_token_id", vocab.bos_id);
+  set_id("tokenizer.ggml.eos_token_id", vocab.eos_id);
+  set_id("tokenizer.ggml.eot_token_id", vocab.eot_id);
+  set_id("tokenizer.ggml.eom_token_id", vocab.eom_id);
+  set_id("tokenizer.ggml.unknown_token_id", vocab.unk_id);
+  set_id("tokenizer.ggml.padding_token_id", vocab.pad_id);
+  w.set_bool("tokenizer.ggml.add_bos_token", vocab.add_bos);
+  w.set_bool("tokenizer.ggml.add_eos_token", vocab.add_eos);
+  w.set_bool("tokenizer.ggml.add_space_prefix", vocab.add_space_prefix);
+}
+
+Status write_vocabulary_file(const tokenizer::Vocabulary& vocab, const std::string& chat_template,
+                             const std::string& path) {
+  gguf::GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("general.name", "vocabulary");
+  add_vocabulary(w, vocab);
+  if (!chat_template.empty()) w.set_string("tokenizer.chat_template", chat_template);
+  return w.write(path);
+}
+
 Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vocab, const std::string& path,
                           const std::function<void(size_t, size_t)>& progress) {
   const auto n_vocab = static_cast<int64_t>(vocab.tokens.size());
@@ -110,20 +141,7 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   w.set_f32(a + "rope.freq_base", spec.rope_freq_base);
   w.set_f32(a + "attention.layer_norm_rms_epsilon", spec.rms_eps);
   w.set_u32(a + "vocab_size", static_cast<uint32_t>(n_vocab));
-  w.set_string("tokenizer.ggml.model", vocab.model);
-  w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
-  w.set_vector("tokenizer.ggml.scores", vocab.scores);
-  w.set_vector("tokenizer.ggml.token_type", vocab.types);
-  auto set_id = [&](const char* key, int32_t id) {
-    if (id >= 0) w.set_u32(key, static_cast<uint32_t>(id));
-  };
-  set_id("tokenizer.ggml.bos_token_id", vocab.bos_id);
-  set_id("tokenizer.ggml.eos_token_id", vocab.eos_id);
-  set_id("tokenizer.ggml.unknown_token_id", vocab.unk_id);
-  set_id("tokenizer.ggml.padding_token_id", vocab.pad_id);
-  w.set_bool("tokenizer.ggml.add_bos_token", vocab.add_bos);
-  w.set_bool("tokenizer.ggml.add_eos_token", vocab.add_eos);
-  w.set_bool("tokenizer.ggml.add_space_prefix", vocab.add_space_prefix);
+  add_vocabulary(w, vocab);
   if (!spec.chat_template.empty()) w.set_string("tokenizer.chat_template", spec.chat_template);
 
   // Matrices near-normal around 0 (attn_q / attn_k with their own deviation), norms near 1.

@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "core/gguf/gguf_writer.h"
 #include "core/model/quant_policy.h"
 #include "core/tokenizer/tokenizer.h"
 #include "core/util/result.h"
@@ -44,6 +45,13 @@ struct ModelSpec {
 // progress(done, total) counts tensors' bytes.
 Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vocab, const std::string& path,
                           const std::function<void(size_t done, size_t total)>& progress = {});
+
+// Writes the vocabulary's tokenizer.ggml.* keys (SentencePiece or byte-level BPE).
+void add_vocabulary(gguf::GgufWriter& w, const tokenizer::Vocabulary& vocab);
+
+// Writes a vocabulary-only GGUF (no tensors): what `tokenize` and `mkmodel --vocab-from` read.
+Status write_vocabulary_file(const tokenizer::Vocabulary& vocab, const std::string& chat_template,
+                             const std::string& path);
 
 // A chat template in the [INST] family, for the demo model (its vocabulary has <s> and </s>).
 std::string demo_chat_template();

@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 #include <unordered_map>
 
+#include "core/tokenizer/bpe.h"
+#include "core/tokenizer/byte_level.h"
 #include "core/tokenizer/model_proto.h"
 #include "core/util/assert.h"
 
@@ -15,7 +18,8 @@ namespace kvc::tokenizer {
 
 struct Tokenizer::Impl {
   Vocabulary vocab;
-  sentencepiece::SentencePieceProcessor sp;
+  sentencepiece::SentencePieceProcessor sp;  // SentencePiece vocabularies
+  std::optional<BpeModel> bpe;               // byte-level BPE vocabularies
   std::unordered_map<std::string_view, int32_t> id_of;  // views into vocab.tokens
   // Control, unknown and user-defined pieces, longest first (ties by id): the split order.
   std::vector<int32_t> special_ids;
@@ -70,12 +74,13 @@ Status check_id(const char* what, const char* key, int32_t id, size_t n_tokens) 
 
 // Checks everything sentencepiece would otherwise reject with less helpful words (or not at all).
 Status validate(Vocabulary& v) {
-  if (v.model != "llama") {
+  if (v.model != "llama" && v.model != "gpt2") {
     return make_error(ErrorCode::unsupported,
                       "tokenizer model \"" + v.model +
-                          "\" (tokenizer.ggml.model) is not supported yet; kvchat supports only "
-                          "\"llama\" (SentencePiece) vocabularies");
+                          "\" (tokenizer.ggml.model) is not supported yet; kvchat supports \"llama\" "
+                          "(SentencePiece) and \"gpt2\" (byte-level BPE) vocabularies");
   }
+  const bool spm = v.model == "llama";
   const size_t n = v.tokens.size();
   if (n == 0) return vocab_error("the vocabulary is empty (tokenizer.ggml.tokens has no entries)");
   if (n > static_cast<size_t>(INT32_MAX)) return vocab_error("the vocabulary has more than 2^31 tokens");
@@ -89,6 +94,8 @@ Status validate(Vocabulary& v) {
   }
   KVC_TRY(check_id("BOS", "tokenizer.ggml.bos_token_id", v.bos_id, n));
   KVC_TRY(check_id("EOS", "tokenizer.ggml.eos_token_id", v.eos_id, n));
+  KVC_TRY(check_id("EOT", "tokenizer.ggml.eot_token_id", v.eot_id, n));
+  KVC_TRY(check_id("EOM", "tokenizer.ggml.eom_token_id", v.eom_id, n));
   KVC_TRY(check_id("unknown-token", "tokenizer.ggml.unknown_token_id", v.unk_id, n));
   KVC_TRY(check_id("padding", "tokenizer.ggml.padding_token_id", v.pad_id, n));
 
@@ -114,7 +121,7 @@ Status validate(Vocabulary& v) {
                          "control, user-defined, unused, byte");
     }
     if (t == static_cast<int32_t>(TokenType::unknown)) unknown_ids.push_back(static_cast<int32_t>(i));
-    if (t == static_cast<int32_t>(TokenType::byte)) {
+    if (t == static_cast<int32_t>(TokenType::byte) && spm) {
       const int b = parse_byte_piece(piece);
       if (b < 0) return vocab_error(where + " has type byte but is not spelled <0xXX>");
       if (byte_ids[static_cast<size_t>(b)] >= 0) {
@@ -125,6 +132,8 @@ Status validate(Vocabulary& v) {
       ++n_bytes;
     }
   }
+  if (!spm) return {};  // BPE has no unknown piece and no byte pieces to check
+
   // SentencePiece needs exactly one unknown piece: the token that unknown_token_id names (some
   // converters type it control, as Phi-3's <unk>), else the only unknown-type token. Other
   // unknown-type tokens (Phi-3's [PAD...] padding) become unused, which encoding never
@@ -157,8 +166,9 @@ Status validate(Vocabulary& v) {
 }
 
 bool is_end_of_turn_name(std::string_view piece) {
-  static constexpr std::array<std::string_view, 6> k_names = {
-      "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>"};
+  static constexpr std::array<std::string_view, 10> k_names = {
+      "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>",
+      "<|return|>", "<|call|>",   "<EOT>",      "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"};
   return std::find(k_names.begin(), k_names.end(), piece) != k_names.end();
 }
 
@@ -177,11 +187,18 @@ Result<Tokenizer> Tokenizer::create(const Vocabulary& vocab) {
   Vocabulary& v = impl->vocab;
   KVC_TRY(validate(v));
 
-  const auto status = impl->sp.LoadFromSerializedProto(serialize_model_proto(v, false));
-  if (!status.ok()) {
-    return vocab_error("sentencepiece rejected the vocabulary: " + status.ToString());
+  const bool spm = v.model == "llama";
+  if (spm) {
+    const auto status = impl->sp.LoadFromSerializedProto(serialize_model_proto(v, false));
+    if (!status.ok()) {
+      return vocab_error("sentencepiece rejected the vocabulary: " + status.ToString());
+    }
+    KVC_ASSERT(impl->sp.GetPieceSize() == static_cast<int>(v.tokens.size()));
+  } else {
+    auto bpe = BpeModel::create(v);
+    if (!bpe.ok()) return bpe.error();
+    impl->bpe.emplace(std::move(*bpe));
   }
-  KVC_ASSERT(impl->sp.GetPieceSize() == static_cast<int>(v.tokens.size()));
 
   const size_t n = v.tokens.size();
   impl->id_of.reserve(n);
@@ -193,6 +210,10 @@ Result<Tokenizer> Tokenizer::create(const Vocabulary& vocab) {
     impl->id_of.emplace(piece, id);
     switch (static_cast<TokenType>(v.types[i])) {
       case TokenType::normal: {
+        if (!spm) {
+          impl->bytes_of[i] = decode_byte_level(piece);
+          break;
+        }
         std::string text;
         for (size_t p = 0; p < piece.size();) {
           if (piece.compare(p, k_space_symbol.size(), k_space_symbol) == 0) {
@@ -210,7 +231,7 @@ Result<Tokenizer> Tokenizer::create(const Vocabulary& vocab) {
         impl->special_ids.push_back(id);
         break;
       case TokenType::byte:
-        impl->bytes_of[i] = std::string(1, static_cast<char>(parse_byte_piece(piece)));
+        if (const int b = parse_byte_piece(piece); b >= 0) impl->bytes_of[i] = std::string(1, static_cast<char>(b));
         break;
       case TokenType::control:
       case TokenType::unknown:
@@ -219,9 +240,9 @@ Result<Tokenizer> Tokenizer::create(const Vocabulary& vocab) {
       case TokenType::unused:
         break;
     }
-    const bool special_type = v.types[i] == static_cast<int32_t>(TokenType::control) ||
-                              v.types[i] == static_cast<int32_t>(TokenType::user_defined);
-    if (id == v.eos_id || (special_type && is_end_of_turn_name(piece))) impl->end_of_generation[i] = 1;
+    if (id == v.eos_id || id == v.eot_id || id == v.eom_id || is_end_of_turn_name(piece)) {
+      impl->end_of_generation[i] = 1;
+    }
   }
   std::stable_sort(impl->special_ids.begin(), impl->special_ids.end(), [&](int32_t a, int32_t b) {
     return v.tokens[static_cast<size_t>(a)].size() > v.tokens[static_cast<size_t>(b)].size();
@@ -281,6 +302,10 @@ std::vector<int32_t> Tokenizer::encode_impl(std::string_view text, bool add_bos,
       out.push_back(f.special_id);
       continue;
     }
+    if (m.bpe) {
+      m.bpe->encode(text.substr(f.begin, f.end - f.begin), out);
+      continue;
+    }
     buffer.clear();
     if (m.vocab.add_space_prefix && (prefix_at_start || f.begin != 0)) buffer += ' ';
     buffer.append(text.substr(f.begin, f.end - f.begin));
@@ -305,6 +330,7 @@ int32_t Tokenizer::eos() const { return impl_->vocab.eos_id; }
 bool Tokenizer::wants_bos() const { return impl_->vocab.add_bos; }
 bool Tokenizer::wants_eos() const { return impl_->vocab.add_eos; }
 bool Tokenizer::add_space_prefix() const { return impl_->vocab.add_space_prefix; }
+const std::string& Tokenizer::model() const { return impl_->vocab.model; }
 
 TokenType Tokenizer::type(int32_t id) const {
   KVC_ASSERT(id >= 0 && id < n_vocab());

@@ -1,4 +1,5 @@
-// The tokenizer: a GGUF-style vocabulary run through the sentencepiece library, plus a streaming decoder.
+// The tokenizer: a GGUF-style vocabulary, SentencePiece (through the sentencepiece library) or
+// byte-level BPE (our own, with PCRE2 pre-tokenizers), plus a streaming decoder.
 #pragma once
 
 #include <cstdint>
@@ -24,16 +25,20 @@ enum class TokenType : int32_t {
 
 // The vocabulary as a GGUF stores it.
 // Invariants (checked by Tokenizer::create, not by this struct): tokens, scores and types have
-// the same size; types are 1..6; pieces are non-empty and unique; exactly one piece is
-// `unknown`; byte pieces are spelled "<0xXX>" and, if any exist, all 256 do; every id is -1 or
-// in [0, tokens.size()).
+// the same size; types are 1..6; pieces are non-empty and unique; every id is -1 or in
+// [0, tokens.size()). SentencePiece ("llama"): one unknown piece; byte pieces are spelled
+// "<0xXX>" and, if any exist, all 256 do. Byte-level BPE ("gpt2"): merges are "left right".
 struct Vocabulary {
-  std::string model = "llama";  // tokenizer.ggml.model; only "llama" (SentencePiece) is supported
+  std::string model = "llama";  // tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2" (byte-level BPE)
+  std::string pre;              // tokenizer.ggml.pre: the BPE pre-tokenizer ("" = llama.cpp's default)
   std::vector<std::string> tokens;
   std::vector<float> scores;
   std::vector<int32_t> types;  // TokenType values
+  std::vector<std::string> merges;  // tokenizer.ggml.merges, BPE only: "left right", rank = index
   int32_t bos_id = -1;
   int32_t eos_id = -1;
+  int32_t eot_id = -1;  // tokenizer.ggml.eot_token_id: end of turn (also ends a reply)
+  int32_t eom_id = -1;  // tokenizer.ggml.eom_token_id: end of message (likewise)
   int32_t unk_id = -1;
   int32_t pad_id = -1;
   bool add_bos = true;           // tokenizer.ggml.add_bos_token
@@ -41,10 +46,11 @@ struct Vocabulary {
   bool add_space_prefix = true;  // tokenizer.ggml.add_space_prefix
 };
 
-// Tokenizes like llama.cpp does for `tokenizer.ggml.model = llama` (its reference ids agree for
-// stories260K, in the tests, and for the Llama-2 vocabulary of the tiny models): no normalization, whitespace kept as it is (never
-// collapsed or trimmed), and a dummy prefix space before every run of plain text when
-// add_space_prefix is on.
+// Tokenizes like llama.cpp (its expected ids for the Llama 2, Phi-3, GPT-2, Llama 3, Qwen,
+// DeepSeek, Falcon, StarCoder, Refact and MPT vocabularies are in the tests).
+// SentencePiece (`tokenizer.ggml.model = llama`): no normalization, whitespace kept as it is
+// (never collapsed or trimmed), and a dummy prefix space before every run of plain text when
+// add_space_prefix is on. Byte-level BPE (`gpt2`): see BpeModel and PreTokenizer.
 //
 // Special tokens. With parse_special, control and unknown pieces written in the text (e.g.
 // "<s>", "<|im_end|>") become their ids; user-defined pieces always do. The text is split at
@@ -59,8 +65,9 @@ struct Vocabulary {
 // Cheap to copy (shares its immutable state); encode/decode are safe to call from many threads.
 class Tokenizer {
  public:
-  // Validates the vocabulary (sizes, types, ids, byte pieces) with messages naming the GGUF key
-  // and token at fault; ErrorCode::unsupported for a model type other than "llama".
+  // Validates the vocabulary (sizes, types, ids, byte pieces, merges) with messages naming the
+  // GGUF key and token at fault; ErrorCode::unsupported for a model type other than "llama" or
+  // "gpt2", or a pre-tokenizer not known.
   static Result<Tokenizer> create(const Vocabulary& vocab);
 
   // Tokenizes the start of a sequence. add_bos: prepend BOS (when the vocabulary has one; ask
@@ -79,11 +86,14 @@ class Tokenizer {
   bool wants_bos() const;  // the vocabulary's add_bos flag
   bool wants_eos() const;  // the vocabulary's add_eos flag
   bool add_space_prefix() const;
+  // "llama" (SentencePiece) or "gpt2" (byte-level BPE).
+  const std::string& model() const;
   TokenType type(int32_t id) const;
   bool is_control(int32_t id) const;
-  // EOS, and the end-of-turn tokens of chat models when the vocabulary has them as control or
-  // user-defined pieces: "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<end_of_turn>", "<|end|>",
-  // "<|endoftext|>". Ids out of range are not.
+  // EOS, EOT and EOM as the vocabulary names them, and the end-of-turn tokens of chat models
+  // found by their text as llama.cpp does ("<|im_end|>", "<|eot_id|>", "<|eom_id|>",
+  // "<end_of_turn>", "<|end|>", "<|endoftext|>", "<|return|>", "<|call|>", "<EOT>",
+  // "<｜end▁of▁sentence｜>"). Ids out of range are not.
   bool is_end_of_generation(int32_t id) const;
   std::string_view piece(int32_t id) const;  // the raw piece text ("▁the", "<0x0A>", "<s>")
   // The id of a piece spelled exactly so, or -1.

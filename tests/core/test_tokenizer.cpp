@@ -221,8 +221,15 @@ TEST_CASE("tokenizer: unsupported model types and invalid vocabularies are clear
     CHECK(r.error().message.find(words) != std::string::npos);
   };
   auto v = good;
+  v.model = "bert";
+  expect_error(v, kvc::ErrorCode::unsupported, "\"bert\"");
+  v = good;
   v.model = "gpt2";
-  expect_error(v, kvc::ErrorCode::unsupported, "\"gpt2\"");
+  v.pre = "klingon-bpe";
+  expect_error(v, kvc::ErrorCode::unsupported, "'klingon-bpe' (tokenizer.ggml.pre)");
+  v.pre = "gpt-2";
+  v.merges = {"a b", "nospace"};
+  expect_error(v, kvc::ErrorCode::invalid_file, "merge 1 (tokenizer.ggml.merges) \"nospace\"");
   v = good;
   v.tokens.clear();
   v.scores.clear();

@@ -1,7 +1,10 @@
 // The tokenizer against llama.cpp's own expected ids: its test cases (VOCAB.gguf.inp/.out) for
-// the SentencePiece vocabularies in tests/data/vocab, through the library and kvchat-cli.
+// the SentencePiece and byte-level BPE vocabularies of tests/data/vocab, and for the Llama 3 and
+// Qwen vocabularies that the test_vocabularies fixture fetches and converts; through the
+// library and kvchat-cli.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -53,6 +56,52 @@ tokenizer::Tokenizer load_tokenizer(const std::string& vocab) {
   return std::move(*tok);
 }
 
+std::string ids_line(const std::vector<int32_t>& ids);
+
+// The SentencePiece and BPE vocabularies that ship in tests/data (BPE ones xz-compressed).
+const std::vector<std::string> k_shipped = {
+    "ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf",      "ggml-vocab-gpt-2.gguf",  "ggml-vocab-deepseek-llm.gguf",
+    "ggml-vocab-deepseek-coder.gguf", "ggml-vocab-falcon.gguf", "ggml-vocab-starcoder.gguf", "ggml-vocab-refact.gguf",
+    "ggml-vocab-mpt.gguf"};
+// Fetched from npm and converted by kvchat-cli convert-vocab (tests/data/test-vocabularies.sh).
+const std::vector<std::string> k_fetched = {"ggml-vocab-llama-bpe.gguf", "ggml-vocab-qwen2.gguf",
+                                            "ggml-vocab-deepseek-r1-qwen.gguf"};
+
+// Why the fetched vocabularies are missing ("" when they are there).
+std::string fetched_missing() {
+  const auto why = test::models_dir() / "hf-vocab-missing.txt";
+  if (std::filesystem::exists(why)) return "Llama 3 / Qwen vocabularies not fetched: " + test::read_file(why);
+  return {};
+}
+
+void check_cases(const std::string& vocab) {
+  const auto tok = load_tokenizer(vocab);
+  const auto cases = llama_cases(vocab);
+  REQUIRE(cases.size() >= 20);
+  int n_empty = 0;
+  for (const Case& c : cases) {
+    INFO(vocab << " text: \"" << c.text << "\"");
+    CHECK(tok.encode(c.text, false, false) == c.ids);
+    n_empty += c.ids.empty();
+  }
+  CHECK(n_empty <= 1);  // only the empty text has no ids: the files were read right
+}
+
+// Every `stride`-th case through kvchat-cli (a process each: the library test above runs them all).
+void check_cli_cases(const std::string& vocab, const test::TempDir& tmp, size_t stride) {
+  int n = 0;
+  const auto cases = llama_cases(vocab);
+  for (size_t i = 0; i < cases.size(); i += stride) {
+    const Case& c = cases[i];
+    const std::string file = tmp.file("case" + std::to_string(n++) + ".txt");
+    std::ofstream(file, std::ios::binary) << c.text;
+    const auto r = test::cli("tokenize -m " + test::quoted(test::model_path(vocab)) + " --no-bos -f " + test::quoted(file), tmp);
+    INFO(vocab << " text: \"" << c.text << "\"\n" << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out == ids_line(c.ids) + "\n");
+  }
+}
+
 std::string ids_line(const std::vector<int32_t>& ids) {
   std::ostringstream s;
   for (size_t i = 0; i < ids.size(); ++i) s << (i ? " " : "") << ids[i];
@@ -61,34 +110,43 @@ std::string ids_line(const std::vector<int32_t>& ids) {
 
 }  // namespace
 
-TEST_CASE("tokenizer: llama.cpp's test cases for the SentencePiece vocabularies", "[core]") {
-  for (const char* vocab : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"}) {
-    DYNAMIC_SECTION(vocab) {
-      const auto tok = load_tokenizer(vocab);
-      const auto cases = llama_cases(vocab);
-      REQUIRE(cases.size() >= 40);
-      int n_empty = 0;
-      for (const Case& c : cases) {
-        INFO("text: \"" << c.text << "\"");
-        CHECK(tok.encode(c.text, false, false) == c.ids);
-        n_empty += c.ids.empty();
-      }
-      CHECK(n_empty <= 1);  // only the empty text has no ids: the files were read right
-    }
+TEST_CASE("tokenizer: llama.cpp's test cases for the vocabularies in tests/data", "[core]") {
+  for (const std::string& vocab : k_shipped) {
+    DYNAMIC_SECTION(vocab) { check_cases(vocab); }
   }
 }
 
-TEST_CASE("cli: tokenize --no-bos -f prints llama.cpp's ids for every test case", "[app][e2e]") {
-  test::TempDir tmp;
-  for (const char* vocab : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"}) {
-    int n = 0;
-    for (const Case& c : llama_cases(vocab)) {
-      const std::string file = tmp.file("case" + std::to_string(n++) + ".txt");
-      std::ofstream(file, std::ios::binary) << c.text;
-      const auto r = test::cli("tokenize -m " + test::quoted(test::model_path(vocab)) + " --no-bos -f " + test::quoted(file), tmp);
-      INFO(vocab << " text: \"" << c.text << "\"\n" << r.err);
-      REQUIRE(r.exit_code == 0);
-      CHECK(r.out == ids_line(c.ids) + "\n");
-    }
+TEST_CASE("tokenizer: llama.cpp's test cases for the Llama 3 and Qwen vocabularies", "[core]") {
+  if (const std::string why = fetched_missing(); !why.empty()) KVC_SKIP(why);
+  for (const std::string& vocab : k_fetched) {
+    DYNAMIC_SECTION(vocab) { check_cases(vocab); }
   }
+}
+
+TEST_CASE("cli: tokenize --no-bos -f prints llama.cpp's ids for the test cases", "[app][e2e]") {
+  test::TempDir tmp;
+  // Every case for the SentencePiece vocabularies, every fifth for the BPE ones.
+  for (const std::string& vocab : k_shipped) check_cli_cases(vocab, tmp, vocab.find("spm") != std::string::npos || vocab.find("phi-3") != std::string::npos ? 1 : 5);
+}
+
+TEST_CASE("cli: tokenize adds BOS exactly where llama.cpp does", "[app][e2e]") {
+  // llama-tokenize -m VOCAB -p "hello world": BOS first for Llama 2, Phi-3 and DeepSeek LLM
+  // (their add_bos_token), none for GPT-2 and Falcon (no such key, and their family adds none).
+  test::TempDir tmp;
+  for (const auto& [vocab, bos] : {std::pair<std::string, int>{"ggml-vocab-llama-spm.gguf", 1}, {"ggml-vocab-phi-3.gguf", 1},
+                                   {"ggml-vocab-deepseek-llm.gguf", 100000}, {"ggml-vocab-gpt-2.gguf", -1},
+                                   {"ggml-vocab-falcon.gguf", -1}}) {
+    INFO(vocab);
+    const auto r = test::cli("tokenize -m " + test::quoted(test::model_path(vocab)) + " -p 'hello world'", tmp);
+    REQUIRE(r.exit_code == 0);
+    const auto tok = load_tokenizer(vocab);
+    const auto plain = ids_line(tok.encode("hello world", false, false));
+    CHECK(r.out == (bos >= 0 ? std::to_string(bos) + " " : std::string()) + plain + "\n");
+  }
+}
+
+TEST_CASE("cli: tokenize prints llama.cpp's ids for the Llama 3 and Qwen cases", "[app][e2e]") {
+  if (const std::string why = fetched_missing(); !why.empty()) KVC_SKIP(why);
+  test::TempDir tmp;
+  for (const std::string& vocab : k_fetched) check_cli_cases(vocab, tmp, 5);
 }
