@@ -95,7 +95,7 @@ Result<std::string> ensure_demo_model(const std::string& data_dir, bool quiet) {
 
 void register_mkmodel(CLI::App& app) {
   auto a = std::make_shared<MkmodelArgs>();
-  auto* cmd = app.add_subcommand("mkmodel", "write a llama or qwen2 GGUF with random weights of any shape and weight type");
+  auto* cmd = app.add_subcommand("mkmodel", "write a llama, llama3, qwen2 or qwen3 GGUF with random weights of any shape and weight type");
   cmd->add_option("-o,--output", a->out, "GGUF file to write (default: DATA_DIR/models/PRESET-TYPE.gguf)");
   add_data_dir_option(*cmd, a->data_dir);
   cmd->add_option("--preset", a->preset, "a known shape: tinyllama (dim 2048, 22 layers, 32/4 heads, FFN 5632)");
@@ -106,7 +106,14 @@ void register_mkmodel(CLI::App& app) {
   cmd->add_option("--kv-heads", a->spec.n_head_kv, "KV heads (1 = MQA)")->capture_default_str();
   cmd->add_option("--ffn", a->spec.n_ff, "feed-forward width")->capture_default_str();
   cmd->add_option("--ctx", a->spec.n_ctx, "context length")->capture_default_str();
-  cmd->add_option("--arch", a->spec.arch, "architecture: llama, or qwen2 (split-halves rope, Q/K/V biases)")
+  cmd->add_option("--arch", a->spec.arch,
+                  "architecture: llama; llama3 (llama with rope_freqs.weight); qwen2 (split-halves rope, Q/K/V "
+                  "biases); qwen3 (split halves, per-head Q/K norms)")
+      ->capture_default_str();
+  cmd->add_option("--head-dim", a->spec.head_dim, "qwen3: the head size when it is not --dim / --heads");
+  cmd->add_option("--rope-scale-factor", a->spec.rope_scale_factor, "llama3: the divisor of the low-frequency rope pairs")
+      ->capture_default_str();
+  cmd->add_option("--rope-orig-ctx", a->spec.rope_orig_ctx, "llama3: the original context the rope factors extend")
       ->capture_default_str();
   cmd->add_option("--rope-base", a->spec.rope_freq_base, "rope frequency base")->capture_default_str();
   cmd->add_flag("--tied", a->spec.tied, "no output.weight: the output layer reuses the token embeddings");

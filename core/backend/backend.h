@@ -61,7 +61,7 @@ class Backend {
 
   // x: (n_tokens, n_embd) <- rows `tokens` of `table` (dequantized).
   virtual void embed(const Weight& table, const int32_t* tokens, int64_t n_tokens, float* x) = 0;
-  // out = rmsnorm(x) * w, row by row; x, out: (n_tokens, n).
+  // out = rmsnorm(x) * w, row by row; x, out: (n_tokens, n). out may be x (in place).
   virtual void rmsnorm(const float* x, const float* w, int64_t n_tokens, int64_t n, float eps, float* out) = 0;
   // y: (n_tokens, w.n_rows) = x: (n_tokens, w.n_cols) * W^T, plus bias (n_rows) when non-null.
   virtual void matmul(const Weight& w, const float* x, int64_t n_tokens, float* y, const float* bias) = 0;

@@ -104,6 +104,10 @@ class CudaBackend final : public Backend {
 
   void rope(float* x, int64_t n_tokens, const int64_t* positions, int n_heads, int head_dim,
             const kernels::RopeParams& p) override {
+    if (p.freq_factors) {  // Llama 3's per-pair rope factors are not in the CUDA kernel yet
+      if (error_.empty()) error_ = "rope frequency factors (rope_freqs.weight, Llama 3) are not supported on CUDA yet; use --backend cpu";
+      return;
+    }
     auto* dev_pos = static_cast<int64_t*>(upload(positions_, positions, static_cast<size_t>(n_tokens) * sizeof(int64_t)));
     if (!dev_pos) return;
     kc::launch_rope(x, n_tokens, dev_pos, n_heads, head_dim, kc::RopeArgs{p.n_rot, p.freq_base, p.freq_scale, p.interleaved},

@@ -79,11 +79,16 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     const int layer = static_cast<int>(l);
-    // Attention block: h = norm(x); q, k, v = h W^T; rope; store k, v; x += attn(q) Wo^T.
+    // Attention block: h = norm(x); q, k, v = h W^T (+ per-head norms); rope; store k, v;
+    // x += attn(q) Wo^T.
     be_.rmsnorm(x_, lw.attn_norm, n, c.n_embd, c.rms_eps, h_);
     be_.matmul(lw.wq, h_, n, q_, lw.bq);
     be_.matmul(lw.wk, h_, n, k_, lw.bk);
     be_.matmul(lw.wv, h_, n, v_, lw.bv);
+    if (c.qk_norm) {  // qwen3: each head of Q and K normed on its own, before rope
+      be_.rmsnorm(q_, lw.q_norm, n * c.n_head, c.head_dim, c.rms_eps, q_);
+      be_.rmsnorm(k_, lw.k_norm, n * c.n_head_kv, c.head_dim, c.rms_eps, k_);
+    }
     be_.rope(q_, n, positions_.data(), static_cast<int>(c.n_head), static_cast<int>(c.head_dim), c.rope);
     be_.rope(k_, n, positions_.data(), static_cast<int>(c.n_head_kv), static_cast<int>(c.head_dim), c.rope);
     be_.kv_store(layout_, layer, slices_, k_, v_);

@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 
+#include <cmath>
 #include <map>
 #include <set>
 #include <cstring>
@@ -36,6 +37,7 @@ class Loader {
   Result<backend::Weight> matrix(const std::string& name, int64_t n_rows, int64_t n_cols) {
     const gguf::TensorInfo* t = f_.find_tensor(name);
     if (!t) return make_error(ErrorCode::invalid_file, "tensor " + name + " is missing");
+    used_.insert(name);
     if (t->shape.size() != 2 || t->shape[0] != n_cols || t->shape[1] != n_rows) {
       return make_error(ErrorCode::invalid_file, "tensor " + name + " has shape " + shape_str(*t) +
                                                      ", expected [" + std::to_string(n_cols) + ", " +
@@ -53,22 +55,40 @@ class Loader {
 
   // A 1-D float vector of n elements (any float or quantized type, dequantized).
   Result<const float*> vector(const std::string& name, int64_t n, bool optional = false) {
+    std::vector<float> host;
+    auto found = host_vector(name, n, optional, host);
+    if (!found.ok()) return found.error();
+    if (!*found) return static_cast<const float*>(nullptr);
+    auto dev = be_.upload_floats(host.data(), n);
+    if (!dev.ok()) return dev.error();
+    owned_.push_back(*dev);
+    return static_cast<const float*>(*dev);
+  }
+
+  // A 1-D vector of n elements into host memory; false when it is optional and absent.
+  Result<bool> host_vector(const std::string& name, int64_t n, bool optional, std::vector<float>& host) {
     const gguf::TensorInfo* t = f_.find_tensor(name);
     if (!t) {
-      if (optional) return static_cast<const float*>(nullptr);
+      if (optional) return false;
       return make_error(ErrorCode::invalid_file, "tensor " + name + " is missing");
     }
     if (t->shape.size() != 1 || t->shape[0] != n) {
       return make_error(ErrorCode::invalid_file, "tensor " + name + " has shape " + shape_str(*t) +
                                                      ", expected [" + std::to_string(n) + "]");
     }
-    std::vector<float> host(static_cast<size_t>(n));
+    used_.insert(name);
+    host.resize(static_cast<size_t>(n));
     kernels::dequantize_row(t->type, f_.tensor_data(*t), host.data(), n);
     bytes_ += t->n_bytes;
-    auto dev = be_.upload_floats(host.data(), n);
-    if (!dev.ok()) return dev.error();
-    owned_.push_back(*dev);
-    return static_cast<const float*>(*dev);
+    return true;
+  }
+
+  // The first tensor of the file that no call above asked for, or null.
+  const gguf::TensorInfo* first_unused() const {
+    for (const gguf::TensorInfo& t : f_.tensors()) {
+      if (!used_.count(t.name)) return &t;
+    }
+    return nullptr;
   }
 
   size_t bytes() const { return bytes_; }
@@ -86,6 +106,7 @@ class Loader {
   std::vector<void*>& owned_;
   size_t bytes_ = 0;
   std::set<std::string> types_;
+  std::set<std::string> used_;  // names of the tensors handed out
 };
 
 // Touches every page of the tensor data so that the first token does not pay for page
@@ -258,6 +279,8 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Bac
                      assign_v(w.bq, "attn_q.bias", c.q_width(), true),
                      assign_v(w.bk, "attn_k.bias", c.kv_width(), true),
                      assign_v(w.bv, "attn_v.bias", c.kv_width(), true),
+                     assign_v(w.q_norm, "attn_q_norm.weight", c.head_dim, !c.qk_norm),
+                     assign_v(w.k_norm, "attn_k_norm.weight", c.head_dim, !c.qk_norm),
                      assign_v(w.ffn_norm, "ffn_norm.weight", c.n_embd, false),
                      assign_m(w.w_gate, "ffn_gate.weight", c.n_ff, c.n_embd),
                      assign_m(w.w_up, "ffn_up.weight", c.n_ff, c.n_embd),
@@ -266,6 +289,27 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Bac
     }
     if (c.qkv_bias && (!w.bq || !w.bk || !w.bv)) {
       return fail(make_error(ErrorCode::invalid_file, b + "attn_{q,k,v}.bias: " + c.arch + " needs Q, K and V biases"));
+    }
+    if (!c.qk_norm && (w.q_norm || w.k_norm)) {
+      return fail(make_error(ErrorCode::unsupported, b + "attn_q_norm / attn_k_norm: architecture " + c.arch +
+                                                         " has no Q/K norms; the file may be mislabelled (qwen3?)"));
+    }
+  }
+  // Llama 3's rope scaling: one frequency divisor per rotated pair, in rope_freqs.weight.
+  {
+    auto found = ld.host_vector("rope_freqs.weight", c.rope.n_rot / 2, true, m->rope_factors_);
+    if (!found.ok()) return fail(found.error());
+    if (*found) {
+      for (float f : m->rope_factors_) {
+        if (!(f > 0.0f) || !std::isfinite(f)) {
+          return fail(make_error(ErrorCode::invalid_file, "tensor rope_freqs.weight: every factor must be positive"));
+        }
+      }
+      if (be.name().rfind("cuda", 0) == 0) {
+        return fail(make_error(ErrorCode::unsupported, "rope frequency factors (rope_freqs.weight, Llama 3) are not "
+                                                       "supported by the CUDA backend yet; use --backend cpu"));
+      }
+      m->config_.rope.freq_factors = m->rope_factors_.data();
     }
   }
   auto onorm = ld.vector("output_norm.weight", c.n_embd);
@@ -277,6 +321,13 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Bac
     auto out = ld.matrix("output.weight", c.n_vocab, c.n_embd);
     if (!out.ok()) return fail(out.error());
     m->weights_.output = *out;
+  }
+  // Never run a file whose tensors say more than the architecture reads: a tensor nobody uses
+  // means a feature kvchat does not implement, and its output would be silently wrong.
+  if (const gguf::TensorInfo* t = ld.first_unused()) {
+    return fail(make_error(ErrorCode::unsupported, "tensor " + t->name + " is not used by architecture " + c.arch +
+                                                       " as kvchat implements it, so its output would be wrong; "
+                                                       "this model needs a newer kvchat"));
   }
   m->weight_bytes_ = ld.bytes();
   return m;
@@ -300,10 +351,12 @@ std::string Model::weight_type_summary() const {
 kv::BlockKey kv_fingerprint(const Model& m, const kernels::KvBlockLayout& layout) {
   const ModelConfig& c = m.config();
   // Little-endian words: layout geometry, formats and their group, then rope settings.
+  // (The weights fingerprint already covers every tensor: Q/K norms and rope_freqs too.)
   const int64_t words[] = {layout.n_layer,       layout.n_kv_head,  layout.head_dim, layout.block_tokens,
                            static_cast<int64_t>(layout.k_type), static_cast<int64_t>(layout.v_type),
                            c.rope.n_rot,         c.rope.interleaved ? 1 : 0,
-                           layout.group,         c.sliding_window};
+                           layout.group,         c.sliding_window,
+                           c.qk_norm ? 1 : 0,    c.rope.freq_factors ? 1 : 0};
   const double reals[] = {static_cast<double>(c.rope.freq_base), static_cast<double>(c.rope.freq_scale)};
   uint8_t bytes[sizeof words + sizeof reals];
   std::memcpy(bytes, words, sizeof words);

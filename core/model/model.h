@@ -27,6 +27,8 @@ struct LayerWeights {
   const float* bq = nullptr;         // (q_width), qwen2 only
   const float* bk = nullptr;         // (kv_width)
   const float* bv = nullptr;         // (kv_width)
+  const float* q_norm = nullptr;     // (head_dim), qwen3 only: every head of Q
+  const float* k_norm = nullptr;     // (head_dim), qwen3 only: every head of K
   const float* ffn_norm = nullptr;   // (n_embd)
   backend::Weight w_gate;            // (n_ff, n_embd)
   backend::Weight w_up;              // (n_ff, n_embd)
@@ -78,6 +80,7 @@ class Model {
   ModelWeights weights_;
   backend::Backend* backend_ = nullptr;
   std::vector<void*> owned_;  // backend allocations (norms, biases) freed with the model
+  std::vector<float> rope_factors_;  // (n_rot / 2) rope_freqs.weight (Llama 3), host; config_.rope points here
   std::string path_;
   size_t weight_bytes_ = 0;
   kv::BlockKey weights_fingerprint_;

@@ -2,6 +2,7 @@
 #include "core/model/model_builder.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "core/gguf/gguf_writer.h"
@@ -34,6 +35,7 @@ struct TensorPlan {
   DType type;
   float mean;
   float std;
+  std::vector<float> values;  // when not empty: these values, row-major, instead of random ones
 };
 
 // A standard near-normal value from 64 random bits: the sum of four 16-bit uniforms
@@ -55,9 +57,36 @@ void generate_rows(const TensorPlan& t, uint64_t seed, int64_t row_begin, int64_
   scratch.resize(static_cast<size_t>(n_cols));
   for (int64_t r = row_begin; r < row_end; ++r) {
     uint64_t s = seed ^ hash_name(t.name) ^ (static_cast<uint64_t>(r) * 0xd1b54a32d192ed03ull);
-    for (int64_t c = 0; c < n_cols; ++c) scratch[static_cast<size_t>(c)] = t.mean + t.std * near_normal(splitmix64(s));
+    for (int64_t c = 0; c < n_cols; ++c) {
+      scratch[static_cast<size_t>(c)] = t.values.empty() ? t.mean + t.std * near_normal(splitmix64(s))
+                                                         : t.values[static_cast<size_t>(r * n_cols + c)];
+    }
     kernels::quantize_row(t.type, scratch.data(), out + static_cast<size_t>(r - row_begin) * row, n_cols);
   }
+}
+
+// Llama 3's rope factors, one divisor per rotated pair k of n_pairs, as Meta's scaling
+// defines them (low_freq_factor 1, high_freq_factor 4): 1 where the pair's wavelength
+// 2 pi base^(2k / n_rot) is under orig_ctx / 4, `factor` where it is over orig_ctx, and
+// 1 / ((1 - t) / factor + t) in between, t = (orig_ctx / wavelength - 1) / 3. Each factor is
+// rounded to a multiple of 2^-12, so that a last-bit difference between C libraries' pow()
+// cannot change the file (and its recorded hash).
+std::vector<float> llama3_rope_factors(int64_t n_pairs, float base, float factor, int64_t orig_ctx) {
+  std::vector<float> f(static_cast<size_t>(n_pairs));
+  const double ctx = static_cast<double>(orig_ctx);
+  for (int64_t k = 0; k < n_pairs; ++k) {
+    const double wavelength = 2.0 * 3.14159265358979323846 *
+                              std::pow(static_cast<double>(base), static_cast<double>(k) / static_cast<double>(n_pairs));
+    double v = 1.0;
+    if (wavelength > ctx) {
+      v = static_cast<double>(factor);
+    } else if (wavelength > ctx / 4.0) {
+      const double t = (ctx / wavelength - 1.0) / 3.0;
+      v = 1.0 / ((1.0 - t) / static_cast<double>(factor) + t);
+    }
+    f[static_cast<size_t>(k)] = static_cast<float>(std::round(v * 4096.0) / 4096.0);
+  }
+  return f;
 }
 
 }  // namespace
@@ -67,12 +96,20 @@ Status ModelSpec::validate(int64_t n_vocab) const {
   if (n_embd <= 0 || n_layer <= 0 || n_head <= 0 || n_head_kv <= 0 || n_ff <= 0 || n_ctx <= 0) {
     return bad("every dimension must be positive");
   }
-  if (n_embd % n_head != 0) return bad("--dim must be a multiple of --heads");
+  if (head_dim == 0 && n_embd % n_head != 0) return bad("--dim must be a multiple of --heads (or give --head-dim)");
   if (n_head % n_head_kv != 0) return bad("--heads must be a multiple of --kv-heads");
-  if ((n_embd / n_head) % 2 != 0) return bad("the head size (--dim / --heads) must be even for rotary embeddings");
+  if (head_size() <= 0 || head_size() % 2 != 0 || head_size() > 1024) {
+    return bad("the head size (--head-dim, or --dim / --heads) must be even and at most 1024 for rotary embeddings");
+  }
+  if (head_dim != 0 && arch != "qwen3") return bad("--head-dim is for --arch qwen3 (other architectures use --dim / --heads)");
+  if (arch == "llama3" && !(rope_scale_factor >= 1 && rope_scale_factor < 1000 && rope_orig_ctx > 0)) {
+    return bad("--rope-scale-factor must be in [1, 1000) and --rope-orig-ctx positive");
+  }
   if (n_embd % 32 != 0 || n_ff % 32 != 0) return bad("--dim and --ffn must be multiples of 32 (the quantization block)");
   if (n_vocab < 4) return bad("the vocabulary is too small");
-  if (arch != "llama" && arch != "qwen2") return bad("unknown architecture '" + arch + "' (choose llama or qwen2)");
+  if (arch != "llama" && arch != "llama3" && arch != "qwen2" && arch != "qwen3") {
+    return bad("unknown architecture '" + arch + "' (choose llama, llama3, qwen2 or qwen3)");
+  }
   if (!(weight_std > 0 && weight_std < 10) || !(qk_std >= 0 && qk_std < 10) || !(norm_std >= 0 && norm_std < 10) ||
       !(bias_std >= 0 && bias_std < 10)) {
     return bad("standard deviations must lie in [0, 10) (and --std above 0)");
@@ -123,12 +160,14 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
                           const std::function<void(size_t, size_t)>& progress) {
   const auto n_vocab = static_cast<int64_t>(vocab.tokens.size());
   KVC_TRY(spec.validate(n_vocab));
-  const int64_t head_dim = spec.n_embd / spec.n_head;
-  const int64_t q_width = spec.n_embd, kv_width = spec.n_head_kv * head_dim;
+  const int64_t head_dim = spec.head_size();
+  const int64_t q_width = spec.n_head * head_dim, kv_width = spec.n_head_kv * head_dim;
+  // Llama 3 is the llama architecture plus rope_freqs.weight.
+  const std::string arch = spec.arch == "llama3" ? "llama" : spec.arch;
 
   gguf::GgufWriter w;
-  const std::string a = spec.arch + ".";
-  w.set_string("general.architecture", spec.arch);
+  const std::string a = arch + ".";
+  w.set_string("general.architecture", arch);
   w.set_string("general.name", spec.name);
   w.set_u32("general.file_type", static_cast<uint32_t>(spec.type));
   w.set_u32(a + "context_length", static_cast<uint32_t>(spec.n_ctx));
@@ -138,6 +177,10 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   w.set_u32(a + "attention.head_count", static_cast<uint32_t>(spec.n_head));
   w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(spec.n_head_kv));
   w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(head_dim));
+  if (spec.arch == "qwen3") {
+    w.set_u32(a + "attention.key_length", static_cast<uint32_t>(head_dim));
+    w.set_u32(a + "attention.value_length", static_cast<uint32_t>(head_dim));
+  }
   w.set_f32(a + "rope.freq_base", spec.rope_freq_base);
   w.set_f32(a + "attention.layer_norm_rms_epsilon", spec.rms_eps);
   w.set_u32(a + "vocab_size", static_cast<uint32_t>(n_vocab));
@@ -149,12 +192,16 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   std::vector<TensorPlan> plans;
   auto matrix = [&](std::string name, int64_t rows, int64_t cols, float std) {
     const DType t = tensor_type(spec.type, name, 2, cols, spec.n_layer);
-    plans.push_back({std::move(name), {cols, rows}, t, 0.0f, std});
+    plans.push_back({std::move(name), {cols, rows}, t, 0.0f, std, {}});
   };
   auto vector = [&](std::string name, int64_t n, float mean, float std) {
-    plans.push_back({std::move(name), {n}, DType::f32, mean, std});
+    plans.push_back({std::move(name), {n}, DType::f32, mean, std, {}});
   };
   matrix("token_embd.weight", n_vocab, spec.n_embd, spec.weight_std);
+  if (spec.arch == "llama3") {
+    plans.push_back({"rope_freqs.weight", {head_dim / 2}, DType::f32, 0.0f, 0.0f,
+                     llama3_rope_factors(head_dim / 2, spec.rope_freq_base, spec.rope_scale_factor, spec.rope_orig_ctx)});
+  }
   for (int64_t l = 0; l < spec.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     vector(b + "attn_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
@@ -165,6 +212,10 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
       vector(b + "attn_q.bias", q_width, 0.0f, spec.bias_std);
       vector(b + "attn_k.bias", kv_width, 0.0f, spec.bias_std);
       vector(b + "attn_v.bias", kv_width, 0.0f, spec.bias_std);
+    }
+    if (spec.arch == "qwen3") {
+      vector(b + "attn_q_norm.weight", head_dim, 1.0f, spec.norm_std);
+      vector(b + "attn_k_norm.weight", head_dim, 1.0f, spec.norm_std);
     }
     matrix(b + "attn_output.weight", spec.n_embd, q_width, spec.weight_std);
     vector(b + "ffn_norm.weight", spec.n_embd, 1.0f, spec.norm_std);

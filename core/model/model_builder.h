@@ -15,15 +15,20 @@ namespace kvc::model {
 // The shape of a llama-family model. Defaults: a small model that runs anywhere.
 struct ModelSpec {
   std::string name = "kvchat random llama";
-  std::string arch = "llama";   // "llama", or "qwen2" (split-halves rope, Q/K/V biases)
+  // "llama"; "llama3" (llama with rope_freqs.weight: Llama 3's rope scaling); "qwen2"
+  // (split-halves rope, Q/K/V biases); "qwen3" (split halves, per-head Q/K norms, head_dim)
+  std::string arch = "llama";
   int64_t n_embd = 256;
   int64_t n_layer = 4;
   int64_t n_head = 8;
   int64_t n_head_kv = 2;
   int64_t n_ff = 768;
   int64_t n_ctx = 2048;
+  int64_t head_dim = 0;         // qwen3 only: the head size (attention.key_length); 0: n_embd / n_head
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
+  float rope_scale_factor = 8.0f;  // llama3: the low-frequency pairs' divisor
+  int64_t rope_orig_ctx = 8192;    // llama3: the context the factors extend (original_max_position_embeddings)
   FileType type = FileType::q8_0;
   uint64_t seed = 1;
   float weight_std = 0.02f;     // matrices: near-normal with this standard deviation, mean 0
@@ -35,6 +40,7 @@ struct ModelSpec {
   std::string chat_template;    // tokenizer.chat_template; empty: none
   int n_threads = 0;            // 0: one per physical core
 
+  int64_t head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
   Status validate(int64_t n_vocab) const;
 };
 

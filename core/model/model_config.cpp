@@ -14,11 +14,13 @@ struct ArchTraits {
   const char* name;
   bool interleaved_rope;  // llama: adjacent pairs; qwen2: halves (neox)
   bool qkv_bias;
+  bool qk_norm;           // qwen3: RMSNorm of each head of Q and K before rope
 };
 constexpr ArchTraits k_archs[] = {
-    {"llama", true, false},
-    {"mistral", true, false},
-    {"qwen2", false, true},
+    {"llama", true, false, false},
+    {"mistral", true, false, false},
+    {"qwen2", false, true, false},
+    {"qwen3", false, false, true},
 };
 
 Result<int64_t> required_count(const gguf::GgufFile& f, const std::string& key) {
@@ -57,7 +59,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   }
   if (!traits) {
     return make_error(ErrorCode::unsupported, "architecture '" + c.arch +
-                                                  "' is not supported yet (supported: llama, mistral, qwen2)");
+                                                  "' is not supported yet (supported: llama, mistral, qwen2, qwen3)");
   }
   if (f.find("general.name")) {
     if (auto n = f.get_string("general.name"); n.ok()) c.name = *n;
@@ -90,7 +92,9 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
     if (*window > (uint64_t{1} << 31)) return make_error(ErrorCode::invalid_file, "attention.sliding_window is not a plausible size");
     c.sliding_window = static_cast<int64_t>(*window);
   }
-  if (c.n_embd % c.n_head != 0) {
+  // The head size: attention.key_length where the file sets it (Qwen 3's differs from
+  // width / heads), else width / heads, which must then divide evenly.
+  if (!f.find(p + "attention.key_length") && c.n_embd % c.n_head != 0) {
     return make_error(ErrorCode::invalid_file, "embedding_length " + std::to_string(c.n_embd) +
                                                    " is not a multiple of head_count " + std::to_string(c.n_head));
   }
@@ -127,6 +131,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   c.rope.freq_base = *base;
   c.rope.interleaved = traits->interleaved_rope;
   c.qkv_bias = traits->qkv_bias;
+  c.qk_norm = traits->qk_norm;
 
   std::string scaling = "none";
   if (f.find(p + "rope.scaling.type")) {

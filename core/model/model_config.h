@@ -32,8 +32,9 @@ struct ModelConfig {
   // included (Mistral-style local attention); 0: to all earlier positions.
   int64_t sliding_window = 0;
   float rms_eps = 1e-5f;
-  kernels::RopeParams rope;  // n_rot, freq_base, freq_scale, pairing
+  kernels::RopeParams rope;  // n_rot, freq_base, freq_scale, pairing; freq_factors set by Model::load
   bool qkv_bias = false;     // qwen2-style biases on Q, K, V
+  bool qk_norm = false;      // qwen3: per-head RMSNorm of Q and K (attn_q_norm / attn_k_norm) before rope
   bool tied_embeddings = false;  // no output.weight: logits use token_embd
 
   int64_t q_width() const { return n_head * head_dim; }

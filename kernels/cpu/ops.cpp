@@ -46,7 +46,7 @@ struct RopeCache {
 
 bool same_params(const RopeParams& a, const RopeParams& b) {
   return a.n_rot == b.n_rot && a.freq_base == b.freq_base && a.freq_scale == b.freq_scale &&
-         a.interleaved == b.interleaved;
+         a.interleaved == b.interleaved && a.freq_factors == b.freq_factors;
 }
 
 }  // namespace
@@ -62,6 +62,7 @@ RopeTables rope_tables(const RopeParams& p, int64_t pos) {
       const double exponent = -2.0 * k / p.n_rot;
       cache.inv_freq[static_cast<size_t>(k)] =
           static_cast<double>(p.freq_scale) * std::pow(static_cast<double>(p.freq_base), exponent);
+      if (p.freq_factors) cache.inv_freq[static_cast<size_t>(k)] /= static_cast<double>(p.freq_factors[k]);
     }
     cache.has_params = true;
     cache.has_tables = false;

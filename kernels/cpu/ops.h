@@ -24,11 +24,14 @@ void softmax_inplace(float* x, int64_t n);
 // The first n_rot dims of each head rotate; pair (i, i+1) for `interleaved` (llama GGUF:
 // weights are already permuted for it), pair (i, i + n_rot/2) otherwise (neox, qwen2).
 // theta_i = pos * freq_scale * freq_base^(-2i/n_rot).
+// Pair k of the n_rot rotated dimensions turns by pos * freq_scale * freq_base^(-2k / n_rot)
+// / freq_factors[k] radians (freq_factors: Llama 3's rope_freqs, one divisor per pair).
 struct RopeParams {
   int n_rot = 0;
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;  // 1 / linear scaling factor
   bool interleaved = true;
+  const float* freq_factors = nullptr;  // (n_rot / 2) host floats, or null: all 1
 };
 void rope(float* x, int n_heads, int head_dim, int64_t pos, const RopeParams& p);
 

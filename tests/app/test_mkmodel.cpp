@@ -2,6 +2,7 @@
 // requested deviations, and the architecture options (tied output, rope base, qwen2 biases).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -90,6 +91,44 @@ TEST_CASE("mkmodel: near-normal weights with the requested deviations, norms nea
   CHECK(norm.std < 0.02);
 }
 
+TEST_CASE("mkmodel: --arch llama3 writes Llama 3-shaped rope factors; qwen3 its Q/K norms and head size", "[app][e2e]") {
+  test::TempDir tmp;
+  const auto r = test::cli("mkmodel --type f16 --arch llama3 --rope-base 500000 --rope-scale-factor 8 --rope-orig-ctx 64" +
+                               small() + " -o " + test::quoted(tmp.file("l3.gguf")),
+                           tmp);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto f = gguf::GgufFile::open(tmp.file("l3.gguf"));
+  REQUIRE(f.ok());
+  CHECK(*f->get_string("general.architecture") == "llama");  // Llama 3 is llama plus the factors
+  const gguf::TensorInfo* t = f->find_tensor("rope_freqs.weight");
+  REQUIRE(t);
+  REQUIRE(t->shape == std::vector<int64_t>{8});  // one per rotated pair of a 16-wide head
+  std::vector<float> ff(8);
+  kernels::dequantize_row(t->type, f->tensor_data(*t), ff.data(), 8);
+  // High-frequency pairs keep their speed, low-frequency ones are slowed by the factor, and
+  // the factors never decrease from one pair to the next.
+  CHECK(ff.front() == 1.0f);
+  CHECK(ff.back() == 8.0f);
+  CHECK(std::is_sorted(ff.begin(), ff.end()));
+  CHECK(std::any_of(ff.begin(), ff.end(), [](float x) { return x > 1.0f && x < 8.0f; }));
+
+  const auto q = test::cli("mkmodel --type f16 --arch qwen3 --head-dim 32" + small() + " -o " +
+                               test::quoted(tmp.file("q3.gguf")),
+                           tmp);
+  INFO(q.err);
+  REQUIRE(q.exit_code == 0);
+  auto g = gguf::GgufFile::open(tmp.file("q3.gguf"));
+  REQUIRE(g.ok());
+  CHECK(*g->get_uint("qwen3.attention.key_length") == 32);
+  CHECK(g->find_tensor("blk.0.attn_q.weight")->shape == std::vector<int64_t>{64, 128});  // 4 heads x 32 rows
+  CHECK(g->find_tensor("blk.1.attn_k_norm.weight")->shape == std::vector<int64_t>{32});
+  CHECK(g->find_tensor("blk.1.attn_q.bias") == nullptr);
+  const auto bad = test::cli("mkmodel --arch llama --head-dim 32" + small() + " -o " + test::quoted(tmp.file("x.gguf")), tmp);
+  CHECK(bad.exit_code != 0);
+  CHECK_THAT(bad.err, Catch::Contains("--head-dim is for --arch qwen3"));
+}
+
 TEST_CASE("mkmodel: --tied, --rope-base and --arch qwen2 write what llama.cpp expects", "[app][e2e]") {
   test::TempDir tmp;
   const auto r = test::cli("mkmodel --type q8_0 --arch qwen2 --tied --rope-base 1000000" + small() + " -o " +
@@ -116,5 +155,5 @@ TEST_CASE("mkmodel: --tied, --rope-base and --arch qwen2 write what llama.cpp ex
   // A typo in the architecture is refused with the choices.
   const auto bad = test::cli("mkmodel --arch qwen9" + small() + " -o " + test::quoted(tmp.file("x.gguf")), tmp);
   CHECK(bad.exit_code != 0);
-  CHECK_THAT(bad.err, Catch::Contains("llama or qwen2"));
+  CHECK_THAT(bad.err, Catch::Contains("llama, llama3, qwen2 or qwen3"));
 }

@@ -10,10 +10,14 @@ if [ $# -lt 2 ]; then echo "usage: $0 KVCHAT_CLI OUT_DIR [NAME...]" >&2; exit 2;
 cli=$1 out=$2
 shift 2
 data=$(cd "$(dirname "$0")" && pwd)
-vocab=$data/vocab/ggml-vocab-llama-spm.gguf  # the Llama 2 SentencePiece vocabulary, 32,000 pieces
+spm=$data/vocab/ggml-vocab-llama-spm.gguf  # the Llama 2 SentencePiece vocabulary, 32,000 pieces
+stories=$data/models/stories260K.gguf      # stories260K's 512 pieces: small references for long prompts
 
 # name, then mkmodel options. Matrices are near-normal with std 0.02, norms near 1; attn_q and
-# attn_k are drawn with std 0.08, so attention is sharp and a position error shows in the logits.
+# attn_k are drawn with std 0.08 (0.1 for the F16 architecture models), so attention is sharp
+# and a position error shows in the logits; the quantized architecture models keep it soft
+# (0.02), where two quantized runs are not chaotic. The llama3 / qwen3 models take stories260K's
+# vocabulary and a 486-token prompt (past the llama3 factors' original context of 64).
 models=(
   "tiny-gqa-f16     --type f16    --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 768"
   "tiny-gqa-q8_0    --type q8_0   --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 768"
@@ -21,6 +25,10 @@ models=(
   "tiny-gqa-q4_k_m  --type q4_k_m --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 768"
   "tiny-mqa-q8_0    --type q8_0   --dim 256 --layers 2 --heads 4 --kv-heads 1 --ffn 512 --tied --rope-base 500000"
   "tiny-qwen2-q8_0  --type q8_0   --dim 256 --layers 2 --heads 8 --kv-heads 2 --ffn 512 --arch qwen2 --tied --rope-base 1000000"
+  "tiny-llama3-f16  --type f16  --qk-std 0.1  --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --ffn 512 --arch llama3 --rope-scale-factor 8 --rope-orig-ctx 64"
+  "tiny-llama3-q8_0 --type q8_0 --qk-std 0.02 --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --ffn 512 --arch llama3 --rope-scale-factor 8 --rope-orig-ctx 64"
+  "tiny-qwen3-f16   --type f16  --qk-std 0.1  --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch qwen3 --rope-base 1000000"
+  "tiny-qwen3-q8_0  --type q8_0 --qk-std 0.02 --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch qwen3 --rope-base 1000000"
 )
 
 mkdir -p "$out"
@@ -28,5 +36,8 @@ for m in "${models[@]}"; do
   read -r name opts <<<"$m"
   if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then continue; fi
   # shellcheck disable=SC2086  # opts is a list of options
-  "$cli" mkmodel -q --seed 1 --qk-std 0.08 --vocab-from "$vocab" $opts -o "$out/$name.gguf"
+  defaults=()  # unless the entry says otherwise: sharp attention, the Llama 2 vocabulary
+  [[ " $opts " == *" --qk-std "* ]] || defaults+=(--qk-std 0.08)
+  [[ " $opts " == *" --vocab-from="* ]] || defaults+=(--vocab-from="$spm")
+  "$cli" mkmodel -q --seed 1 "${defaults[@]}" $opts -o "$out/$name.gguf"
 done
