@@ -71,6 +71,7 @@ Result<Loaded> load_model(const ModelOptions& o) {
   l.backend = std::move(*be);
   Progress bar("loading " + path, o.quiet);
   model::LoadOptions lo;
+  lo.n_ctx = o.n_ctx;
   lo.progress = [&](size_t done, size_t total) { bar.update(total ? static_cast<double>(done) / static_cast<double>(total) : 1.0); };
   auto m = model::Model::load(path, *l.backend, lo);
   if (!m.ok()) return m.error();

@@ -89,8 +89,10 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
       be_.rmsnorm(q_, lw.q_norm, n * c.n_head, c.head_dim, c.rms_eps, q_);
       be_.rmsnorm(k_, lw.k_norm, n * c.n_head_kv, c.head_dim, c.rms_eps, k_);
     }
-    be_.rope(q_, n, positions_.data(), static_cast<int>(c.n_head), static_cast<int>(c.head_dim), c.rope);
-    be_.rope(k_, n, positions_.data(), static_cast<int>(c.n_head_kv), static_cast<int>(c.head_dim), c.rope);
+    if (c.layer_has_rope(l)) {  // SmolLM3 leaves every fourth layer without positions (NoPE)
+      be_.rope(q_, n, positions_.data(), static_cast<int>(c.n_head), static_cast<int>(c.head_dim), c.rope);
+      be_.rope(k_, n, positions_.data(), static_cast<int>(c.n_head_kv), static_cast<int>(c.head_dim), c.rope);
+    }
     be_.kv_store(layout_, layer, slices_, k_, v_);
     be_.attention(layout_, layer, slices_, q_, shape, m_.config().sliding_window, att_);
     be_.matmul(lw.wo, att_, n, h_, nullptr);

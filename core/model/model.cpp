@@ -35,6 +35,47 @@ class Loader {
 
   // A 2-D weight with exactly (n_rows, n_cols).
   Result<backend::Weight> matrix(const std::string& name, int64_t n_rows, int64_t n_cols) {
+    auto info = matrix_info(name, n_rows, n_cols);
+    if (!info.ok()) return info.error();
+    const gguf::TensorInfo* t = *info;
+    kernels::MatrixView v{t->type, f_.tensor_data(*t), n_rows, n_cols};
+    bytes_ += t->n_bytes;
+    types_.insert(kernels::dtype_name(t->type));
+    return be_.upload_weight(v);
+  }
+
+  // Rows [row_begin, row_begin + n_rows) of a 2-D weight of exactly (total_rows, n_cols): one
+  // part of a fused tensor (Phi-3's attn_qkv, its gate-and-up ffn_up). Rows are contiguous in
+  // every GGUF type, so the part is a view, not a copy.
+  Result<backend::Weight> matrix_part(const std::string& name, int64_t total_rows, int64_t n_cols, int64_t row_begin,
+                                      int64_t n_rows) {
+    auto whole = matrix_info(name, total_rows, n_cols);
+    if (!whole.ok()) return whole.error();
+    const gguf::TensorInfo& t = **whole;
+    if (row_begin == 0) {  // count the tensor's bytes once, with its first part
+      bytes_ += t.n_bytes;
+      types_.insert(kernels::dtype_name(t.type));
+    }
+    const uint8_t* data = f_.tensor_data(t) + kernels::row_bytes(t.type, n_cols) * static_cast<size_t>(row_begin);
+    return be_.upload_weight(kernels::MatrixView{t.type, data, n_rows, n_cols});
+  }
+
+  bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
+
+  // A 1-D float vector of n elements (any float or quantized type, dequantized).
+  Result<const float*> vector(const std::string& name, int64_t n, bool optional = false) {
+    std::vector<float> host;
+    auto found = host_vector(name, n, optional, host);
+    if (!found.ok()) return found.error();
+    if (!*found) return static_cast<const float*>(nullptr);
+    auto dev = be_.upload_floats(host.data(), n);
+    if (!dev.ok()) return dev.error();
+    owned_.push_back(*dev);
+    return static_cast<const float*>(*dev);
+  }
+
+  // The tensor `name`, checked to be a weight matrix of exactly (n_rows, n_cols).
+  Result<const gguf::TensorInfo*> matrix_info(const std::string& name, int64_t n_rows, int64_t n_cols) {
     const gguf::TensorInfo* t = f_.find_tensor(name);
     if (!t) return make_error(ErrorCode::invalid_file, "tensor " + name + " is missing");
     used_.insert(name);
@@ -47,22 +88,7 @@ class Loader {
       return make_error(ErrorCode::unsupported, "tensor " + name + ": type " +
                                                     kernels::dtype_name(t->type) + " cannot be a weight matrix");
     }
-    kernels::MatrixView v{t->type, f_.tensor_data(*t), n_rows, n_cols};
-    bytes_ += t->n_bytes;
-    types_.insert(kernels::dtype_name(t->type));
-    return be_.upload_weight(v);
-  }
-
-  // A 1-D float vector of n elements (any float or quantized type, dequantized).
-  Result<const float*> vector(const std::string& name, int64_t n, bool optional = false) {
-    std::vector<float> host;
-    auto found = host_vector(name, n, optional, host);
-    if (!found.ok()) return found.error();
-    if (!*found) return static_cast<const float*>(nullptr);
-    auto dev = be_.upload_floats(host.data(), n);
-    if (!dev.ok()) return dev.error();
-    owned_.push_back(*dev);
-    return static_cast<const float*>(*dev);
+    return t;
   }
 
   // A 1-D vector of n elements into host memory; false when it is optional and absent.
@@ -271,10 +297,24 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Bac
       dst = *r;
       return {};
     };
+    // Phi-3 fuses Q, K and V into attn_qkv (rows: Q, then K, then V) and gate and up into
+    // ffn_up (rows: gate, then up); other files keep them apart.
+    auto part = [&](backend::Weight& dst, const char* name, int64_t total, int64_t cols, int64_t begin, int64_t rows) -> Status {
+      auto r = ld.matrix_part(b + name, total, cols, begin, rows);
+      if (!r.ok()) return r.error();
+      dst = *r;
+      return {};
+    };
+    const bool fused_qkv = ld.has(b + "attn_qkv.weight");
+    const bool fused_up = !ld.has(b + "ffn_gate.weight") && c.arch == "phi3";
+    const int64_t qkv_rows = c.q_width() + 2 * c.kv_width();
     for (Status s : {assign_v(w.attn_norm, "attn_norm.weight", c.n_embd, false),
-                     assign_m(w.wq, "attn_q.weight", c.q_width(), c.n_embd),
-                     assign_m(w.wk, "attn_k.weight", c.kv_width(), c.n_embd),
-                     assign_m(w.wv, "attn_v.weight", c.kv_width(), c.n_embd),
+                     fused_qkv ? part(w.wq, "attn_qkv.weight", qkv_rows, c.n_embd, 0, c.q_width())
+                               : assign_m(w.wq, "attn_q.weight", c.q_width(), c.n_embd),
+                     fused_qkv ? part(w.wk, "attn_qkv.weight", qkv_rows, c.n_embd, c.q_width(), c.kv_width())
+                               : assign_m(w.wk, "attn_k.weight", c.kv_width(), c.n_embd),
+                     fused_qkv ? part(w.wv, "attn_qkv.weight", qkv_rows, c.n_embd, c.q_width() + c.kv_width(), c.kv_width())
+                               : assign_m(w.wv, "attn_v.weight", c.kv_width(), c.n_embd),
                      assign_m(w.wo, "attn_output.weight", c.n_embd, c.q_width()),
                      assign_v(w.bq, "attn_q.bias", c.q_width(), true),
                      assign_v(w.bk, "attn_k.bias", c.kv_width(), true),
@@ -282,8 +322,10 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Bac
                      assign_v(w.q_norm, "attn_q_norm.weight", c.head_dim, !c.qk_norm),
                      assign_v(w.k_norm, "attn_k_norm.weight", c.head_dim, !c.qk_norm),
                      assign_v(w.ffn_norm, "ffn_norm.weight", c.n_embd, false),
-                     assign_m(w.w_gate, "ffn_gate.weight", c.n_ff, c.n_embd),
-                     assign_m(w.w_up, "ffn_up.weight", c.n_ff, c.n_embd),
+                     fused_up ? part(w.w_gate, "ffn_up.weight", 2 * c.n_ff, c.n_embd, 0, c.n_ff)
+                              : assign_m(w.w_gate, "ffn_gate.weight", c.n_ff, c.n_embd),
+                     fused_up ? part(w.w_up, "ffn_up.weight", 2 * c.n_ff, c.n_embd, c.n_ff, c.n_ff)
+                              : assign_m(w.w_up, "ffn_up.weight", c.n_ff, c.n_embd),
                      assign_m(w.w_down, "ffn_down.weight", c.n_embd, c.n_ff)}) {
       if (!s.ok()) return fail(s.error());
     }
@@ -295,21 +337,39 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Bac
                                                          " has no Q/K norms; the file may be mislabelled (qwen3?)"));
     }
   }
-  // Llama 3's rope scaling: one frequency divisor per rotated pair, in rope_freqs.weight.
+  // Rope frequency divisors, one per rotated pair: Llama 3's rope_freqs.weight, or Phi-3's
+  // LongRoPE pair, whose long factors serve contexts past the original one (as llama.cpp picks).
   {
+    m->config_.rope_long = opt.n_ctx > c.n_ctx_orig && ld.has("rope_factors_long.weight");
+    std::vector<float> unused;
     auto found = ld.host_vector("rope_freqs.weight", c.rope.n_rot / 2, true, m->rope_factors_);
     if (!found.ok()) return fail(found.error());
+    for (const auto& [name, chosen] : {std::pair{"rope_factors_long.weight", c.rope_long},
+                                       {"rope_factors_short.weight", !c.rope_long}}) {
+      if (!ld.has(name)) continue;
+      if (*found && chosen) {
+        return fail(make_error(ErrorCode::invalid_file, std::string("tensor ") + name + " and rope_freqs.weight: "
+                                                        "a file has one kind of rope factors, not both"));
+      }
+      auto r = ld.host_vector(name, c.rope.n_rot / 2, false, chosen ? m->rope_factors_ : unused);
+      if (!r.ok()) return fail(r.error());
+      if (chosen) found = true;
+    }
     if (*found) {
       for (float f : m->rope_factors_) {
         if (!(f > 0.0f) || !std::isfinite(f)) {
-          return fail(make_error(ErrorCode::invalid_file, "tensor rope_freqs.weight: every factor must be positive"));
+          return fail(make_error(ErrorCode::invalid_file, "rope factors (rope_freqs / rope_factors_*): every factor must be positive"));
         }
       }
       if (be.name().rfind("cuda", 0) == 0) {
-        return fail(make_error(ErrorCode::unsupported, "rope frequency factors (rope_freqs.weight, Llama 3) are not "
-                                                       "supported by the CUDA backend yet; use --backend cpu"));
+        return fail(make_error(ErrorCode::unsupported, "rope frequency factors (Llama 3's rope_freqs, Phi-3's LongRoPE) "
+                                                       "are not supported by the CUDA backend yet; use --backend cpu"));
       }
       m->config_.rope.freq_factors = m->rope_factors_.data();
+    }
+    if (c.rope.attn_factor != 1.0f && be.name().rfind("cuda", 0) == 0) {
+      return fail(make_error(ErrorCode::unsupported, "rope.scaling.attn_factor is not supported by the CUDA backend "
+                                                     "yet; use --backend cpu"));
     }
   }
   auto onorm = ld.vector("output_norm.weight", c.n_embd);
@@ -356,8 +416,10 @@ kv::BlockKey kv_fingerprint(const Model& m, const kernels::KvBlockLayout& layout
                            static_cast<int64_t>(layout.k_type), static_cast<int64_t>(layout.v_type),
                            c.rope.n_rot,         c.rope.interleaved ? 1 : 0,
                            layout.group,         c.sliding_window,
-                           c.qk_norm ? 1 : 0,    c.rope.freq_factors ? 1 : 0};
-  const double reals[] = {static_cast<double>(c.rope.freq_base), static_cast<double>(c.rope.freq_scale)};
+                           c.qk_norm ? 1 : 0,    c.rope.freq_factors ? 1 : 0,
+                           c.rope_long ? 1 : 0,  c.no_rope_every};
+  const double reals[] = {static_cast<double>(c.rope.freq_base), static_cast<double>(c.rope.freq_scale),
+                          static_cast<double>(c.rope.attn_factor)};
   uint8_t bytes[sizeof words + sizeof reals];
   std::memcpy(bytes, words, sizeof words);
   std::memcpy(bytes + sizeof words, reals, sizeof reals);

@@ -45,6 +45,9 @@ struct ModelWeights {
 struct LoadOptions {
   // Called with (done, total) bytes while weights are paged in or uploaded.
   std::function<void(size_t done, size_t total)> progress;
+  // The context the model will run with (0: its default, at most 4096). Phi-3's LongRoPE
+  // picks its long rope factors when this exceeds rope.scaling.original_context_length.
+  int64_t n_ctx = 0;
 };
 
 class Model {
@@ -80,7 +83,7 @@ class Model {
   ModelWeights weights_;
   backend::Backend* backend_ = nullptr;
   std::vector<void*> owned_;  // backend allocations (norms, biases) freed with the model
-  std::vector<float> rope_factors_;  // (n_rot / 2) rope_freqs.weight (Llama 3), host; config_.rope points here
+  std::vector<float> rope_factors_;  // (n_rot / 2) rope_freqs (Llama 3) or LongRoPE's (Phi-3), host; config_.rope points here
   std::string path_;
   size_t weight_bytes_ = 0;
   kv::BlockKey weights_fingerprint_;

@@ -15,12 +15,13 @@ struct ArchTraits {
   bool interleaved_rope;  // llama: adjacent pairs; qwen2: halves (neox)
   bool qkv_bias;
   bool qk_norm;           // qwen3: RMSNorm of each head of Q and K before rope
+  bool window;            // attention.sliding_window is honoured (llama.cpp ignores Qwen2's and Phi-3's)
+  int no_rope_every;      // every n-th layer has no rope (SmolLM3: 4, fixed as in llama.cpp); 0: none
 };
 constexpr ArchTraits k_archs[] = {
-    {"llama", true, false, false},
-    {"mistral", true, false, false},
-    {"qwen2", false, true, false},
-    {"qwen3", false, false, true},
+    {"llama", true, false, false, true, 0},  {"mistral", true, false, false, true, 0},
+    {"qwen2", false, true, false, false, 0}, {"qwen3", false, false, true, true, 0},
+    {"phi3", false, false, false, false, 0}, {"smollm3", true, false, false, true, 4},
 };
 
 Result<int64_t> required_count(const gguf::GgufFile& f, const std::string& key) {
@@ -59,7 +60,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   }
   if (!traits) {
     return make_error(ErrorCode::unsupported, "architecture '" + c.arch +
-                                                  "' is not supported yet (supported: llama, mistral, qwen2, qwen3)");
+                                                  "' is not supported yet (supported: llama, mistral, qwen2, qwen3, phi3, smollm3)");
   }
   if (f.find("general.name")) {
     if (auto n = f.get_string("general.name"); n.ok()) c.name = *n;
@@ -85,8 +86,9 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   if (!ctx.ok()) return ctx.error();
   c.n_ctx_train = *ctx;
   // Qwen2 GGUFs may carry a window that their models do not use (use_sliding_window is off
-  // in every released Qwen2), so only llama-family files are trusted with it.
-  if (c.arch != "qwen2" && f.find(p + "attention.sliding_window")) {
+  // in every released Qwen2); llama.cpp ignores Phi-3's too (its converters wrote windows that
+  // do not match the models), so both run with full attention, as there.
+  if (traits->window && f.find(p + "attention.sliding_window")) {
     auto window = f.get_uint(p + "attention.sliding_window");  // 0 is allowed: no window
     if (!window.ok()) return window.error();
     if (*window > (uint64_t{1} << 31)) return make_error(ErrorCode::invalid_file, "attention.sliding_window is not a plausible size");
@@ -132,6 +134,16 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   c.rope.interleaved = traits->interleaved_rope;
   c.qkv_bias = traits->qkv_bias;
   c.qk_norm = traits->qk_norm;
+  c.no_rope_every = traits->no_rope_every;
+  auto attn_factor = optional_float(f, p + "rope.scaling.attn_factor", 1.0f);
+  if (!attn_factor.ok()) return attn_factor.error();
+  if (!(*attn_factor > 0.0f && *attn_factor < 100.0f)) {
+    return make_error(ErrorCode::invalid_file, "metadata " + p + "rope.scaling.attn_factor must lie in (0, 100)");
+  }
+  c.rope.attn_factor = *attn_factor;
+  auto orig = optional_count(f, p + "rope.scaling.original_context_length", c.n_ctx_train);
+  if (!orig.ok()) return orig.error();
+  c.n_ctx_orig = *orig;
 
   std::string scaling = "none";
   if (f.find(p + "rope.scaling.type")) {

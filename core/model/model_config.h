@@ -35,6 +35,11 @@ struct ModelConfig {
   kernels::RopeParams rope;  // n_rot, freq_base, freq_scale, pairing; freq_factors set by Model::load
   bool qkv_bias = false;     // qwen2-style biases on Q, K, V
   bool qk_norm = false;      // qwen3: per-head RMSNorm of Q and K (attn_q_norm / attn_k_norm) before rope
+  int no_rope_every = 0;     // smollm3: layers l with (l + 1) % no_rope_every == 0 have no rope; 0: none
+  int64_t n_ctx_orig = 0;    // rope.scaling.original_context_length (else n_ctx_train): past it, LongRoPE's long factors
+  bool rope_long = false;    // Phi-3 LongRoPE: the long factors are in use (set by Model::load)
+  // Whether layer l applies rope to Q and K.
+  bool layer_has_rope(int64_t l) const { return no_rope_every == 0 || (l + 1) % no_rope_every != 0; }
   bool tied_embeddings = false;  // no output.weight: logits use token_embd
 
   int64_t q_width() const { return n_head * head_dim; }

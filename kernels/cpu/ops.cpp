@@ -46,7 +46,8 @@ struct RopeCache {
 
 bool same_params(const RopeParams& a, const RopeParams& b) {
   return a.n_rot == b.n_rot && a.freq_base == b.freq_base && a.freq_scale == b.freq_scale &&
-         a.interleaved == b.interleaved && a.freq_factors == b.freq_factors;
+         a.interleaved == b.interleaved && a.freq_factors == b.freq_factors &&
+         a.attn_factor == b.attn_factor;
 }
 
 }  // namespace
@@ -72,8 +73,8 @@ RopeTables rope_tables(const RopeParams& p, int64_t pos) {
     cache.sin_signed.resize(static_cast<size_t>(p.n_rot));
     for (int k = 0; k < half; ++k) {
       const double theta = static_cast<double>(pos) * cache.inv_freq[static_cast<size_t>(k)];
-      const auto c = static_cast<float>(std::cos(theta));
-      const auto s = static_cast<float>(std::sin(theta));
+      const auto c = static_cast<float>(std::cos(theta)) * p.attn_factor;
+      const auto s = static_cast<float>(std::sin(theta)) * p.attn_factor;
       const auto ia = static_cast<size_t>(p.interleaved ? 2 * k : k);
       const auto ib = static_cast<size_t>(p.interleaved ? 2 * k + 1 : k + half);
       cache.cos_full[ia] = c;

@@ -25,13 +25,15 @@ void softmax_inplace(float* x, int64_t n);
 // weights are already permuted for it), pair (i, i + n_rot/2) otherwise (neox, qwen2).
 // theta_i = pos * freq_scale * freq_base^(-2i/n_rot).
 // Pair k of the n_rot rotated dimensions turns by pos * freq_scale * freq_base^(-2k / n_rot)
-// / freq_factors[k] radians (freq_factors: Llama 3's rope_freqs, one divisor per pair).
+// / freq_factors[k] radians (freq_factors: Llama 3's rope_freqs or Phi-3's LongRoPE factors,
+// one divisor per pair), and is scaled by attn_factor.
 struct RopeParams {
   int n_rot = 0;
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;  // 1 / linear scaling factor
   bool interleaved = true;
   const float* freq_factors = nullptr;  // (n_rot / 2) host floats, or null: all 1
+  float attn_factor = 1.0f;  // multiplies cos and sin (rope.scaling.attn_factor: Phi-3's LongRoPE)
 };
 void rope(float* x, int n_heads, int head_dim, int64_t pos, const RopeParams& p);
 
