@@ -1,4 +1,4 @@
-// kvchat-cli inspect: a model's metadata, tensors, weight bytes, KV cost and memory estimate.
+// kvchat-cli inspect: a model's metadata, tensors, weight bytes, KV cost and memory estimate, or why it cannot run.
 #include <cstdio>
 #include <map>
 #include <type_traits>
@@ -7,6 +7,7 @@
 #include "app/cli/cli_common.h"
 #include "core/gguf/gguf_file.h"
 #include "core/kv/kv_format.h"
+#include "core/model/model_check.h"
 #include "core/model/model_config.h"
 
 namespace kvc::cli {
@@ -88,12 +89,13 @@ int run_inspect(InspectArgs a) {
   }
   std::printf("\n");
 
-  auto cfg = model::ModelConfig::from_gguf(f);
-  if (!cfg.ok()) {
-    std::printf("\nmodel:     cannot run: %s\n", cfg.error().what().c_str());
-    return 0;
+  // Everything loading would check, so a file inspect accepts is one kvchat can run.
+  auto checked = model::check_model_file(f);
+  if (!checked.ok()) {
+    std::printf("\nmodel:     cannot run: %s\n", checked.error().what().c_str());
+    return report(make_error(checked.error().code, a.model + ": " + checked.error().message));
   }
-  const model::ModelConfig& c = *cfg;
+  const model::ModelConfig& c = checked->config;
   std::printf("\nmodel:     %s%s%s, %lld layers, width %lld, %lld heads / %lld kv heads (%s), head %lld, FFN %lld, vocab %lld\n",
               c.arch.c_str(), c.name.empty() ? "" : " ", c.name.c_str(), static_cast<long long>(c.n_layer),
               static_cast<long long>(c.n_embd), static_cast<long long>(c.n_head), static_cast<long long>(c.n_head_kv),
@@ -103,6 +105,13 @@ int run_inspect(InspectArgs a) {
               static_cast<long long>(c.n_ctx_train), static_cast<double>(c.rope.freq_base), c.rope.n_rot,
               c.rope.interleaved ? "adjacent pairs" : "split halves", static_cast<double>(c.rms_eps),
               c.qkv_bias ? ", QKV bias" : "", c.tied_embeddings ? ", tied embeddings" : "");
+  if (const auto unused = model::unused_tensors(f, c); !unused.empty()) {
+    std::string names;
+    for (size_t i = 0; i < unused.size() && i < 8; ++i) names += (i ? ", " : "") + unused[i];
+    if (unused.size() > 8) names += ", ...";
+    std::printf("           %zu tensor%s the model does not use (ignored): %s\n", unused.size(),
+                unused.size() == 1 ? "" : "s", names.c_str());
+  }
   const int group = kv::kv_group_for_head_dim(c.head_dim);
   const std::string scale_note = group > 0 ? "; int8/int4: one scale per " + std::to_string(group) + " elements" : "";
   std::printf("\nKV cache per token (all %lld layers, K and V%s):\n", static_cast<long long>(c.n_layer),

@@ -7,24 +7,13 @@
 #include <set>
 #include <cstring>
 
+#include "core/model/model_check.h"
+#include "core/util/assert.h"
 #include "kernels/cpu/quant.h"
 
 namespace kvc::model {
 
 namespace {
-
-using kernels::DType;
-
-bool is_matrix_type(DType t) {
-  switch (t) {
-    case DType::f32: case DType::f16: case DType::bf16: case DType::q8_0:
-    case DType::q4_0: case DType::q4_k: case DType::q6_k:
-      return true;
-    case DType::q8_k:
-      return false;
-  }
-  return false;
-}
 
 class Loader {
  public:
@@ -90,9 +79,10 @@ class Loader {
 // Touches every page of the tensor data so that the first token does not pay for page
 // faults, reporting progress; asks the kernel to read ahead.
 void prefault(const gguf::GgufFile& f, const LoadOptions& opt) {
-  if (f.file_bytes() <= f.data_offset()) return;
-  const uint8_t* base = f.tensor_data(f.tensors().front()) - f.tensors().front().offset;
-  const size_t total = f.file_bytes() - f.data_offset();
+  const std::span<const uint8_t> data = f.data_section();
+  if (data.empty()) return;
+  const uint8_t* base = data.data();
+  const size_t total = data.size();
   const auto page = static_cast<size_t>(4096);
   const uintptr_t aligned = reinterpret_cast<uintptr_t>(base) & ~(page - 1);
   ::madvise(reinterpret_cast<void*>(aligned), total + (reinterpret_cast<uintptr_t>(base) - aligned), MADV_WILLNEED);
@@ -138,7 +128,8 @@ Result<tokenizer::Vocabulary> vocabulary_from_gguf(const gguf::GgufFile& f) {
     if (*r == 0xffffffffu) return -1;  // some converters write uint32 -1 for "none"
     if (*r >= v.tokens.size()) {
       return make_error(ErrorCode::invalid_file, std::string("metadata ") + key + ": token id " +
-                                                     std::to_string(*r) + " is outside the vocabulary");
+                                                     std::to_string(*r) + " is outside the vocabulary of " +
+                                                     std::to_string(v.tokens.size()) + " tokens");
     }
     return static_cast<int32_t>(*r);
   };
@@ -172,30 +163,18 @@ Result<tokenizer::Vocabulary> vocabulary_from_gguf(const gguf::GgufFile& f) {
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Backend& be, const LoadOptions& opt) {
   auto file = gguf::GgufFile::open(path);
   if (!file.ok()) return file.error();
-  auto config = ModelConfig::from_gguf(*file);
-  if (!config.ok()) return make_error(config.error().code, path + ": " + config.error().message);
-  auto vocab = vocabulary_from_gguf(*file);
-  if (!vocab.ok()) return make_error(vocab.error().code, path + ": " + vocab.error().message);
-  auto tok = tokenizer::Tokenizer::create(*vocab);
-  if (!tok.ok()) return make_error(tok.error().code, path + ": " + tok.error().message);
-
-  auto tmpl = file->get_string_or("tokenizer.chat_template", "");
-  if (!tmpl.ok()) return make_error(tmpl.error().code, path + ": " + tmpl.error().message);
-  const auto chat_template = chat::ChatTemplate::detect(*tmpl);
-  std::unique_ptr<Model> m(new Model(std::move(*file), std::move(*tok), chat_template));
-  m->config_ = *config;
+  // Everything is checked before anything is allocated or uploaded.
+  auto checked = check_model_file(*file);
+  if (!checked.ok()) return make_error(checked.error().code, path + ": " + checked.error().message);
+  std::unique_ptr<Model> m(new Model(std::move(*file), std::move(checked->tokenizer), checked->chat_template));
+  m->config_ = std::move(checked->config);
   m->backend_ = &be;
   m->path_ = path;
 
   prefault(m->file_, opt);
   {
     // Hash all tensor data (the file's data section) and the tokens.
-    const gguf::GgufFile& f = m->file_;
-    kv::BlockKey fp;
-    if (!f.tensors().empty()) {
-      const uint8_t* data = f.tensor_data(f.tensors().front()) - f.tensors().front().offset;
-      fp = kv::hash_bytes({data, f.file_bytes() - f.data_offset()});
-    }
+    kv::BlockKey fp = kv::hash_bytes(m->file_.data_section());
     for (int32_t id = 0; id < m->tokenizer_.n_vocab(); ++id) {
       const auto p = m->tokenizer_.piece(id);
       fp = kv::hash_bytes({reinterpret_cast<const uint8_t*>(p.data()), p.size()}, fp);
@@ -240,9 +219,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Bac
                      assign_m(w.w_down, "ffn_down.weight", c.n_embd, c.n_ff)}) {
       if (!s.ok()) return fail(s.error());
     }
-    if (c.qkv_bias && (!w.bq || !w.bk || !w.bv)) {
-      return fail(make_error(ErrorCode::invalid_file, b + "attn_{q,k,v}.bias: " + c.arch + " needs Q, K and V biases"));
-    }
+    KVC_ASSERT(!c.qkv_bias || (w.bq && w.bk && w.bv));  // check_tensors requires them
   }
   auto onorm = ld.vector("output_norm.weight", c.n_embd);
   if (!onorm.ok()) return fail(onorm.error());

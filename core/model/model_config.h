@@ -15,8 +15,11 @@ class GgufFile;
 
 namespace kvc::model {
 
-// Invariants (checked by from_gguf): n_head % n_head_kv == 0; n_rot <= head_dim and even;
-// every count positive.
+// Invariants (checked by from_gguf): n_head % n_head_kv == 0; n_embd % n_head == 0; n_rot <=
+// head_dim and even; every count positive and within bounds far above any released model
+// (2^14 layers, heads and head size, width 2^20, FFN 2^22, context 2^24), so sizes computed from
+// them fit in 64 bits; rope base and rms eps finite and positive; n_vocab agrees with
+// <arch>.vocab_size where the file has it.
 struct ModelConfig {
   std::string arch;        // general.architecture: "llama", "qwen2", ...
   std::string name;        // general.name, if present
@@ -51,8 +54,8 @@ struct ModelConfig {
   // when a quantized format has no group for it.
   Result<kernels::KvBlockLayout> kv_layout(int block_tokens, kv::KvFormat k_format, kv::KvFormat v_format) const;
 
-  // Reads and validates the config; unsupported architectures and rope scalings get a
-  // clear error naming what is missing.
+  // Reads and validates the config; every error names the metadata key at fault (unsupported
+  // architectures and rope scalings included). The tensors are not looked at: check_tensors.
   static Result<ModelConfig> from_gguf(const gguf::GgufFile& file);
 };
 
