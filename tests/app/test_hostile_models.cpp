@@ -68,8 +68,9 @@ const Case k_cases[] = {
     // The tokenizer: vocabulary_from_gguf and Tokenizer::create's validation.
     {"tokens-missing", "tokenizer.ggml.tokens", refused, refused},
     {"vocab-size-mismatch", "llama.vocab_size", refused, works},  // a model key: the vocabulary itself is whole
-    {"scores-short", "tokenizer.ggml.scores", refused, refused},
-    {"token-types-short", "tokenizer.ggml.token_type", refused, refused},
+    {"scores-short", "tokenizer.ggml.scores needs one score per token", refused, refused},
+    // The length check, not a later one that reads past the end of the types and happens to name the key.
+    {"token-types-short", "tokenizer.ggml.token_type needs one type per token", refused, refused},
     {"bos-out-of-range", "tokenizer.ggml.bos_token_id", refused, refused},
     {"eos-out-of-range", "tokenizer.ggml.eos_token_id", refused, refused},
     {"pad-out-of-range", "tokenizer.ggml.padding_token_id", refused, refused},
