@@ -27,7 +27,12 @@ constexpr Expect refused = Expect::refused, works = Expect::works;
 //   vocab:  tokenize, which reads only the vocabulary (a vocabulary-only GGUF is a valid input)
 //   names:  what every refusal says: the metadata key or tensor at fault
 //   parses: the GGUF itself parses, so inspect prints its metadata before saying it cannot run
-// Each comment says which check the row exercises: without that check the row fails.
+// Each comment says which check the row exercises: without that check the row fails. Seen so:
+// with every check of ModelConfig, check_tensors, the template cap, the tokenizer's lengths and
+// ids, the getters' type and presence errors and the parser's type check disabled at once,
+// every "refused" row failed but tokens-missing, which the empty-vocabulary check also refuses
+// naming the key; on the code before these checks, every row but unsupported-type
+// and quantized-norm failed (no-tensors aborted the test binary itself in Model::load).
 struct Case {
   const char* variant;
   const char* names;
