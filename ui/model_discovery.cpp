@@ -8,7 +8,7 @@
 #include <set>
 
 #include "core/gguf/gguf_file.h"
-#include "core/model/model_config.h"
+#include "core/model/model_check.h"
 
 namespace kvc::ui {
 
@@ -91,8 +91,10 @@ std::vector<FoundModel> discover_models(const std::vector<ModelSource>& sources,
 Result<ModelInfo> read_model_info(const fs::path& path) {
   auto file = gguf::GgufFile::open(path.string());
   if (!file.ok()) return file.error();
-  auto cfg = model::ModelConfig::from_gguf(*file);
-  if (!cfg.ok()) return cfg.error();
+  // The checks loading makes, so the Model window shows why a file cannot load before Load.
+  auto checked = model::check_model_file(*file);
+  if (!checked.ok()) return make_error(checked.error().code, path.string() + ": " + checked.error().message);
+  const model::ModelConfig* cfg = &checked->config;
   ModelInfo info;
   info.path = path.string();
   info.name = cfg->name.empty() ? path.filename().string() : cfg->name;

@@ -55,7 +55,8 @@ struct ModelInfo {
   int kv_group = 0;                   // INT8 / INT4 KV scale group for the head size; 0: F16 only
 };
 
-// Reads the GGUF header (mapped, not loaded); errors say what is wrong with the file.
+// Reads the GGUF header (mapped, not loaded) and makes every check loading makes
+// (model::check_model_file), so a file that cannot load says why before Load is pressed.
 Result<ModelInfo> read_model_info(const std::filesystem::path& path);
 
 // Weights + KV at n_ctx tokens with KV elements of kv_element_bytes + activations of a

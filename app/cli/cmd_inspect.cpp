@@ -1,4 +1,4 @@
-// kvchat-cli inspect: a model's metadata, tensors, weight bytes, KV cost and memory estimate.
+// kvchat-cli inspect: a model's metadata, tensors, weight bytes, KV cost and memory estimate, or why it cannot run.
 #include <cstdio>
 #include <map>
 #include <type_traits>
@@ -8,6 +8,7 @@
 #include "core/gguf/gguf_file.h"
 #include "core/kv/kv_format.h"
 #include "core/model/model.h"
+#include "core/model/model_check.h"
 #include "core/model/model_config.h"
 #include "core/tokenizer/tokenizer.h"
 
@@ -118,12 +119,13 @@ int run_inspect(InspectArgs a) {
     std::printf("\nmodel:     none: a vocabulary-only file (use it with tokenize, or mkmodel --vocab-from)\n");
     return 0;
   }
-  auto cfg = model::ModelConfig::from_gguf(f);
-  if (!cfg.ok()) {
-    std::printf("\nmodel:     cannot run: %s\n", cfg.error().what().c_str());
-    return 0;
+  // Everything loading would check, so a file inspect accepts is one kvchat can run.
+  auto checked = model::check_model_file(f);
+  if (!checked.ok()) {
+    std::printf("\nmodel:     cannot run: %s\n", checked.error().what().c_str());
+    return report(make_error(checked.error().code, a.model + ": " + checked.error().message));
   }
-  const model::ModelConfig& c = *cfg;
+  const model::ModelConfig& c = checked->config;
   std::printf("\nmodel:     %s%s%s, %lld layers, width %lld, %lld heads / %lld kv heads (%s), head %lld, FFN %lld, vocab %lld\n",
               c.arch.c_str(), c.name.empty() ? "" : " ", c.name.c_str(), static_cast<long long>(c.n_layer),
               static_cast<long long>(c.n_embd), static_cast<long long>(c.n_head), static_cast<long long>(c.n_head_kv),
@@ -133,6 +135,15 @@ int run_inspect(InspectArgs a) {
               static_cast<long long>(c.n_ctx_train), static_cast<double>(c.rope.freq_base), c.rope.n_rot,
               c.rope.interleaved ? "adjacent pairs" : "split halves", static_cast<double>(c.rms_eps),
               c.qkv_bias ? ", QKV bias" : "", c.tied_embeddings ? ", tied embeddings" : "");
+  std::string features;
+  if (c.qk_norm) features += ", Q/K norms";
+  if (f.find_tensor("rope_freqs.weight")) features += ", rope factors (Llama 3)";
+  if (f.find_tensor("rope_factors_long.weight")) features += ", LongRoPE (original context " + std::to_string(c.n_ctx_orig) + ")";
+  if (c.fused_qkv) features += ", fused QKV";
+  if (c.fused_gate_up) features += ", fused gate/up";
+  if (c.no_rope_every) features += ", no rope in every " + std::to_string(c.no_rope_every) + "th layer";
+  if (c.sliding_window) features += ", sliding window " + std::to_string(c.sliding_window);
+  if (!features.empty()) std::printf("           %s\n", features.substr(2).c_str());
   const int group = kv::kv_group_for_head_dim(c.head_dim);
   const std::string scale_note = group > 0 ? "; int8/int4: one scale per " + std::to_string(group) + " elements" : "";
   std::printf("\nKV cache per token (all %lld layers, K and V%s):\n", static_cast<long long>(c.n_layer),

@@ -7,6 +7,7 @@
 #include "app/cli/cli_common.h"
 #include "app/common/demo_model.h"
 #include "core/gguf/gguf_file.h"
+#include "core/model/broken_models.h"
 #include "core/model/model_builder.h"
 #include "storage/data_dir.h"
 #include "core/tokenizer/train_vocabulary.h"
@@ -46,6 +47,12 @@ Result<tokenizer::Vocabulary> make_vocabulary(const std::string& vocab_from, con
 }
 
 int run_mkmodel(MkmodelArgs a) {
+  if (a.spec.broken == "list") {
+    for (const auto& v : model::broken_variants()) {
+      std::printf("%-26s %s\n", std::string(v.name).c_str(), std::string(v.what).c_str());
+    }
+    return 0;
+  }
   if (a.preset == "tinyllama") {
     a.spec.name = "kvchat random TinyLlama-1.1B shape";
     a.spec.n_embd = 2048;
@@ -128,6 +135,8 @@ void register_mkmodel(CLI::App& app) {
   cmd->add_option("--vocab", a->n_vocab, "vocabulary size when training")->capture_default_str()->excludes(vf);
   cmd->add_option("-t,--threads", a->spec.n_threads, "threads (default: one per physical core)");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress on stderr");
+  // Hidden, for tests: a file that parses but is not a usable model (tests/app/test_hostile_models.cpp).
+  cmd->add_option("--break", a->spec.broken, "write this broken variant of the model; 'list' lists them")->group("");
   cmd->callback([a] {
     if (int rc = run_mkmodel(*a); rc != 0) throw CLI::RuntimeError(rc);
   });

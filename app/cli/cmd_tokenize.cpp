@@ -21,12 +21,14 @@ struct TokenizeArgs {
 
 int run_tokenize(const TokenizeArgs& a) {
   // Only the tokenizer is needed: read the metadata, never touch the weights.
-  auto file = gguf::GgufFile::open(resolve_model_path(a.model, a.data_dir));
+  const std::string path = resolve_model_path(a.model, a.data_dir);
+  auto file = gguf::GgufFile::open(path);
   if (!file.ok()) return report(file.error());
+  auto in_file = [&](const Error& e) { return report(make_error(e.code, path + ": " + e.message)); };
   auto vocab = model::vocabulary_from_gguf(*file);
-  if (!vocab.ok()) return report(vocab.error());
+  if (!vocab.ok()) return in_file(vocab.error());
   auto tok = tokenizer::Tokenizer::create(*vocab);
-  if (!tok.ok()) return report(tok.error());
+  if (!tok.ok()) return in_file(tok.error());
   std::string text = a.prompt;
   if (!a.file.empty()) {
     auto bytes = read_text_file(a.file, "text file");

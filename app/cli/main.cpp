@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <new>
 
 #include "app/cli/cli_common.h"
 
@@ -24,6 +25,10 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const std::bad_alloc&) {
+    // A last resort: sizes from files are checked before anything is allocated for them.
+    std::fprintf(stderr, "kvchat-cli: out of memory\n");
+    return 1;
   }
   return 0;
 }

@@ -41,6 +41,11 @@ const uint8_t* GgufFile::tensor_data(const TensorInfo& t) const {
   return bytes_.data() + data_offset_ + t.offset;
 }
 
+std::span<const uint8_t> GgufFile::data_section() const {
+  if (data_offset_ >= bytes_.size()) return {};
+  return {bytes_.data() + data_offset_, bytes_.size() - data_offset_};
+}
+
 bool GgufFile::check_invariants() const {
   if (alignment_ == 0 || (alignment_ & (alignment_ - 1)) != 0 || data_offset_ % alignment_ != 0) return false;
   std::vector<const TensorInfo*> by_offset;

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -91,6 +92,9 @@ class GgufFile {
   const TensorInfo* find_tensor(std::string_view name) const;
   // The tensor's n_bytes bytes inside the file; `t` must be one of tensors().
   const uint8_t* tensor_data(const TensorInfo& t) const;
+  // The data section's bytes, [data_offset, end of file): empty when the file ends before it
+  // (it may hold bytes even when there are no tensors).
+  std::span<const uint8_t> data_section() const;
 
   // Re-checks the invariants of every TensorInfo against the file (for asserts and tests).
   bool check_invariants() const;

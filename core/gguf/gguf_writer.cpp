@@ -86,6 +86,10 @@ void GgufWriter::set(std::string key, Value value) {
   metadata_.push_back({std::move(key), std::move(value)});
 }
 
+void GgufWriter::erase(std::string_view key) {
+  std::erase_if(metadata_, [&](const MetadataEntry& e) { return e.key == key; });
+}
+
 void GgufWriter::add_tensor(std::string name, std::vector<int64_t> shape, kernels::DType type,
                             std::vector<uint8_t> bytes) {
   auto owned = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));

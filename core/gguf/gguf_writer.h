@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/gguf/gguf_file.h"
@@ -49,6 +50,8 @@ class GgufWriter {
   void set_vector(std::string key, std::vector<T> v) { set_array(std::move(key), Array(std::move(v))); }
   // Sets general.alignment (the default, 32, needs no key).
   void set_alignment(uint32_t alignment) { set_u32("general.alignment", alignment); }
+  // Removes a key if present.
+  void erase(std::string_view key);
 
   const std::vector<MetadataEntry>& metadata() const { return metadata_; }
 

@@ -8,25 +8,14 @@
 #include <set>
 #include <cstring>
 
+#include "core/model/model_check.h"
 #include "core/tokenizer/pre_tokenizer.h"
+#include "core/util/assert.h"
 #include "kernels/cpu/quant.h"
 
 namespace kvc::model {
 
 namespace {
-
-using kernels::DType;
-
-bool is_matrix_type(DType t) {
-  switch (t) {
-    case DType::f32: case DType::f16: case DType::bf16: case DType::q8_0:
-    case DType::q4_0: case DType::q4_k: case DType::q6_k:
-      return true;
-    case DType::q8_k:
-      return false;
-  }
-  return false;
-}
 
 class Loader {
  public:
@@ -138,9 +127,10 @@ class Loader {
 // Touches every page of the tensor data so that the first token does not pay for page
 // faults, reporting progress; asks the kernel to read ahead.
 void prefault(const gguf::GgufFile& f, const LoadOptions& opt) {
-  if (f.file_bytes() <= f.data_offset()) return;
-  const uint8_t* base = f.tensor_data(f.tensors().front()) - f.tensors().front().offset;
-  const size_t total = f.file_bytes() - f.data_offset();
+  const std::span<const uint8_t> data = f.data_section();
+  if (data.empty()) return;
+  const uint8_t* base = data.data();
+  const size_t total = data.size();
   const auto page = static_cast<size_t>(4096);
   const uintptr_t aligned = reinterpret_cast<uintptr_t>(base) & ~(page - 1);
   ::madvise(reinterpret_cast<void*>(aligned), total + (reinterpret_cast<uintptr_t>(base) - aligned), MADV_WILLNEED);
@@ -186,7 +176,8 @@ Result<tokenizer::Vocabulary> vocabulary_from_gguf(const gguf::GgufFile& f) {
     if (*r == 0xffffffffu) return -1;  // some converters write uint32 -1 for "none"
     if (*r >= v.tokens.size()) {
       return make_error(ErrorCode::invalid_file, std::string("metadata ") + key + ": token id " +
-                                                     std::to_string(*r) + " is outside the vocabulary");
+                                                     std::to_string(*r) + " is outside the vocabulary of " +
+                                                     std::to_string(v.tokens.size()) + " tokens");
     }
     return static_cast<int32_t>(*r);
   };
@@ -243,30 +234,18 @@ Result<tokenizer::Vocabulary> vocabulary_from_gguf(const gguf::GgufFile& f) {
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Backend& be, const LoadOptions& opt) {
   auto file = gguf::GgufFile::open(path);
   if (!file.ok()) return file.error();
-  auto config = ModelConfig::from_gguf(*file);
-  if (!config.ok()) return make_error(config.error().code, path + ": " + config.error().message);
-  auto vocab = vocabulary_from_gguf(*file);
-  if (!vocab.ok()) return make_error(vocab.error().code, path + ": " + vocab.error().message);
-  auto tok = tokenizer::Tokenizer::create(*vocab);
-  if (!tok.ok()) return make_error(tok.error().code, path + ": " + tok.error().message);
-
-  auto tmpl = file->get_string_or("tokenizer.chat_template", "");
-  if (!tmpl.ok()) return make_error(tmpl.error().code, path + ": " + tmpl.error().message);
-  const auto chat_template = chat::ChatTemplate::detect(*tmpl);
-  std::unique_ptr<Model> m(new Model(std::move(*file), std::move(*tok), chat_template));
-  m->config_ = *config;
+  // Everything is checked before anything is allocated or uploaded.
+  auto checked = check_model_file(*file);
+  if (!checked.ok()) return make_error(checked.error().code, path + ": " + checked.error().message);
+  std::unique_ptr<Model> m(new Model(std::move(*file), std::move(checked->tokenizer), checked->chat_template));
+  m->config_ = std::move(checked->config);
   m->backend_ = &be;
   m->path_ = path;
 
   prefault(m->file_, opt);
   {
     // Hash all tensor data (the file's data section) and the tokens.
-    const gguf::GgufFile& f = m->file_;
-    kv::BlockKey fp;
-    if (!f.tensors().empty()) {
-      const uint8_t* data = f.tensor_data(f.tensors().front()) - f.tensors().front().offset;
-      fp = kv::hash_bytes({data, f.file_bytes() - f.data_offset()});
-    }
+    kv::BlockKey fp = kv::hash_bytes(m->file_.data_section());
     for (int32_t id = 0; id < m->tokenizer_.n_vocab(); ++id) {
       const auto p = m->tokenizer_.piece(id);
       fp = kv::hash_bytes({reinterpret_cast<const uint8_t*>(p.data()), p.size()}, fp);
@@ -305,8 +284,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Bac
       dst = *r;
       return {};
     };
-    const bool fused_qkv = ld.has(b + "attn_qkv.weight");
-    const bool fused_up = !ld.has(b + "ffn_gate.weight") && c.arch == "phi3";
+    const bool fused_qkv = c.fused_qkv, fused_up = c.fused_gate_up;
     const int64_t qkv_rows = c.q_width() + 2 * c.kv_width();
     for (Status s : {assign_v(w.attn_norm, "attn_norm.weight", c.n_embd, false),
                      fused_qkv ? part(w.wq, "attn_qkv.weight", qkv_rows, c.n_embd, 0, c.q_width())
@@ -329,13 +307,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Bac
                      assign_m(w.w_down, "ffn_down.weight", c.n_embd, c.n_ff)}) {
       if (!s.ok()) return fail(s.error());
     }
-    if (c.qkv_bias && (!w.bq || !w.bk || !w.bv)) {
-      return fail(make_error(ErrorCode::invalid_file, b + "attn_{q,k,v}.bias: " + c.arch + " needs Q, K and V biases"));
-    }
-    if (!c.qk_norm && (w.q_norm || w.k_norm)) {
-      return fail(make_error(ErrorCode::unsupported, b + "attn_q_norm / attn_k_norm: architecture " + c.arch +
-                                                         " has no Q/K norms; the file may be mislabelled (qwen3?)"));
-    }
+    KVC_ASSERT(!c.qkv_bias || (w.bq && w.bk && w.bv));  // check_tensors requires them
   }
   // Rope frequency divisors, one per rotated pair: Llama 3's rope_freqs.weight, or Phi-3's
   // LongRoPE pair, whose long factors serve contexts past the original one (as llama.cpp picks).
@@ -382,13 +354,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Bac
     if (!out.ok()) return fail(out.error());
     m->weights_.output = *out;
   }
-  // Never run a file whose tensors say more than the architecture reads: a tensor nobody uses
-  // means a feature kvchat does not implement, and its output would be silently wrong.
-  if (const gguf::TensorInfo* t = ld.first_unused()) {
-    return fail(make_error(ErrorCode::unsupported, "tensor " + t->name + " is not used by architecture " + c.arch +
-                                                       " as kvchat implements it, so its output would be wrong; "
-                                                       "this model needs a newer kvchat"));
-  }
+  KVC_ASSERT(ld.first_unused() == nullptr);  // check_model_file refuses unread tensors
   m->weight_bytes_ = ld.bytes();
   return m;
 }

@@ -52,6 +52,8 @@ struct LoadOptions {
 
 class Model {
  public:
+  // Checks the whole file first (check_model_file): a file that is not a usable model is an
+  // error naming the key or tensor at fault, before anything is allocated or uploaded.
   static Result<std::unique_ptr<Model>> load(const std::string& path, backend::Backend& be,
                                              const LoadOptions& options = {});
 

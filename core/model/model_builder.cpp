@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "core/gguf/gguf_writer.h"
+#include "core/model/broken_models.h"
+#include "core/model/tensor_plan.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -27,16 +29,6 @@ uint64_t hash_name(std::string_view s) {
   for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
   return h;
 }
-
-// One tensor to generate: values are near-normal with mean `mean` and deviation `std`.
-struct TensorPlan {
-  std::string name;
-  std::vector<int64_t> shape;  // (row length, n_rows)
-  DType type;
-  float mean;
-  float std;
-  std::vector<float> values;  // when not empty: these values, row-major, instead of random ones
-};
 
 // A standard near-normal value from 64 random bits: the sum of four 16-bit uniforms
 // (Irwin-Hall, n = 4), centred and scaled to unit variance; it lies within +-3.46. Integer
@@ -225,6 +217,7 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   }
   vector("output_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
   if (!spec.tied) matrix("output.weight", n_vocab, spec.n_embd, spec.weight_std);
+  if (!spec.broken.empty()) KVC_TRY(apply_broken_variant(spec.broken, spec, vocab, w, plans));
 
   size_t total = 0;
   for (const auto& p : plans) {
@@ -254,7 +247,9 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
       return {};
     });
   }
-  return w.write(path);
+  KVC_TRY(w.write(path));
+  if (!spec.broken.empty()) KVC_TRY(patch_broken_variant(spec.broken, path));
+  return {};
 }
 
 }  // namespace kvc::model

@@ -39,6 +39,7 @@ struct ModelSpec {
   bool tied = false;            // no output.weight: the output reuses token_embd
   std::string chat_template;    // tokenizer.chat_template; empty: none
   int n_threads = 0;            // 0: one per physical core
+  std::string broken;           // tests only: write this hostile variant (broken_variants()); empty: a good model
 
   int64_t head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
   Status validate(int64_t n_vocab) const;

@@ -2,8 +2,10 @@
 #include "core/model/model_config.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "core/gguf/gguf_file.h"
+#include "core/gguf/gguf_format.h"
 
 namespace kvc::model {
 
@@ -24,26 +26,46 @@ constexpr ArchTraits k_archs[] = {
     {"phi3", false, false, false, false, 0}, {"smollm3", true, false, false, true, 4},
 };
 
-Result<int64_t> required_count(const gguf::GgufFile& f, const std::string& key) {
+// Bounds on the hyperparameters: far above any released model, low enough that every size
+// computed from them (K and V bytes per token, the layer table) fits in 64 bits and is
+// allocated only once the tensors confirm it.
+constexpr int64_t k_max_width = int64_t{1} << 20;    // embedding_length
+constexpr int64_t k_max_layers = int64_t{1} << 14;   // block_count
+constexpr int64_t k_max_heads = int64_t{1} << 14;    // head_count, head_count_kv
+constexpr int64_t k_max_head_dim = int64_t{1} << 14; // key_length, value_length
+constexpr int64_t k_max_ffn = int64_t{1} << 22;      // feed_forward_length
+constexpr int64_t k_max_context = int64_t{1} << 24;  // context_length (kvchat-cli -c allows as much)
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+Error bad(const std::string& key, const std::string& what) {
+  return make_error(ErrorCode::invalid_file, "metadata " + key + ": " + what);
+}
+
+// A count in [1, max].
+Result<int64_t> required_count(const gguf::GgufFile& f, const std::string& key, int64_t max) {
   auto v = f.get_uint(key);
   if (!v.ok()) return v.error();
-  if (*v == 0 || *v > (uint64_t{1} << 31)) {
-    return make_error(ErrorCode::invalid_file,
-                      "metadata " + key + ": " + std::to_string(*v) + " is not a plausible size");
+  if (*v == 0 || *v > static_cast<uint64_t>(max)) {
+    return bad(key, std::to_string(*v) + " is not a plausible size (it must be in [1, " + std::to_string(max) + "])");
   }
   return static_cast<int64_t>(*v);
 }
 
-Result<int64_t> optional_count(const gguf::GgufFile& f, const std::string& key, int64_t fallback) {
+Result<int64_t> optional_count(const gguf::GgufFile& f, const std::string& key, int64_t max, int64_t fallback) {
   if (!f.find(key)) return fallback;
-  return required_count(f, key);
+  return required_count(f, key, max);
 }
 
 Result<float> optional_float(const gguf::GgufFile& f, const std::string& key, float fallback) {
   if (!f.find(key)) return fallback;
   auto v = f.get_float(key);
   if (!v.ok()) return v.error();
-  if (!std::isfinite(*v)) return make_error(ErrorCode::invalid_file, "metadata " + key + ": not a finite number");
+  if (!std::isfinite(*v)) return bad(key, "not a finite number");
   return static_cast<float>(*v);
 }
 
@@ -59,30 +81,31 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
     if (c.arch == a.name) traits = &a;
   }
   if (!traits) {
-    return make_error(ErrorCode::unsupported, "architecture '" + c.arch +
-                                                  "' is not supported yet (supported: llama, mistral, qwen2, qwen3, phi3, smollm3)");
+    return make_error(ErrorCode::unsupported, "metadata general.architecture: '" + gguf::printable(c.arch) +
+                                                  "' is not supported yet (supported: llama, mistral, qwen2, qwen3, "
+                                                  "phi3, smollm3)");
   }
   if (f.find("general.name")) {
     if (auto n = f.get_string("general.name"); n.ok()) c.name = *n;
   }
   const std::string p = c.arch + ".";
 
-  auto embd = required_count(f, p + "embedding_length");
+  auto embd = required_count(f, p + "embedding_length", k_max_width);
   if (!embd.ok()) return embd.error();
   c.n_embd = *embd;
-  auto layers = required_count(f, p + "block_count");
+  auto layers = required_count(f, p + "block_count", k_max_layers);
   if (!layers.ok()) return layers.error();
   c.n_layer = *layers;
-  auto heads = required_count(f, p + "attention.head_count");
+  auto heads = required_count(f, p + "attention.head_count", k_max_heads);
   if (!heads.ok()) return heads.error();
   c.n_head = *heads;
-  auto heads_kv = optional_count(f, p + "attention.head_count_kv", c.n_head);
+  auto heads_kv = optional_count(f, p + "attention.head_count_kv", k_max_heads, c.n_head);
   if (!heads_kv.ok()) return heads_kv.error();
   c.n_head_kv = *heads_kv;
-  auto ff = required_count(f, p + "feed_forward_length");
+  auto ff = required_count(f, p + "feed_forward_length", k_max_ffn);
   if (!ff.ok()) return ff.error();
   c.n_ff = *ff;
-  auto ctx = optional_count(f, p + "context_length", 2048);
+  auto ctx = optional_count(f, p + "context_length", k_max_context, 2048);
   if (!ctx.ok()) return ctx.error();
   c.n_ctx_train = *ctx;
   // Qwen2 GGUFs may carry a window that their models do not use (use_sliding_window is off
@@ -91,43 +114,51 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   if (traits->window && f.find(p + "attention.sliding_window")) {
     auto window = f.get_uint(p + "attention.sliding_window");  // 0 is allowed: no window
     if (!window.ok()) return window.error();
-    if (*window > (uint64_t{1} << 31)) return make_error(ErrorCode::invalid_file, "attention.sliding_window is not a plausible size");
+    if (*window > static_cast<uint64_t>(k_max_context)) {
+      return bad(p + "attention.sliding_window", std::to_string(*window) + " is not a plausible size (at most " +
+                                                     std::to_string(k_max_context) + ")");
+    }
     c.sliding_window = static_cast<int64_t>(*window);
   }
   // The head size: attention.key_length where the file sets it (Qwen 3's differs from
   // width / heads), else width / heads, which must then divide evenly.
   if (!f.find(p + "attention.key_length") && c.n_embd % c.n_head != 0) {
-    return make_error(ErrorCode::invalid_file, "embedding_length " + std::to_string(c.n_embd) +
-                                                   " is not a multiple of head_count " + std::to_string(c.n_head));
+    return bad(p + "attention.head_count", std::to_string(c.n_head) + " does not divide " + p +
+                                               "embedding_length " + std::to_string(c.n_embd) +
+                                               ", so the head size is not a whole number");
   }
-  auto hd = optional_count(f, p + "attention.key_length", c.n_embd / c.n_head);
+  auto hd = optional_count(f, p + "attention.key_length", k_max_head_dim, c.n_embd / c.n_head);
   if (!hd.ok()) return hd.error();
   c.head_dim = *hd;
   if (f.find(p + "attention.value_length")) {
-    auto vl = required_count(f, p + "attention.value_length");
+    auto vl = required_count(f, p + "attention.value_length", k_max_head_dim);
     if (!vl.ok()) return vl.error();
     if (*vl != c.head_dim) {
-      return make_error(ErrorCode::unsupported, "attention.value_length differs from key_length");
+      return make_error(ErrorCode::unsupported, "metadata " + p + "attention.value_length " + std::to_string(*vl) +
+                                                    " differs from key_length " + std::to_string(c.head_dim) +
+                                                    "; kvchat needs K and V heads of one size");
     }
   }
   if (c.n_head % c.n_head_kv != 0) {
-    return make_error(ErrorCode::invalid_file, "attention.head_count " + std::to_string(c.n_head) +
-                                                   " is not a multiple of head_count_kv " +
-                                                   std::to_string(c.n_head_kv));
+    return bad(p + "attention.head_count_kv", std::to_string(c.n_head_kv) + " does not divide " + p +
+                                                  "attention.head_count " + std::to_string(c.n_head) +
+                                                  " (each KV head serves a whole group of query heads)");
   }
   auto eps = optional_float(f, p + "attention.layer_norm_rms_epsilon", 1e-5f);
   if (!eps.ok()) return eps.error();
   c.rms_eps = *eps;
-  if (!(c.rms_eps > 0.0f)) return make_error(ErrorCode::invalid_file, "layer_norm_rms_epsilon must be positive");
+  if (!(c.rms_eps > 0.0f)) {
+    return bad(p + "attention.layer_norm_rms_epsilon", num(static_cast<double>(c.rms_eps)) + " is not positive");
+  }
 
   auto base = optional_float(f, p + "rope.freq_base", 10000.0f);
   if (!base.ok()) return base.error();
-  auto n_rot = optional_count(f, p + "rope.dimension_count", c.head_dim);
+  if (!(*base > 0.0f)) return bad(p + "rope.freq_base", num(static_cast<double>(*base)) + " is not positive");
+  auto n_rot = optional_count(f, p + "rope.dimension_count", k_max_head_dim, c.head_dim);
   if (!n_rot.ok()) return n_rot.error();
   if (*n_rot > c.head_dim || *n_rot % 2 != 0) {
-    return make_error(ErrorCode::invalid_file, "rope.dimension_count " + std::to_string(*n_rot) +
-                                                   " must be even and at most the head size " +
-                                                   std::to_string(c.head_dim));
+    return bad(p + "rope.dimension_count", std::to_string(*n_rot) + " must be even and at most the head size " +
+                                               std::to_string(c.head_dim));
   }
   c.rope.n_rot = static_cast<int>(*n_rot);
   c.rope.freq_base = *base;
@@ -141,7 +172,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
     return make_error(ErrorCode::invalid_file, "metadata " + p + "rope.scaling.attn_factor must lie in (0, 100)");
   }
   c.rope.attn_factor = *attn_factor;
-  auto orig = optional_count(f, p + "rope.scaling.original_context_length", c.n_ctx_train);
+  auto orig = optional_count(f, p + "rope.scaling.original_context_length", k_max_context, c.n_ctx_train);
   if (!orig.ok()) return orig.error();
   c.n_ctx_orig = *orig;
 
@@ -154,17 +185,28 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   if (scaling == "linear") {
     auto factor = optional_float(f, p + "rope.scaling.factor", 1.0f);
     if (!factor.ok()) return factor.error();
-    if (!(*factor >= 1.0f)) return make_error(ErrorCode::invalid_file, "rope.scaling.factor must be >= 1");
+    if (!(*factor >= 1.0f)) return bad(p + "rope.scaling.factor", num(static_cast<double>(*factor)) + " is below 1");
     c.rope.freq_scale = 1.0f / *factor;
   } else if (scaling != "none") {
-    return make_error(ErrorCode::unsupported, "rope scaling '" + scaling +
+    return make_error(ErrorCode::unsupported, "metadata " + p + "rope.scaling.type: '" + scaling +
                                                   "' is not supported yet (supported: none, linear)");
   }
 
   c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
+  // Phi-3 files fuse Q, K, V into attn_qkv, and gate and up into ffn_up (which then has 2 n_ff rows).
+  c.fused_qkv = f.find_tensor("blk.0.attn_qkv.weight") != nullptr;
+  c.fused_gate_up = c.arch == "phi3" && f.find_tensor("blk.0.ffn_gate.weight") == nullptr;
   auto vocab = f.get_string_array("tokenizer.ggml.tokens");
   if (!vocab.ok()) return vocab.error();
   c.n_vocab = static_cast<int64_t>(vocab->size());
+  if (f.find(p + "vocab_size")) {
+    auto n = f.get_uint(p + "vocab_size");
+    if (!n.ok()) return n.error();
+    if (*n != static_cast<uint64_t>(c.n_vocab)) {
+      return bad(p + "vocab_size", std::to_string(*n) + " disagrees with tokenizer.ggml.tokens, which has " +
+                                       std::to_string(c.n_vocab) + " tokens");
+    }
+  }
   return c;
 }
 

@@ -15,8 +15,11 @@ class GgufFile;
 
 namespace kvc::model {
 
-// Invariants (checked by from_gguf): n_head % n_head_kv == 0; n_rot <= head_dim and even;
-// every count positive.
+// Invariants (checked by from_gguf): n_head % n_head_kv == 0; n_embd % n_head == 0; n_rot <=
+// head_dim and even; every count positive and within bounds far above any released model
+// (2^14 layers, heads and head size, width 2^20, FFN 2^22, context 2^24), so sizes computed from
+// them fit in 64 bits; rope base and rms eps finite and positive; n_vocab agrees with
+// <arch>.vocab_size where the file has it.
 struct ModelConfig {
   std::string arch;        // general.architecture: "llama", "qwen2", ...
   std::string name;        // general.name, if present
@@ -41,6 +44,8 @@ struct ModelConfig {
   // Whether layer l applies rope to Q and K.
   bool layer_has_rope(int64_t l) const { return no_rope_every == 0 || (l + 1) % no_rope_every != 0; }
   bool tied_embeddings = false;  // no output.weight: logits use token_embd
+  bool fused_qkv = false;        // attn_qkv.weight holds Q, K, V rows (Phi-3)
+  bool fused_gate_up = false;    // ffn_up.weight holds gate then up rows, no ffn_gate (Phi-3)
 
   int64_t q_width() const { return n_head * head_dim; }
   int64_t kv_width() const { return n_head_kv * head_dim; }
@@ -57,8 +62,8 @@ struct ModelConfig {
   // when a quantized format has no group for it.
   Result<kernels::KvBlockLayout> kv_layout(int block_tokens, kv::KvFormat k_format, kv::KvFormat v_format) const;
 
-  // Reads and validates the config; unsupported architectures and rope scalings get a
-  // clear error naming what is missing.
+  // Reads and validates the config; every error names the metadata key at fault (unsupported
+  // architectures and rope scalings included). The tensors are not looked at: check_tensors.
   static Result<ModelConfig> from_gguf(const gguf::GgufFile& file);
 };
 

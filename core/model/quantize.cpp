@@ -7,6 +7,7 @@
 
 #include "core/gguf/gguf_file.h"
 #include "core/gguf/gguf_writer.h"
+#include "core/model/model_check.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -17,10 +18,10 @@ Status quantize_model(const std::string& in_path, const std::string& out_path, F
   auto in = gguf::GgufFile::open(in_path);
   if (!in.ok()) return in.error();
   const gguf::GgufFile& f = *in;
-  auto arch = f.get_string("general.architecture");
-  if (!arch.ok()) return arch.error();
-  auto n_layer = f.get_uint(*arch + ".block_count");
-  if (!n_layer.ok()) return n_layer.error();
+  // Only a model kvchat could run is converted: a broken one is refused, not copied.
+  auto checked = check_model_file(f);
+  if (!checked.ok()) return make_error(checked.error().code, in_path + ": " + checked.error().message);
+  const int64_t n_layer = checked->config.n_layer;
 
   gguf::GgufWriter w;
   for (const auto& e : f.metadata()) {
@@ -32,7 +33,7 @@ Status quantize_model(const std::string& in_path, const std::string& out_path, F
   size_t total = 0;
   std::vector<kernels::DType> out_types;
   for (const auto& t : f.tensors()) {
-    const auto dst = tensor_type(target, t.name, static_cast<int>(t.shape.size()), t.shape[0], static_cast<int64_t>(*n_layer));
+    const auto dst = tensor_type(target, t.name, static_cast<int>(t.shape.size()), t.shape[0], n_layer);
     out_types.push_back(dst);
     total += kernels::row_bytes(dst, t.shape[0]) * static_cast<size_t>(t.n_elements() / t.shape[0]);
   }

@@ -149,17 +149,24 @@ TEST_CASE("synthetic models: logits at every prompt position match llama.cpp's",
   // other rounding points and summation orders; on these random-weight models that gives
   // differences of a few percent of the logits' spread for quantized weights. The F16 model
   // is computed with F32 activations by us and F16-rounded by llama.cpp: tighter (measured 0.0015).
+  // Top-1 is checked only on rows whose reference margin exceeds twice our largest error, so a
+  // larger error checks fewer rows; a minimum keeps the check from passing on none. Rows
+  // checked of 20, measured with the AVX-512 VNNI / AVX2 / scalar kernels (KVCHAT_ISA): F16
+  // 20/20/20, Q8_0 8/9/9, Q4_0 15/15/15, Q4_K_M 8/7/7, MQA 14/14/14, qwen2 11/11/11; the
+  // minimum is about three quarters of the fewest.
   struct Case {
     const char* file;
     double max_rel_rms;
+    int min_top1_rows;
   };
   // The llama3 (rope_freqs) and qwen3 (Q/K norms, head size 64 != 256 / 8) models run 486
   // positions, past the rope factors' original context of 64: F16 with sharp attention
-  // (measured 0.0028 and 0.0007), Q8_0 with soft attention.
-  const Case cases[] = {{"tiny-gqa-f16", 0.005},     {"tiny-gqa-q8_0", 0.05},   {"tiny-gqa-q4_0", 0.05},
-                        {"tiny-gqa-q4_k_m", 0.05},  {"tiny-mqa-q8_0", 0.05},   {"tiny-qwen2-q8_0", 0.05},
-                        {"tiny-llama3-f16", 0.01},  {"tiny-llama3-q8_0", 0.05}, {"tiny-qwen3-f16", 0.01},
-                        {"tiny-qwen3-q8_0", 0.05}};
+  // (measured 0.0028 and 0.0007, top-1 rows 477 and 479 of 486), Q8_0 with soft attention
+  // (0.015 and 0.014, rows 409 and 396).
+  const Case cases[] = {{"tiny-gqa-f16", 0.005, 18},     {"tiny-gqa-q8_0", 0.05, 6},     {"tiny-gqa-q4_0", 0.05, 12},
+                        {"tiny-gqa-q4_k_m", 0.05, 5},   {"tiny-mqa-q8_0", 0.05, 11},    {"tiny-qwen2-q8_0", 0.05, 8},
+                        {"tiny-llama3-f16", 0.01, 340}, {"tiny-llama3-q8_0", 0.05, 280}, {"tiny-qwen3-f16", 0.01, 340},
+                        {"tiny-qwen3-q8_0", 0.05, 270}};
   for (const Case& c : cases) {
     DYNAMIC_SECTION(c.file) {
       auto l = load(std::string(c.file) + ".gguf");
@@ -175,6 +182,7 @@ TEST_CASE("synthetic models: logits at every prompt position match llama.cpp's",
                   << a.n_checked_top1);
       CHECK(a.rel_rms < c.max_rel_rms);
       CHECK(a.n_top1_agree == a.n_checked_top1);
+      CHECK(a.n_checked_top1 >= c.min_top1_rows);
     }
   }
 }

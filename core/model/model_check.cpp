@@ -1,0 +1,148 @@
+// The checks that make a GGUF a usable model: expected tensors, their shapes and types, the chat template.
+#include "core/model/model_check.h"
+
+#include <set>
+
+#include "core/gguf/gguf_file.h"
+#include "core/model/model.h"
+
+namespace kvc::model {
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+bool is_matrix_type(kernels::DType t) {
+  switch (t) {
+    case kernels::DType::f32: case kernels::DType::f16: case kernels::DType::bf16: case kernels::DType::q8_0:
+    case kernels::DType::q4_0: case kernels::DType::q4_k: case kernels::DType::q6_k:
+      return true;
+    case kernels::DType::q8_k:
+      return false;
+  }
+  return false;
+}
+
+std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
+  std::vector<ExpectedTensor> out;
+  auto matrix = [&](std::string name, int64_t rows, int64_t cols) { out.push_back({std::move(name), rows, cols, true, false}); };
+  auto vector = [&](std::string name, int64_t n, bool optional) { out.push_back({std::move(name), 1, n, false, optional}); };
+  matrix("token_embd.weight", c.n_vocab, c.n_embd);
+  // Rope frequency divisors: Llama 3's, or Phi-3's LongRoPE pair (Model::load picks one).
+  vector("rope_freqs.weight", c.rope.n_rot / 2, true);
+  vector("rope_factors_long.weight", c.rope.n_rot / 2, true);
+  vector("rope_factors_short.weight", c.rope.n_rot / 2, true);
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    vector(b + "attn_norm.weight", c.n_embd, false);
+    if (c.fused_qkv) {
+      matrix(b + "attn_qkv.weight", c.q_width() + 2 * c.kv_width(), c.n_embd);
+    } else {
+      matrix(b + "attn_q.weight", c.q_width(), c.n_embd);
+      matrix(b + "attn_k.weight", c.kv_width(), c.n_embd);
+      matrix(b + "attn_v.weight", c.kv_width(), c.n_embd);
+    }
+    matrix(b + "attn_output.weight", c.n_embd, c.q_width());
+    vector(b + "attn_q.bias", c.q_width(), !c.qkv_bias);
+    vector(b + "attn_k.bias", c.kv_width(), !c.qkv_bias);
+    vector(b + "attn_v.bias", c.kv_width(), !c.qkv_bias);
+    if (c.qk_norm) {
+      vector(b + "attn_q_norm.weight", c.head_dim, false);
+      vector(b + "attn_k_norm.weight", c.head_dim, false);
+    }
+    vector(b + "ffn_norm.weight", c.n_embd, false);
+    if (c.fused_gate_up) {
+      matrix(b + "ffn_up.weight", 2 * c.n_ff, c.n_embd);
+    } else {
+      matrix(b + "ffn_gate.weight", c.n_ff, c.n_embd);
+      matrix(b + "ffn_up.weight", c.n_ff, c.n_embd);
+    }
+    matrix(b + "ffn_down.weight", c.n_embd, c.n_ff);
+  }
+  vector("output_norm.weight", c.n_embd, false);
+  if (!c.tied_embeddings) matrix("output.weight", c.n_vocab, c.n_embd);
+  return out;
+}
+
+Status check_tensors(const gguf::GgufFile& f, const ModelConfig& c) {
+  if (f.tensors().empty()) {
+    return make_error(ErrorCode::invalid_file, "the file has no tensors (a vocabulary-only GGUF?): tensor token_embd.weight is missing");
+  }
+  for (const ExpectedTensor& e : expected_tensors(c)) {
+    const gguf::TensorInfo* t = f.find_tensor(e.name);
+    if (t == nullptr) {
+      if (e.optional) continue;
+      std::string why;
+      if (e.name.ends_with(".bias")) why = " (" + c.arch + " models have Q, K and V biases)";
+      return make_error(ErrorCode::invalid_file, "tensor " + e.name + " is missing" + why);
+    }
+    const std::vector<int64_t> want = e.matrix ? std::vector<int64_t>{e.n_cols, e.n_rows} : std::vector<int64_t>{e.n_cols};
+    if (t->shape != want) {
+      return make_error(ErrorCode::invalid_file, "tensor " + e.name + " has shape " + shape_str(t->shape) +
+                                                     ", expected " + shape_str(want) + " from the metadata");
+    }
+    if (e.matrix && !is_matrix_type(t->type)) {
+      return make_error(ErrorCode::unsupported, "tensor " + e.name + ": type " + kernels::dtype_name(t->type) +
+                                                    " cannot be a weight matrix");
+    }
+  }
+  return {};
+}
+
+std::vector<std::string> unused_tensors(const gguf::GgufFile& f, const ModelConfig& c) {
+  std::set<std::string, std::less<>> used;
+  for (ExpectedTensor& e : expected_tensors(c)) used.insert(std::move(e.name));
+  std::vector<std::string> out;
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    if (!used.contains(t.name)) out.push_back(t.name);
+  }
+  return out;
+}
+
+Result<std::string_view> chat_template_text(const gguf::GgufFile& f) {
+  constexpr std::string_view k_key = "tokenizer.chat_template";
+  const gguf::Value* v = f.find(k_key);
+  if (v == nullptr) return std::string_view();
+  const std::string* s = v->as<std::string>();
+  if (s == nullptr) {
+    auto r = f.get_string(k_key);  // the getter's message: what was expected, what was found
+    return r.error();
+  }
+  if (s->size() > k_max_chat_template_bytes) {
+    return make_error(ErrorCode::invalid_file,
+                      "metadata tokenizer.chat_template: " + std::to_string(s->size()) +
+                          " bytes is too long for a chat template; kvchat refuses templates over " +
+                          std::to_string(k_max_chat_template_bytes) + " bytes (real ones are a few KiB)");
+  }
+  return std::string_view(*s);
+}
+
+Result<CheckedModel> check_model_file(const gguf::GgufFile& f) {
+  auto config = ModelConfig::from_gguf(f);
+  if (!config.ok()) return config.error();
+  auto vocab = vocabulary_from_gguf(f);
+  if (!vocab.ok()) return vocab.error();
+  auto tok = tokenizer::Tokenizer::create(*vocab);
+  if (!tok.ok()) return tok.error();
+  auto tmpl = chat_template_text(f);
+  if (!tmpl.ok()) return tmpl.error();
+  KVC_TRY(check_tensors(f, *config));
+  // A tensor the architecture does not read means a feature kvchat does not implement: the
+  // output would be silently wrong, so the file is refused (llama.cpp refuses it too).
+  if (const auto unused = unused_tensors(f, *config); !unused.empty()) {
+    return make_error(ErrorCode::unsupported, "tensor " + unused.front() + " is not used by architecture " + config->arch +
+                                                  " as kvchat implements it" +
+                                                  (unused.size() > 1 ? " (nor are " + std::to_string(unused.size() - 1) +
+                                                                           " more)" : std::string()) +
+                                                  ", so its output would be wrong; this model needs a newer kvchat");
+  }
+  return CheckedModel{std::move(*config), std::move(*tok), chat::ChatTemplate::detect(*tmpl)};
+}
+
+}  // namespace kvc::model

@@ -1,0 +1,23 @@
+// TensorPlan: one tensor the random-model writer generates (shared with the broken-model variants).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/dtype.h"
+
+namespace kvc::model {
+
+// Values are near-normal with mean `mean` and deviation `std` (or the given `values`),
+// quantized to `type`.
+struct TensorPlan {
+  std::string name;
+  std::vector<int64_t> shape;  // (row length, n_rows), or (n) for a vector
+  kernels::DType type;
+  float mean;
+  float std;
+  std::vector<float> values = {};  // when not empty: these values, row-major, instead of random ones
+};
+
+}  // namespace kvc::model
