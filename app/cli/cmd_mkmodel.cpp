@@ -102,7 +102,7 @@ Result<std::string> ensure_demo_model(const std::string& data_dir, bool quiet) {
 
 void register_mkmodel(CLI::App& app) {
   auto a = std::make_shared<MkmodelArgs>();
-  auto* cmd = app.add_subcommand("mkmodel", "write a llama, llama3, qwen2 or qwen3 GGUF with random weights of any shape and weight type");
+  auto* cmd = app.add_subcommand("mkmodel", "write a llama-family GGUF (llama, llama3, qwen2, qwen3, phi3, smollm3) with random weights of any shape and type");
   cmd->add_option("-o,--output", a->out, "GGUF file to write (default: DATA_DIR/models/PRESET-TYPE.gguf)");
   add_data_dir_option(*cmd, a->data_dir);
   cmd->add_option("--preset", a->preset, "a known shape: tinyllama (dim 2048, 22 layers, 32/4 heads, FFN 5632)");
@@ -115,13 +115,16 @@ void register_mkmodel(CLI::App& app) {
   cmd->add_option("--ctx", a->spec.n_ctx, "context length")->capture_default_str();
   cmd->add_option("--arch", a->spec.arch,
                   "architecture: llama; llama3 (llama with rope_freqs.weight); qwen2 (split-halves rope, Q/K/V "
-                  "biases); qwen3 (split halves, per-head Q/K norms)")
+                  "biases); qwen3 (split halves, per-head Q/K norms); phi3 (fused QKV and gate/up, LongRoPE); "
+                  "smollm3 (no rope in every fourth layer)")
       ->capture_default_str();
   cmd->add_option("--head-dim", a->spec.head_dim, "qwen3: the head size when it is not --dim / --heads");
-  cmd->add_option("--rope-scale-factor", a->spec.rope_scale_factor, "llama3: the divisor of the low-frequency rope pairs")
+  cmd->add_option("--rope-scale-factor", a->spec.rope_scale_factor,
+                  "llama3, phi3: the divisor of the low-frequency rope pairs (phi3: of its long factors)")
       ->capture_default_str();
-  cmd->add_option("--rope-orig-ctx", a->spec.rope_orig_ctx, "llama3: the original context the rope factors extend")
+  cmd->add_option("--rope-orig-ctx", a->spec.rope_orig_ctx, "llama3, phi3: the original context the rope factors extend")
       ->capture_default_str();
+  cmd->add_option("--window", a->spec.sliding_window, "attention.sliding_window to write (0: none)")->capture_default_str();
   cmd->add_option("--rope-base", a->spec.rope_freq_base, "rope frequency base")->capture_default_str();
   cmd->add_flag("--tied", a->spec.tied, "no output.weight: the output layer reuses the token embeddings");
   cmd->add_option("--seed", a->spec.seed, "weights seed (the file depends only on the options)")->capture_default_str();

@@ -49,8 +49,9 @@ void generate_rows(const TensorPlan& t, uint64_t seed, int64_t row_begin, int64_
   scratch.resize(static_cast<size_t>(n_cols));
   for (int64_t r = row_begin; r < row_end; ++r) {
     uint64_t s = seed ^ hash_name(t.name) ^ (static_cast<uint64_t>(r) * 0xd1b54a32d192ed03ull);
+    const float std = t.std2_from_row >= 0 && r >= t.std2_from_row ? t.std2 : t.std;
     for (int64_t c = 0; c < n_cols; ++c) {
-      scratch[static_cast<size_t>(c)] = t.values.empty() ? t.mean + t.std * near_normal(splitmix64(s))
+      scratch[static_cast<size_t>(c)] = t.values.empty() ? t.mean + std * near_normal(splitmix64(s))
                                                          : t.values[static_cast<size_t>(r * n_cols + c)];
     }
     kernels::quantize_row(t.type, scratch.data(), out + static_cast<size_t>(r - row_begin) * row, n_cols);
@@ -94,14 +95,15 @@ Status ModelSpec::validate(int64_t n_vocab) const {
     return bad("the head size (--head-dim, or --dim / --heads) must be even and at most 1024 for rotary embeddings");
   }
   if (head_dim != 0 && arch != "qwen3") return bad("--head-dim is for --arch qwen3 (other architectures use --dim / --heads)");
-  if (arch == "llama3" && !(rope_scale_factor >= 1 && rope_scale_factor < 1000 && rope_orig_ctx > 0)) {
+  if ((arch == "llama3" || arch == "phi3") && !(rope_scale_factor >= 1 && rope_scale_factor < 1000 && rope_orig_ctx > 0)) {
     return bad("--rope-scale-factor must be in [1, 1000) and --rope-orig-ctx positive");
   }
   if (n_embd % 32 != 0 || n_ff % 32 != 0) return bad("--dim and --ffn must be multiples of 32 (the quantization block)");
   if (n_vocab < 4) return bad("the vocabulary is too small");
-  if (arch != "llama" && arch != "llama3" && arch != "qwen2" && arch != "qwen3") {
-    return bad("unknown architecture '" + arch + "' (choose llama, llama3, qwen2 or qwen3)");
+  if (arch != "llama" && arch != "llama3" && arch != "qwen2" && arch != "qwen3" && arch != "phi3" && arch != "smollm3") {
+    return bad("unknown architecture '" + arch + "' (choose llama, llama3, qwen2, qwen3, phi3 or smollm3)");
   }
+  if (sliding_window < 0 || sliding_window > n_ctx) return bad("--window must lie in [0, --ctx]");
   if (!(weight_std > 0 && weight_std < 10) || !(qk_std >= 0 && qk_std < 10) || !(norm_std >= 0 && norm_std < 10) ||
       !(bias_std >= 0 && bias_std < 10)) {
     return bad("standard deviations must lie in [0, 10) (and --std above 0)");
@@ -174,6 +176,15 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
     w.set_u32(a + "attention.value_length", static_cast<uint32_t>(head_dim));
   }
   w.set_f32(a + "rope.freq_base", spec.rope_freq_base);
+  if (spec.arch == "phi3") {
+    // LongRoPE: past the original context the long factors apply, and cos / sin are scaled by
+    // sqrt(1 + ln(ctx / orig) / ln(orig)) (rounded like the factors, see llama3_rope_factors).
+    w.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(spec.rope_orig_ctx));
+    const double scale = static_cast<double>(spec.n_ctx) / static_cast<double>(spec.rope_orig_ctx);
+    const double attn = scale <= 1 ? 1.0 : std::sqrt(1 + std::log(scale) / std::log(static_cast<double>(spec.rope_orig_ctx)));
+    w.set_f32(a + "rope.scaling.attn_factor", static_cast<float>(std::round(attn * 4096.0) / 4096.0));
+  }
+  if (spec.sliding_window > 0) w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(spec.sliding_window));
   w.set_f32(a + "attention.layer_norm_rms_epsilon", spec.rms_eps);
   w.set_u32(a + "vocab_size", static_cast<uint32_t>(n_vocab));
   add_vocabulary(w, vocab);
@@ -194,12 +205,24 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
     plans.push_back({"rope_freqs.weight", {head_dim / 2}, DType::f32, 0.0f, 0.0f,
                      llama3_rope_factors(head_dim / 2, spec.rope_freq_base, spec.rope_scale_factor, spec.rope_orig_ctx)});
   }
+  if (spec.arch == "phi3") {  // LongRoPE-shaped factor pairs: long ones up to the factor, short ones mild
+    plans.push_back({"rope_factors_long.weight", {head_dim / 2}, DType::f32, 0.0f, 0.0f,
+                     llama3_rope_factors(head_dim / 2, spec.rope_freq_base, spec.rope_scale_factor, spec.rope_orig_ctx)});
+    plans.push_back({"rope_factors_short.weight", {head_dim / 2}, DType::f32, 0.0f, 0.0f,
+                     llama3_rope_factors(head_dim / 2, spec.rope_freq_base, 1.25f, spec.rope_orig_ctx)});
+  }
   for (int64_t l = 0; l < spec.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     vector(b + "attn_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
-    matrix(b + "attn_q.weight", q_width, spec.n_embd, qk_std);
-    matrix(b + "attn_k.weight", kv_width, spec.n_embd, qk_std);
-    matrix(b + "attn_v.weight", kv_width, spec.n_embd, spec.weight_std);
+    if (spec.arch == "phi3") {  // Q, K and V rows in one tensor; V's rows keep the plain deviation
+      matrix(b + "attn_qkv.weight", q_width + 2 * kv_width, spec.n_embd, qk_std);
+      plans.back().std2_from_row = q_width + kv_width;
+      plans.back().std2 = spec.weight_std;
+    } else {
+      matrix(b + "attn_q.weight", q_width, spec.n_embd, qk_std);
+      matrix(b + "attn_k.weight", kv_width, spec.n_embd, qk_std);
+      matrix(b + "attn_v.weight", kv_width, spec.n_embd, spec.weight_std);
+    }
     if (spec.arch == "qwen2") {
       vector(b + "attn_q.bias", q_width, 0.0f, spec.bias_std);
       vector(b + "attn_k.bias", kv_width, 0.0f, spec.bias_std);
@@ -211,8 +234,12 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
     }
     matrix(b + "attn_output.weight", spec.n_embd, q_width, spec.weight_std);
     vector(b + "ffn_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
-    matrix(b + "ffn_gate.weight", spec.n_ff, spec.n_embd, spec.weight_std);
-    matrix(b + "ffn_up.weight", spec.n_ff, spec.n_embd, spec.weight_std);
+    if (spec.arch == "phi3") {  // gate then up rows in ffn_up
+      matrix(b + "ffn_up.weight", 2 * spec.n_ff, spec.n_embd, spec.weight_std);
+    } else {
+      matrix(b + "ffn_gate.weight", spec.n_ff, spec.n_embd, spec.weight_std);
+      matrix(b + "ffn_up.weight", spec.n_ff, spec.n_embd, spec.weight_std);
+    }
     matrix(b + "ffn_down.weight", spec.n_embd, spec.n_ff, spec.weight_std);
   }
   vector("output_norm.weight", spec.n_embd, 1.0f, spec.norm_std);

@@ -16,7 +16,9 @@ namespace kvc::model {
 struct ModelSpec {
   std::string name = "kvchat random llama";
   // "llama"; "llama3" (llama with rope_freqs.weight: Llama 3's rope scaling); "qwen2"
-  // (split-halves rope, Q/K/V biases); "qwen3" (split halves, per-head Q/K norms, head_dim)
+  // (split-halves rope, Q/K/V biases); "qwen3" (split halves, per-head Q/K norms, head_dim);
+  // "phi3" (fused attn_qkv and gate/up, LongRoPE factors and attn_factor, split halves);
+  // "smollm3" (llama without rope in every fourth layer)
   std::string arch = "llama";
   int64_t n_embd = 256;
   int64_t n_layer = 4;
@@ -27,8 +29,9 @@ struct ModelSpec {
   int64_t head_dim = 0;         // qwen3 only: the head size (attention.key_length); 0: n_embd / n_head
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
-  float rope_scale_factor = 8.0f;  // llama3: the low-frequency pairs' divisor
-  int64_t rope_orig_ctx = 8192;    // llama3: the context the factors extend (original_max_position_embeddings)
+  float rope_scale_factor = 8.0f;  // llama3, phi3 (long factors): the low-frequency pairs' divisor
+  int64_t rope_orig_ctx = 8192;    // llama3, phi3: the context the factors extend (original_max_position_embeddings)
+  int64_t sliding_window = 0;      // attention.sliding_window; 0: none written
   FileType type = FileType::q8_0;
   uint64_t seed = 1;
   float weight_std = 0.02f;     // matrices: near-normal with this standard deviation, mean 0

@@ -18,6 +18,8 @@ struct TensorPlan {
   float mean;
   float std;
   std::vector<float> values = {};  // when not empty: these values, row-major, instead of random ones
+  int64_t std2_from_row = -1;      // rows from here on use std2 (the V part of a fused QKV)
+  float std2 = 0.0f;
 };
 
 }  // namespace kvc::model

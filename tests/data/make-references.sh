@@ -8,7 +8,8 @@
 # What it writes, and why each is what the tests compare with:
 #   SHA256SUMS                    the synthetic models' hashes (mkmodel is deterministic)
 #   <model>.reference.txt         prompt ids (llama.cpp's tokenizer, BOS added), greedy ids and text
-#                                 (the llama3 / qwen3 models: a 486-token prompt from assets/demo/corpus.txt)
+#                                 (the llama3 / qwen3 / phi3 / smollm3 models: a 486-token prompt from
+#                                 assets/demo/corpus.txt; llama-dump-logits runs them with a 512-token context)
 #   <model>.logits.f16            logits at every prompt position, n_tokens x n_vocab, float16
 #   stories260K.reference.logits.f32   the same for stories260K in float32 (small: 5 x 512)
 #   llama-quantize-<type>.slice.gguf   the first 16 rows of every tensor of tiny-gqa-f16
@@ -96,7 +97,7 @@ echo "== synthetic models (tests/data/synthetic-models.sh)"
 for m in "$work"/models/*.gguf; do
   name=$(basename "$m" .gguf)
   case $name in
-    tiny-llama3-* | tiny-qwen3-*) reference "$m" "$name" "$long_prompt" 16 f16 ;;
+    tiny-llama3-* | tiny-qwen3-* | tiny-phi3-* | tiny-smollm3-*) reference "$m" "$name" "$long_prompt" 16 f16 ;;
     *) reference "$m" "$name" "$synthetic_prompt" 16 f16 ;;
   esac
 done

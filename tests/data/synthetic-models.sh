@@ -29,6 +29,15 @@ models=(
   "tiny-llama3-q8_0 --type q8_0 --qk-std 0.02 --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --ffn 512 --arch llama3 --rope-scale-factor 8 --rope-orig-ctx 64"
   "tiny-qwen3-f16   --type f16  --qk-std 0.1  --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch qwen3 --rope-base 1000000"
   "tiny-qwen3-q8_0  --type q8_0 --qk-std 0.02 --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch qwen3 --rope-base 1000000"
+  # phi3: fused tensors and LongRoPE. "long": the 512-token context passes the original 64, so
+  # the long factors and attn_factor 1.354 apply; its window of 32 is ignored, as llama.cpp does.
+  # "short": an original context of 1024, the short factors.
+  "tiny-phi3-long-f16   --type f16  --qk-std 0.1  --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 512 --arch phi3 --rope-scale-factor 8 --rope-orig-ctx 64 --window 32"
+  "tiny-phi3-long-q8_0  --type q8_0 --qk-std 0.02 --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 512 --arch phi3 --rope-scale-factor 8 --rope-orig-ctx 64 --window 32"
+  "tiny-phi3-short-f16  --type f16  --qk-std 0.1  --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 512 --arch phi3 --rope-orig-ctx 1024"
+  # smollm3: 4 layers, the fourth without rope.
+  "tiny-smollm3-f16     --type f16  --qk-std 0.1  --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 512 --arch smollm3"
+  "tiny-smollm3-q8_0    --type q8_0 --qk-std 0.02 --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 512 --arch smollm3"
 )
 
 mkdir -p "$out"
