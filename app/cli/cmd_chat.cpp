@@ -6,7 +6,7 @@
 
 #include "app/cli/cli_common.h"
 #include "app/common/chat_turn.h"
-#include "core/model/session.h"
+#include "app/cli/cli_engine.h"
 
 namespace kvc::cli {
 
@@ -29,12 +29,12 @@ int run_chat(ChatArgs a) {
   const model::Model& m = *loaded->model;
   const tokenizer::Tokenizer& tok = m.tokenizer();
   const chat::ChatTemplate& tmpl = m.chat_template();
-  auto session = model::Session::create(m, context_length(a.model, m), a.model.n_batch);
-  if (!session.ok()) return report(session.error());
+  auto engine = CliEngine::create(m, context_length(a.model, m), a.model.n_batch);
+  if (!engine.ok()) return report(engine.error());
 
   const bool tty = ::isatty(STDIN_FILENO) != 0;
   std::fprintf(stderr, "kvchat: %s | chat template: %s | context %lld | %s\n", m.path().c_str(),
-               std::string(tmpl.name()).c_str(), static_cast<long long>(session->n_ctx()),
+               std::string(tmpl.name()).c_str(), static_cast<long long>(engine->n_ctx()),
                std::string(m.backend().name()).c_str());
   if (demo) {
     std::fprintf(stderr,
@@ -43,11 +43,12 @@ int run_chat(ChatArgs a) {
   }
   if (tty) std::fprintf(stderr, "%s", k_help);
 
-  model::GenerateOptions opt;
+  engine::RequestOptions opt;
   opt.max_tokens = a.n_predict;
   opt.sampling = a.sampling;
   opt.stop_strings = tmpl.stop_strings();
   std::vector<int32_t> conversation;  // the append-only token stream: the source of truth
+  int64_t conversation_id = 1;        // the engine's sequence for it; /reset starts another
   int turn = 0;
   std::string line;
   for (;;) {
@@ -56,12 +57,13 @@ int run_chat(ChatArgs a) {
     if (line == "/exit" || line == "/quit") break;
     if (line == "/reset") {
       conversation.clear();
+      ++conversation_id;
       turn = 0;
       std::fprintf(stderr, "(new conversation)\n");
       continue;
     }
     if (line == "/stats") {
-      std::fprintf(stderr, "conversation: %zu tokens of %lld\n", conversation.size(), static_cast<long long>(session->n_ctx()));
+      std::fprintf(stderr, "conversation: %zu tokens of %lld\n", conversation.size(), static_cast<long long>(engine->n_ctx()));
       continue;
     }
     if (line.empty()) continue;
@@ -69,14 +71,14 @@ int run_chat(ChatArgs a) {
     const app::TurnSegment seg = app::build_user_turn(tok, tmpl, a.system, line, turn == 0);
     std::vector<int32_t> prompt = conversation;
     prompt.insert(prompt.end(), seg.tokens.begin(), seg.tokens.end());
-    auto r = model::generate(*session, prompt, opt, [](std::string_view piece) {
+    auto r = engine->run(conversation_id, prompt, opt, [](std::string_view piece) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
       return true;
     });
     if (!r.ok()) {
       report(r.error());
-      if (r.error().code == ErrorCode::invalid_argument) {
+      if (static_cast<int64_t>(prompt.size()) >= engine->n_ctx()) {
         std::fprintf(stderr, "(the conversation no longer fits the context; /reset starts a new one)\n");
         continue;
       }
@@ -90,15 +92,15 @@ int run_chat(ChatArgs a) {
     // closing text instead (build_user_turn), so the stream stays identical to a full render.
     ++turn;
     if (!a.model.quiet) {
-      const double n_dec = static_cast<double>(r->tokens.size() > 1 ? r->tokens.size() - 1 : 0);
+      const auto n_prompt = static_cast<int64_t>(prompt.size());
       std::fprintf(stderr,
                    "[%zu tokens | TTFT %.0f ms | %.1f tok/s | prompt %lld tokens, %lld from cache (T0 %lld, T1 %lld, "
                    "T2 %lld), %lld computed]\n",
-                   r->tokens.size(), r->ttft_ms, r->decode_ms > 0 ? 1000.0 * n_dec / r->decode_ms : 0.0,
-                   static_cast<long long>(r->n_prompt), static_cast<long long>(r->n_prompt_reused),
+                   r->tokens.size(), r->ttft_ms, decode_tokens_per_s(*r), static_cast<long long>(n_prompt),
+                   static_cast<long long>(r->prefix.n_cached),
                    static_cast<long long>(r->prefix.n_from_tier[0]), static_cast<long long>(r->prefix.n_from_tier[1]),
                    static_cast<long long>(r->prefix.n_from_tier[2]),
-                   static_cast<long long>(r->n_prompt - r->n_prompt_reused));
+                   static_cast<long long>(n_prompt - r->prefix.n_cached));
     }
   }
   return 0;

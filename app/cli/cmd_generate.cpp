@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "app/cli/cli_common.h"
-#include "core/model/session.h"
+#include "app/cli/cli_engine.h"
 
 namespace kvc::cli {
 
@@ -30,15 +30,15 @@ int run_generate(const GenerateArgs& a) {
   auto loaded = load_model(a.model);
   if (!loaded.ok()) return report(loaded.error());
   const model::Model& m = *loaded->model;
-  auto session = model::Session::create(m, context_length(a.model, m), a.model.n_batch);
-  if (!session.ok()) return report(session.error());
+  auto engine = CliEngine::create(m, context_length(a.model, m), a.model.n_batch);
+  if (!engine.ok()) return report(engine.error());
 
   const std::vector<int32_t> ids = m.tokenizer().encode(prompt, !a.no_bos && m.tokenizer().wants_bos(), a.special);
   if (ids.empty()) return report(make_error(ErrorCode::invalid_argument, "the prompt is empty: give one with -p or -f"));
-  model::GenerateOptions opt;
+  engine::RequestOptions opt;
   opt.max_tokens = a.n_predict;
   opt.sampling = a.sampling;
-  auto r = model::generate(*session, ids, opt, [](std::string_view piece) {
+  auto r = engine->run(0, ids, opt, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
     return true;
@@ -46,12 +46,11 @@ int run_generate(const GenerateArgs& a) {
   if (!r.ok()) return report(r.error());
   std::fputc('\n', stdout);
   if (!a.model.quiet) {
-    const double n_dec = static_cast<double>(r->tokens.size() > 1 ? r->tokens.size() - 1 : 0);
+    const auto n_prompt = static_cast<double>(ids.size());
     std::fprintf(stderr,
-                 "\nprompt: %lld tokens in %.1f ms (%.1f tok/s) | generated %zu tokens, %.1f tok/s | stop: %s | %s\n",
-                 static_cast<long long>(r->n_prompt), r->prefill_ms,
-                 r->prefill_ms > 0 ? 1000.0 * static_cast<double>(r->n_prompt) / r->prefill_ms : 0.0, r->tokens.size(),
-                 r->decode_ms > 0 ? 1000.0 * n_dec / r->decode_ms : 0.0, model::to_string(r->reason),
+                 "\nprompt: %zu tokens in %.1f ms (%.1f tok/s) | generated %zu tokens, %.1f tok/s | stop: %s | %s\n",
+                 ids.size(), r->prefill_ms, r->prefill_ms > 0 ? 1000.0 * n_prompt / r->prefill_ms : 0.0,
+                 r->tokens.size(), decode_tokens_per_s(*r), model::to_string(r->reason),
                  std::string(m.backend().name()).c_str());
   }
   return 0;
