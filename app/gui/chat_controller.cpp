@@ -387,7 +387,11 @@ void ChatController::do_open(int64_t id) {
   reload_chat();
   if (runner_) {
     std::vector<int32_t> tokens;
-    if (!state_.chat.messages.empty()) tokens = stream_until(state_.chat.messages.back().id);
+    if (!state_.chat.messages.empty()) {
+      auto stream = stream_until(state_.chat.messages.back().id);
+      if (!stream.ok()) return (void)fail(stream.error());
+      tokens = std::move(*stream);
+    }
     runner_->prefetch(id, tokens);
   }
 }
@@ -430,11 +434,16 @@ void ChatController::reload_chat() {
   }
 }
 
-std::vector<int32_t> ChatController::stream_until(int64_t message_id) {
+Result<std::vector<int32_t>> ChatController::stream_until(int64_t message_id) {
   std::vector<int32_t> tokens;
   if (!store_ || message_id == 0) return tokens;
+  // A history that cannot be read is an error the user sees: a turn must never run on an
+  // empty context instead of its conversation.
   auto path = store_->path_to(message_id);
-  if (!path.ok()) return tokens;
+  if (!path.ok()) {
+    return make_error(path.error().code, "the conversation's history cannot be read (" + path.error().message +
+                                             "); the message was not sent");
+  }
   for (const auto& m : *path) tokens.insert(tokens.end(), m.tokens.begin(), m.tokens.end());
   return tokens;
 }
@@ -446,7 +455,9 @@ void ChatController::do_send(const std::string& text) {
   if (state_.chat.conversation_id == 0) do_new_conversation();
   const int64_t conv = state_.chat.conversation_id;
   const int64_t leaf = state_.chat.messages.empty() ? 0 : state_.chat.messages.back().id;
-  std::vector<int32_t> history = stream_until(leaf);
+  auto stream = stream_until(leaf);
+  if (!stream.ok()) return (void)fail(stream.error());
+  std::vector<int32_t> history = std::move(*stream);
   const TurnSegment seg = build_user_turn(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt, text,
                                           history.empty());
   // Durable before generation starts.
@@ -463,7 +474,9 @@ void ChatController::do_regenerate() {
   const ui::MessageView& last = state_.chat.messages.back();
   const int64_t parent = last.role == ui::Role::assistant ? last.parent_id : last.id;
   if (parent == 0) return;
-  run_reply(state_.chat.conversation_id, parent, stream_until(parent), {});
+  auto stream = stream_until(parent);
+  if (!stream.ok()) return (void)fail(stream.error());
+  run_reply(state_.chat.conversation_id, parent, std::move(*stream), {});
 }
 
 void ChatController::do_edit(int64_t message_id, const std::string& text) {
@@ -471,7 +484,9 @@ void ChatController::do_edit(int64_t message_id, const std::string& text) {
   auto m = store_->message(message_id);
   if (!m.ok()) return (void)fail(m.error());
   if (m->role != storage::Role::user) return;
-  std::vector<int32_t> history = stream_until(m->parent_id);
+  auto stream = stream_until(m->parent_id);
+  if (!stream.ok()) return (void)fail(stream.error());
+  std::vector<int32_t> history = std::move(*stream);
   const TurnSegment seg = build_user_turn(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt, text,
                                           history.empty());
   auto edited = store_->edit_message(message_id, text, seg.tokens);

@@ -81,7 +81,8 @@ class ChatController final : public ui::AppCommands {
   void reload_chat();
   void do_export_kv(bool chrome_trace);  // into DATA_DIR/exports/ (chat_controller_export.cpp)
   bool fail(const Error& e);  // records e for the UI; returns false
-  std::vector<int32_t> stream_until(int64_t message_id);  // tokens of the path, message included
+  // Tokens of the path to the message, message included; an error when the store cannot read it.
+  Result<std::vector<int32_t>> stream_until(int64_t message_id);
 
   Options options_;
 

@@ -34,6 +34,7 @@
 #include "core/model/forward.h"
 #include "core/model/model.h"
 #include "core/model/output_text.h"
+#include "core/model/session.h"
 #include "core/sampling/sampler.h"
 #include "core/util/result.h"
 
@@ -41,12 +42,8 @@ namespace kvc::engine {
 
 using RequestId = int64_t;
 
-struct RequestOptions {
-  int64_t max_tokens = 128;  // < 0: until the end of generation or the context is full
-  sampling::SamplingParams sampling;
-  std::vector<std::string> stop_strings;
-  bool stop_at_eog = true;
-};
+// What to generate: the one type for a request's settings, shared with model::generate.
+using RequestOptions = model::GenerateOptions;
 
 struct RequestResult;
 

@@ -250,6 +250,6 @@ class KvCache {
 };
 
 // Maps core's KV format to the kernels' row type.
-inline kernels::KvType to_kernel_type(KvFormat f) { return static_cast<kernels::KvType>(f); }
+inline kernels::KvType to_kernel_type(KvFormat f) { return f; }  // one type since both named it
 
 }  // namespace kvc::kv

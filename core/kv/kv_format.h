@@ -13,7 +13,7 @@ namespace kvc::kv {
 // g elements of one head (per position), g = kv_group_for_head_dim(head_dim): 32, 16 or 8, so
 //   bytes per element = bits / 8 + 2 / g.
 // A head size that is not a multiple of 8 has no group: only F16 can store it.
-enum class KvFormat { f16, int8, int4 };
+using KvFormat = kernels::KvType;
 
 // The group for a model's head size (kernels/cpu/kv_format.h decides), 0 when none fits.
 constexpr int kv_group_for_head_dim(int64_t head_dim) { return kernels::kv_group_for_head_dim(head_dim); }

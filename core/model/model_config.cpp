@@ -224,11 +224,10 @@ Result<kernels::KvBlockLayout> ModelConfig::kv_layout(int block_tokens, kv::KvFo
     return make_error(ErrorCode::invalid_argument,
                       "the KV block size must be positive, got " + std::to_string(block_tokens));
   }
-  // Both enums list f16, int8, int4 in the same order.
   auto layout = kernels::make_kv_block_layout(static_cast<int>(n_layer), static_cast<int>(n_head_kv),
                                               static_cast<int>(head_dim), block_tokens,
-                                              static_cast<kernels::KvType>(k_format),
-                                              static_cast<kernels::KvType>(v_format));
+                                              k_format,
+                                              v_format);
   if (!layout) {
     return make_error(ErrorCode::invalid_argument,
                       "cannot lay out the KV cache for " + std::to_string(n_layer) + " layers, " +

@@ -70,8 +70,9 @@ class Session {
   std::vector<float> all_logits_;
 };
 
+// What to generate (also the engine's engine::RequestOptions): the defaults live here only.
 struct GenerateOptions {
-  int64_t max_tokens = 128;  // < 0: until EOS or the context is full
+  int64_t max_tokens = 128;  // < 0: until the end of generation or the context is full
   sampling::SamplingParams sampling;
   std::vector<std::string> stop_strings;  // generation ends before any of these
   bool stop_at_eog = true;                // end at EOS / end-of-turn tokens

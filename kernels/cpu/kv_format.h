@@ -7,7 +7,9 @@
 namespace kvc::kernels {
 
 // The same order as core's kv::KvFormat (f16, int8, int4), so the mapping is one cast.
-enum class KvType : uint8_t { f16 = 0, q8 = 1, q4 = 2 };
+// One enum for the KV element format everywhere: the kernels say q8 / q4, the cache and the
+// user-facing code int8 / int4 (kv::KvFormat is this type), for the same values.
+enum class KvType : uint8_t { f16 = 0, q8 = 1, q4 = 2, int8 = q8, int4 = q4 };
 
 // Elements of one head at one position that share a scale (g below): the largest of 32, 16,
 // 8 that divides the head size, so a group never straddles two heads. The fast SIMD kernels
