@@ -234,10 +234,15 @@ Result<tokenizer::Vocabulary> vocabulary_from_gguf(const gguf::GgufFile& f) {
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Backend& be, const LoadOptions& opt) {
   auto file = gguf::GgufFile::open(path);
   if (!file.ok()) return file.error();
+  return from_file(std::move(*file), path, be, opt);
+}
+
+Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::string& path, backend::Backend& be,
+                                                const LoadOptions& opt) {
   // Everything is checked before anything is allocated or uploaded.
-  auto checked = check_model_file(*file);
+  auto checked = check_model_file(file);
   if (!checked.ok()) return make_error(checked.error().code, path + ": " + checked.error().message);
-  std::unique_ptr<Model> m(new Model(std::move(*file), std::move(checked->tokenizer), checked->chat_template));
+  std::unique_ptr<Model> m(new Model(std::move(file), std::move(checked->tokenizer), checked->chat_template));
   m->config_ = std::move(checked->config);
   m->backend_ = &be;
   m->path_ = path;

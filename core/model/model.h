@@ -56,6 +56,9 @@ class Model {
   // error naming the key or tensor at fault, before anything is allocated or uploaded.
   static Result<std::unique_ptr<Model>> load(const std::string& path, backend::Backend& be,
                                              const LoadOptions& options = {});
+  // The same from a parsed file (in memory, say); `path` only names it in messages.
+  static Result<std::unique_ptr<Model>> from_file(gguf::GgufFile file, const std::string& path, backend::Backend& be,
+                                                  const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
