@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "core/tokenizer/tokenizer.h"
+#include "storage/conversation_store.h"
 #include "support/test_support.h"
 
 namespace {
@@ -88,6 +90,43 @@ TEST_CASE("kvchat GUI: smoke script, then a restart resumes the conversation", "
   }
   CHECK(n_json == 1);
   CHECK(n_csv == 1);
+}
+
+TEST_CASE("kvchat GUI: chat with a Qwen-vocabulary model keeps UTF-8 whole in the stored answers", "[ui][e2e]") {
+  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  const auto missing = kvc::test::models_dir() / "hf-vocab-missing.txt";
+  if (std::filesystem::exists(missing)) KVC_SKIP("Qwen vocabulary not fetched: " << kvc::test::read_file(missing));
+  kvc::test::TempDir tmp;
+  const auto made = kvc::test::cli("mkmodel --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 128 --type q8_0 -q --vocab-from " +
+                                       kvc::test::quoted(kvc::test::model_path("ggml-vocab-qwen2.gguf")) + " -o " +
+                                       kvc::test::quoted(tmp.file("qwen.gguf")),
+                                   tmp);
+  REQUIRE(made.exit_code == 0);
+  std::string out;
+  const int rc = run_script(tmp.file("qwen.gguf"), tmp.file("data"), "bpe-chat.json", tmp.file("shots"), out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  CHECK(out.find("script passed") != std::string::npos);
+  // What the app stored is what it showed: the messages typed, and answers of whole UTF-8
+  // characters (a byte-level token may hold part of one; the stream holds it back).
+  auto store = kvc::storage::ConversationStore::open_in(tmp.path() / "data");
+  REQUIRE(store.ok());
+  auto convs = (*store)->list_conversations(0, 10);
+  REQUIRE(convs.ok());
+  std::vector<kvc::storage::Message> chat;  // the new conversation (the other is the welcome one)
+  for (const auto& c : *convs) {
+    auto p = (*store)->path_to(c.active_leaf);
+    if (p.ok() && p->size() == 4) chat = std::move(*p);
+  }
+  REQUIRE(chat.size() == 4);
+  const auto* path = &chat;
+  CHECK((*path)[0].text == "你好，世界 🦙 naïve café");
+  for (const auto& m : *path) {
+    std::string rest = m.text, whole;
+    kvc::tokenizer::drain_utf8(rest, whole, true);
+    CHECK(whole == m.text);
+    CHECK(!m.tokens.empty());
+  }
 }
 
 TEST_CASE("kvchat GUI: first launch builds the demo model and answers in the welcome conversation", "[ui][e2e]") {
