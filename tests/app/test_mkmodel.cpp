@@ -49,7 +49,7 @@ Moments moments_of(const gguf::GgufFile& f, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("mkmodel: the same options give the same bytes on any thread count; the seed changes them", "[app][e2e]") {
+TEST_CASE("mkmodel: the same options give the same bytes on any thread count, the seed changes them", "[app][e2e]") {
   test::TempDir tmp;
   const std::string common = "mkmodel --type q4_k_m" + small();
   for (const auto& [file, extra] : {std::pair{"a", " -t 1"}, {"b", " -t 3"}, {"c", " -t 2 --seed 2"}}) {
@@ -91,7 +91,7 @@ TEST_CASE("mkmodel: near-normal weights with the requested deviations, norms nea
   CHECK(norm.std < 0.02);
 }
 
-TEST_CASE("mkmodel: --arch llama3 writes Llama 3-shaped rope factors; qwen3 its Q/K norms and head size", "[app][e2e]") {
+TEST_CASE("mkmodel: --arch llama3 writes Llama 3-shaped rope factors, qwen3 its Q/K norms and head size", "[app][e2e]") {
   test::TempDir tmp;
   const auto r = test::cli("mkmodel --type f16 --arch llama3 --rope-base 500000 --rope-scale-factor 8 --rope-orig-ctx 64" +
                                small() + " -o " + test::quoted(tmp.file("l3.gguf")),

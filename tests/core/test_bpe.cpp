@@ -138,7 +138,7 @@ TEST_CASE("bpe: a character split across tokens streams only when complete", "[c
   CHECK(n_held > 0);  // some bytes were held back
 }
 
-TEST_CASE("bpe: control tokens only with parse_special, user-defined always; end of generation", "[core]") {
+TEST_CASE("bpe: control tokens only with parse_special, user-defined always, end of generation", "[core]") {
   if (const auto why = test::models_dir() / "hf-vocab-missing.txt"; std::filesystem::exists(why)) {
     KVC_SKIP("Llama 3 / Qwen vocabularies not fetched: " << test::read_file(why));
   }

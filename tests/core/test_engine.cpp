@@ -122,7 +122,7 @@ TEST_CASE("engine: a shared system prompt is computed once", "[core][engine]") {
   CHECK(eng.result(second)->prefix.n_cached == 48);  // the system prompt's 3 blocks
 }
 
-TEST_CASE("engine: a request that can never fit fails clearly; cancel stops a request", "[core][engine]") {
+TEST_CASE("engine: a request that can never fit fails clearly, cancel stops a request", "[core][engine]") {
   Fixture f;
   auto cache = f.cache(4, 0);
   engine::Engine eng(*f.m, *cache);

@@ -145,7 +145,7 @@ TEST_CASE("kv view: blocks, tiers and shares agree with the cache after a shared
   CHECK(n_branch == 1);
 }
 
-TEST_CASE("kv view: demoted blocks show on T1; owners given by the caller colour the blocks", "[core][kv]") {
+TEST_CASE("kv view: demoted blocks show on T1, owners given by the caller colour the blocks", "[core][kv]") {
   Cache c;
   const auto a_tokens = seq(12, 1, 8);
   const auto b_tokens = seq(12, 2, 8);

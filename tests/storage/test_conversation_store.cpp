@@ -127,7 +127,7 @@ TEST_CASE("conversations: streamed assistant text is saved as it arrives", "[sto
   CHECK(f.store->conversation(c)->active_leaf == *a);
 }
 
-TEST_CASE("conversations: editing makes a branch; paths, siblings and leaves navigate it", "[storage]") {
+TEST_CASE("conversations: editing makes a branch, paths, siblings and leaves navigate it", "[storage]") {
   Fixture f;
   const int64_t c = f.create("t");
   const int64_t u1 = f.say(c, 0, Role::user, "q1");

@@ -68,7 +68,7 @@ TEST_CASE("demo: the command step names an app command", "[ui]") {
   CHECK_FALSE(bad.ok());
 }
 
-TEST_CASE("demo player: nothing runs until step or play; the title is the caption", "[ui]") {
+TEST_CASE("demo player: nothing runs until step or play, the title is the caption", "[ui]") {
   DemoPlayer p(three_scenes());
   CHECK(p.state() == DemoState::ready);
   CHECK(p.caption() == "T");
@@ -120,7 +120,7 @@ TEST_CASE("demo player: play advances on completion after each scene's hold, to 
   CHECK_FALSE(p.take_start(100.0));  // nothing after the end
 }
 
-TEST_CASE("demo player: pause stops after the running scene; a hold ends at once", "[ui]") {
+TEST_CASE("demo player: pause stops after the running scene, a hold ends at once", "[ui]") {
   DemoPlayer p(three_scenes());
   p.toggle();  // space: play
   REQUIRE(p.take_start(0.0));

@@ -154,7 +154,7 @@ TEST_CASE("kvchat GUI: a disk tier that cannot be opened leaves chat working fro
   CHECK(is_png(tmp.path() / "shots/disk-tier-off.png"));
 }
 
-TEST_CASE("kvchat GUI: the restart demo plays to the end; after the restart the next turn comes from T2", "[ui][e2e]") {
+TEST_CASE("kvchat GUI: the restart demo plays to the end, after the restart the next turn comes from T2", "[ui][e2e]") {
   if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
   kvc::test::TempDir tmp;
   // The scenario's own asserts check the state reached: one restart, T1 empty after it, and

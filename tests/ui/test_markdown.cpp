@@ -36,7 +36,7 @@ TEST_CASE("an unclosed fence (still streaming) is an open code block", "[ui]") {
   CHECK_FALSE(b[0].closed);
 }
 
-TEST_CASE("fences indented up to 3 spaces count; inline backticks do not", "[ui]") {
+TEST_CASE("fences indented up to 3 spaces count, inline backticks do not", "[ui]") {
   auto b = split_code_blocks("a\n   ```py\nprint(1)\n   ```");
   REQUIRE(b.size() == 2);
   CHECK(b[1].language == "py");
