@@ -1,6 +1,8 @@
 // Server: the httplib listener, its threads, limits and timeouts, and the orderly stop.
 #include "app/server/server.h"
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -26,6 +28,12 @@ Server::Server(const model::Model& m, EngineHost& host, storage::AnswerStore& an
   // /metrics while the queue is full.
   const int n_threads = o.n_http_threads > 0 ? o.n_http_threads : static_cast<int>(o.max_queue) + 8;
   http.new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
+  // httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port
+  // and take half of its connections: only SO_REUSEADDR (a restart need not wait for TIME_WAIT).
+  http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   http.set_payload_max_length(static_cast<size_t>(o.max_body_bytes));
   http.set_read_timeout(o.read_timeout_s, 0);
   http.set_write_timeout(o.write_timeout_s, 0);

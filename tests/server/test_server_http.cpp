@@ -274,3 +274,22 @@ TEST_CASE("serve: SIGTERM ends streams in flight with an error event and exits c
   CHECK(body.ends_with("\"code\":\"server_shutting_down\",\"message\":\"the server is shutting down; retry once it is back\","
                        "\"param\":null,\"type\":\"server_error\"}}\n\n"));
 }
+
+TEST_CASE("serve: a second server on the same port or data directory is refused", "[app][server]") {
+  test::TempDir tmp;
+  const std::string model = test::model_path("stories260K.gguf");
+  test::ServeProcess s(model, tmp.file("data"), "", tmp);
+  // httplib's default socket options (SO_REUSEPORT) would let it share the port silently.
+  auto r = test::cli("serve -q -m " + test::quoted(model) + " --port " + std::to_string(s.port()) + " --data-dir " +
+                         test::quoted(tmp.file("other")),
+                     tmp);
+  CHECK(r.exit_code == 3);
+  CHECK_THAT(r.err, Catch::Contains("cannot listen on 127.0.0.1:" + std::to_string(s.port())));
+  r = test::cli("serve -q -m " + test::quoted(model) + " --port 0 --data-dir " + test::quoted(tmp.file("data")), tmp);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("another kvchat-cli serve uses"));
+  httplib::Client c = client_for(s);
+  auto h = c.Get("/health");
+  REQUIRE(h);
+  CHECK(h->status == 200);
+}
