@@ -87,29 +87,29 @@ int run_serve(ServeArgs a) {
   so.model_id = a.alias.empty() ? std::filesystem::path(m.path()).stem().string() : a.alias;
   struct stat file_stat {};
   so.model_created = ::stat(m.path().c_str(), &file_stat) == 0 ? static_cast<int64_t>(file_stat.st_mtime) : 0;
-  server::Server srv(m, **host, **answers, so);
-  if (Status st = srv.bind(); !st.ok()) return report(st.error());
+  auto srv = std::make_unique<server::Server>(m, **host, **answers, so);
+  if (Status st = srv->bind(); !st.ok()) return report(st.error());
 
-  std::thread watcher([&srv, signals] {
+  std::thread watcher([s = srv.get(), signals] {
     int sig = 0;
     sigwait(&signals, &sig);
     if (sig == SIGUSR1) return;
     std::fprintf(stderr, "kvchat-cli serve: %s: finishing; generations in flight are cancelled\n",
                  sig == SIGINT ? "interrupted" : "terminated");
-    srv.stop();
+    s->stop();
   });
   std::printf("kvchat-cli serve: listening on http://%s:%d/v1 (model %s, context %lld, data %s)\n", so.host.c_str(),
-              srv.port(), so.model_id.c_str(), static_cast<long long>(ho.n_ctx), dir.c_str());
+              srv->port(), so.model_id.c_str(), static_cast<long long>(ho.n_ctx), dir.c_str());
   std::fflush(stdout);
   if (so.host != "127.0.0.1" && so.host != "localhost" && so.host != "::1" && so.api_key.empty()) {
     std::fprintf(stderr, "kvchat-cli serve: warning: listening on %s without --api-key: anyone who can reach this "
                          "machine can use the model\n",
                  so.host.c_str());
   }
-  const Status ran = srv.run();
+  const Status ran = srv->run();
   pthread_kill(watcher.native_handle(), SIGUSR1);  // no-op if it already took a signal and returned
   watcher.join();
-  srv.stop();
+  srv.reset();    // stops (if the listener ended by itself) before what it serves goes
   host->reset();  // the engine stops, blocks still queued for disk are written
   answers->reset();
   ::close(*lock);
