@@ -9,6 +9,8 @@ packages=(
   g++ cmake ninja-build pkg-config git
   # libraries (headers)
   libsentencepiece-dev libxxhash-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev libpcre2-dev
+  # the OpenAI-compatible server (kvchat-cli serve): HTTP/1.1 server, header-only
+  libcpp-httplib-dev
   # the desktop app: Dear ImGui (its GLFW/OpenGL3 backend sources), GLFW, stb (PNG screenshots), fonts
   libimgui-dev libglfw3-dev libstb-dev fonts-dejavu-core
   # GUI tests under a virtual X server; packaging (.deb dependencies)

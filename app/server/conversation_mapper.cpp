@@ -1,0 +1,78 @@
+// ConversationMapper: chat messages to prompt tokens, earlier answers mapped to their sampled ids.
+#include "app/server/conversation_mapper.h"
+
+#include "core/kv/block_key.h"
+
+namespace kvc::server {
+
+app::TurnSegment render_user_segment(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl,
+                                     std::string_view system, std::string_view user, bool first_turn) {
+  return app::build_user_turn(tok, tmpl, system, user, first_turn);
+}
+
+int64_t ConversationMapper::conversation_id(std::span<const chat::ChatMessage> messages) {
+  std::string_view system, first_user;
+  size_t i = 0;
+  if (!messages.empty() && messages[0].role == "system") system = messages[i++].content;
+  for (; i < messages.size(); ++i) {
+    if (messages[i].role != "assistant") {
+      first_user = messages[i].content;
+      break;
+    }
+  }
+  // Length-prefixed, so that ("ab", "c") and ("a", "bc") differ.
+  std::string bytes = std::to_string(system.size()) + ":" + std::string(system) + std::to_string(first_user.size()) +
+                      ":" + std::string(first_user);
+  const kv::BlockKey h = kv::hash_bytes(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  const auto id = static_cast<int64_t>(h.hi >> 1);
+  return id == 0 ? 1 : id;
+}
+
+Result<MappedPrompt> ConversationMapper::map(std::span<const chat::ChatMessage> messages) const {
+  if (messages.empty() || messages.back().role == "assistant" || (messages.size() == 1 && messages[0].role == "system")) {
+    return make_error(ErrorCode::invalid_argument,
+                      "the last message must be a user message: it is what the reply answers");
+  }
+  const tokenizer::Tokenizer& tok = m_.tokenizer();
+  const chat::ChatTemplate& tmpl = m_.chat_template();
+  MappedPrompt out;
+  out.conversation = conversation_id(messages);
+  std::string_view system;
+  size_t i = 0;
+  if (messages[0].role == "system") system = messages[i++].content;
+  bool first = true;
+  bool user_open = false;  // a user turn was rendered and its reply has not come yet
+  auto user_turn = [&](std::string_view text) {
+    const app::TurnSegment seg = render_user_segment(tok, tmpl, first ? system : "", text, first);
+    out.tokens.insert(out.tokens.end(), seg.tokens.begin(), seg.tokens.end());
+    first = false;
+    user_open = true;
+  };
+  for (; i < messages.size(); ++i) {
+    const chat::ChatMessage& msg = messages[i];
+    if (msg.role != "assistant") {
+      // Two user messages in a row: the first one's reply is empty, as ChatTemplate::render
+      // writes it (the next segment starts with the suffix that closes it).
+      user_turn(msg.content);
+      continue;
+    }
+    if (!user_open) user_turn("");  // an answer with no question before it
+    ++out.n_answers;
+    if (auto ids = answers_.recall(storage::AnswerStore::key_of(out.tokens, msg.content))) {
+      ++out.n_answers_recalled;
+      out.tokens.insert(out.tokens.end(), ids->begin(), ids->end());
+    } else {
+      const std::vector<int32_t> ids_afresh = tok.encode_continuation(msg.content, false);
+      out.tokens.insert(out.tokens.end(), ids_afresh.begin(), ids_afresh.end());
+    }
+    user_open = false;
+  }
+  return out;
+}
+
+void ConversationMapper::remember(std::span<const int32_t> prompt, std::string_view text,
+                                  std::span<const int32_t> ids) const {
+  answers_.remember(storage::AnswerStore::key_of(prompt, text), ids);
+}
+
+}  // namespace kvc::server

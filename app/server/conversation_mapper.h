@@ -1,0 +1,60 @@
+// ConversationMapper: a resent chat history (text) back to the token stream the engine produced.
+//
+// The prompt is built segment by segment, exactly as the app extends a conversation
+// (app/common/chat_turn.h), so that it equals the engine's own stream and the KV cache matches:
+//
+//   [BOS] user_turn(system, u1, first) | a1 ids | suffix user_turn(u2) | a2 ids | suffix user_turn(u3)
+//
+// An assistant message's ids are those the engine sampled when it wrote that text after that
+// very prompt (AnswerStore, keyed by the prompt ids and the text), else the text tokenized
+// afresh (a client-written or edited answer: the cache then misses from there on).
+//
+// Engine conversation id: XXH3-128 of the system prompt and the first user message (63 bits,
+// never 0). Chats that begin alike share one engine sequence; their KV is shared anyway through
+// the prefix index, and the sequence only keeps the partial last block of the latest turn.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "app/common/chat_turn.h"
+#include "core/chat/chat_template.h"
+#include "core/model/model.h"
+#include "core/util/result.h"
+#include "storage/answer_store.h"
+
+namespace kvc::server {
+
+// The one place the server calls the chat template: a user turn's segment (text and tokens),
+// as the app renders it turn by turn.
+app::TurnSegment render_user_segment(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl,
+                                     std::string_view system, std::string_view user, bool first_turn);
+
+struct MappedPrompt {
+  std::vector<int32_t> tokens;
+  int64_t conversation = 0;
+  int64_t n_answers = 0;           // assistant messages in the history
+  int64_t n_answers_recalled = 0;  // of them, mapped to the engine's own ids
+};
+
+class ConversationMapper {
+ public:
+  ConversationMapper(const model::Model& m, storage::AnswerStore& answers) : m_(m), answers_(answers) {}
+
+  // messages: roles system / user / assistant. invalid_argument when there is no user message
+  // or the last message is not one (there would be nothing to answer).
+  Result<MappedPrompt> map(std::span<const chat::ChatMessage> messages) const;
+  // After a reply: `ids` (the engine's) are what `text` maps back to after `prompt`.
+  void remember(std::span<const int32_t> prompt, std::string_view text, std::span<const int32_t> ids) const;
+
+  static int64_t conversation_id(std::span<const chat::ChatMessage> messages);
+
+ private:
+  const model::Model& m_;
+  storage::AnswerStore& answers_;
+};
+
+}  // namespace kvc::server

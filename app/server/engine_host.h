@@ -1,0 +1,133 @@
+// EngineHost: the server's one Engine on its own thread, over the tiered KV cache and the SQLite
+// cold store, with admission (queue limit, shutdown) and one sequence per busy conversation.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/engine/engine.h"
+#include "core/kv/kv_cache.h"
+#include "core/model/model.h"
+#include "core/util/result.h"
+#include "storage/sqlite_cold_store.h"
+
+namespace kvc::server {
+
+struct EngineHostOptions {
+  int64_t n_ctx = 4096;        // most tokens of one conversation
+  int64_t t0_bytes = 0;        // the compute pool; 0: room for 2 conversations of n_ctx
+  int64_t t1_bytes = int64_t{512} << 20;
+  std::filesystem::path cold_dir;  // empty: no disk tier
+  int64_t cold_bytes = int64_t{4} << 30;
+  int64_t max_running = 8;        // sequences the engine batches at once
+  int64_t max_queue = 32;         // generations in flight (running + waiting); beyond: refused
+  int64_t max_conversations = 256;  // engine sequences kept between turns (LRU beyond)
+};
+
+// The cache as the last engine step left it, for /metrics.
+struct CacheSnapshot {
+  kv::TierUsageBytes tiers[3];
+  kv::KvCounters counters;
+  int64_t n_fragmented_tokens = 0;
+  bool cold_healthy = true;
+  std::string cold_warning;
+};
+
+// One generation's output as it is produced: written on the engine thread, read by the HTTP
+// thread that serves the request.
+class Generation {
+ public:
+  struct Update {
+    std::string text;  // final text since the last call
+    bool done = false;
+  };
+  // Waits up to `timeout` for text or the end.
+  Update wait(std::chrono::milliseconds timeout);
+  // Asks the engine to stop; the generation then ends (done) soon, state cancelled.
+  void cancel();
+  bool cancel_requested() const { return cancel_.load(); }
+  // Valid once an Update said done.
+  const engine::RequestResult& result() const { return result_; }
+  const std::vector<int32_t>& prompt() const { return prompt_; }
+
+ private:
+  friend class EngineHost;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string pending_;
+  bool done_ = false;
+  std::atomic<bool> cancel_{false};
+  engine::RequestResult result_;
+  std::vector<int32_t> prompt_;
+  engine::Engine* engine_ = nullptr;
+  engine::RequestId id_ = 0;
+};
+
+struct GenerationRequest {
+  int64_t conversation = 0;  // 0: a one-off sequence
+  std::vector<int32_t> prompt;
+  engine::RequestOptions options;
+};
+
+enum class Refusal { none, queue_full, shutting_down };
+
+class EngineHost {
+ public:
+  // A disk tier that cannot be opened is left out with a warning on stderr (RAM only).
+  static Result<std::unique_ptr<EngineHost>> create(const model::Model& m, const EngineHostOptions& o);
+  ~EngineHost();  // shutdown(), then the engine stops and the cold store is flushed
+  EngineHost(const EngineHost&) = delete;
+  EngineHost& operator=(const EngineHost&) = delete;
+
+  // Submits a generation, or says why not (refusal set, null returned). A busy conversation's
+  // second request runs on a one-off sequence (the prefix index still shares its blocks).
+  std::shared_ptr<Generation> start(GenerationRequest r, Refusal& refusal);
+  // Refuses new work, cancels what is in flight and waits (up to `wait`) for it to end.
+  void shutdown(std::chrono::milliseconds wait = std::chrono::seconds(10));
+
+  int64_t n_in_flight() const { return n_in_flight_.load(); }
+  int64_t n_ctx() const { return options_.n_ctx; }
+  CacheSnapshot cache_snapshot() const;
+  engine::EngineStats engine_stats() const { return engine_->stats(); }
+  bool has_disk_tier() const { return cold_ != nullptr; }
+  std::string disk_tier_warning() const { return cold_error_; }
+
+ private:
+  EngineHost(const model::Model& m, const EngineHostOptions& o) : m_(m), options_(o) {}
+  void observe(const kv::KvCache& cache);  // engine thread
+  void finished(int64_t conversation, const std::shared_ptr<Generation>& g);  // engine thread
+  void touch_conversation_locked(int64_t conversation);
+
+  const model::Model& m_;
+  EngineHostOptions options_;
+  // Destruction order: the engine stops before the cache goes, the cache before its cold store.
+  std::unique_ptr<storage::SqliteColdStore> cold_;
+  std::string cold_error_;
+  std::unique_ptr<kv::KvCache> cache_;
+
+  mutable std::mutex snapshot_mu_;
+  CacheSnapshot snapshot_;
+  int64_t last_snapshot_us_ = 0;  // engine thread
+
+  std::mutex mu_;  // guards the fields below
+  std::condition_variable idle_cv_;
+  bool shutting_down_ = false;
+  std::map<const Generation*, std::weak_ptr<Generation>> in_flight_;
+  std::map<int64_t, int> busy_;  // conversation -> its generations in flight (at most 1)
+  std::list<int64_t> conversations_lru_;  // most recent first: the engine's sequences
+  std::map<int64_t, std::list<int64_t>::iterator> conversations_;
+  std::atomic<int64_t> n_in_flight_{0};
+
+  std::unique_ptr<engine::Engine> engine_;
+};
+
+}  // namespace kvc::server

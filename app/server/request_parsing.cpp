@@ -1,0 +1,364 @@
+// Request bodies to typed requests: JSON parsed once, each field checked for type and range.
+#include "app/server/request_parsing.h"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <optional>
+#include <random>
+
+namespace kvc::server {
+
+namespace {
+
+using nlohmann::json;
+using MaybeError = std::optional<ApiError>;
+
+std::string fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// The field, or null when it is absent or JSON null (both mean "not given").
+const json* field(const json& o, const char* name) {
+  auto it = o.find(name);
+  return it == o.end() || it->is_null() ? nullptr : &*it;
+}
+
+ApiError wrong_type(const std::string& name, const char* expected, const json& v) {
+  return bad_request(name + " must be " + expected + ", not " + v.type_name(), name);
+}
+
+MaybeError read_number(const json& o, const char* name, double lo, double hi, double& out) {
+  const json* v = field(o, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) return wrong_type(name, "a number", *v);
+  const double d = v->get<double>();
+  if (!(d >= lo && d <= hi)) {
+    return bad_request(std::string(name) + " must be in [" + fmt(lo) + ", " + fmt(hi) + "], got " + fmt(d), name);
+  }
+  out = d;
+  return std::nullopt;
+}
+
+MaybeError read_integer(const json& o, const char* name, int64_t lo, int64_t hi, int64_t& out, bool& given) {
+  const json* v = field(o, name);
+  given = false;
+  if (!v) return std::nullopt;
+  if (!v->is_number()) return wrong_type(name, "an integer", *v);
+  int64_t n = 0;
+  if (v->is_number_unsigned()) {
+    const auto u = v->get<uint64_t>();
+    n = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
+                                                                      : static_cast<int64_t>(u);
+  } else if (v->is_number_integer()) {
+    n = v->get<int64_t>();
+  } else {
+    const double d = v->get<double>();
+    if (!(std::floor(d) == d && std::fabs(d) < 9.0e18)) return wrong_type(name, "an integer", *v);
+    n = static_cast<int64_t>(d);
+  }
+  if (n < lo || n > hi) {
+    return bad_request(std::string(name) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                           "], got " + std::to_string(n),
+                       name);
+  }
+  out = n;
+  given = true;
+  return std::nullopt;
+}
+
+MaybeError read_bool(const json& o, const char* name, bool& out) {
+  const json* v = field(o, name);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) return wrong_type(name, "true or false", *v);
+  out = v->get<bool>();
+  return std::nullopt;
+}
+
+MaybeError read_model(const json& o, std::string& out) {
+  const json* v = field(o, "model");
+  if (!v) return bad_request("model is required: the id that GET /v1/models lists", "model");
+  if (!v->is_string()) return wrong_type("model", "a string", *v);
+  out = v->get<std::string>();
+  return std::nullopt;
+}
+
+MaybeError read_stop(const json& o, const RequestLimits& limits, std::vector<std::string>& out) {
+  const json* v = field(o, "stop");
+  if (!v) return std::nullopt;
+  std::vector<std::string> stops;
+  if (v->is_string()) {
+    stops.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    for (const json& s : *v) {
+      if (!s.is_string()) return bad_request(std::string("stop must be a string or an array of strings, not an array holding ") + s.type_name(), "stop");
+      stops.push_back(s.get<std::string>());
+    }
+  } else {
+    return wrong_type("stop", "a string or an array of strings", *v);
+  }
+  if (static_cast<int>(stops.size()) > limits.max_stop) {
+    return bad_request("stop holds " + std::to_string(stops.size()) + " strings; at most " + std::to_string(limits.max_stop) +
+                           " are allowed",
+                       "stop");
+  }
+  for (std::string& s : stops) {
+    if (static_cast<int64_t>(s.size()) > limits.max_stop_bytes) {
+      return bad_request("a stop string is " + std::to_string(s.size()) + " bytes; at most " +
+                             std::to_string(limits.max_stop_bytes) + " are allowed",
+                         "stop");
+    }
+    if (!s.empty()) out.push_back(std::move(s));
+  }
+  return std::nullopt;
+}
+
+// Fields a request may carry that kvchat cannot honour: refused rather than silently ignored.
+MaybeError refuse_unsupported(const json& o, bool chat) {
+  if (const json* v = field(o, "logprobs"); v && !(v->is_boolean() && !v->get<bool>())) {
+    return bad_request("logprobs are not supported by kvchat serve", "logprobs");
+  }
+  if (field(o, "top_logprobs")) return bad_request("top_logprobs are not supported by kvchat serve", "top_logprobs");
+  for (const char* name : {"tools", "functions"}) {
+    if (const json* v = field(o, name); v && !(v->is_array() && v->empty())) {
+      return bad_request(std::string(name) + " are not supported by kvchat serve: it has no tool calling", name);
+    }
+  }
+  if (const json* v = field(o, "logit_bias"); v && !(v->is_object() && v->empty())) {
+    return bad_request("logit_bias is not supported by kvchat serve", "logit_bias");
+  }
+  if (const json* v = field(o, "response_format")) {
+    const json* type = v->is_object() ? field(*v, "type") : nullptr;
+    if (!type || !type->is_string() || type->get<std::string>() != "text") {
+      return bad_request("response_format: only {\"type\": \"text\"} is supported by kvchat serve", "response_format");
+    }
+  }
+  if (!chat) {
+    bool echo = false;
+    if (auto e = read_bool(o, "echo", echo)) return e;
+    if (echo) return bad_request("echo is not supported by kvchat serve", "echo");
+    if (const json* v = field(o, "suffix"); v && !(v->is_string() && v->get<std::string>().empty())) {
+      return bad_request("suffix is not supported by kvchat serve", "suffix");
+    }
+    int64_t best_of = 1;
+    bool given = false;
+    if (auto e = read_integer(o, "best_of", 1, 1, best_of, given)) {
+      e->message += " (kvchat serve generates one candidate)";
+      return e;
+    }
+  }
+  return std::nullopt;
+}
+
+MaybeError read_generation(const json& o, const RequestLimits& limits, bool chat, GenerationParams& p) {
+  sampling::SamplingParams& s = p.sampling;
+  s.repeat_penalty = 1.0f;  // OpenAI's API has none unless asked (repeat_penalty, as llama.cpp names it)
+  double d = s.temperature;
+  if (auto e = read_number(o, "temperature", 0.0, 2.0, d)) return e;
+  s.temperature = static_cast<float>(d);
+  d = s.top_p;
+  if (auto e = read_number(o, "top_p", 0.0, 1.0, d)) return e;
+  if (d <= 0.0) return bad_request("top_p must be in (0, 1], got 0", "top_p");
+  s.top_p = static_cast<float>(d);
+  d = s.min_p;
+  if (auto e = read_number(o, "min_p", 0.0, 1.0, d)) return e;
+  s.min_p = static_cast<float>(d);
+  d = s.repeat_penalty;
+  if (auto e = read_number(o, "repeat_penalty", 0.0, 10.0, d)) return e;
+  if (d <= 0.0) return bad_request("repeat_penalty must be in (0, 10], got 0", "repeat_penalty");
+  s.repeat_penalty = static_cast<float>(d);
+  if (auto e = read_number(o, "presence_penalty", -2.0, 2.0, p.presence_penalty)) return e;
+  if (auto e = read_number(o, "frequency_penalty", -2.0, 2.0, p.frequency_penalty)) return e;
+
+  bool given = false;
+  int64_t n = s.top_k;
+  if (auto e = read_integer(o, "top_k", 0, int64_t{1} << 20, n, given)) return e;
+  s.top_k = static_cast<int>(n);
+  if (auto e = read_integer(o, "n", 1, 1, n, given)) {
+    e->message += " (kvchat serve generates one choice per request)";
+    return e;
+  }
+  int64_t seed = 0;
+  if (auto e = read_integer(o, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), seed, given)) {
+    return e;
+  }
+  p.seeded = given;
+  s.seed = given ? static_cast<uint64_t>(seed) : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+
+  const std::string cap = " (this server's limit, kvchat-cli serve --max-tokens)";
+  for (const char* name : {"max_tokens", "max_completion_tokens"}) {
+    if (!chat && std::string_view(name) == "max_completion_tokens") continue;
+    int64_t m = 0;
+    if (auto e = read_integer(o, name, 1, limits.max_tokens, m, given)) {
+      if (e->message.find("must be in") != std::string::npos) e->message += cap;
+      return e;
+    }
+    if (given) p.max_tokens = m;  // max_completion_tokens, read second, wins
+  }
+  if (auto e = read_stop(o, limits, p.stop)) return e;
+  if (auto e = read_bool(o, "stream", p.stream)) return e;
+  if (const json* so = field(o, "stream_options")) {
+    if (!so->is_object()) return wrong_type("stream_options", "an object", *so);
+    if (auto e = read_bool(*so, "include_usage", p.include_usage)) {
+      e->param = "stream_options.include_usage";
+      return e;
+    }
+  }
+  return refuse_unsupported(o, chat);
+}
+
+// A message's content: a string, or an array of text parts (joined by newlines).
+MaybeError read_content(const json& m, size_t i, bool assistant, std::string& out) {
+  const std::string param = "messages[" + std::to_string(i) + "].content";
+  const json* c = field(m, "content");
+  if (!c) {
+    if (assistant) return std::nullopt;  // an assistant turn with only tool calls: empty text
+    return bad_request(param + " is required", param);
+  }
+  if (c->is_string()) {
+    out = c->get<std::string>();
+    return std::nullopt;
+  }
+  if (!c->is_array()) return wrong_type(param, "a string or an array of content parts", *c);
+  for (size_t j = 0; j < c->size(); ++j) {
+    const json& part = (*c)[j];
+    const std::string pp = param + "[" + std::to_string(j) + "]";
+    const json* type = part.is_object() ? field(part, "type") : nullptr;
+    if (!type || !type->is_string()) return bad_request(pp + " must be an object with a \"type\"", pp);
+    if (type->get<std::string>() != "text") {
+      return bad_request(pp + " is of type \"" + type->get<std::string>() + "\"; kvchat serve takes text parts only", pp + ".type");
+    }
+    const json* text = field(part, "text");
+    if (!text || !text->is_string()) return bad_request(pp + ".text must be a string", pp + ".text");
+    if (j > 0) out += '\n';
+    out += text->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+MaybeError read_messages(const json& o, const RequestLimits& limits, std::vector<chat::ChatMessage>& out) {
+  const json* v = field(o, "messages");
+  if (!v) return bad_request("messages is required", "messages");
+  if (!v->is_array()) return wrong_type("messages", "an array", *v);
+  if (v->empty()) return bad_request("messages must hold at least one message", "messages");
+  if (static_cast<int64_t>(v->size()) > limits.max_messages) {
+    return bad_request("messages holds " + std::to_string(v->size()) + " messages; this server takes at most " +
+                           std::to_string(limits.max_messages) + " (kvchat-cli serve --max-messages)",
+                       "messages");
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& m = (*v)[i];
+    const std::string param = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return wrong_type(param, "an object", m);
+    const json* role = field(m, "role");
+    if (!role || !role->is_string()) return bad_request(param + ".role must be a string", param + ".role");
+    std::string r = role->get<std::string>();
+    if (r == "developer") r = "system";
+    if (r == "tool" || r == "function") {
+      return bad_request(param + ".role \"" + r + "\": tool messages are not supported by kvchat serve", param + ".role");
+    }
+    if (r != "system" && r != "user" && r != "assistant") {
+      return bad_request(param + ".role must be system, developer, user or assistant, not \"" + r + "\"", param + ".role");
+    }
+    chat::ChatMessage msg;
+    msg.role = r;
+    if (auto e = read_content(m, i, r == "assistant", msg.content)) return e;
+    out.push_back(std::move(msg));
+  }
+  return std::nullopt;
+}
+
+MaybeError read_prompt(const json& o, CompletionRequest& r) {
+  const json* v = field(o, "prompt");
+  if (!v) return bad_request("prompt is required", "prompt");
+  if (v->is_string()) {
+    r.prompt = v->get<std::string>();
+    return std::nullopt;
+  }
+  if (!v->is_array()) return wrong_type("prompt", "a string, an array of strings or an array of token ids", *v);
+  const json* ids = v;
+  if (v->size() == 1 && ((*v)[0].is_string() || (*v)[0].is_array())) {
+    if ((*v)[0].is_string()) {
+      r.prompt = (*v)[0].get<std::string>();
+      return std::nullopt;
+    }
+    ids = &(*v)[0];
+  }
+  if (ids->empty()) return bad_request("prompt must not be empty", "prompt");
+  for (const json& t : *ids) {
+    if (t.is_string() || t.is_array()) return bad_request("prompt: only one prompt per request is supported", "prompt");
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      return bad_request("prompt: a token id must be an integer in [0, 2^31), not " + t.dump(), "prompt");
+    }
+    r.prompt_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  r.prompt_is_ids = true;
+  return std::nullopt;
+}
+
+// The body as a JSON object, or the 400 to answer with.
+Parsed<json> parse_object(std::string_view body, const RequestLimits& limits) {
+  if (json_depth(body, limits.max_json_depth + 1) > limits.max_json_depth) {
+    return Parsed<json>::failure(bad_request("the body nests arrays or objects deeper than " +
+                                             std::to_string(limits.max_json_depth) + " levels"));
+  }
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    // e.what(): "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
+    std::string what = e.what();
+    if (const size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    return Parsed<json>::failure(bad_request("the body is not valid JSON: " + what));
+  }
+  if (!j.is_object()) return Parsed<json>::failure(bad_request(std::string("the body must be a JSON object, not ") + j.type_name()));
+  return Parsed<json>::success(std::move(j));
+}
+
+}  // namespace
+
+int json_depth(std::string_view text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return deepest;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+Parsed<ChatRequest> parse_chat_request(std::string_view body, const RequestLimits& limits) {
+  auto j = parse_object(body, limits);
+  if (!j.ok) return Parsed<ChatRequest>::failure(j.error);
+  ChatRequest r;
+  if (auto e = read_model(j.value, r.model)) return Parsed<ChatRequest>::failure(*e);
+  if (auto e = read_messages(j.value, limits, r.messages)) return Parsed<ChatRequest>::failure(*e);
+  if (auto e = read_generation(j.value, limits, true, r.params)) return Parsed<ChatRequest>::failure(*e);
+  return Parsed<ChatRequest>::success(std::move(r));
+}
+
+Parsed<CompletionRequest> parse_completion_request(std::string_view body, const RequestLimits& limits) {
+  auto j = parse_object(body, limits);
+  if (!j.ok) return Parsed<CompletionRequest>::failure(j.error);
+  CompletionRequest r;
+  if (auto e = read_model(j.value, r.model)) return Parsed<CompletionRequest>::failure(*e);
+  if (auto e = read_prompt(j.value, r)) return Parsed<CompletionRequest>::failure(*e);
+  if (auto e = read_generation(j.value, limits, false, r.params)) return Parsed<CompletionRequest>::failure(*e);
+  return Parsed<CompletionRequest>::success(std::move(r));
+}
+
+}  // namespace kvc::server

@@ -1,0 +1,60 @@
+// Request bodies of /v1/chat/completions and /v1/completions: JSON checked field by field into
+// typed requests, every bad field answered with a 400 that names it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "app/server/api_error.h"
+#include "core/chat/chat_template.h"
+#include "core/sampling/sampler.h"
+
+namespace kvc::server {
+
+struct RequestLimits {
+  int64_t max_messages = 1024;   // messages per chat request
+  int64_t max_tokens = 4096;     // the most a request may ask for (max_tokens / max_completion_tokens)
+  int max_stop = 4;              // stop strings, as OpenAI allows
+  int64_t max_stop_bytes = 256;  // per stop string
+  int max_json_depth = 64;       // nesting of the body (deeper: refused before it is parsed)
+};
+
+// What both endpoints share. Sampling defaults are kvchat-cli's (temperature 0.8, top_k 40,
+// top_p 0.95, min_p 0.05) without a repetition penalty, and a random seed unless one is given.
+struct GenerationParams {
+  int64_t max_tokens = -1;  // -1: not given (the server's cap and the context decide)
+  sampling::SamplingParams sampling;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool seeded = false;         // seed was given
+  // Accepted (range-checked) but not applied: the sampler has no OpenAI-style penalties.
+  double presence_penalty = 0;
+  double frequency_penalty = 0;
+};
+
+struct ChatRequest {
+  std::string model;
+  std::vector<chat::ChatMessage> messages;  // roles normalised to system / user / assistant
+  GenerationParams params;
+};
+
+struct CompletionRequest {
+  std::string model;
+  std::string prompt;              // when the prompt was text
+  std::vector<int32_t> prompt_ids; // when it was token ids
+  bool prompt_is_ids = false;
+  GenerationParams params;
+};
+
+// Refuses a body that is not a JSON object, nested deeper than limits.max_json_depth, or whose
+// fields have the wrong type or range; unknown fields are ignored, as other servers do.
+Parsed<ChatRequest> parse_chat_request(std::string_view body, const RequestLimits& limits);
+Parsed<CompletionRequest> parse_completion_request(std::string_view body, const RequestLimits& limits);
+
+// Nesting depth of arrays and objects in `text`, outside strings; stops counting past `limit`.
+int json_depth(std::string_view text, int limit);
+
+}  // namespace kvc::server

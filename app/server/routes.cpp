@@ -1,0 +1,151 @@
+// The server's routes: authentication, errors for unknown routes and bad HTTP, /v1/models,
+// /health and /metrics (the generating routes are in routes_generate.cpp).
+#include <chrono>
+#include <string>
+
+#include "app/server/openai_json.h"
+#include "app/server/server_context.h"
+
+namespace kvc::server {
+
+namespace {
+
+using nlohmann::json;
+
+// Compares without stopping at the first difference, so timing does not reveal the key.
+bool same_secret(std::string_view a, std::string_view b) {
+  unsigned diff = a.size() == b.size() ? 0u : 1u;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned>(a[i] ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+httplib::Server::HandlerResponse check_request(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const ServerOptions& o = ctx.options;
+  if (!o.api_key.empty() && req.path != "/health") {
+    const std::string auth = req.get_header_value("Authorization");
+    constexpr std::string_view bearer = "Bearer ";
+    if (auth.empty()) {
+      send_error(res, ApiError{401, "this server needs an API key: send the header \"Authorization: Bearer KEY\"",
+                               "invalid_request_error", "", "invalid_api_key"});
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!auth.starts_with(bearer) || !same_secret(std::string_view(auth).substr(bearer.size()), o.api_key)) {
+      send_error(res, ApiError{401, "incorrect API key provided", "invalid_request_error", "", "invalid_api_key"});
+      return httplib::Server::HandlerResponse::Handled;
+    }
+  }
+  if (ctx.stopping.load() && req.path != "/health" && req.path != "/metrics") {
+    send_error(res, ApiError{503, "the server is shutting down; retry once it is back", "server_error", "",
+                             "server_shutting_down"});
+    return httplib::Server::HandlerResponse::Handled;
+  }
+  return httplib::Server::HandlerResponse::Unhandled;
+}
+
+// Errors httplib produces itself (no route, a body over the limit, malformed HTTP), in the
+// OpenAI shape; an error a handler already wrote is left as it is.
+httplib::Server::HandlerResponse fill_error(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+  ApiError e;
+  e.status = res.status;
+  switch (res.status) {
+    case 404:
+      e.message = "no route " + req.method + " " + req.path +
+                  "; kvchat serve answers POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET "
+                  "/health and GET /metrics";
+      e.code = "unknown_route";
+      break;
+    case 413:
+      e.message = "the request body is over this server's limit of " + std::to_string(ctx.options.max_body_bytes) +
+                  " bytes (kvchat-cli serve --max-body)";
+      e.code = "body_too_large";
+      break;
+    case 499: return httplib::Server::HandlerResponse::Unhandled;  // the client is gone
+    default:
+      e.message = "the request could not be read as HTTP/1.1 (status " + std::to_string(res.status) + ")";
+      if (res.status >= 500) e.type = "server_error";
+  }
+  send_error(res, e);
+  return httplib::Server::HandlerResponse::Handled;
+}
+
+void handle_models(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  json list{{"object", "list"}, {"data", json::array({model_object(ctx.options.model_id, ctx.options.model_created)})}};
+  res.set_content(dump(list), "application/json");
+}
+
+void handle_model(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches.size() > 1 ? std::string(req.matches[1]) : "";
+  if (id != ctx.options.model_id) {
+    send_error(res, ApiError{404, "the model `" + id + "` does not exist; this server serves `" + ctx.options.model_id + "`",
+                             "invalid_request_error", "model", "model_not_found"});
+    return;
+  }
+  res.set_content(dump(model_object(ctx.options.model_id, ctx.options.model_created)), "application/json");
+}
+
+void handle_health(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  if (ctx.stopping.load()) {
+    res.status = 503;
+    res.set_content(R"({"status":"shutting down"})", "application/json");
+    return;
+  }
+  json h{{"status", "ok"}, {"model", ctx.options.model_id}, {"requests_in_flight", ctx.host.n_in_flight()},
+         {"disk_tier", ctx.host.has_disk_tier()}};
+  res.set_content(dump(h), "application/json");
+}
+
+void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  res.set_content(ctx.metrics.render(ctx.host.cache_snapshot(), ctx.host.engine_stats(), ctx.host.n_in_flight()),
+                  "text/plain; version=0.0.4; charset=utf-8");
+}
+
+}  // namespace
+
+void ServerContext::begin_active() {
+  std::lock_guard lock(active_mu);
+  ++n_active;
+}
+
+void ServerContext::end_active() {
+  {
+    std::lock_guard lock(active_mu);
+    --n_active;
+  }
+  active_cv.notify_all();
+}
+
+void ServerContext::wait_inactive(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(active_mu);
+  active_cv.wait_for(lock, timeout, [&] { return n_active == 0; });
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(dump(e.to_json()), "application/json");
+}
+
+void register_routes(httplib::Server& http, ServerContext& ctx) {
+  http.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) { return check_request(ctx, req, res); });
+  http.set_error_handler(httplib::Server::HandlerWithResponse(
+      [&ctx](const httplib::Request& req, httplib::Response& res) { return fill_error(ctx, req, res); }));
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, ApiError{500, "internal error: " + what, "server_error", "", ""});
+  });
+  http.set_logger([&ctx](const httplib::Request& req, const httplib::Response& res) { ctx.metrics.count_request(req.path, res.status); });
+  http.Post("/v1/chat/completions", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_chat_completions(ctx, req, res); });
+  http.Post("/v1/completions", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_completions(ctx, req, res); });
+  http.Get("/v1/models", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_models(ctx, req, res); });
+  http.Get("/v1/models/(.+)", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_model(ctx, req, res); });
+  http.Get("/health", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_health(ctx, req, res); });
+  http.Get("/metrics", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_metrics(ctx, req, res); });
+}
+
+}  // namespace kvc::server

@@ -1,0 +1,120 @@
+// POST /v1/chat/completions and POST /v1/completions: parse, map to tokens, admit, answer.
+#include <algorithm>
+
+#include "app/server/openai_json.h"
+#include "app/server/server_context.h"
+#include "app/server/streaming.h"
+
+namespace kvc::server {
+
+namespace {
+
+ApiError unknown_model(const ServerContext& ctx, const std::string& model) {
+  return ApiError{404,
+                  "the model `" + model + "` does not exist; this server serves `" + ctx.options.model_id +
+                      "` (GET /v1/models)",
+                  "invalid_request_error", "model", "model_not_found"};
+}
+
+// The engine's options for a prompt of n_prompt tokens, or the 400 when it cannot be answered.
+Parsed<engine::RequestOptions> request_options(const ServerContext& ctx, const GenerationParams& p, int64_t n_prompt,
+                                               std::vector<std::string> stops, const char* prompt_param) {
+  const int64_t n_ctx = ctx.host.n_ctx();
+  if (n_prompt >= n_ctx) {
+    ApiError e = bad_request("the prompt has " + std::to_string(n_prompt) + " tokens, which fills this server's context of " +
+                                 std::to_string(n_ctx) + " tokens; shorten it or start kvchat-cli serve with a larger -c",
+                             prompt_param);
+    e.code = "context_length_exceeded";
+    return Parsed<engine::RequestOptions>::failure(e);
+  }
+  engine::RequestOptions o;
+  o.max_tokens = std::min(p.max_tokens > 0 ? p.max_tokens : ctx.options.limits.max_tokens, n_ctx - n_prompt);
+  o.sampling = p.sampling;
+  o.stop_strings = std::move(stops);
+  o.stop_strings.insert(o.stop_strings.end(), p.stop.begin(), p.stop.end());
+  o.stop_at_eog = true;
+  return Parsed<engine::RequestOptions>::success(std::move(o));
+}
+
+// Admits the generation and answers it, whole or streamed.
+void run(ServerContext& ctx, const httplib::Request& req, httplib::Response& res, GenerationRequest gr,
+         const GenerationParams& p, GenerationJob job) {
+  Refusal refusal = Refusal::none;
+  std::shared_ptr<Generation> g = ctx.host.start(std::move(gr), refusal);
+  if (!g) {
+    if (refusal == Refusal::queue_full) {
+      res.set_header("Retry-After", std::to_string(ctx.options.retry_after_s));
+      send_error(res, ApiError{429,
+                               "the server is busy: " + std::to_string(ctx.host.n_in_flight()) +
+                                   " requests are in flight, its limit (kvchat-cli serve --max-queue); retry shortly",
+                               "rate_limit_exceeded", "", "queue_full"});
+    } else {
+      send_error(res, ApiError{503, "the server is shutting down; retry once it is back", "server_error", "",
+                               "server_shutting_down"});
+    }
+    return;
+  }
+  job.include_usage = p.include_usage;
+  if (p.stream) {
+    respond_stream(ctx, req, res, std::move(g), std::move(job));
+  } else {
+    respond_whole(ctx, req, res, std::move(g), std::move(job));
+  }
+}
+
+}  // namespace
+
+void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  Parsed<ChatRequest> parsed = parse_chat_request(req.body, ctx.options.limits);
+  if (!parsed.ok) return send_error(res, parsed.error);
+  ChatRequest& cr = parsed.value;
+  if (cr.model != ctx.options.model_id) return send_error(res, unknown_model(ctx, cr.model));
+  auto mapped = ctx.mapper.map(cr.messages);
+  if (!mapped.ok()) return send_error(res, bad_request(mapped.error().message, "messages"));
+  auto options = request_options(ctx, cr.params, static_cast<int64_t>(mapped->tokens.size()),
+                                 ctx.model.chat_template().stop_strings(), "messages");
+  if (!options.ok) return send_error(res, options.error);
+
+  GenerationJob job;
+  job.endpoint = Endpoint::chat;
+  job.ids = ResponseIds{new_response_id("chatcmpl-"), unix_now(), ctx.options.model_id};
+  job.n_prompt = static_cast<int64_t>(mapped->tokens.size());
+  job.history = HistoryInfo{mapped->conversation, mapped->n_answers, mapped->n_answers_recalled};
+  std::vector<int32_t> prompt = mapped->tokens;
+  job.on_finished = [&mapper = ctx.mapper, prompt](const engine::RequestResult& r) { mapper.remember(prompt, r.text, r.tokens); };
+  GenerationRequest gr{mapped->conversation, std::move(mapped->tokens), std::move(options.value)};
+  run(ctx, req, res, std::move(gr), cr.params, std::move(job));
+}
+
+void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  Parsed<CompletionRequest> parsed = parse_completion_request(req.body, ctx.options.limits);
+  if (!parsed.ok) return send_error(res, parsed.error);
+  CompletionRequest& cr = parsed.value;
+  if (cr.model != ctx.options.model_id) return send_error(res, unknown_model(ctx, cr.model));
+  const tokenizer::Tokenizer& tok = ctx.model.tokenizer();
+  std::vector<int32_t> prompt;
+  if (cr.prompt_is_ids) {
+    for (const int32_t t : cr.prompt_ids) {
+      if (t >= tok.n_vocab()) {
+        return send_error(res, bad_request("prompt: token id " + std::to_string(t) + " is outside the vocabulary of " +
+                                               std::to_string(tok.n_vocab()),
+                                           "prompt"));
+      }
+    }
+    prompt = std::move(cr.prompt_ids);
+  } else {
+    prompt = tok.encode(cr.prompt, tok.wants_bos(), true);  // control tokens written as text are parsed, as llama.cpp does
+  }
+  if (prompt.empty()) return send_error(res, bad_request("prompt is empty", "prompt"));
+  auto options = request_options(ctx, cr.params, static_cast<int64_t>(prompt.size()), {}, "prompt");
+  if (!options.ok) return send_error(res, options.error);
+
+  GenerationJob job;
+  job.endpoint = Endpoint::completion;
+  job.ids = ResponseIds{new_response_id("cmpl-"), unix_now(), ctx.options.model_id};
+  job.n_prompt = static_cast<int64_t>(prompt.size());
+  GenerationRequest gr{0, std::move(prompt), std::move(options.value)};
+  run(ctx, req, res, std::move(gr), cr.params, std::move(job));
+}
+
+}  // namespace kvc::server

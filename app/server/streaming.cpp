@@ -1,0 +1,153 @@
+// Relaying a generation to its client: whole or as server-sent events, with cancellation.
+#include "app/server/streaming.h"
+
+#include <chrono>
+
+#include "app/server/connection_watch.h"
+
+namespace kvc::server {
+
+namespace {
+
+using nlohmann::json;
+constexpr auto k_poll = std::chrono::milliseconds(100);
+constexpr auto k_drain_limit = std::chrono::seconds(30);
+
+// Bookkeeping once a generation ended: metrics, and the answer remembered.
+void conclude(ServerContext& ctx, const Generation& g, const GenerationJob& job) {
+  const engine::RequestResult& r = g.result();
+  ctx.metrics.observe_generation(job.endpoint, r, job.n_prompt);
+  if (r.state == engine::RequestState::finished && job.on_finished) job.on_finished(r);
+}
+
+// Cancels if not done and waits for the end (the engine answers a cancel within a step).
+void drain(Generation& g) {
+  g.cancel();
+  const auto deadline = std::chrono::steady_clock::now() + k_drain_limit;
+  while (!g.wait(k_poll).done && std::chrono::steady_clock::now() < deadline) {
+  }
+}
+
+// The state of one streamed response, shared by httplib's provider and releaser.
+struct Stream {
+  Stream(ServerContext& c, std::shared_ptr<Generation> gen, GenerationJob j, const httplib::Request& req)
+      : ctx(c), g(std::move(gen)), job(std::move(j)), watch(req.remote_addr, req.remote_port, req.local_port) {}
+  ServerContext& ctx;
+  std::shared_ptr<Generation> g;
+  GenerationJob job;
+  ConnectionWatch watch;
+  bool role_sent = false;
+  bool concluded = false;
+  bool shutting_down = false;
+
+  std::string text_event(const std::string& text) const {
+    if (job.endpoint == Endpoint::chat) return sse_event(chat_chunk(job.ids, json{{"content", text}}, ""));
+    return sse_event(text_completion_chunk(job.ids, text, ""));
+  }
+
+  // The events that end a stream: finish reason, usage, [DONE]; or an error event.
+  std::string closing_events() const {
+    const engine::RequestResult& r = g->result();
+    if (r.state != engine::RequestState::finished) return sse_event(generation_error(r, shutting_down).to_json());
+    std::string out;
+    if (job.endpoint == Endpoint::chat) {
+      out += sse_event(chat_chunk(job.ids, json::object(), finish_reason(r.reason)));
+      if (job.include_usage) out += sse_event(usage_chunk(job.ids, "chat.completion.chunk", r, job.n_prompt, job.history));
+    } else {
+      out += sse_event(text_completion_chunk(job.ids, "", finish_reason(r.reason)));
+      if (job.include_usage) out += sse_event(usage_chunk(job.ids, "text_completion", r, job.n_prompt, HistoryInfo{}));
+    }
+    out += k_sse_done;
+    return out;
+  }
+
+  // One call of httplib's provider: false ends the response (the client is gone).
+  bool pump(httplib::DataSink& sink) {
+    auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+    if (!role_sent && job.endpoint == Endpoint::chat) {
+      role_sent = true;
+      if (!write(sse_event(chat_chunk(job.ids, json{{"role", "assistant"}, {"content", ""}}, "")))) return false;
+    }
+    const Generation::Update u = g->wait(k_poll);
+    if (!u.text.empty() && !write(text_event(u.text))) return false;
+    if (!u.done) {
+      if (watch.closed()) return false;
+      if (ctx.stopping.load() && !g->cancel_requested()) {
+        shutting_down = true;
+        g->cancel();
+      }
+      return true;
+    }
+    concluded = true;
+    conclude(ctx, *g, job);
+    const bool ok = write(closing_events());
+    sink.done();
+    return ok;
+  }
+
+  // httplib is done with the response, whatever happened to it.
+  void release() {
+    if (!concluded) {
+      drain(*g);
+      concluded = true;
+      conclude(ctx, *g, job);
+    }
+    ctx.end_active();
+  }
+};
+
+}  // namespace
+
+ApiError generation_error(const engine::RequestResult& r, bool shutting_down) {
+  if (shutting_down || r.state == engine::RequestState::cancelled) {
+    return ApiError{503, "the server is shutting down; retry once it is back", "server_error", "", "server_shutting_down"};
+  }
+  switch (r.error.code) {
+    case ErrorCode::invalid_argument: return bad_request(r.error.message, "messages");
+    case ErrorCode::out_of_memory: return ApiError{503, r.error.message, "server_error", "", "kv_cache_full"};
+    default: return ApiError{500, r.error.message, "server_error", "", ""};
+  }
+}
+
+void respond_whole(ServerContext& ctx, const httplib::Request& req, httplib::Response& res, std::shared_ptr<Generation> g,
+                   GenerationJob job) {
+  ctx.begin_active();
+  const ConnectionWatch watch(req.remote_addr, req.remote_port, req.local_port);
+  bool gone = false, shutting_down = false;
+  for (;;) {
+    if (g->wait(k_poll).done) break;
+    if (g->cancel_requested()) continue;
+    if (watch.closed()) {
+      gone = true;
+      g->cancel();
+    } else if (ctx.stopping.load()) {
+      shutting_down = true;
+      g->cancel();
+    }
+  }
+  conclude(ctx, *g, job);
+  const engine::RequestResult& r = g->result();
+  if (gone) {
+    res.status = 499;  // nginx's "client closed request": nobody reads it, the logs and metrics do
+  } else if (r.state != engine::RequestState::finished) {
+    send_error(res, generation_error(r, shutting_down));
+  } else {
+    const json body = job.endpoint == Endpoint::chat ? chat_completion(job.ids, r, job.n_prompt, job.history)
+                                                     : text_completion(job.ids, r, job.n_prompt);
+    res.set_content(dump(body), "application/json");
+  }
+  ctx.end_active();
+}
+
+void respond_stream(ServerContext& ctx, const httplib::Request& req, httplib::Response& res, std::shared_ptr<Generation> g,
+                    GenerationJob job) {
+  ctx.begin_active();
+  auto s = std::make_shared<Stream>(ctx, std::move(g), std::move(job), req);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream", [s](size_t, httplib::DataSink& sink) { return s->pump(sink); },
+      [s](bool) { s->release(); });
+}
+
+}  // namespace kvc::server

@@ -1,0 +1,135 @@
+// ConversationMapper on real tokenizers: a resent history becomes the app's segment-by-segment
+// stream, with earlier answers mapped back to the ids that produced them.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "app/common/chat_turn.h"
+#include "app/server/conversation_mapper.h"
+#include "core/backend/backend.h"
+#include "core/model/model.h"
+#include "core/tokenizer/tokenizer.h"
+#include "server/serve_process.h"
+#include "support/test_support.h"
+
+using namespace kvc;
+using chat::ChatMessage;
+using server::ConversationMapper;
+
+namespace {
+
+std::unique_ptr<model::Model> load(const std::string& path, backend::Backend& be) {
+  auto m = model::Model::load(path, be);
+  INFO((m.ok() ? std::string() : m.error().message));
+  REQUIRE(m.ok());
+  return std::move(*m);
+}
+
+std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// `n` ids of ordinary pieces, as a sampler might draw them, and their text as the engine
+// streams it (no dummy-prefix space removed).
+std::pair<std::vector<int32_t>, std::string> sampled_answer(const tokenizer::Tokenizer& tok, int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, tok.n_vocab() - 1);
+  std::vector<int32_t> ids;
+  while (static_cast<int>(ids.size()) < n) {
+    const int32_t id = dist(rng);
+    if (tok.type(id) == tokenizer::TokenType::normal) ids.push_back(id);
+  }
+  tokenizer::StreamDecoder dec(tok, false);
+  std::string text;
+  for (const int32_t id : ids) text += dec.push(id);
+  return {ids, text + dec.finish()};
+}
+
+void check_model(const model::Model& m) {
+  const tokenizer::Tokenizer& tok = m.tokenizer();
+  const chat::ChatTemplate& tmpl = m.chat_template();
+  auto store = storage::AnswerStore::open("");
+  REQUIRE(store.ok());
+  const ConversationMapper mapper(m, **store);
+  const auto seg = [&](std::string_view sys, std::string_view user, bool first) {
+    return app::build_user_turn(tok, tmpl, sys, user, first).tokens;
+  };
+
+  const std::vector<ChatMessage> first = {{"system", "Be brief."}, {"user", "What is a cache?"}};
+  auto p0 = mapper.map(first);
+  REQUIRE(p0.ok());
+  CHECK(p0->tokens == seg("Be brief.", "What is a cache?", true));
+  CHECK(p0->n_answers == 0);
+
+  // The engine sampled `ids`; the client got `text` and resends it. Tokenized afresh, some
+  // sampled answers come back as other ids: why the mapping is needed at all.
+  std::vector<int32_t> ids;
+  std::string text;
+  for (uint32_t seed = 1; seed <= 100 && ids.empty(); ++seed) {
+    auto [sampled, streamed] = sampled_answer(tok, 24, seed);
+    if (tok.encode_continuation(streamed, false) != sampled) ids = sampled, text = streamed;
+  }
+  REQUIRE_FALSE(ids.empty());
+  mapper.remember(p0->tokens, text, ids);
+  std::vector<ChatMessage> second = first;
+  second.push_back({"assistant", text});
+  second.push_back({"user", "And a block?"});
+  auto p1 = mapper.map(second);
+  REQUIRE(p1.ok());
+  CHECK(p1->tokens == cat(cat(p0->tokens, ids), seg("", "And a block?", false)));
+  CHECK(p1->n_answers == 1);
+  CHECK(p1->n_answers_recalled == 1);
+  CHECK(p1->conversation == p0->conversation);
+
+  // An answer the engine did not write (edited by the client): tokenized afresh.
+  second[2].content = text + " (edited)";
+  auto p2 = mapper.map(second);
+  REQUIRE(p2.ok());
+  CHECK(p2->n_answers_recalled == 0);
+  CHECK(p2->tokens == cat(cat(p0->tokens, tok.encode_continuation(second[2].content, false)), seg("", "And a block?", false)));
+
+  // Two user messages in a row: the first one's reply is empty, as in ChatTemplate::render.
+  auto p3 = mapper.map(std::vector<ChatMessage>{{"user", "a"}, {"user", "b"}});
+  REQUIRE(p3.ok());
+  CHECK(p3->tokens == cat(seg("", "a", true), seg("", "b", false)));
+  // An answer with no question before it follows an empty user turn.
+  auto p4 = mapper.map(std::vector<ChatMessage>{{"assistant", "Hello!"}, {"user", "Hi"}});
+  REQUIRE(p4.ok());
+  CHECK(p4->tokens == cat(cat(seg("", "", true), tok.encode_continuation("Hello!", false)), seg("", "Hi", false)));
+
+  for (const auto& bad : {std::vector<ChatMessage>{{"system", "S"}}, std::vector<ChatMessage>{{"user", "a"}, {"assistant", "b"}}}) {
+    auto r = mapper.map(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::invalid_argument);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("conversation mapper: histories as the app's stream, answers as their sampled ids (SentencePiece)", "[server]") {
+  auto be = backend::make_cpu_backend(1);
+  auto m = load(test::model_path("tiny-gqa-q8_0.gguf"), *be);
+  check_model(*m);
+}
+
+TEST_CASE("conversation mapper: the same on Qwen's byte-level BPE vocabulary and chatml", "[server]") {
+  if (const std::string why = test::qwen_vocab_missing(); !why.empty()) KVC_SKIP(why);
+  test::TempDir tmp;
+  auto be = backend::make_cpu_backend(1);
+  auto m = load(test::make_chat_model(tmp), *be);
+  REQUIRE(m->chat_template().name() == "chatml");
+  check_model(*m);
+}
+
+TEST_CASE("conversation mapper: the conversation id comes from the system prompt and first user message", "[server]") {
+  const auto id = [](std::vector<ChatMessage> msgs) { return ConversationMapper::conversation_id(msgs); };
+  const int64_t a = id({{"system", "S"}, {"user", "U"}});
+  CHECK(a > 0);
+  CHECK(a == id({{"system", "S"}, {"user", "U"}, {"assistant", "A"}, {"user", "V"}}));
+  CHECK(a != id({{"system", "S2"}, {"user", "U"}}));
+  CHECK(a != id({{"system", "S"}, {"user", "U2"}}));
+  CHECK(a != id({{"user", "U"}}));
+  CHECK(id({{"system", "ab"}, {"user", "c"}}) != id({{"system", "a"}, {"user", "bc"}}));
+  CHECK(id({{"assistant", "A"}, {"user", "U"}}) == id({{"user", "U"}}));
+}

@@ -1,0 +1,182 @@
+// kvchat-cli serve driven by the official openai npm client (tests/server/openai_client.mjs):
+// chat whole and streamed, completions, models, stop strings, errors, a mid-stream abort, and
+// resent histories hitting the cache turn by turn and after a restart, from disk.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+
+#include "server/serve_process.h"
+#include "support/test_support.h"
+
+using namespace kvc;
+using nlohmann::json;
+
+namespace {
+
+const std::filesystem::path k_npm_dir = KVC_TEST_NPM_DIR;
+const std::string k_model_id = "chat-qwen";  // make_chat_model's file name
+
+// Why the client cannot run here ("" when it can).
+std::string client_missing() {
+  if (const std::string v = test::qwen_vocab_missing(); !v.empty()) return v;
+  const auto why = k_npm_dir / "openai-missing.txt";
+  if (std::filesystem::exists(why)) return "the openai npm client was not fetched: " + test::read_file(why);
+  if (!std::filesystem::exists(k_npm_dir / "node_modules" / "openai")) {
+    return "the openai npm client is not installed in " + k_npm_dir.string() +
+           " (CTest's test_openai_client fixture runs tests/server/fetch-openai-client.sh)";
+  }
+  return "";
+}
+
+// Runs one scenario of the Node script against `s`; its JSON output (the test fails on none).
+json run_client(const test::ServeProcess& s, const std::string& scenario, const std::string& file = "") {
+  const std::string script = std::string(KVC_TEST_SERVER_DIR) + "/openai_client.mjs";
+  const std::string cmd = "timeout 120 node " + test::quoted(script) + " " + test::quoted((k_npm_dir / "node_modules").string()) +
+                          " " + test::quoted(s.base_url()) + " " + test::quoted(k_model_id) + " " + scenario + " " +
+                          test::quoted(file) + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::string out;
+  std::array<char, 4096> buf{};
+  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), p)) > 0;) out.append(buf.data(), n);
+  ::pclose(p);
+  INFO("node printed: " << out << "\nserver log: " << s.log());
+  // The last line is the scenario's result (anything before it: Node's warnings).
+  const size_t end = out.find_last_not_of('\n');
+  REQUIRE(end != std::string::npos);
+  const size_t begin = out.rfind('\n', end);
+  json j = json::parse(out.substr(begin == std::string::npos ? 0 : begin + 1, end + 1), nullptr, false);
+  REQUIRE(!j.is_discarded());
+  REQUIRE(!j.contains("failed"));
+  return j;
+}
+
+struct Fixture {
+  test::TempDir tmp;
+  std::string model = test::make_chat_model(tmp);
+  std::string data = tmp.file("data");
+};
+
+}  // namespace
+
+TEST_CASE("serve: the openai client chats, whole and streamed", "[app][e2e][server]") {
+  if (const std::string why = client_missing(); !why.empty()) KVC_SKIP(why);
+  Fixture f;
+  test::ServeProcess s(f.model, f.data, "", f.tmp);
+  const json chat = run_client(s, "chat");
+  CHECK(chat["object"] == "chat.completion");
+  CHECK(chat["model"] == k_model_id);
+  CHECK(chat["role"] == "assistant");
+  CHECK(!chat["content"].get<std::string>().empty());
+  CHECK((chat["finish_reason"] == "length" || chat["finish_reason"] == "stop"));
+  CHECK(chat["usage"]["completion_tokens"].get<int>() <= 12);
+  CHECK(chat["usage"]["prompt_tokens"].get<int>() > 5);
+  CHECK(chat["usage"]["prompt_tokens_details"]["cached_tokens"].is_number());
+
+  const json st = run_client(s, "stream");
+  CHECK(st["role"] == "assistant");
+  CHECK(st["content"] == st["whole"]);  // greedy: streamed and whole answers agree
+  CHECK(st["chunks"].get<int>() >= 4);  // role, text..., finish, usage
+  CHECK(!st["finish_reason"].is_null());
+  REQUIRE(st["usage"].is_object());
+  CHECK(st["usage"]["completion_tokens"].get<int>() > 0);
+  CHECK(s.stop() == 0);
+}
+
+TEST_CASE("serve: the openai client's completions and models", "[app][e2e][server]") {
+  if (const std::string why = client_missing(); !why.empty()) KVC_SKIP(why);
+  Fixture f;
+  test::ServeProcess s(f.model, f.data, "", f.tmp);
+  const json c = run_client(s, "completions");
+  CHECK(c["object"] == "text_completion");
+  CHECK(!c["text"].get<std::string>().empty());
+  CHECK(c["text"] == c["streamed"]);
+  CHECK(c["finish_reason"] == c["streamed_finish_reason"]);
+  CHECK(c["usage"]["completion_tokens"].get<int>() <= 10);
+  const json m = run_client(s, "models");
+  CHECK(m["ids"] == json::array({k_model_id}));
+  CHECK(m["retrieved"] == k_model_id);
+}
+
+TEST_CASE("serve: stop strings cut the answer before them, whole and streamed", "[app][e2e][server]") {
+  if (const std::string why = client_missing(); !why.empty()) KVC_SKIP(why);
+  Fixture f;
+  test::ServeProcess s(f.model, f.data, "", f.tmp);
+  const json r = run_client(s, "stop");
+  INFO(r.dump());
+  REQUIRE(!r["stop"].get<std::string>().empty());
+  CHECK(r["content"] == r["expected"]);
+  CHECK(r["finish_reason"] == "stop");
+  CHECK(r["streamed"] == r["expected"]);
+  CHECK(r["streamed_finish_reason"] == "stop");
+}
+
+TEST_CASE("serve: bad requests from the openai client get 4xx and the server keeps serving", "[app][e2e][server]") {
+  if (const std::string why = client_missing(); !why.empty()) KVC_SKIP(why);
+  Fixture f;
+  test::ServeProcess s(f.model, f.data, "", f.tmp);
+  const json r = run_client(s, "errors");
+  INFO(r.dump());
+  CHECK(r["bad_model"]["status"] == 404);  // as OpenAI answers an unknown model
+  CHECK(r["bad_model"]["code"] == "model_not_found");
+  CHECK(r["bad_temperature"]["status"] == 400);
+  CHECK(r["bad_temperature"]["param"] == "temperature");
+  CHECK(r["no_messages"]["status"] == 400);
+  CHECK(r["too_many_tokens"]["status"] == 400);
+  CHECK(r["too_many_tokens"]["param"] == "max_tokens");
+  CHECK(!r["after"].is_null());
+}
+
+TEST_CASE("serve: a client that aborts mid-stream cancels its generation", "[app][e2e][server]") {
+  if (const std::string why = client_missing(); !why.empty()) KVC_SKIP(why);
+  Fixture f;
+  test::ServeProcess s(f.model, f.data, "", f.tmp);
+  const json r = run_client(s, "abort");
+  INFO(r.dump());
+  CHECK(r["chunks"] == 2);
+  CHECK(r["cancelled_after"].get<double>() == r["cancelled_before"].get<double>() + 1);
+  CHECK(r["decoded_tokens"].get<double>() < 1000);  // of the 1500 asked for
+  CHECK(!r["next_finish_reason"].is_null());
+  CHECK(s.stop() == 0);
+}
+
+// Turn N's cached prompt tokens cover turn N-1's prompt and answer (less one partial block):
+// the resent answers map back to the engine's sampled ids. After a restart, the same history
+// comes from the disk tier.
+TEST_CASE("serve: resent histories hit the cache turn by turn, and from disk after a restart", "[app][e2e][server]") {
+  if (const std::string why = client_missing(); !why.empty()) KVC_SKIP(why);
+  Fixture f;
+  const std::string history = f.tmp.file("history.json");
+  int64_t last_seen = 0;  // the last turn's prompt + answer
+  {
+    test::ServeProcess s(f.model, f.data, "", f.tmp);
+    const json r = run_client(s, "turns", history);
+    INFO(r.dump());
+    const json& turns = r["turns"];
+    REQUIRE(turns.size() == 4);
+    for (size_t n = 0; n < turns.size(); ++n) {
+      const json& u = turns[n]["usage"];
+      const int64_t cached = u["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+      INFO("turn " << n + 1 << ": prompt " << u["prompt_tokens"] << ", cached " << cached);
+      if (n > 0) {
+        const json& prev = turns[n - 1]["usage"];
+        CHECK(cached >= prev["prompt_tokens"].get<int64_t>() + prev["completion_tokens"].get<int64_t>() - 16);
+        CHECK(turns[n]["kvchat"]["history_answers_mapped"] == n);
+      }
+      last_seen = u["prompt_tokens"].get<int64_t>() + u["completion_tokens"].get<int64_t>();
+    }
+    REQUIRE(s.stop() == 0);  // SIGTERM: a clean exit, the stores flushed
+  }
+  test::ServeProcess s(f.model, f.data, "", f.tmp);
+  const json r = run_client(s, "resume", history);
+  INFO(r.dump() << "\nserver log: " << s.log());
+  const int64_t cached = r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+  CHECK(cached >= last_seen - 16);
+  CHECK(r["kvchat"]["cached_tokens_by_tier"]["t2"].get<int64_t>() >= last_seen - 16);
+  CHECK(r["kvchat"]["history_answers_mapped"] == 4);
+  CHECK(s.stop() == 0);
+}
