@@ -1,4 +1,4 @@
-// Chat template families: detection from template text and segment rendering.
+// The family renderers of ChatTemplate: detection by markers, and each family's segments (user turn, header, suffix, stops).
 #include "core/chat/chat_template.h"
 
 namespace kvc::chat {
@@ -20,6 +20,7 @@ ChatTemplate ChatTemplate::detect(std::string_view t) {
   if (has(t, "<|im_start|>")) return ChatTemplate(Family::chatml);
   if (has(t, "<|start_header_id|>")) return ChatTemplate(Family::llama3);
   if (has(t, "<start_of_turn>")) return ChatTemplate(Family::gemma);
+  if (has(t, "<｜User｜>") && has(t, "<｜Assistant｜>")) return ChatTemplate(Family::deepseek);
   // Zephyr-style templates may build the role marker: '<|' + message['role'] + '|>' (TinyLlama).
   const bool role_markers = has(t, "<|user|>") || has(t, "'<|' + message") || has(t, "\"<|\" + message");
   if (role_markers) return ChatTemplate(has(t, "<|end|>") ? Family::phi3 : Family::zephyr);
@@ -36,6 +37,7 @@ std::string_view ChatTemplate::name() const {
     case Family::zephyr: return "zephyr";
     case Family::gemma: return "gemma";
     case Family::phi3: return "phi-3";
+    case Family::deepseek: return "deepseek";
     case Family::fallback: break;
   }
   return "fallback (plain 'User:/Assistant:')";
@@ -61,6 +63,7 @@ std::string ChatTemplate::user_part(std::string_view system, std::string_view us
       return cat({"<start_of_turn>user\n", sys ? cat({system, "\n\n"}) : "", user, "<end_of_turn>\n"});
     case Family::phi3:
       return cat({sys ? cat({"<|system|>\n", system, "<|end|>\n"}) : "", "<|user|>\n", user, "<|end|>\n"});
+    case Family::deepseek: return cat({system, "<｜User｜>", user});
     case Family::fallback:
       return cat({sys ? cat({system, "\n\n"}) : "", "User: ", user, "\n"});
   }
@@ -76,6 +79,7 @@ std::string ChatTemplate::assistant_header() const {
     case Family::zephyr:
     case Family::phi3: return "<|assistant|>\n";
     case Family::gemma: return "<start_of_turn>model\n";
+    case Family::deepseek: return "<｜Assistant｜>";
     case Family::fallback: return "Assistant:";
   }
   return {};
@@ -94,6 +98,7 @@ std::string ChatTemplate::assistant_suffix() const {
     case Family::zephyr: return "</s>\n";
     case Family::gemma: return "<end_of_turn>\n";
     case Family::phi3: return "<|end|>\n";
+    case Family::deepseek: return "<｜end▁of▁sentence｜>";
     case Family::fallback: return "\n";
   }
   return {};
@@ -108,7 +113,9 @@ std::vector<std::string> ChatTemplate::stop_strings() const {
     case Family::zephyr: return {"</s>", "<|user|>"};
     case Family::gemma: return {"<end_of_turn>", "<start_of_turn>"};
     case Family::phi3: return {"<|end|>", "<|user|>", "<|endoftext|>"};
-    case Family::fallback: return {"\nUser:"};
+    case Family::deepseek: return {"<｜end▁of▁sentence｜>", "<｜User｜>"};
+    // The model's own template with no known family: its end-of-generation tokens end replies.
+    case Family::fallback: return jinja_ ? std::vector<std::string>{} : std::vector<std::string>{"\nUser:"};
   }
   return {};
 }
@@ -122,6 +129,7 @@ std::vector<std::string> ChatTemplate::end_of_turn_tokens() const {
     case Family::llama3: return {"<|eot_id|>"};
     case Family::gemma: return {"<end_of_turn>"};
     case Family::phi3: return {"<|end|>"};
+    case Family::deepseek: return {"<｜end▁of▁sentence｜>"};
     case Family::fallback: return {};
   }
   return {};

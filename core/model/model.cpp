@@ -193,6 +193,20 @@ Result<tokenizer::Vocabulary> vocabulary_from_gguf(const gguf::GgufFile& f) {
   return v;
 }
 
+chat::TemplateTokens template_tokens(const tokenizer::Tokenizer& tok) {
+  chat::TemplateTokens t;
+  if (tok.bos() >= 0) t.bos = std::string(tok.piece(tok.bos()));
+  if (tok.eos() >= 0) t.eos = std::string(tok.piece(tok.eos()));
+  t.add_bos = tok.wants_bos() && tok.bos() >= 0;
+  return t;
+}
+
+Result<chat::ChatTemplate> chat_template_from_gguf(const gguf::GgufFile& file, const tokenizer::Tokenizer& tok) {
+  auto text = file.get_string_or("tokenizer.chat_template", "");
+  if (!text.ok()) return text.error();
+  return chat::ChatTemplate::load(*text, template_tokens(tok));
+}
+
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Backend& be, const LoadOptions& opt) {
   auto file = gguf::GgufFile::open(path);
   if (!file.ok()) return file.error();
@@ -203,10 +217,9 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Bac
   auto tok = tokenizer::Tokenizer::create(*vocab);
   if (!tok.ok()) return make_error(tok.error().code, path + ": " + tok.error().message);
 
-  auto tmpl = file->get_string_or("tokenizer.chat_template", "");
-  if (!tmpl.ok()) return make_error(tmpl.error().code, path + ": " + tmpl.error().message);
-  const auto chat_template = chat::ChatTemplate::detect(*tmpl);
-  std::unique_ptr<Model> m(new Model(std::move(*file), std::move(*tok), chat_template));
+  auto chat_template = chat_template_from_gguf(*file, *tok);
+  if (!chat_template.ok()) return make_error(chat_template.error().code, path + ": " + chat_template.error().message);
+  std::unique_ptr<Model> m(new Model(std::move(*file), std::move(*tok), std::move(*chat_template)));
   m->config_ = *config;
   m->backend_ = &be;
   m->path_ = path;
