@@ -34,7 +34,7 @@ int run_chat(ChatArgs a) {
 
   const bool tty = ::isatty(STDIN_FILENO) != 0;
   std::fprintf(stderr, "kvchat: %s | chat template: %s | context %lld | %s\n", m.path().c_str(),
-               std::string(tmpl.name()).c_str(), static_cast<long long>(session->n_ctx()),
+               tmpl.describe().c_str(), static_cast<long long>(session->n_ctx()),
                std::string(m.backend().name()).c_str());
   if (demo) {
     std::fprintf(stderr,
@@ -48,7 +48,7 @@ int run_chat(ChatArgs a) {
   opt.sampling = a.sampling;
   opt.stop_strings = tmpl.stop_strings();
   std::vector<int32_t> conversation;  // the append-only token stream: the source of truth
-  int turn = 0;
+  std::vector<chat::ChatMessage> history;  // its messages, replies as generated (for the template)
   std::string line;
   for (;;) {
     if (tty) std::fprintf(stderr, "\n> ");
@@ -56,7 +56,7 @@ int run_chat(ChatArgs a) {
     if (line == "/exit" || line == "/quit") break;
     if (line == "/reset") {
       conversation.clear();
-      turn = 0;
+      history.clear();
       std::fprintf(stderr, "(new conversation)\n");
       continue;
     }
@@ -66,9 +66,13 @@ int run_chat(ChatArgs a) {
     }
     if (line.empty()) continue;
     // Only the new segment is rendered and tokenized; the history's tokens are reused as is.
-    const app::TurnSegment seg = app::build_user_turn(tok, tmpl, a.system, line, turn == 0);
+    auto seg = app::build_user_turn(tok, tmpl, a.system, history, line);
+    if (!seg.ok()) {
+      report(seg.error());
+      continue;
+    }
     std::vector<int32_t> prompt = conversation;
-    prompt.insert(prompt.end(), seg.tokens.begin(), seg.tokens.end());
+    prompt.insert(prompt.end(), seg->tokens.begin(), seg->tokens.end());
     auto r = model::generate(*session, prompt, opt, [](std::string_view piece) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
@@ -86,9 +90,10 @@ int run_chat(ChatArgs a) {
     std::fflush(stdout);
     conversation = prompt;
     conversation.insert(conversation.end(), r->tokens.begin(), r->tokens.end());
+    history.emplace_back("user", line);
+    history.emplace_back("assistant", r->text);
     // An end-of-turn token is not in the stream; the next segment starts with the template's
     // closing text instead (build_user_turn), so the stream stays identical to a full render.
-    ++turn;
     if (!a.model.quiet) {
       const double n_dec = static_cast<double>(r->tokens.size() > 1 ? r->tokens.size() - 1 : 0);
       std::fprintf(stderr,

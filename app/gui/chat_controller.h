@@ -82,6 +82,7 @@ class ChatController final : public ui::AppCommands {
   void do_export_kv(bool chrome_trace);  // into DATA_DIR/exports/ (chat_controller_export.cpp)
   bool fail(const Error& e);  // records e for the UI; returns false
   std::vector<int32_t> stream_until(int64_t message_id);  // tokens of the path, message included
+  std::vector<chat::ChatMessage> messages_until(int64_t message_id);  // its user and assistant messages
 
   Options options_;
 

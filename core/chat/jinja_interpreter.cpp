@@ -196,22 +196,22 @@ void Interpreter::exec_for(const Node& n, Frame& frame, Flow& flow) {
                                   }});
   const Value loop(std::move(loop_vars));
   Object& lv = loop.as_object();
-  Value* slot[11];
-  for (size_t k = 0; k < 11; ++k) slot[k] = &lv.value_at(k);
-  *slot[6] = length;
-  *slot[7] = 1;
-  *slot[8] = 0;
+  // By index, each time: a template may add keys to `loop` (the vector may move).
+  const auto slot = [&lv](size_t k) -> Value& { return lv.value_at(k); };
+  slot(6) = length;
+  slot(7) = 1;
+  slot(8) = 0;
   for (int64_t i = 0; i < length; ++i) {
     charge(1);
     *index = i;
-    *slot[0] = i;
-    *slot[1] = i + 1;
-    *slot[2] = length - i;
-    *slot[3] = length - i - 1;
-    *slot[4] = i == 0;
-    *slot[5] = i == length - 1;
-    *slot[9] = i > 0 ? items[static_cast<size_t>(i - 1)] : Value{};
-    *slot[10] = i + 1 < length ? items[static_cast<size_t>(i + 1)] : Value{};
+    slot(0) = i;
+    slot(1) = i + 1;
+    slot(2) = length - i;
+    slot(3) = length - i - 1;
+    slot(4) = i == 0;
+    slot(5) = i == length - 1;
+    slot(9) = i > 0 ? items[static_cast<size_t>(i - 1)] : Value{};
+    slot(10) = i + 1 < length ? items[static_cast<size_t>(i + 1)] : Value{};
     f.vars.clear();  // each iteration starts from the enclosing scope, as in Jinja2
     f.vars.emplace_back("loop", loop);
     bind(n.targets, f, items[static_cast<size_t>(i)]);
@@ -275,7 +275,8 @@ Value Interpreter::call(const Value& callee, CallArgs& args, std::string_view wh
     fail(std::string(what) + (callee.is_undefined() ? " is undefined" : " is a " + std::string(callee.type_name())) +
          ": it cannot be called");
   }
-  return callee.as_function().call(args);
+  const Value keep = callee;  // the call may overwrite where the function was stored
+  return keep.as_function().call(args);
 }
 
 Value Interpreter::eval_call(const Expr& e, Frame& frame) {
