@@ -72,24 +72,10 @@ stop_server() {
   server_pid=
 }
 
-# The conversations: system + three turns + a final user message, with and without the
-# generation prompt; without a system message; the first turn alone; an earlier reply that
-# holds reasoning. Whitespace, quotes, newlines and non-ASCII text are there on purpose.
-cat >"$work/cases.json" <<'EOF'
-{
-  "system": {"role": "system", "content": "You are a concise assistant. Answer in one sentence."},
-  "turns": [
-    {"role": "user", "content": "Hello! Who are you?"},
-    {"role": "assistant", "content": "I am a small assistant that runs on your machine."},
-    {"role": "user", "content": "  What is 2 + 2?  \n"},
-    {"role": "assistant", "content": "2 + 2 = 4."},
-    {"role": "user", "content": "Name a town in France, with \"quotes\" and its accent."},
-    {"role": "assistant", "content": "Besançon 🇫🇷, on the Doubs.\nIt has a citadel."},
-    {"role": "user", "content": "Thanks. What is the capital of Italy?"}
-  ],
-  "reasoning_reply": {"role": "assistant", "content": "<think>\nThe user asks for a sum. 2 + 2 is 4.\n</think>\n\n2 + 2 = 4."}
-}
-EOF
+# The conversations (conversations.json here): system + three turns + a final user message, with
+# and without the generation prompt; without a system message; the first turn alone; an earlier
+# reply that holds reasoning. Whitespace, quotes, newlines and non-ASCII text are there on purpose.
+cp "$out/conversations.json" "$work/cases.json"
 
 # Writes NAME.expected.json from the running server (template NAME, vocabulary VOCAB).
 render_cases() {  # NAME VOCAB PROBE_JSON
