@@ -38,6 +38,7 @@ struct Expr {
   std::vector<ExprPtr> args;
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   bool negated = false;
+  int height = 1;  // 1 + the tallest child's height (the parser bounds it)
 };
 
 struct Node;

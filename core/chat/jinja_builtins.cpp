@@ -2,7 +2,9 @@
 #include "core/chat/jinja_builtins.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
+#include <unordered_set>
 #include <cmath>
 #include <unordered_map>
 
@@ -202,6 +204,29 @@ std::string replace_all(const std::string& s, const std::string& from, const std
   return r;
 }
 
+void check_no_cycle(Interpreter& in, const Value& container, const Value& v) {
+  if (!v.is_array() && !v.is_object()) return;
+  std::vector<const Value*> stack = {&v};
+  std::unordered_set<const void*> seen;
+  while (!stack.empty()) {
+    const Value* x = stack.back();
+    stack.pop_back();
+    in.charge(1);
+    if (x->same_object(container)) fail("a list or dict cannot hold itself");
+    const void* id = x->is_array() ? static_cast<const void*>(&x->as_array()) : static_cast<const void*>(&x->as_object());
+    if (!seen.insert(id).second) continue;
+    if (x->is_array()) {
+      for (const Value& e : x->as_array()) {
+        if (e.is_array() || e.is_object()) stack.push_back(&e);
+      }
+    } else {
+      for (const auto& [k, e] : x->as_object().items()) {
+        if (e.is_array() || e.is_object()) stack.push_back(&e);
+      }
+    }
+  }
+}
+
 namespace {
 
 bool starts_or_ends(const std::string& s, const Value& affix, bool starts) {
@@ -278,7 +303,7 @@ std::string format(const std::string& f, CallArgs& a) {
     if (field.empty()) {
       v = arg(a, auto_index++, "");
     } else if (std::all_of(field.begin(), field.end(), [](char d) { return d >= '0' && d <= '9'; })) {
-      v = arg(a, static_cast<size_t>(std::stoul(field)), "");
+      v = field.size() <= 6 ? arg(a, static_cast<size_t>(std::stoul(field)), "") : nullptr;
     } else {
       v = arg(a, SIZE_MAX, field);
     }
@@ -351,15 +376,18 @@ bool string_method(Interpreter& in, const std::string& s, std::string_view name,
   return true;
 }
 
-bool array_method(Interpreter& in, Array& arr, std::string_view name, CallArgs& a, Value& r) {
+bool array_method(Interpreter& in, const Value& self, std::string_view name, CallArgs& a, Value& r) {
+  Array& arr = self.as_array();
   if (name == "append") {
     if (a.positional.size() != 1) fail("append() takes one value");
+    check_no_cycle(in, self, a.positional[0]);
     in.check_items(arr.size() + 1);
     arr.push_back(a.positional[0]);
     r = None{};
   } else if (name == "extend") {
     if (a.positional.size() != 1) fail("extend() takes one list");
     Array more = iterate(a.positional[0]);
+    for (const Value& x : more) check_no_cycle(in, self, x);
     in.check_items(arr.size() + more.size());
     arr.insert(arr.end(), more.begin(), more.end());
     r = None{};
@@ -388,7 +416,8 @@ bool array_method(Interpreter& in, Array& arr, std::string_view name, CallArgs& 
   return true;
 }
 
-bool object_method(Interpreter& in, Object& obj, std::string_view name, CallArgs& a, Value& r) {
+bool object_method(Interpreter& in, const Value& self, std::string_view name, CallArgs& a, Value& r) {
+  Object& obj = self.as_object();
   if (name == "items") {
     Array out;
     for (const auto& [k, v] : obj.items()) out.emplace_back(Array{Value(k), v});
@@ -404,9 +433,15 @@ bool object_method(Interpreter& in, Object& obj, std::string_view name, CallArgs
   } else if (name == "update") {
     for (const Value& other : a.positional) {
       if (!other.is_object()) fail("update() takes a dict");
-      for (const auto& [k, v] : other.as_object().items()) obj.set(k, v);
+      for (const auto& [k, v] : other.as_object().items()) {
+        check_no_cycle(in, self, v);
+        obj.set(k, v);
+      }
     }
-    for (auto& [k, v] : a.named) obj.set(k, v);
+    for (auto& [k, v] : a.named) {
+      check_no_cycle(in, self, v);
+      obj.set(k, v);
+    }
     in.check_items(obj.size());
     r = None{};
   } else {
@@ -432,8 +467,8 @@ std::string strftime(const std::tm& t, const std::string& fmt) {
 
 bool call_method(Interpreter& in, const Value& self, std::string_view name, CallArgs& args, Value& result) {
   if (self.is_string()) return string_method(in, self.as_string(), name, args, result);
-  if (self.is_array()) return array_method(in, self.as_array(), name, args, result);
-  if (self.is_object()) return object_method(in, self.as_object(), name, args, result);
+  if (self.is_array()) return array_method(in, self, name, args, result);
+  if (self.is_object()) return object_method(in, self, name, args, result);
   return false;
 }
 
@@ -454,10 +489,14 @@ Object builtin_globals(Interpreter& in) {
                              if (a.positional.size() == 3) v[2] = a.positional[2].as_int();
                            }
                            if (v[2] == 0) fail("range(): the step cannot be zero");
-                           const int64_t span = v[2] > 0 ? v[1] - v[0] : v[0] - v[1];
+                           int64_t span = 0;
+                           const bool overflow = v[2] > 0 ? __builtin_sub_overflow(v[1], v[0], &span)
+                                                          : __builtin_sub_overflow(v[0], v[1], &span);
+                           if (overflow || v[2] == INT64_MIN) fail("range(): the bounds are too far apart");
                            const int64_t step = v[2] > 0 ? v[2] : -v[2];
-                           const int64_t n = span <= 0 ? 0 : (span + step - 1) / step;
+                           const int64_t n = span <= 0 ? 0 : span / step + (span % step != 0);
                            ip->check_items(static_cast<size_t>(n));
+                           ip->charge(n);
                            Array r;
                            r.reserve(static_cast<size_t>(n));
                            for (int64_t i = 0; i < n; ++i) r.emplace_back(v[0] + i * v[2]);

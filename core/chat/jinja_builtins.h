@@ -31,6 +31,10 @@ Value slice(const Value& v, const Value* start, const Value* stop, const Value* 
 // characters; undefined and none give none (templates loop over optional fields).
 Array iterate(const Value& v);
 
+// Fails if putting `v` into `container` (a list or dict) would make it hold itself: reference
+// cycles would never be freed, and printing one would not end.
+void check_no_cycle(Interpreter& in, const Value& container, const Value& v);
+
 // Helpers shared by the filters and the methods.
 inline constexpr std::string_view k_whitespace = " \t\n\r\v\f";
 // An argument by position or keyword; null if absent.

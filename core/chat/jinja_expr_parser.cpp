@@ -1,6 +1,7 @@
 // Jinja expressions: literals, names, lists, dicts, attributes, subscripts and slices, calls, filters, tests and operators.
 #include "core/chat/jinja_expr_parser.h"
 
+#include <algorithm>
 #include <initializer_list>
 
 namespace kvc::chat::jinja {
@@ -42,13 +43,13 @@ ExprPtr ExprParser::expression(bool with_condition) {
   while (with_condition && next_is_name("if")) {
     ++pos_;
     auto c = node(Expr::Kind::conditional);
-    c->args.push_back(or_expr());
-    c->args.push_back(std::move(e));
+    add(*c, or_expr());
+    add(*c, std::move(e));
     if (next_is_name("else")) {
       ++pos_;
-      c->args.push_back(expression());
+      add(*c, expression());
     } else {
-      c->args.push_back(nullptr);
+      add(*c, nullptr);
     }
     e = std::move(c);
   }
@@ -59,11 +60,11 @@ ExprPtr ExprParser::tuple_or_expression() {
   ExprPtr first = expression();
   if (!next_is_op(",")) return first;
   auto list = node(Expr::Kind::list);
-  list->args.push_back(std::move(first));
+  add(*list, std::move(first));
   while (next_is_op(",")) {
     ++pos_;
     if (at_end()) break;
-    list->args.push_back(expression());
+    add(*list, expression());
   }
   return list;
 }
@@ -94,6 +95,20 @@ ExprPtr ExprParser::filter_chain(bool leading_pipe) {
   return e;
 }
 
+// Heights are counted as children are attached: a chain built by a loop (a + b + c ..., x.a.b.c,
+// x|f|g) nests as deep as a recursion would, and the interpreter and destructors recurse on it.
+void ExprParser::grow(Expr& parent, const Expr& child) {
+  parent.height = std::max(parent.height, child.height + 1);
+  if (parent.height > 4 * max_depth_) {
+    fail("an expression nests deeper than " + std::to_string(4 * max_depth_) + " levels", line_);
+  }
+}
+
+void ExprParser::add(Expr& parent, ExprPtr child) {
+  if (child) grow(parent, *child);
+  parent.args.push_back(std::move(child));
+}
+
 ExprPtr ExprParser::node(Expr::Kind k) {
   auto e = std::make_unique<Expr>();
   e->kind = k;
@@ -104,8 +119,8 @@ ExprPtr ExprParser::node(Expr::Kind k) {
 ExprPtr ExprParser::binary(std::string op, ExprPtr a, ExprPtr b) {
   auto e = node(Expr::Kind::binary);
   e->name = std::move(op);
-  e->args.push_back(std::move(a));
-  e->args.push_back(std::move(b));
+  add(*e, std::move(a));
+  add(*e, std::move(b));
   return e;
 }
 
@@ -133,7 +148,7 @@ ExprPtr ExprParser::not_expr() {
     ++pos_;
     auto e = node(Expr::Kind::unary);
     e->name = "not";
-    e->args.push_back(not_expr());
+    add(*e, not_expr());
     return e;
   }
   return compare();
@@ -201,7 +216,7 @@ ExprPtr ExprParser::unary() {
     DepthGuard g(depth_, max_depth_, line_);
     auto e = node(Expr::Kind::unary);
     e->name = take().text;
-    e->args.push_back(unary_no_filter());
+    add(*e, unary_no_filter());
     return filters(std::move(e));
   }
   return filters(postfix(primary()));
@@ -212,7 +227,7 @@ ExprPtr ExprParser::unary_no_filter() {
     DepthGuard g(depth_, max_depth_, line_);
     auto e = node(Expr::Kind::unary);
     e->name = take().text;
-    e->args.push_back(unary_no_filter());
+    add(*e, unary_no_filter());
     return e;
   }
   return postfix(primary());
@@ -263,11 +278,11 @@ ExprPtr ExprParser::primary() {
     ExprPtr e = expression();
     if (next_is_op(",")) {  // a tuple: a list here
       auto list = node(Expr::Kind::list);
-      list->args.push_back(std::move(e));
+      add(*list, std::move(e));
       while (next_is_op(",")) {
         ++pos_;
         if (next_is_op(")")) break;
-        list->args.push_back(expression());
+        add(*list, expression());
       }
       e = std::move(list);
     }
@@ -277,7 +292,7 @@ ExprPtr ExprParser::primary() {
   if (t.text == "[") {
     auto list = node(Expr::Kind::list);
     while (!next_is_op("]")) {
-      list->args.push_back(expression());
+      add(*list, expression());
       if (!next_is_op(",")) break;
       ++pos_;
     }
@@ -287,9 +302,9 @@ ExprPtr ExprParser::primary() {
   if (t.text == "{") {
     auto dict = node(Expr::Kind::dict);
     while (!next_is_op("}")) {
-      dict->args.push_back(expression());
+      add(*dict, expression());
       expect_op(":");
-      dict->args.push_back(expression());
+      add(*dict, expression());
       if (!next_is_op(",")) break;
       ++pos_;
     }
@@ -305,7 +320,7 @@ ExprPtr ExprParser::postfix(ExprPtr e) {
       ++pos_;
       auto a = node(Expr::Kind::attribute);
       a->name = take_name("an attribute name after '.'");
-      a->args.push_back(std::move(e));
+      add(*a, std::move(e));
       e = std::move(a);
     } else if (next_is_op("[")) {
       ++pos_;
@@ -337,13 +352,13 @@ ExprPtr ExprParser::subscript(ExprPtr base) {
   if (!is_slice) {
     if (!parts[0]) fail("an empty subscript '[]'", line_);
     auto e = node(Expr::Kind::index);
-    e->args.push_back(std::move(base));
-    e->args.push_back(std::move(parts[0]));
+    add(*e, std::move(base));
+    add(*e, std::move(parts[0]));
     return e;
   }
   auto e = node(Expr::Kind::slice);
-  e->args.push_back(std::move(base));
-  for (auto& p : parts) e->args.push_back(std::move(p));
+  add(*e, std::move(base));
+  for (auto& p : parts) add(*e, std::move(p));
   return e;
 }
 
@@ -355,10 +370,12 @@ void ExprParser::arguments(Expr& e) {
     if (peek() && peek()->type == Token::Type::name && peek(1) && peek(1)->is_op("=")) {
       std::string key = take().text;
       ++pos_;
-      e.kwargs.emplace_back(std::move(key), expression());
+      ExprPtr value = expression();
+      grow(e, *value);
+      e.kwargs.emplace_back(std::move(key), std::move(value));
     } else {
       if (!e.kwargs.empty()) fail("a positional argument follows a keyword argument", line_);
-      e.args.push_back(expression());
+      add(e, expression());
     }
     if (!next_is_op(",")) break;
     ++pos_;
@@ -368,7 +385,7 @@ void ExprParser::arguments(Expr& e) {
 
 ExprPtr ExprParser::call(ExprPtr callee) {
   auto e = node(Expr::Kind::call);
-  e->args.push_back(std::move(callee));
+  add(*e, std::move(callee));
   arguments(*e);
   return e;
 }
@@ -376,7 +393,7 @@ ExprPtr ExprParser::call(ExprPtr callee) {
 ExprPtr ExprParser::filter(ExprPtr input) {
   auto f = node(Expr::Kind::filter);
   f->name = take_name("a filter name after '|'");
-  f->args.push_back(std::move(input));
+  add(*f, std::move(input));
   if (next_is_op("(")) arguments(*f);
   return f;
 }
@@ -394,7 +411,7 @@ ExprPtr ExprParser::filters(ExprPtr e) {
         t->negated = true;
       }
       t->name = take_name("a test name after 'is'");
-      t->args.push_back(std::move(e));
+      add(*t, std::move(e));
       if (next_is_op("(")) {
         arguments(*t);
       } else if (const Token* a = peek(); a && !is_one_of(*a, {"else", "or", "and", "if", "in", "not", "is"}) &&
@@ -402,9 +419,9 @@ ExprPtr ExprParser::filters(ExprPtr e) {
                                            a->text == "-")) {
         // One argument without brackets: `is sameas false`, `is divisibleby 3`.
         if (a->type == Token::Type::op && a->text == "-") {
-          t->args.push_back(unary_no_filter());
+          add(*t, unary_no_filter());
         } else {
-          t->args.push_back(postfix(primary()));
+          add(*t, postfix(primary()));
         }
       }
       e = std::move(t);

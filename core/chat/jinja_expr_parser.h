@@ -72,6 +72,8 @@ class ExprParser {
 
  private:
   ExprPtr node(Expr::Kind k);
+  void add(Expr& parent, ExprPtr child);  // attaches a child, checking the expression's height
+  void grow(Expr& parent, const Expr& child);
   ExprPtr binary(std::string op, ExprPtr a, ExprPtr b);
 
   ExprPtr or_expr();

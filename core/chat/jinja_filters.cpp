@@ -1,5 +1,6 @@
 // Jinja's built-in filters and tests ({{ x | trim }}, {% if x is defined %}) for the subset chat templates use.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <unordered_map>
 
@@ -223,7 +224,10 @@ const std::unordered_map<std::string_view, FilterFn>& filters() {
          return def ? *def : Value(0.0);
        }},
       {"abs", [](Interpreter&, Value& v, CallArgs&) -> Value {
-         if (v.is_int()) return v.as_int() < 0 ? -v.as_int() : v.as_int();
+         if (v.is_int()) {
+           if (v.as_int() == INT64_MIN) fail("abs: integer overflow");
+           return v.as_int() < 0 ? -v.as_int() : v.as_int();
+         }
          if (v.is_number()) return std::fabs(v.as_number());
          fail("abs: " + std::string(v.type_name()) + " is not a number");
        }},

@@ -1,6 +1,7 @@
 // The Jinja interpreter: statements, scoping, loops with `loop`, macros, and expression evaluation with Python semantics.
 #include "core/chat/jinja_interpreter.h"
 
+#include <climits>
 #include <cmath>
 
 #include "core/chat/jinja_builtins.h"
@@ -22,6 +23,13 @@ void Frame::set(std::string_view name, Value v) {
     return;
   }
   vars.emplace_back(std::string(name), std::move(v));
+}
+
+Interpreter::Nesting::Nesting(Interpreter& in) : in_(in) {
+  if (++in_.recursion_ > in_.limits_.max_recursion) {
+    fail("the template nests statements, expressions and macro calls deeper than " +
+         std::to_string(in_.limits_.max_recursion) + " levels");
+  }
 }
 
 Interpreter::Interpreter(const Limits& limits, const Object& variables, const std::tm& now)
@@ -83,6 +91,7 @@ std::string Interpreter::capture(const Body& body, Frame& frame) {
 }
 
 Interpreter::Flow Interpreter::exec(const Node& n, Frame& frame) {
+  const Nesting nesting(*this);
   line_ = n.line;
   charge(1);
   switch (n.kind) {
@@ -140,6 +149,7 @@ void Interpreter::assign(const Node& n, Frame& frame, Value v) {
       fail("'{% set " + n.targets[0] + "." + n.attribute + " %}' needs a namespace(), but " + n.targets[0] + " is " +
            std::string(target.type_name()));
     }
+    check_no_cycle(*this, target, v);
     target.as_object().set(n.attribute, std::move(v));
     return;
   }
@@ -302,13 +312,30 @@ const std::string k_empty;
 
 double to_double(const Value& v) { return v.as_number(); }
 
+// Integer arithmetic fails on overflow (Python's integers have no bound; ours are 64-bit).
+int64_t add_int(int64_t x, int64_t y) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(x, y, &r)) fail("integer overflow");
+  return r;
+}
+int64_t sub_int(int64_t x, int64_t y) {
+  int64_t r = 0;
+  if (__builtin_sub_overflow(x, y, &r)) fail("integer overflow");
+  return r;
+}
+int64_t mul_int(int64_t x, int64_t y) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(x, y, &r)) fail("integer overflow");
+  return r;
+}
+
 Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   if (!a.is_number() || !b.is_number()) {
     fail("cannot apply '" + op + "' to " + std::string(a.type_name()) + " and " + std::string(b.type_name()));
   }
   const bool ints = a.is_int() && b.is_int();
-  if (op == "-") return ints ? Value(a.as_int() - b.as_int()) : Value(to_double(a) - to_double(b));
-  if (op == "*") return ints ? Value(a.as_int() * b.as_int()) : Value(to_double(a) * to_double(b));
+  if (op == "-") return ints ? Value(sub_int(a.as_int(), b.as_int())) : Value(to_double(a) - to_double(b));
+  if (op == "*") return ints ? Value(mul_int(a.as_int(), b.as_int())) : Value(to_double(a) * to_double(b));
   if (op == "/") {
     if (to_double(b) == 0) fail("division by zero");
     return to_double(a) / to_double(b);
@@ -318,6 +345,7 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     if (ints) {
       const int64_t x = a.as_int();
       const int64_t y = b.as_int();
+      if (x == INT64_MIN && y == -1) fail("integer overflow");
       int64_t q = x / y;
       if ((x % y != 0) && ((x < 0) != (y < 0))) --q;  // Python floors
       return op == "//" ? Value(q) : Value(x - q * y);
@@ -326,9 +354,13 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     return op == "//" ? Value(q) : Value(to_double(a) - q * to_double(b));
   }
   if (op == "**") {
-    if (ints && b.as_int() >= 0) {
-      int64_t r = 1;
-      for (int64_t i = 0; i < b.as_int() && i < 64; ++i) r *= a.as_int();
+    if (ints && b.as_int() >= 0) {  // by squaring
+      int64_t base = a.as_int(), e = b.as_int(), r = 1;
+      while (e > 0) {
+        if (e & 1) r = mul_int(r, base);
+        e >>= 1;
+        if (e > 0) base = mul_int(base, base);
+      }
       return r;
     }
     return std::pow(to_double(a), to_double(b));
@@ -404,7 +436,7 @@ Value Interpreter::eval_binary(const Expr& e, Frame& frame) {
       return r;
     }
     if (a.is_number() && b.is_number()) {
-      return a.is_int() && b.is_int() ? Value(a.as_int() + b.as_int()) : Value(a.as_number() + b.as_number());
+      return a.is_int() && b.is_int() ? Value(add_int(a.as_int(), b.as_int())) : Value(a.as_number() + b.as_number());
     }
     fail("cannot add " + std::string(a.type_name()) + " and " + std::string(b.type_name()) + " (use ~ to join as text)");
   }
@@ -413,6 +445,7 @@ Value Interpreter::eval_binary(const Expr& e, Frame& frame) {
     const Value& count = a.is_int() ? a : b;
     if (!count.is_int()) fail("a string or list can only be repeated an integer number of times");
     const int64_t times = std::max<int64_t>(count.as_int(), 0);
+    if (static_cast<uint64_t>(times) > limits_.max_output_bytes) fail("a repetition of " + std::to_string(times) + " times passes the limits");
     if (seq.is_string()) {
       const size_t n = seq.as_string().size() * static_cast<size_t>(times);
       check_string(n);
@@ -433,6 +466,7 @@ Value Interpreter::eval_binary(const Expr& e, Frame& frame) {
 }
 
 Value Interpreter::eval(const Expr& e, Frame& frame) {
+  const Nesting nesting(*this);
   charge(1);
   switch (e.kind) {
     case Expr::Kind::literal: return e.value;
@@ -491,7 +525,9 @@ Value Interpreter::eval(const Expr& e, Frame& frame) {
         if (base.is_undefined() || base.is_none()) return Value{};
         fail("cannot slice " + std::string(base.type_name()));
       }
-      return slice(base, ptr[0], ptr[1], ptr[2]);
+      Value r = slice(base, ptr[0], ptr[1], ptr[2]);
+      charge(static_cast<int64_t>(r.is_array() ? r.as_array().size() : r.as_string().size() / 64));
+      return r;
     }
     case Expr::Kind::call: {
       if (++call_depth_ > limits_.max_depth) fail("calls nest deeper than " + std::to_string(limits_.max_depth));
@@ -505,9 +541,8 @@ Value Interpreter::eval(const Expr& e, Frame& frame) {
       return apply_filter(*this, e.name, std::move(input), args);
     }
     case Expr::Kind::test: {
-      Value input;
-      // `x is defined` must not fail on an undefined x's attributes: they are undefined too.
-      input = eval(*e.args[0], frame);
+      // An undefined value's attributes are undefined too, so `x.y is defined` never fails.
+      const Value input = eval(*e.args[0], frame);
       CallArgs args = eval_args(e, 1, frame);
       const bool r = apply_test(*this, e.name, input, args);
       return e.negated ? !r : r;
@@ -517,7 +552,7 @@ Value Interpreter::eval(const Expr& e, Frame& frame) {
       if (e.name == "not") return !v.truthy();
       if (!v.is_number()) fail("cannot apply unary '" + e.name + "' to " + std::string(v.type_name()));
       if (e.name == "+") return v;
-      return v.is_int() ? Value(-v.as_int()) : Value(-v.as_number());
+      return v.is_int() ? Value(sub_int(0, v.as_int())) : Value(-v.as_number());
     }
     case Expr::Kind::binary: return eval_binary(e, frame);
     case Expr::Kind::conditional:

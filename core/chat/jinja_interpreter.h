@@ -19,6 +19,7 @@ struct Limits {
   int max_depth = 128;                         // nesting of blocks and expressions; macro calls in progress
   int64_t max_steps = 10'000'000;              // loop iterations and expression nodes, plus 1 per 64 bytes of strings built
   size_t max_items = 1'000'000;                // one list (range(), concatenation, append)
+  int max_recursion = 2000;                    // statements and expressions being run at once, across macro calls: bounds the C++ stack
 };
 
 // Variables live in frames: the template's top level, one per loop iteration, one per macro call.
@@ -67,6 +68,18 @@ class Interpreter {
   Value eval_binary(const Expr& e, Frame& frame);
   CallArgs eval_args(const Expr& e, size_t first, Frame& frame);
 
+  // Counts the statements and expressions being run (the C++ recursion) while it lives.
+  class Nesting {
+   public:
+    explicit Nesting(Interpreter& in);
+    ~Nesting() { --in_.recursion_; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+
+   private:
+    Interpreter& in_;
+  };
+
   Limits limits_;
   const Object& variables_;
   Object builtins_;
@@ -76,6 +89,7 @@ class Interpreter {
   size_t bytes_written_ = 0;
   int64_t steps_ = 0;
   int call_depth_ = 0;
+  int recursion_ = 0;
   int line_ = 0;
 };
 

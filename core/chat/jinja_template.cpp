@@ -1,6 +1,9 @@
 // Parsing and rendering a Jinja template, with the interpreter's failures turned into kvc::Error.
 #include "core/chat/jinja_template.h"
 
+#include <exception>
+#include <new>
+
 #include "core/chat/jinja_builtins.h"
 #include "core/chat/jinja_lexer.h"
 #include "core/chat/jinja_parser.h"
@@ -53,6 +56,8 @@ Result<Template> Template::parse(std::string_view source, const Limits& limits) 
     return t;
   } catch (const TemplateError& e) {
     return template_error(e, 0);
+  } catch (const std::exception& e) {  // out of memory or a library's failure: reported, never a crash
+    return make_error(ErrorCode::internal, std::string("chat template: ") + e.what());
   }
 }
 
@@ -62,6 +67,11 @@ Result<std::string> Template::render(const Object& variables, const std::tm& now
     return in.run(*body_);
   } catch (const TemplateError& e) {
     return template_error(e, in.line());
+  } catch (const std::bad_alloc&) {
+    return make_error(ErrorCode::out_of_memory, "chat template, line " + std::to_string(in.line()) +
+                                                    ": the render needs more memory than there is");
+  } catch (const std::exception& e) {  // a library's own failure: reported, never a crash
+    return make_error(ErrorCode::internal, "chat template, line " + std::to_string(in.line()) + ": " + e.what());
   }
 }
 

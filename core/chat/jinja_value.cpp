@@ -3,9 +3,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+
+#include "core/chat/jinja_lexer.h"
 
 namespace kvc::chat::jinja {
 
@@ -32,6 +35,49 @@ void Object::set(std::string key, Value value) {
   }
   items_.emplace_back(std::move(key), std::move(value));
 }
+
+namespace {
+
+// Values that still hold lists or dicts, waiting to be freed by the outermost deleter running.
+thread_local std::vector<Value>* t_pending = nullptr;
+
+void take_nested(Array& a, std::vector<Value>& out) {
+  for (Value& v : a) {
+    if (v.is_array() || v.is_object()) out.push_back(std::move(v));
+  }
+}
+void take_nested(Object& o, std::vector<Value>& out) {
+  for (size_t i = 0; i < o.size(); ++i) {
+    Value& v = o.value_at(i);
+    if (v.is_array() || v.is_object()) out.push_back(std::move(v));
+  }
+}
+
+// Frees a container after moving out the containers it holds; the outermost call frees those in
+// a loop, each pushing its own nested containers instead of recursing.
+template <typename T>
+struct IterativeDelete {
+  void operator()(T* p) const {
+    std::vector<Value> nested;
+    take_nested(*p, nested);
+    delete p;
+    if (t_pending) {
+      for (Value& v : nested) t_pending->push_back(std::move(v));
+      return;
+    }
+    t_pending = &nested;
+    while (!nested.empty()) {
+      Value v = std::move(nested.back());
+      nested.pop_back();
+    }  // v's last reference, if it was one, frees its container here and queues what it held
+    t_pending = nullptr;
+  }
+};
+
+}  // namespace
+
+Value::Value(Array a) : v_(std::shared_ptr<Array>(new Array(std::move(a)), IterativeDelete<Array>{})) {}
+Value::Value(Object o) : v_(std::shared_ptr<Object>(new Object(std::move(o)), IterativeDelete<Object>{})) {}
 
 double Value::as_number() const {
   return is_int() ? static_cast<double>(as_int()) : std::get<double>(v_);
@@ -121,7 +167,10 @@ void repr_string(const std::string& s, std::string& out) {
   out += q;
 }
 
-void repr(const Value& v, std::string& out, bool top) {
+constexpr int k_max_value_depth = 64;
+
+void repr(const Value& v, std::string& out, bool top, int depth = 0) {
+  if (depth > k_max_value_depth) fail("a list or dict nested deeper than 64 levels (or holding itself) cannot be printed");
   switch (v.kind()) {
     case Value::Kind::undefined: out += top ? "" : "None"; return;
     case Value::Kind::none: out += top ? "" : "None"; return;
@@ -138,7 +187,7 @@ void repr(const Value& v, std::string& out, bool top) {
       for (const Value& e : v.as_array()) {
         if (!first) out += ", ";
         first = false;
-        repr(e, out, false);
+        repr(e, out, false, depth + 1);
       }
       out += ']';
       return;
@@ -151,7 +200,7 @@ void repr(const Value& v, std::string& out, bool top) {
         first = false;
         repr_string(k, out);
         out += ": ";
-        repr(e, out, false);
+        repr(e, out, false, depth + 1);
       }
       out += '}';
       return;
@@ -293,6 +342,26 @@ Value from_json_value(const nlohmann::ordered_json& j) {
 }  // namespace
 
 bool from_json(std::string_view text, Value& out, std::string& error) {
+  // Nesting is bounded before parsing: the conversion below recurses.
+  int depth = 0, max_depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      max_depth = std::max(max_depth, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  if (max_depth > k_max_value_depth) {
+    error = "from_json: the JSON nests deeper than 64 levels";
+    return false;
+  }
   const auto j = nlohmann::ordered_json::parse(text, nullptr, false);
   if (j.is_discarded()) {
     error = "from_json: the text is not valid JSON";
@@ -302,7 +371,18 @@ bool from_json(std::string_view text, Value& out, std::string& error) {
   return true;
 }
 
-bool equals(const Value& a, const Value& b) {
+namespace {
+
+bool equals_at(const Value& a, const Value& b, int depth);
+
+}  // namespace
+
+bool equals(const Value& a, const Value& b) { return equals_at(a, b, 0); }
+
+namespace {
+
+bool equals_at(const Value& a, const Value& b, int depth) {
+  if (depth > k_max_value_depth) fail("lists or dicts nested deeper than 64 levels (or holding themselves) cannot be compared");
   if (a.is_number() && b.is_number()) {
     if (a.is_int() && b.is_int()) return a.as_int() == b.as_int();
     return a.as_number() == b.as_number();
@@ -319,7 +399,7 @@ bool equals(const Value& a, const Value& b) {
       const Array& y = b.as_array();
       if (x.size() != y.size()) return false;
       for (size_t i = 0; i < x.size(); ++i) {
-        if (!equals(x[i], y[i])) return false;
+        if (!equals_at(x[i], y[i], depth + 1)) return false;
       }
       return true;
     }
@@ -329,7 +409,7 @@ bool equals(const Value& a, const Value& b) {
       if (x.size() != y.size()) return false;
       for (const auto& [k, v] : x.items()) {
         const Value* w = y.find(k);
-        if (!w || !equals(v, *w)) return false;
+        if (!w || !equals_at(v, *w, depth + 1)) return false;
       }
       return true;
     }
@@ -338,7 +418,8 @@ bool equals(const Value& a, const Value& b) {
   }
 }
 
-int compare(const Value& a, const Value& b, bool& ok) {
+int compare_at(const Value& a, const Value& b, bool& ok, int depth) {
+  if (depth > k_max_value_depth) fail("lists nested deeper than 64 levels (or holding themselves) cannot be compared");
   ok = true;
   if (a.is_number() && b.is_number()) {
     if (a.is_int() && b.is_int()) return a.as_int() < b.as_int() ? -1 : (a.as_int() > b.as_int() ? 1 : 0);
@@ -355,7 +436,7 @@ int compare(const Value& a, const Value& b, bool& ok) {
     const Array& x = a.as_array();
     const Array& y = b.as_array();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-      const int c = compare(x[i], y[i], ok);
+      const int c = compare_at(x[i], y[i], ok, depth + 1);
       if (!ok || c != 0) return c;
     }
     return x.size() < y.size() ? -1 : (x.size() > y.size() ? 1 : 0);
@@ -363,5 +444,9 @@ int compare(const Value& a, const Value& b, bool& ok) {
   ok = false;
   return 0;
 }
+
+}  // namespace
+
+int compare(const Value& a, const Value& b, bool& ok) { return compare_at(a, b, ok, 0); }
 
 }  // namespace kvc::chat::jinja

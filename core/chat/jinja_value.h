@@ -61,8 +61,10 @@ class Value {
   Value(std::string s) : v_(std::move(s)) {}  // NOLINT
   Value(std::string_view s) : v_(std::string(s)) {}  // NOLINT
   Value(const char* s) : v_(std::string(s)) {}  // NOLINT
-  Value(Array a) : v_(std::make_shared<Array>(std::move(a))) {}  // NOLINT
-  Value(Object o) : v_(std::make_shared<Object>(std::move(o))) {}  // NOLINT
+  // Lists and dicts are freed without recursion (jinja_value.cpp): a template can nest them far
+  // deeper than recursive destructors could go on the C++ stack.
+  Value(Array a);  // NOLINT
+  Value(Object o);  // NOLINT
   Value(Function f) : v_(std::make_shared<const Function>(std::move(f))) {}  // NOLINT
 
   Kind kind() const { return static_cast<Kind>(v_.index()); }

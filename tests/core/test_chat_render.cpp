@@ -139,7 +139,7 @@ TEST_CASE("chat render: unknown and malformed templates get a labelled fallback"
       {"<|im_start|>{{ messages[0].content ", "'{{' opened here is never closed"},
       {"{{ raise_exception('no') }}", "fallback (plain 'User:/Assistant:'); the model's template cannot run here: "
                                       "chat template, line 1: the template rejects this conversation: no"},
-      {"<start_of_turn>{% for i in range(100000) %}{% for j in range(1000) %}0123456789{% endfor %}{% endfor %}",
+      {"<start_of_turn>{% for i in range(100000) %}" + std::string(1000, 'x') + "{% endfor %}",
        "gemma (built-in renderer); the model's template cannot run here: chat template, line 1: the template's output "
        "passed the limit of 32 MiB"},
   };

@@ -146,13 +146,16 @@ TEST_CASE("jinja: hostile templates stop at a limit quickly", "[core]") {
   CHECK_THAT(render("{{ " + nested('[', ']') + " }}"), Catch::Contains("deeper than 128 levels"));
   CHECK_THAT(render("{{ " + std::string(100000, '-') + "1 }}"), Catch::Contains("deeper than 128 levels"));
   CHECK_THAT(render("{{ " + std::string(100000, '(') + " }}"), Catch::Contains("never closed"));
-  // A loop writing 100 MB: stopped at the output limit, not after writing it all.
-  CHECK_THAT(render("{% for i in range(100000) %}{% for j in range(100) %}0123456789{% endfor %}{% endfor %}"),
+  // A loop writing 100 MB (100,000 times 1 KB): stopped at the output limit, not after writing it all.
+  CHECK_THAT(render("{% for i in range(100000) %}" + std::string(1000, 'x') + "{% endfor %}"),
              Catch::Contains("the template's output passed the limit of 32 MiB"));
+  // The same through nested loops of short writes: stopped by the work it takes first.
+  CHECK_THAT(render("{% for i in range(100000) %}{% for j in range(100) %}0123456789{% endfor %}{% endfor %}"),
+             Catch::Contains("steps of work"));
   // A string doubled past the limit, and one built slowly inside a namespace.
   CHECK_THAT(render("{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"),
              Catch::Contains("passes the limit of"));
-  CHECK_THAT(render("{{ 'x' * 100000000000 }}"), Catch::Contains("passes the limit of"));
+  CHECK_THAT(render("{{ 'x' * 100000000000 }}"), Catch::Contains("passes the limit"));
   // Work without output: nested loops, a huge range, a macro calling itself.
   CHECK_THAT(render("{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}"),
              Catch::Contains("steps of work"));
@@ -173,4 +176,54 @@ TEST_CASE("jinja: hostile templates stop at a limit quickly", "[core]") {
   small.max_output_bytes = 1000;
   CHECK_THAT(render("{% for i in range(200) %}0123456789{% endfor %}", small), Catch::Contains("limit"));
   CHECK(render("{% for i in range(50) %}0123456789{% endfor %}", small).size() == 500);
+}
+
+TEST_CASE("jinja: values nested or chained past any stack are errors, and are freed without recursion", "[core]") {
+  // A left-deep chain built by a loop in the parser, not by recursion.
+  std::string sum = "{{ 1";
+  for (int i = 0; i < 100000; ++i) sum += " + 1";
+  CHECK_THAT(render(sum + " }}"), Catch::Contains("an expression nests deeper than 512 levels"));
+  std::string attrs = "{{ x";
+  for (int i = 0; i < 100000; ++i) attrs += ".a";
+  CHECK_THAT(render(attrs + " }}"), Catch::Contains("nests deeper than 512"));
+  std::string filters = "{{ 'x'";
+  for (int i = 0; i < 100000; ++i) filters += " | trim";
+  CHECK_THAT(render(filters + " }}"), Catch::Contains("nests deeper than 512"));
+  // A list nested 300,000 deep at run time (each new list appended to the last): freed without
+  // recursing (recursive destructors would need ~100 MB of stack); printing it is an error.
+  const std::string deep =
+      "{% set ns = namespace(tail=[]) %}{% set root = ns.tail %}{% for i in range(300000) %}{% set next = [] %}"
+      "{% do ns.tail.append(next) %}{% set ns.tail = next %}{% endfor %}";
+  CHECK(render(deep + "done") == "done");
+  CHECK_THAT(render(deep + "{{ root }}"), Catch::Contains("nested deeper than 64 levels"));
+  CHECK_THAT(render(deep + "{{ root == root }}"), Catch::Contains("nested deeper than 64 levels"));
+  CHECK_THAT(render(deep + "{{ root | tojson }}"), Catch::Contains("nested deeper than 64 levels"));
+  // Wrapping a growing list again and again costs its size each time: stopped by the work limit.
+  CHECK_THAT(render("{% set ns = namespace(l=[]) %}{% for i in range(1000000) %}{% set ns.l = [ns.l] %}{% endfor %}"),
+             Catch::Contains("steps of work"));
+  // A list holding itself.
+  CHECK_THAT(render("{% set l = [] %}{% do l.append(l) %}"), Catch::Contains("a list or dict cannot hold itself"));
+  CHECK_THAT(render("{% set a = [] %}{% set b = [a] %}{% do a.append({'x': [b]}) %}"), Catch::Contains("cannot hold itself"));
+  CHECK_THAT(render("{% set ns = namespace() %}{% set ns.me = [ns] %}"), Catch::Contains("cannot hold itself"));
+  CHECK_THAT(render("{% set d = {} %}{% do d.update(me=d) %}"), Catch::Contains("cannot hold itself"));
+  CHECK(render("{% set a = [] %}{% set b = [a, a] %}{% do b.append(a) %}{{ b }}") == "[[], [], []]");  // shared, no cycle
+  CHECK_THAT(render("{{ ('[' * 100000) | from_json }}"), Catch::Contains("nests deeper than 64 levels"));
+  // Macros whose bodies nest deep, calling each other: bounded by the run-time recursion limit.
+  std::string nested_ifs;
+  for (int i = 0; i < 100; ++i) nested_ifs += "{% if true %}";
+  std::string ends;
+  for (int i = 0; i < 100; ++i) ends += "{% endif %}";
+  CHECK_THAT(render("{% macro f(n) %}" + nested_ifs + "{{ f(n + 1) }}" + ends + "{% endmacro %}{{ f(0) }}"),
+             Catch::Contains("deeper than"));
+}
+
+TEST_CASE("jinja: integer overflow and huge repetitions are errors", "[core]") {
+  CHECK_THAT(render("{{ 9223372036854775807 + 1 }}"), Catch::Contains("integer overflow"));
+  CHECK_THAT(render("{{ 3037000500 * 3037000500 }}"), Catch::Contains("integer overflow"));
+  CHECK_THAT(render("{{ 2 ** 64 }}"), Catch::Contains("integer overflow"));
+  CHECK(render("{{ 2 ** 62 }} {{ 1 ** 100000000000 }} {{ (-1) ** 100000000001 }}") == "4611686018427387904 1 -1");
+  CHECK_THAT(render("{{ 'ab' * 9223372036854775807 }}"), Catch::Contains("passes the limits"));
+  CHECK_THAT(render("{{ [1] * 9223372036854775807 }}"), Catch::Contains("passes the limits"));
+  CHECK_THAT(render("{{ range(-9223372036854775807, 9223372036854775807) }}"), Catch::Contains("too far apart"));
+  CHECK_THAT(render("{{ range(0, 9223372036854775807, 3) }}"), Catch::Contains("a list of"));
 }
