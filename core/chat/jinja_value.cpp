@@ -27,6 +27,7 @@ Value* Object::find(std::string_view key) {
 }
 
 Value& Object::value_at(size_t i) { return items_[i].second; }
+size_t Object::size() const { return items_.size(); }
 
 void Object::set(std::string key, Value value) {
   if (Value* v = find(key)) {

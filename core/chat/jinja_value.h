@@ -25,7 +25,7 @@ class Object {
   void set(std::string key, Value value);
   const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
   Value& value_at(size_t i);  // the value of the i-th key set
-  size_t size() const { return items_.size(); }
+  size_t size() const;
 
  private:
   std::vector<std::pair<std::string, Value>> items_;
