@@ -34,7 +34,9 @@ const char* status_text(ModelStatus s) {
 void row(const char* label, const std::string& value) {
   ImGui::TextDisabled("%s", label);
   ImGui::SameLine(120.0f);
+  ImGui::PushTextWrapPos(0.0f);  // long values (why a chat template cannot run) wrap at the window's edge
   ImGui::TextUnformatted(value.c_str());
+  ImGui::PopTextWrapPos();
 }
 
 }  // namespace

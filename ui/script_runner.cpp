@@ -63,6 +63,7 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
   }
   m["model_status"] = std::string(status);
   m["model_name"] = s.model.name;
+  m["model_chat_template"] = s.model.chat_template;
   m["chat_title"] = s.chat.title;
   m["error"] = s.error;
   const char* const used_keys[] = {"t0_used_bytes", "t1_used_bytes", "t2_used_bytes"};

@@ -15,7 +15,7 @@ namespace kvc::ui {
 // The app state that asserts can name: numbers and strings derived from a snapshot.
 //   n_conversations, n_messages, n_user_messages, n_assistant_messages, last_reply_chars,
 //   last_reply_tokens, last_prompt_reused, last_prompt_from_t0/t1/t2, tier_warning, n_turns, n_stream_tokens, generating, model_ready,
-//   model_is_demo, model_status, model_name, chat_title, last_reply, error,
+//   model_is_demo, model_status, model_name, model_chat_template, chat_title, last_reply, error,
 //   t0_used_bytes, t1_used_bytes, t2_used_bytes (0 for a tier the engine does not report), n_restarts,
 //   n_branch_points (messages on the active branch that have other versions).
 using StateValue = std::variant<double, std::string>;

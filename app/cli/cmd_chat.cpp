@@ -34,7 +34,7 @@ int run_chat(ChatArgs a) {
 
   const bool tty = ::isatty(STDIN_FILENO) != 0;
   std::fprintf(stderr, "kvchat: %s | chat template: %s | context %lld | %s\n", m.path().c_str(),
-               std::string(tmpl.name()).c_str(), static_cast<long long>(engine->n_ctx()),
+               tmpl.describe().c_str(), static_cast<long long>(engine->n_ctx()),
                std::string(m.backend().name()).c_str());
   if (demo) {
     std::fprintf(stderr,
@@ -49,7 +49,7 @@ int run_chat(ChatArgs a) {
   opt.stop_strings = tmpl.stop_strings();
   std::vector<int32_t> conversation;  // the append-only token stream: the source of truth
   int64_t conversation_id = 1;        // the engine's sequence for it; /reset starts another
-  int turn = 0;
+  std::vector<chat::ChatMessage> history;  // its messages, replies as generated (for the template)
   std::string line;
   for (;;) {
     if (tty) std::fprintf(stderr, "\n> ");
@@ -58,7 +58,7 @@ int run_chat(ChatArgs a) {
     if (line == "/reset") {
       conversation.clear();
       ++conversation_id;
-      turn = 0;
+      history.clear();
       std::fprintf(stderr, "(new conversation)\n");
       continue;
     }
@@ -68,9 +68,13 @@ int run_chat(ChatArgs a) {
     }
     if (line.empty()) continue;
     // Only the new segment is rendered and tokenized; the history's tokens are reused as is.
-    const app::TurnSegment seg = app::build_user_turn(tok, tmpl, a.system, line, turn == 0);
+    auto seg = app::build_user_turn(tok, tmpl, a.system, history, line);
+    if (!seg.ok()) {
+      report(seg.error());
+      continue;
+    }
     std::vector<int32_t> prompt = conversation;
-    prompt.insert(prompt.end(), seg.tokens.begin(), seg.tokens.end());
+    prompt.insert(prompt.end(), seg->tokens.begin(), seg->tokens.end());
     auto r = engine->run(conversation_id, prompt, opt, [](std::string_view piece) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
@@ -88,9 +92,10 @@ int run_chat(ChatArgs a) {
     std::fflush(stdout);
     conversation = prompt;
     conversation.insert(conversation.end(), r->tokens.begin(), r->tokens.end());
+    history.emplace_back("user", line);
+    history.emplace_back("assistant", r->text);
     // An end-of-turn token is not in the stream; the next segment starts with the template's
     // closing text instead (build_user_turn), so the stream stays identical to a full render.
-    ++turn;
     if (!a.model.quiet) {
       const auto n_prompt = static_cast<int64_t>(prompt.size());
       std::fprintf(stderr,

@@ -80,6 +80,8 @@ void print_tokenizer(const gguf::GgufFile& f) {
   }
   std::printf("; BOS %s%s, EOS %s; a reply ends at: %s\n", name(tok->bos()).c_str(), tok->wants_bos() ? " (added)" : "",
               name(tok->eos()).c_str(), eog.empty() ? "none" : eog.c_str());
+  auto tmpl = model::chat_template_from_gguf(f, *tok);
+  std::printf("chat template: %s\n", tmpl.ok() ? tmpl->describe().c_str() : tmpl.error().what().c_str());
 }
 
 int run_inspect(InspectArgs a) {

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   kvc::cli::register_bench_cache(app);
   kvc::cli::register_convert_vocab(app);
   kvc::cli::register_serve(app);
+  kvc::cli::register_render_chat(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

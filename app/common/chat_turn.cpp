@@ -1,14 +1,85 @@
-// Building the token segment of a user turn.
+// Building the token segment of a user turn, from the model's template where it runs, else from the family's segments.
 #include "app/common/chat_turn.h"
 
-namespace kvc::app {
+#include <ctime>
 
-TurnSegment build_user_turn(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl, std::string_view system,
-                            std::string_view user, bool first_turn) {
+namespace kvc::app {
+namespace {
+
+TurnSegment family_segment(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl, std::string_view system,
+                           std::string_view user, bool first_turn) {
   TurnSegment s;
   if (!first_turn) s.text = tmpl.assistant_suffix();
   s.text += tmpl.render_user_turn(first_turn ? system : "", user, first_turn);
   s.tokens = first_turn ? tok.encode(s.text, tok.wants_bos(), true) : tok.encode_continuation(s.text, true);
+  return s;
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+
+// What the template writes after a reply's content when it closes the reply ("<|im_end|>\n"):
+// the history rendered with the last reply replaced by a marker, cut after the marker.
+std::string closing_text(const chat::ChatTemplate& tmpl, std::vector<chat::ChatMessage> messages,
+                         const chat::RenderOptions& opt) {
+  static const std::string marker = "\x01kvchat-reply\x01";
+  messages.back().content = marker;
+  messages.back().reasoning_content.reset();
+  chat::RenderOptions closed = opt;
+  closed.add_generation_prompt = false;
+  auto r = tmpl.render_prompt(messages, closed);
+  if (!r.ok()) return tmpl.assistant_suffix();
+  const size_t at = r->rfind(marker);
+  return at == std::string::npos ? tmpl.assistant_suffix() : r->substr(at + marker.size());
+}
+
+}  // namespace
+
+Result<TurnSegment> build_user_turn(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl,
+                                    std::string_view system, std::span<const chat::ChatMessage> history,
+                                    std::string_view user) {
+  const bool first_turn = history.empty();
+  if (!tmpl.runs_template()) return family_segment(tok, tmpl, system, user, first_turn);
+
+  chat::RenderOptions opt;
+  {
+    const std::time_t t = std::time(nullptr);
+    std::tm now{};
+    localtime_r(&t, &now);
+    opt.now = now;  // one date for every render of this turn
+  }
+  std::vector<chat::ChatMessage> messages;
+  if (!system.empty()) messages.emplace_back("system", std::string(system));
+  messages.insert(messages.end(), history.begin(), history.end());
+  std::vector<chat::ChatMessage> next = messages;
+  next.emplace_back("user", std::string(user));
+  auto after = tmpl.render_prompt(next, opt);
+  if (!after.ok()) return after.error();
+
+  TurnSegment s;
+  if (first_turn) {
+    s.text = std::move(*after);
+    s.exact = true;
+    s.tokens = tok.encode(s.text, tok.wants_bos(), true);
+    return s;
+  }
+  std::vector<chat::ChatMessage> before_reply(messages.begin(), messages.end() - 1);
+  auto before = tmpl.render_prompt(before_reply, opt);
+  if (!before.ok()) return before.error();
+  const std::string stream_text = *before + messages.back().content;
+  if (starts_with(*after, stream_text)) {
+    s.text = after->substr(stream_text.size());
+    s.exact = true;
+  } else {
+    // The template rewrites the last reply (drops its reasoning, trims it): keep it as generated,
+    // close it as the template closes replies, then what the template adds for the new turn.
+    chat::RenderOptions closed = opt;
+    closed.add_generation_prompt = false;
+    auto history_closed = tmpl.render_prompt(messages, closed);
+    if (!history_closed.ok()) return history_closed.error();
+    if (!starts_with(*after, *history_closed)) return family_segment(tok, tmpl, system, user, false);
+    s.text = closing_text(tmpl, messages, opt) + after->substr(history_closed->size());
+  }
+  s.tokens = tok.encode_continuation(s.text, true);
   return s;
 }
 

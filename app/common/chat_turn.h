@@ -2,29 +2,49 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/chat/chat_template.h"
 #include "core/tokenizer/tokenizer.h"
+#include "core/util/result.h"
 
 namespace kvc::app {
 
-// The text and tokens a user turn appends to the stream:
+// The text and tokens a user turn appends to the stream. Only this segment is tokenized; the
+// history's tokens are reused as they are, so the stream stays identical to the model's own
+// sampled ids (DESIGN.md section 2).
+//
+// With the model's own template (ChatTemplate::runs_template()) the segment is cut from full
+// renders of the conversation:
+//
+//   before  = render(system, u1, a1, ..., u_k,       generation prompt)   what the stream held before a_k
+//   after   = render(system, u1, a1, ..., u_k, a_k, u_k+1, generation prompt)
+//   segment = after minus (before + a_k)          when `after` starts with before + a_k: exact
+//
+//   turn 0:  [BOS] render(system, u1, generation prompt)   (a BOS text dropped when the tokenizer adds BOS)
+//
+// A template that renders earlier replies differently from how they were generated (one that
+// drops earlier reasoning, or trims replies) cannot be extended exactly: the stream keeps the reply
+// as generated, and the segment is the template's closing text of a reply followed by what it
+// adds for the new turn (exact false). Without the model's template, the family segments:
 //
 //   turn 0:  [BOS] render_user_turn(system, user, first=true)
 //   turn k:  assistant_suffix() render_user_turn("", user, first=false)
 //            ^ closes the previous reply: its end-of-turn token is never in the stream
-//
-// Only this segment is tokenized; the history's tokens are reused as they are, so the stream
-// stays identical to the model's own sampled ids (DESIGN.md section 2).
 struct TurnSegment {
   std::string text;
   std::vector<int32_t> tokens;
+  bool exact = false;  // the stream plus this segment is the template's render of the conversation
 };
 
-TurnSegment build_user_turn(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl, std::string_view system,
-                            std::string_view user, bool first_turn);
+// `history`: the user and assistant messages so far, replies as generated (the stream's text);
+// it ends with a reply, or is empty on the first turn. `system`: the system prompt ("" for none).
+// An error when the model's template rejects the conversation (raise_exception).
+Result<TurnSegment> build_user_turn(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl,
+                                    std::string_view system, std::span<const chat::ChatMessage> history,
+                                    std::string_view user);
 
 }  // namespace kvc::app

@@ -352,7 +352,7 @@ void ChatController::do_load_model(const std::string& requested) {
   ms.arch = c.arch;
   ms.weight_type = model_->weight_type_summary();
   ms.backend = std::string(backend_->name());
-  ms.chat_template = std::string(model_->chat_template().name());
+  ms.chat_template = model_->chat_template().describe();
   ms.n_ctx_train = c.n_ctx_train;
   ms.n_layer = c.n_layer;
   ms.n_head = c.n_head;
@@ -448,6 +448,18 @@ Result<std::vector<int32_t>> ChatController::stream_until(int64_t message_id) {
   return tokens;
 }
 
+std::vector<chat::ChatMessage> ChatController::messages_until(int64_t message_id) {
+  std::vector<chat::ChatMessage> out;
+  if (!store_ || message_id == 0) return out;
+  auto path = store_->path_to(message_id);
+  if (!path.ok()) return out;
+  for (const auto& m : *path) {
+    if (m.role == storage::Role::system) continue;  // the system prompt is the conversation's setting
+    out.emplace_back(m.role == storage::Role::user ? "user" : "assistant", m.text);
+  }
+  return out;
+}
+
 void ChatController::do_send(const std::string& text) {
   if (text.empty()) return;
   if (!model_ || !runner_) return (void)fail(make_error(ErrorCode::invalid_argument, "no model is loaded: open one in the Model window"));
@@ -458,15 +470,16 @@ void ChatController::do_send(const std::string& text) {
   auto stream = stream_until(leaf);
   if (!stream.ok()) return (void)fail(stream.error());
   std::vector<int32_t> history = std::move(*stream);
-  const TurnSegment seg = build_user_turn(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt, text,
-                                          history.empty());
+  auto seg = build_user_turn(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt,
+                             messages_until(leaf), text);
+  if (!seg.ok()) return (void)fail(seg.error());
   // Durable before generation starts.
-  auto user_id = store_->append_message(conv, leaf, storage::Role::user, text, seg.tokens);
+  auto user_id = store_->append_message(conv, leaf, storage::Role::user, text, seg->tokens);
   if (!user_id.ok()) return (void)fail(user_id.error());
   if (state_.chat.title == k_new_title || (state_.chat.title == k_welcome_title && leaf == 0)) {
     if (auto st = store_->rename_conversation(conv, title_from(text)); !st.ok()) fail(st.error());
   }
-  run_reply(conv, *user_id, std::move(history), seg.tokens);
+  run_reply(conv, *user_id, std::move(history), seg->tokens);
 }
 
 void ChatController::do_regenerate() {
@@ -487,11 +500,12 @@ void ChatController::do_edit(int64_t message_id, const std::string& text) {
   auto stream = stream_until(m->parent_id);
   if (!stream.ok()) return (void)fail(stream.error());
   std::vector<int32_t> history = std::move(*stream);
-  const TurnSegment seg = build_user_turn(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt, text,
-                                          history.empty());
-  auto edited = store_->edit_message(message_id, text, seg.tokens);
+  auto seg = build_user_turn(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt,
+                             messages_until(m->parent_id), text);
+  if (!seg.ok()) return (void)fail(seg.error());
+  auto edited = store_->edit_message(message_id, text, seg->tokens);
   if (!edited.ok()) return (void)fail(edited.error());
-  run_reply(state_.chat.conversation_id, *edited, std::move(history), seg.tokens);
+  run_reply(state_.chat.conversation_id, *edited, std::move(history), seg->tokens);
 }
 
 void ChatController::run_reply(int64_t conv, int64_t parent_id, std::vector<int32_t> history,

@@ -83,6 +83,7 @@ class ChatController final : public ui::AppCommands {
   bool fail(const Error& e);  // records e for the UI; returns false
   // Tokens of the path to the message, message included; an error when the store cannot read it.
   Result<std::vector<int32_t>> stream_until(int64_t message_id);
+  std::vector<chat::ChatMessage> messages_until(int64_t message_id);  // its user and assistant messages
 
   Options options_;
 

@@ -5,9 +5,10 @@
 
 namespace kvc::server {
 
-app::TurnSegment render_user_segment(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl,
-                                     std::string_view system, std::string_view user, bool first_turn) {
-  return app::build_user_turn(tok, tmpl, system, user, first_turn);
+Result<app::TurnSegment> render_user_segment(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl,
+                                             std::string_view system, std::span<const chat::ChatMessage> history,
+                                             std::string_view user) {
+  return app::build_user_turn(tok, tmpl, system, history, user);
 }
 
 int64_t ConversationMapper::conversation_id(std::span<const chat::ChatMessage> messages) {
@@ -40,23 +41,27 @@ Result<MappedPrompt> ConversationMapper::map(std::span<const chat::ChatMessage> 
   std::string_view system;
   size_t i = 0;
   if (messages[0].role == "system") system = messages[i++].content;
-  bool first = true;
+  std::vector<chat::ChatMessage> history;  // the user and assistant messages rendered so far
   bool user_open = false;  // a user turn was rendered and its reply has not come yet
-  auto user_turn = [&](std::string_view text) {
-    const app::TurnSegment seg = render_user_segment(tok, tmpl, first ? system : "", text, first);
-    out.tokens.insert(out.tokens.end(), seg.tokens.begin(), seg.tokens.end());
-    first = false;
+  auto user_turn = [&](std::string_view text) -> Status {
+    auto seg = render_user_segment(tok, tmpl, system, history, text);
+    if (!seg.ok()) return seg.error();
+    out.tokens.insert(out.tokens.end(), seg->tokens.begin(), seg->tokens.end());
+    history.emplace_back("user", std::string(text));
     user_open = true;
+    return {};
   };
   for (; i < messages.size(); ++i) {
     const chat::ChatMessage& msg = messages[i];
     if (msg.role != "assistant") {
       // Two user messages in a row: the first one's reply is empty, as ChatTemplate::render
       // writes it (the next segment starts with the suffix that closes it).
-      user_turn(msg.content);
+      if (user_open) history.emplace_back("assistant", "");
+      KVC_TRY(user_turn(msg.content));
       continue;
     }
-    if (!user_open) user_turn("");  // an answer with no question before it
+    if (!user_open) KVC_TRY(user_turn(""));  // an answer with no question before it
+    history.emplace_back("assistant", msg.content);
     ++out.n_answers;
     if (auto ids = answers_.recall(storage::AnswerStore::key_of(out.tokens, msg.content))) {
       ++out.n_answers_recalled;

@@ -30,8 +30,9 @@ namespace kvc::server {
 
 // The one place the server calls the chat template: a user turn's segment (text and tokens),
 // as the app renders it turn by turn.
-app::TurnSegment render_user_segment(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl,
-                                     std::string_view system, std::string_view user, bool first_turn);
+Result<app::TurnSegment> render_user_segment(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl,
+                                             std::string_view system, std::span<const chat::ChatMessage> history,
+                                             std::string_view user);
 
 struct MappedPrompt {
   std::vector<int32_t> tokens;

@@ -1,160 +1,133 @@
-// Chat template families: detection from template text and segment rendering.
+// ChatTemplate with the model's own template: loading it into the Jinja interpreter, the variables llama.cpp gives it, and the render.
 #include "core/chat/chat_template.h"
+
+#include "core/chat/jinja_template.h"
 
 namespace kvc::chat {
 namespace {
 
-bool has(std::string_view text, std::string_view marker) {
-  return text.find(marker) != std::string_view::npos;
+std::tm local_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  return tm;
 }
 
-std::string cat(std::initializer_list<std::string_view> parts) {
-  std::string s;
-  for (const auto p : parts) s.append(p);
-  return s;
+std::string format_date(const std::tm& tm) {
+  char buf[64];
+  const size_t n = std::strftime(buf, sizeof buf, "%d %b %Y", &tm);
+  return std::string(buf, n);
+}
+
+jinja::Value message_value(const ChatMessage& m) {
+  jinja::Object o;
+  o.set("role", m.role);
+  o.set("content", m.content);
+  if (m.reasoning_content) o.set("reasoning_content", *m.reasoning_content);
+  return o;
+}
+
+// llama.cpp's fold of a system message for templates without a system role: its text, a newline,
+// then the first user message's.
+std::vector<ChatMessage> fold_system(std::span<const ChatMessage> messages) {
+  std::vector<ChatMessage> out;
+  std::string pending;
+  bool have_pending = false;
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system") {
+      pending = have_pending ? pending + "\n" + m.content : m.content;
+      have_pending = true;
+      continue;
+    }
+    ChatMessage c = m;
+    if (have_pending && m.role == "user") {
+      c.content = pending + "\n" + m.content;
+      have_pending = false;
+    }
+    out.push_back(std::move(c));
+  }
+  if (have_pending) out.push_back({"user", pending, std::nullopt});
+  return out;
 }
 
 }  // namespace
 
-ChatTemplate ChatTemplate::detect(std::string_view t) {
-  if (has(t, "<|im_start|>")) return ChatTemplate(Family::chatml);
-  if (has(t, "<|start_header_id|>")) return ChatTemplate(Family::llama3);
-  if (has(t, "<start_of_turn>")) return ChatTemplate(Family::gemma);
-  // Zephyr-style templates may build the role marker: '<|' + message['role'] + '|>' (TinyLlama).
-  const bool role_markers = has(t, "<|user|>") || has(t, "'<|' + message") || has(t, "\"<|\" + message");
-  if (role_markers) return ChatTemplate(has(t, "<|end|>") ? Family::phi3 : Family::zephyr);
-  if (has(t, "[INST]")) return ChatTemplate(has(t, "<<SYS>>") ? Family::llama2 : Family::mistral);
-  return ChatTemplate(Family::fallback);
-}
-
-std::string_view ChatTemplate::name() const {
-  switch (family_) {
-    case Family::chatml: return "chatml";
-    case Family::llama2: return "llama-2";
-    case Family::llama3: return "llama-3";
-    case Family::mistral: return "mistral";
-    case Family::zephyr: return "zephyr";
-    case Family::gemma: return "gemma";
-    case Family::phi3: return "phi-3";
-    case Family::fallback: break;
+ChatTemplate ChatTemplate::load(std::string_view template_text, const TemplateTokens& tokens) {
+  ChatTemplate t = detect(template_text);
+  if (template_text.empty()) return t;
+  const auto fallback_note = [&](const std::string& why) { t.load_error_ = why; };
+  auto parsed = jinja::Template::parse(template_text);
+  if (!parsed.ok()) {
+    fallback_note(parsed.error().message);
+    return t;
   }
-  return "fallback (plain 'User:/Assistant:')";
-}
+  t.jinja_ = std::make_shared<const jinja::Template>(std::move(*parsed));
+  t.tokens_ = tokens;
 
-std::string ChatTemplate::user_part(std::string_view system, std::string_view user, bool first) const {
-  const bool sys = !system.empty();
-  switch (family_) {
-    case Family::chatml:
-      return cat({sys ? cat({"<|im_start|>system\n", system, "<|im_end|>\n"}) : "",
-                  "<|im_start|>user\n", user, "<|im_end|>\n"});
-    case Family::llama2:
-      return cat({first ? "" : "<s>", "[INST] ",
-                  sys ? cat({"<<SYS>>\n", system, "\n<</SYS>>\n\n"}) : "", user});
-    case Family::llama3:
-      return cat({sys ? cat({"<|start_header_id|>system<|end_header_id|>\n\n", system, "<|eot_id|>"}) : "",
-                  "<|start_header_id|>user<|end_header_id|>\n\n", user, "<|eot_id|>"});
-    case Family::mistral:
-      return cat({"[INST] ", sys ? cat({system, "\n\n"}) : "", user});
-    case Family::zephyr:
-      return cat({sys ? cat({"<|system|>\n", system, "</s>\n"}) : "", "<|user|>\n", user, "</s>\n"});
-    case Family::gemma:
-      return cat({"<start_of_turn>user\n", sys ? cat({system, "\n\n"}) : "", user, "<end_of_turn>\n"});
-    case Family::phi3:
-      return cat({sys ? cat({"<|system|>\n", system, "<|end|>\n"}) : "", "<|user|>\n", user, "<|end|>\n"});
-    case Family::fallback:
-      return cat({sys ? cat({system, "\n\n"}) : "", "User: ", user, "\n"});
-  }
-  return {};
-}
+  // Whether the template takes a system message: it renders one and shows its text (Gemma's
+  // raises instead), as llama.cpp decides it.
+  RenderOptions opt;
+  opt.now = local_now();
+  const std::string probe = "kvchat-system-probe";
+  const ChatMessage with_system[] = {{"system", probe, std::nullopt}, {"user", "Hello", std::nullopt}};
+  auto sys = t.render_jinja(with_system, opt);
+  t.system_role_ = sys.ok() && sys->find(probe) != std::string::npos;
 
-std::string ChatTemplate::assistant_header() const {
-  switch (family_) {
-    case Family::chatml: return "<|im_start|>assistant\n";
-    case Family::llama2:
-    case Family::mistral: return " [/INST]";
-    case Family::llama3: return "<|start_header_id|>assistant<|end_header_id|>\n\n";
-    case Family::zephyr:
-    case Family::phi3: return "<|assistant|>\n";
-    case Family::gemma: return "<start_of_turn>model\n";
-    case Family::fallback: return "Assistant:";
-  }
-  return {};
-}
-
-std::string ChatTemplate::render_user_turn(std::string_view system, std::string_view user, bool first) const {
-  return user_part(system, user, first) + assistant_header();
-}
-
-std::string ChatTemplate::assistant_suffix() const {
-  switch (family_) {
-    case Family::chatml: return "<|im_end|>\n";
-    case Family::llama2:
-    case Family::mistral: return "</s>";
-    case Family::llama3: return "<|eot_id|>";
-    case Family::zephyr: return "</s>\n";
-    case Family::gemma: return "<end_of_turn>\n";
-    case Family::phi3: return "<|end|>\n";
-    case Family::fallback: return "\n";
-  }
-  return {};
-}
-
-std::vector<std::string> ChatTemplate::stop_strings() const {
-  switch (family_) {
-    case Family::chatml: return {"<|im_end|>", "<|im_start|>"};
-    case Family::llama2:
-    case Family::mistral: return {"</s>", "[INST]"};
-    case Family::llama3: return {"<|eot_id|>", "<|start_header_id|>"};
-    case Family::zephyr: return {"</s>", "<|user|>"};
-    case Family::gemma: return {"<end_of_turn>", "<start_of_turn>"};
-    case Family::phi3: return {"<|end|>", "<|user|>", "<|endoftext|>"};
-    case Family::fallback: return {"\nUser:"};
-  }
-  return {};
-}
-
-std::vector<std::string> ChatTemplate::end_of_turn_tokens() const {
-  switch (family_) {
-    case Family::chatml: return {"<|im_end|>"};
-    case Family::llama2:
-    case Family::mistral:
-    case Family::zephyr: return {"</s>"};
-    case Family::llama3: return {"<|eot_id|>"};
-    case Family::gemma: return {"<end_of_turn>"};
-    case Family::phi3: return {"<|end|>"};
-    case Family::fallback: return {};
-  }
-  return {};
-}
-
-// Two user messages in a row get an empty reply between them; an assistant message with no
-// user message before it gets an empty user turn, so the output is always a concatenation of
-// the segments above.
-std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add_assistant_header) const {
-  size_t i = 0;
-  std::string_view system;
-  if (!messages.empty() && messages[0].role == "system") {
-    system = messages[0].content;
-    i = 1;
-  }
-  std::string out;
-  bool first = true;
-  bool user_open = false;  // a user part was written and waits for its assistant header
-  for (; i < messages.size(); ++i) {
-    const ChatMessage& m = messages[i];
-    if (m.role == "assistant") {
-      if (!user_open) out += user_part(first ? system : "", "", first);
-      out += assistant_header() + m.content + assistant_suffix();
-      user_open = false;
-    } else {
-      if (user_open) out += assistant_header() + assistant_suffix();
-      out += user_part(first ? system : "", m.content, first);
-      user_open = true;
+  // A conversation like the ones the app renders must go through.
+  const ChatMessage conversation[] = {{"system", "You are helpful.", std::nullopt},
+                                      {"user", "Hi!", std::nullopt},
+                                      {"assistant", "Hello.", std::nullopt},
+                                      {"user", "What is a cache?", std::nullopt}};
+  for (const bool gen : {true, false}) {
+    opt.add_generation_prompt = gen;
+    auto r = t.render_prompt(conversation, opt);
+    if (!r.ok()) {
+      t.jinja_.reset();
+      fallback_note(r.error().message);
+      return t;
     }
-    first = false;
   }
-  if (user_open && add_assistant_header) out += assistant_header();
-  return out;
+  return t;
+}
+
+std::string ChatTemplate::describe() const {
+  if (jinja_) {
+    return family_ == Family::fallback ? std::string("the model's template")
+                                       : std::string(name()) + ", the model's template";
+  }
+  std::string s(name());
+  if (!is_fallback()) s += " (built-in renderer)";
+  if (!load_error_.empty()) s += "; the model's template cannot run here: " + load_error_;
+  return s;
+}
+
+Result<std::string> ChatTemplate::render_jinja(std::span<const ChatMessage> messages, const RenderOptions& options) const {
+  const std::tm now = options.now ? *options.now : local_now();
+  jinja::Array list;
+  if (system_role_) {
+    for (const ChatMessage& m : messages) list.push_back(message_value(m));
+  } else {
+    for (const ChatMessage& m : fold_system(messages)) list.push_back(message_value(m));
+  }
+  jinja::Object vars;
+  vars.set("messages", std::move(list));
+  vars.set("add_generation_prompt", options.add_generation_prompt);
+  vars.set("bos_token", tokens_.bos);
+  vars.set("eos_token", tokens_.eos);
+  vars.set("enable_thinking", options.enable_thinking);
+  vars.set("date_string", format_date(now));
+  auto out = jinja_->render(vars, now);
+  if (!out.ok()) return out.error();
+  std::string text = std::move(*out);
+  if (tokens_.add_bos && !tokens_.bos.empty() && text.compare(0, tokens_.bos.size(), tokens_.bos) == 0) {
+    text.erase(0, tokens_.bos.size());
+  }
+  return text;
+}
+
+Result<std::string> ChatTemplate::render_prompt(std::span<const ChatMessage> messages, const RenderOptions& options) const {
+  if (jinja_) return render_jinja(messages, options);
+  return render(messages, options.add_generation_prompt);
 }
 
 }  // namespace kvc::chat

@@ -231,6 +231,20 @@ Result<tokenizer::Vocabulary> vocabulary_from_gguf(const gguf::GgufFile& f) {
   return v;
 }
 
+chat::TemplateTokens template_tokens(const tokenizer::Tokenizer& tok) {
+  chat::TemplateTokens t;
+  if (tok.bos() >= 0) t.bos = std::string(tok.piece(tok.bos()));
+  if (tok.eos() >= 0) t.eos = std::string(tok.piece(tok.eos()));
+  t.add_bos = tok.wants_bos() && tok.bos() >= 0;
+  return t;
+}
+
+Result<chat::ChatTemplate> chat_template_from_gguf(const gguf::GgufFile& file, const tokenizer::Tokenizer& tok) {
+  auto text = chat_template_text(file);  // refuses a template over the size cap, naming the key
+  if (!text.ok()) return text.error();
+  return chat::ChatTemplate::load(*text, template_tokens(tok));
+}
+
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Backend& be, const LoadOptions& opt) {
   auto file = gguf::GgufFile::open(path);
   if (!file.ok()) return file.error();

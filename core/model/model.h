@@ -79,7 +79,7 @@ class Model {
 
  private:
   Model(gguf::GgufFile file, tokenizer::Tokenizer tok, chat::ChatTemplate tmpl)
-      : file_(std::move(file)), tokenizer_(std::move(tok)), chat_template_(tmpl) {}
+      : file_(std::move(file)), tokenizer_(std::move(tok)), chat_template_(std::move(tmpl)) {}
 
   gguf::GgufFile file_;
   tokenizer::Tokenizer tokenizer_;
@@ -100,5 +100,10 @@ kv::BlockKey kv_fingerprint(const Model& m, const kernels::KvBlockLayout& layout
 
 // The tokenizer vocabulary described by a GGUF file's tokenizer.ggml.* metadata.
 Result<tokenizer::Vocabulary> vocabulary_from_gguf(const gguf::GgufFile& file);
+
+// What a chat template sees of a tokenizer: its BOS and EOS texts, and whether it adds BOS.
+chat::TemplateTokens template_tokens(const tokenizer::Tokenizer& tok);
+// The GGUF file's tokenizer.chat_template loaded for this tokenizer (ChatTemplate::load).
+Result<chat::ChatTemplate> chat_template_from_gguf(const gguf::GgufFile& file, const tokenizer::Tokenizer& tok);
 
 }  // namespace kvc::model

@@ -130,7 +130,7 @@ Result<CheckedModel> check_model_file(const gguf::GgufFile& f) {
   if (!vocab.ok()) return vocab.error();
   auto tok = tokenizer::Tokenizer::create(*vocab);
   if (!tok.ok()) return tok.error();
-  auto tmpl = chat_template_text(f);
+  auto tmpl = chat_template_from_gguf(f, *tok);
   if (!tmpl.ok()) return tmpl.error();
   KVC_TRY(check_tensors(f, *config));
   // A tensor the architecture does not read means a feature kvchat does not implement: the
@@ -142,7 +142,7 @@ Result<CheckedModel> check_model_file(const gguf::GgufFile& f) {
                                                                            " more)" : std::string()) +
                                                   ", so its output would be wrong; this model needs a newer kvchat");
   }
-  return CheckedModel{std::move(*config), std::move(*tok), chat::ChatTemplate::detect(*tmpl)};
+  return CheckedModel{std::move(*config), std::move(*tok), std::move(*tmpl)};
 }
 
 }  // namespace kvc::model

@@ -99,7 +99,7 @@ TEST_CASE("cli: bad input gets a clear error and a non-zero exit", "[app][e2e]")
 
 TEST_CASE("cli: every command has --help", "[app]") {
   kvc::test::TempDir tmp;
-  for (const char* c : {"generate", "chat", "inspect", "bench", "tokenize", "logits", "quantize", "mkmodel"}) {
+  for (const char* c : {"generate", "chat", "inspect", "bench", "tokenize", "logits", "quantize", "mkmodel", "render-chat"}) {
     auto r = cli(std::string(c) + " --help", tmp);
     INFO(c);
     CHECK(r.exit_code == 0);

@@ -53,8 +53,8 @@ const Snippet k_snippets[] = {
      Family::zephyr},
 };
 
-const Family k_families[] = {Family::chatml, Family::llama2, Family::llama3, Family::mistral,
-                             Family::zephyr, Family::gemma, Family::phi3, Family::fallback};
+const Family k_families[] = {Family::chatml, Family::llama2, Family::llama3, Family::mistral, Family::zephyr,
+                             Family::gemma,  Family::phi3,   Family::deepseek, Family::fallback};
 
 // A 2-turn conversation with a system prompt. The replies are as the model's tokens spell
 // them: SentencePiece models (llama-2, mistral, fallback) start a reply with a space.
@@ -89,6 +89,7 @@ TEST_CASE("chat template: the fallback is labelled as such", "[core]") {
   }
   CHECK(ChatTemplate::from_family(Family::llama2).name() == "llama-2");
   CHECK(ChatTemplate::from_family(Family::phi3).name() == "phi-3");
+  CHECK(ChatTemplate::from_family(Family::deepseek).name() == "deepseek");
 }
 
 TEST_CASE("chat template: 2-turn renders match each family's documented format", "[core]") {
@@ -118,6 +119,9 @@ TEST_CASE("chat template: 2-turn renders match each family's documented format",
       {Family::phi3,
        "<|system|>\nBe brief.<|end|>\n<|user|>\nHi!<|end|>\n<|assistant|>\nHello.<|end|>\n"
        "<|user|>\nWhat is a cache?<|end|>\n<|assistant|>\nA fast copy.<|end|>\n"},
+      {Family::deepseek,
+       "Be brief.<｜User｜>Hi!<｜Assistant｜>Hello.<｜end▁of▁sentence｜><｜User｜>What is a cache?<｜Assistant｜>"
+       "A fast copy.<｜end▁of▁sentence｜>"},
       {Family::fallback, "Be brief.\n\nUser: Hi!\nAssistant: Hello.\nUser: What is a cache?\nAssistant: A fast copy.\n"},
   };
   for (const auto& [family, text] : expected) {

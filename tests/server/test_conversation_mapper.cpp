@@ -52,14 +52,17 @@ void check_model(const model::Model& m) {
   auto store = storage::AnswerStore::open("");
   REQUIRE(store.ok());
   const ConversationMapper mapper(m, **store);
-  const auto seg = [&](std::string_view sys, std::string_view user, bool first) {
-    return app::build_user_turn(tok, tmpl, sys, user, first).tokens;
+  // The segment of a user turn after `history` (the messages so far, replies as generated).
+  const auto seg = [&](std::string_view sys, const std::vector<ChatMessage>& history, std::string_view user) {
+    auto s = app::build_user_turn(tok, tmpl, sys, history, user);
+    REQUIRE(s.ok());
+    return s->tokens;
   };
 
   const std::vector<ChatMessage> first = {{"system", "Be brief."}, {"user", "What is a cache?"}};
   auto p0 = mapper.map(first);
   REQUIRE(p0.ok());
-  CHECK(p0->tokens == seg("Be brief.", "What is a cache?", true));
+  CHECK(p0->tokens == seg("Be brief.", {}, "What is a cache?"));
   CHECK(p0->n_answers == 0);
 
   // The engine sampled `ids`; the client got `text` and resends it. Tokenized afresh, some
@@ -77,7 +80,7 @@ void check_model(const model::Model& m) {
   second.push_back({"user", "And a block?"});
   auto p1 = mapper.map(second);
   REQUIRE(p1.ok());
-  CHECK(p1->tokens == cat(cat(p0->tokens, ids), seg("", "And a block?", false)));
+  CHECK(p1->tokens == cat(cat(p0->tokens, ids), seg("Be brief.", {{"user", "What is a cache?"}, {"assistant", text}}, "And a block?")));
   CHECK(p1->n_answers == 1);
   CHECK(p1->n_answers_recalled == 1);
   CHECK(p1->conversation == p0->conversation);
@@ -87,16 +90,18 @@ void check_model(const model::Model& m) {
   auto p2 = mapper.map(second);
   REQUIRE(p2.ok());
   CHECK(p2->n_answers_recalled == 0);
-  CHECK(p2->tokens == cat(cat(p0->tokens, tok.encode_continuation(second[2].content, false)), seg("", "And a block?", false)));
+  CHECK(p2->tokens == cat(cat(p0->tokens, tok.encode_continuation(second[2].content, false)),
+                          seg("Be brief.", {{"user", "What is a cache?"}, {"assistant", second[2].content}}, "And a block?")));
 
   // Two user messages in a row: the first one's reply is empty, as in ChatTemplate::render.
   auto p3 = mapper.map(std::vector<ChatMessage>{{"user", "a"}, {"user", "b"}});
   REQUIRE(p3.ok());
-  CHECK(p3->tokens == cat(seg("", "a", true), seg("", "b", false)));
+  CHECK(p3->tokens == cat(seg("", {}, "a"), seg("", {{"user", "a"}, {"assistant", ""}}, "b")));
   // An answer with no question before it follows an empty user turn.
   auto p4 = mapper.map(std::vector<ChatMessage>{{"assistant", "Hello!"}, {"user", "Hi"}});
   REQUIRE(p4.ok());
-  CHECK(p4->tokens == cat(cat(seg("", "", true), tok.encode_continuation("Hello!", false)), seg("", "Hi", false)));
+  CHECK(p4->tokens == cat(cat(seg("", {}, ""), tok.encode_continuation("Hello!", false)),
+                          seg("", {{"user", ""}, {"assistant", "Hello!"}}, "Hi")));
 
   for (const auto& bad : {std::vector<ChatMessage>{{"system", "S"}}, std::vector<ChatMessage>{{"user", "a"}, {"assistant", "b"}}}) {
     auto r = mapper.map(bad);

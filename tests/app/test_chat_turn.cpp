@@ -1,0 +1,113 @@
+// A user turn's segment: with a model's template, the stream plus the segments is the template's render of the whole conversation.
+#include <catch2/catch.hpp>
+
+#include "app/common/chat_turn.h"
+#include "core/gguf/gguf_file.h"
+#include "core/model/model.h"
+#include "support/test_support.h"
+
+using kvc::chat::ChatMessage;
+using kvc::chat::ChatTemplate;
+namespace test = kvc::test;
+
+namespace {
+
+kvc::tokenizer::Tokenizer tokenizer_of(const std::string& vocab_file) {
+  auto file = kvc::gguf::GgufFile::open(test::model_path(vocab_file));
+  REQUIRE(file.ok());
+  auto vocab = kvc::model::vocabulary_from_gguf(*file);
+  REQUIRE(vocab.ok());
+  auto tok = kvc::tokenizer::Tokenizer::create(*vocab);
+  REQUIRE(tok.ok());
+  return *tok;
+}
+
+ChatTemplate load(const char* name, const kvc::tokenizer::Tokenizer& tok) {
+  const auto text = test::read_file(test::data_dir() / "templates" / (std::string(name) + ".jinja"));
+  return ChatTemplate::load(text, kvc::model::template_tokens(tok));
+}
+
+// Three turns as the app runs them: each segment appended to the stream, then the reply as generated.
+struct Conversation {
+  std::string stream;
+  std::vector<ChatMessage> history;
+  std::vector<bool> exact;
+};
+
+Conversation run_turns(const kvc::tokenizer::Tokenizer& tok, const ChatTemplate& t, const std::string& system,
+                       const std::vector<std::pair<std::string, std::string>>& turns) {
+  Conversation c;
+  for (const auto& [user, reply] : turns) {
+    auto seg = kvc::app::build_user_turn(tok, t, system, c.history, user);
+    REQUIRE(seg.ok());
+    CHECK(seg->tokens == (c.history.empty() ? tok.encode(seg->text, tok.wants_bos(), true)
+                                            : tok.encode_continuation(seg->text, true)));
+    c.stream += seg->text + reply;
+    c.exact.push_back(seg->exact);
+    c.history.emplace_back("user", user);
+    c.history.emplace_back("assistant", reply);
+  }
+  return c;
+}
+
+const std::vector<std::pair<std::string, std::string>> k_turns = {
+    {"Hello!", "Hi, how can I help?"}, {"What is 2 + 2?", "4."}, {"And 3 + 3?", "6."}};
+
+}  // namespace
+
+TEST_CASE("chat turn: with the model's template the segments add up to its render of the conversation", "[app]") {
+  const auto tok = tokenizer_of("ggml-vocab-llama-spm.gguf");
+  for (const char* name : {"meta-llama-Llama-3.1-8B-Instruct", "Qwen-Qwen2.5-7B-Instruct", "Qwen-Qwen3-0.6B",
+                           "google-gemma-2-2b-it", "microsoft-Phi-3.5-mini-instruct", "HuggingFaceTB-SmolLM3-3B"}) {
+    INFO(name);
+    const ChatTemplate t = load(name, tok);
+    REQUIRE(t.runs_template());
+    const Conversation c = run_turns(tok, t, "Be brief.", k_turns);
+    // The stream before the last reply is the template's prompt for the last turn.
+    std::vector<ChatMessage> prompt = {{"system", "Be brief."}};
+    prompt.insert(prompt.end(), c.history.begin(), c.history.end() - 1);
+    const auto expected = t.render_prompt(prompt, {});
+    REQUIRE(expected.ok());
+    CHECK(c.stream.substr(0, c.stream.size() - k_turns.back().second.size()) == *expected);
+    CHECK(c.exact == std::vector<bool>{true, true, true});
+  }
+}
+
+TEST_CASE("chat turn: a template that rewrites earlier replies keeps the stream and closes the reply", "[app]") {
+  const auto tok = tokenizer_of("ggml-vocab-llama-spm.gguf");
+  // Qwen 3 drops the reasoning of earlier replies: the stream keeps it as generated.
+  const ChatTemplate t = load("Qwen-Qwen3-0.6B", tok);
+  const std::string thought = "<think>\nadd them\n</think>\n\n4.";
+  const Conversation c = run_turns(tok, t, "", {{"What is 2 + 2?", thought}, {"And 3 + 3?", "6."}});
+  CHECK(c.exact == std::vector<bool>{true, false});
+  CHECK(c.stream ==
+        "<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n<|im_start|>assistant\n" + thought +
+            "<|im_end|>\n<|im_start|>user\nAnd 3 + 3?<|im_end|>\n<|im_start|>assistant\n6.");
+  // DeepSeek-R1's generation prompt opens the reasoning ("<think>\n"), and its render of an earlier
+  // reply keeps only what follows "</think>".
+  const ChatTemplate r1 = load("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", tok);
+  const Conversation e = run_turns(tok, r1, "", {{"What is 2 + 2?", "add them\n</think>\n\n4."}, {"And 3 + 3?", "6."}});
+  CHECK(e.exact == std::vector<bool>{true, false});
+  CHECK(e.stream == "<｜User｜>What is 2 + 2?<｜Assistant｜><think>\nadd them\n</think>\n\n4.<｜end▁of▁sentence｜>"
+                    "<｜User｜>And 3 + 3?<｜Assistant｜><think>\n6.");
+  // Llama 3 trims replies: a reply that ends in a newline is closed as generated.
+  const ChatTemplate llama = load("meta-llama-Llama-3.1-8B-Instruct", tok);
+  const Conversation d = run_turns(tok, llama, "", {{"Hi", "Hello.\n"}, {"Bye", "Bye."}});
+  CHECK(d.exact == std::vector<bool>{true, false});
+  CHECK_THAT(d.stream, Catch::Contains("Hello.\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nBye<|eot_id|>"));
+}
+
+TEST_CASE("chat turn: without a runnable template the family segments are used", "[app]") {
+  const auto tok = tokenizer_of("ggml-vocab-llama-spm.gguf");
+  const ChatTemplate t = ChatTemplate::from_family(ChatTemplate::Family::chatml);
+  const Conversation c = run_turns(tok, t, "S", {{"U1", "R1"}, {"U2", "R2"}});
+  const std::vector<ChatMessage> all = {{"system", "S"}, {"user", "U1"}, {"assistant", "R1"}, {"user", "U2"}, {"assistant", "R2"}};
+  CHECK(c.stream + t.assistant_suffix() == t.render(all, false));
+  CHECK(c.exact == std::vector<bool>{false, false});
+  // A template that rejects the conversation is an error for the caller to show.
+  const ChatTemplate gemma = load("google-gemma-2-2b-it", tok);
+  const std::vector<ChatMessage> odd = {{"assistant", "A"}};
+  auto seg = kvc::app::build_user_turn(tok, gemma, "", odd, "U");
+  REQUIRE_FALSE(seg.ok());
+  CHECK_THAT(seg.error().message, Catch::Contains("roles must alternate"));
+}
