@@ -106,7 +106,7 @@ echo "== stories260K"
 reference "$data/models/stories260K.gguf" stories260K "$stories_prompt" 100 f32
 
 echo "== llama-quantize's bytes for tiny-gqa-f16"
-for type in q8_0 q4_0 q4_k_m; do
+for type in q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q2_k q3_k_m q4_k_m q5_k_m q6_k; do
   "$bin/llama-quantize" "$work/models/tiny-gqa-f16.gguf" "$work/llama-$type.gguf" "${type^^}" 2 >"$work/quantize.log" 2>&1 ||
     { cat "$work/quantize.log" >&2; exit 1; }
   "$slice" "$work/llama-$type.gguf" "$refs/llama-quantize-$type.slice.gguf" 16
