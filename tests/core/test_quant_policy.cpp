@@ -42,6 +42,18 @@ TEST_CASE("quant policy: every tensor of tiny-gqa-f16 gets llama-quantize's type
   }
 }
 
+TEST_CASE("quant policy: tiny-w320-f16's rows of 320 take llama-quantize's fallback types", "[core]") {
+  // tiny-w320: 4 layers, 5 heads / 5 KV heads (no GQA), tied output, 320 columns everywhere
+  // but ffn_down (768): Q2_K / Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0.
+  const model::PolicyModel facts{4, 1, false};
+  for (const char* name : {"iq4_nl", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"}) {
+    INFO(name);
+    const auto t = model::parse_file_type(name);
+    REQUIRE(t);
+    check_against_llama(std::string("llama-quantize-w320-") + name + ".slice.gguf", *t, facts);
+  }
+}
+
 TEST_CASE("quant policy: names, aliases and the F16 fallback for rows no block type holds", "[core]") {
   for (const char* name : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k", "q3_k_m",
                            "q4_k_m", "q5_k_m", "q6_k"}) {
