@@ -163,7 +163,7 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   const std::string a = arch + ".";
   w.set_string("general.architecture", arch);
   w.set_string("general.name", spec.name);
-  w.set_u32("general.file_type", static_cast<uint32_t>(spec.type));
+  w.set_u32("general.file_type", gguf_file_type(spec.type));
   w.set_u32(a + "context_length", static_cast<uint32_t>(spec.n_ctx));
   w.set_u32(a + "embedding_length", static_cast<uint32_t>(spec.n_embd));
   w.set_u32(a + "block_count", static_cast<uint32_t>(spec.n_layer));

@@ -98,6 +98,26 @@ std::string file_type_list() {
   return s;
 }
 
+uint32_t gguf_file_type(FileType t) {
+  switch (t) {
+    case FileType::f32: return 0;
+    case FileType::f16: return 1;
+    case FileType::q4_0: return 2;
+    case FileType::q4_1: return 3;
+    case FileType::q8_0: return 7;
+    case FileType::q5_0: return 8;
+    case FileType::q5_1: return 9;
+    case FileType::q2_k: return 10;
+    case FileType::q3_k_m: return 12;
+    case FileType::q4_k_m: return 15;
+    case FileType::q5_k_m: return 17;
+    case FileType::q6_k: return 18;
+    case FileType::iq4_nl: return 25;
+    case FileType::bf16: return 32;
+  }
+  return 0;
+}
+
 DType tensor_type(FileType target, std::string_view name, int n_dims, int64_t row_length, const PolicyModel& model) {
   if (n_dims < 2) return DType::f32;
   const DType base = base_type(target);

@@ -11,7 +11,7 @@
 namespace kvc::model {
 
 // A file-level weight type: one element type for the matrices, or a mix (the K-quant "_M"
-// mixes, Q2_K and Q6_K, as llama.cpp's quantizer names them). New values go at the end.
+// mixes, Q2_K and Q6_K, as llama.cpp's quantizer names them).
 enum class FileType { f32, f16, bf16, q8_0, q4_0, q4_k_m, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k_m, q5_k_m, q6_k };
 
 // "q4_0", "Q4_K_M", ...; "q3_k", "q4_k" and "q5_k" name the _M mixes, as in llama-quantize.
@@ -19,6 +19,10 @@ std::optional<FileType> parse_file_type(std::string_view s);
 std::string_view file_type_name(FileType t);
 // Every file type's name, comma-separated, for messages and help.
 std::string file_type_list();
+
+// The value of general.file_type for a file of type t: llama.cpp's numbering (llama_ftype),
+// which tools show as the file's type ("Q5_K - Medium").
+uint32_t gguf_file_type(FileType t);
 
 // What the policy needs to know of the model beyond the tensor itself.
 struct PolicyModel {

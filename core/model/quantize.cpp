@@ -28,7 +28,7 @@ Status quantize_model(const std::string& in_path, const std::string& out_path, F
   for (const auto& e : f.metadata()) {
     if (e.key != "general.alignment") w.set(e.key, e.value);
   }
-  w.set_u32("general.file_type", static_cast<uint32_t>(target));
+  w.set_u32("general.file_type", gguf_file_type(target));
 
   auto pool = std::make_shared<kernels::ThreadPool>(n_threads > 0 ? n_threads : kernels::default_thread_count());
   size_t total = 0;

@@ -18,6 +18,11 @@ namespace {
 void check_against_llama(const std::string& slice, FileType target, const model::PolicyModel& facts) {
   auto f = gguf::GgufFile::open(test::reference_path(slice).string());
   REQUIRE(f.ok());
+  // general.file_type: the file type in llama.cpp's numbering, which we write too.
+  const gguf::Value* ft = f->find("general.file_type");
+  REQUIRE(ft);
+  REQUIRE(ft->as<uint32_t>());
+  CHECK(*ft->as<uint32_t>() == model::gguf_file_type(target));
   int n_checked = 0;
   for (const gguf::TensorInfo& t : f->tensors()) {
     const DType ours = model::tensor_type(target, t.name, static_cast<int>(t.shape.size()), t.shape[0], facts);
