@@ -19,6 +19,20 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
+// Q3_K's 16 scales from their 12 bytes (quant.h), as int8 in [-32, 31].
+inline __m128i q3_k_scales(const uint8_t* s) {
+  uint32_t a0, a1, a2;
+  std::memcpy(&a0, s, 4);
+  std::memcpy(&a1, s + 4, 4);
+  std::memcpy(&a2, s + 8, 4);
+  const uint32_t lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
+  const __m128i v = _mm_setr_epi32(static_cast<int>((a0 & lo4) | ((a2 & lo2) << 4)),
+                                   static_cast<int>((a1 & lo4) | (((a2 >> 2) & lo2) << 4)),
+                                   static_cast<int>(((a0 >> 4) & lo4) | (((a2 >> 4) & lo2) << 4)),
+                                   static_cast<int>(((a1 >> 4) & lo4) | (((a2 >> 6) & lo2) << 4)));
+  return _mm_sub_epi8(v, _mm_set1_epi8(32));
+}
+
 // Both formats hold 2-bit values in 8 chunks of 32: chunk c = 4n + j (value 32 c + l) is
 // bits 2j+1..2j of qs[32n + l], and Q3_K's third bit is bit c of hmask[l]. A chunk covers
 // sub-blocks 2c and 2c+1 (16 values each), so vpmaddubsw's int16 lanes 0-7 take sub-block
@@ -60,19 +74,15 @@ struct LowBitKernel {
         tiling::prefetch_ahead<sizeof(Block) + 63>(&blk, rb, k_rows);
         wd[r] = _cvtsh_ss(blk.d);
         if constexpr (k_q3) {
-          int8_t s8[16];
-          unpack_q3_k_scales(blk.scales, s8);
-          for (int s = 0; s < 16; ++s) sc[r][s] = s8[s];
+          const __m256i s16 = _mm256_cvtepi8_epi16(q3_k_scales(blk.scales));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(sc[r]), s16);
+          m16[r] = s16;
           wdmin[r] = 0.0f;
         } else {
-          for (int s = 0; s < 16; ++s) sc[r][s] = static_cast<int16_t>(blk.scales[s] & 0x0F);
-          wdmin[r] = _cvtsh_ss(blk.dmin);
-        }
-        if constexpr (k_q3) {
-          m16[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc[r]));
-        } else {
           const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(sc[r]), _mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(0x0F))));
           m16[r] = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0F)));
+          wdmin[r] = _cvtsh_ss(blk.dmin);
         }
       }
       __m256i iacc[R][T];
