@@ -65,7 +65,7 @@ int run_mkmodel(MkmodelArgs a) {
     return report(make_error(ErrorCode::invalid_argument, "unknown preset '" + a.preset + "' (try tinyllama)"));
   }
   auto type = model::parse_file_type(a.type);
-  if (!type) return report(make_error(ErrorCode::invalid_argument, "unknown type '" + a.type + "'; choose q8_0, q4_0, q4_k_m, f16, bf16 or f32"));
+  if (!type) return report(make_error(ErrorCode::invalid_argument, "unknown type '" + a.type + "'; choose one of " + model::file_type_list()));
   a.spec.type = *type;
   if (a.out.empty()) {
     // Default: the data directory's models/ folder, where the app lists models.
@@ -106,7 +106,7 @@ void register_mkmodel(CLI::App& app) {
   cmd->add_option("-o,--output", a->out, "GGUF file to write (default: DATA_DIR/models/PRESET-TYPE.gguf)");
   add_data_dir_option(*cmd, a->data_dir);
   cmd->add_option("--preset", a->preset, "a known shape: tinyllama (dim 2048, 22 layers, 32/4 heads, FFN 5632)");
-  cmd->add_option("--type", a->type, "weight type: q8_0, q4_0, q4_k_m, f16, bf16, f32")->capture_default_str();
+  cmd->add_option("--type", a->type, "weight type: q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, f16, bf16, f32")->capture_default_str();
   cmd->add_option("--dim", a->spec.n_embd, "model width")->capture_default_str();
   cmd->add_option("--layers", a->spec.n_layer, "transformer blocks")->capture_default_str();
   cmd->add_option("--heads", a->spec.n_head, "attention heads")->capture_default_str();

@@ -1,4 +1,4 @@
-// kvchat-cli quantize: convert a GGUF model's weights to Q8_0, Q4_0, Q4_K_M, F16, ...
+// kvchat-cli quantize: convert a GGUF model's weights to Q8_0, Q4_K_M, Q5_K_M, Q3_K_M, Q2_K, F16, ...
 #include <cstdio>
 
 #include "app/cli/cli_common.h"
@@ -19,7 +19,7 @@ int run_quantize(const QuantizeArgs& a) {
   auto target = model::parse_file_type(a.type);
   if (!target) {
     return report(make_error(ErrorCode::invalid_argument,
-                             "unknown type '" + a.type + "'; choose one of q8_0, q4_0, q4_k_m, f16, bf16, f32"));
+                             "unknown type '" + a.type + "'; choose one of " + model::file_type_list()));
   }
   Progress bar("quantizing to " + std::string(model::file_type_name(*target)), a.quiet);
   auto st = model::quantize_model(resolve_model_path(a.in, a.data_dir), a.out, *target, a.threads, [&](size_t done, size_t total) {
@@ -38,7 +38,7 @@ void register_quantize(CLI::App& app) {
   auto* cmd = app.add_subcommand("quantize", "convert a model's weights: quantize IN OUT TYPE");
   cmd->add_option("input", a->in, "GGUF model to read")->required();
   cmd->add_option("output", a->out, "GGUF model to write")->required();
-  cmd->add_option("type", a->type, "q8_0, q4_0, q4_k_m, f16, bf16 or f32")->required();
+  cmd->add_option("type", a->type, "q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, f16, bf16 or f32")->required();
   cmd->add_option("-t,--threads", a->threads, "threads (default: one per physical core)");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress on stderr");
   add_data_dir_option(*cmd, a->data_dir);

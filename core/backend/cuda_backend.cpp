@@ -53,7 +53,11 @@ class CudaBackend final : public Backend {
   void copy(const void* src, void* dst, size_t n_bytes) override { note(kc::copy_d2d(src, dst, n_bytes, stream_)); }
 
   Result<Weight> upload_weight(const kernels::MatrixView& host) override {
-    if (!kc::supports_weight_type(host.type) || host.n_cols % 32 != 0) {
+    if (!kc::supports_weight_type(host.type)) {
+      return make_error(ErrorCode::unsupported, std::string("the CUDA backend has no kernels for ") +
+                                                    kernels::dtype_name(host.type) + " weights; use --backend cpu");
+    }
+    if (host.n_cols % 32 != 0) {
       return make_error(ErrorCode::unsupported, std::string("the CUDA backend cannot use a ") +
                                                     kernels::dtype_name(host.type) + " weight with " +
                                                     std::to_string(host.n_cols) +

@@ -15,7 +15,7 @@ const char* ggml_type_name(uint32_t raw);
 // The DType for `raw` if kvchat can load tensors of that type from a model file.
 std::optional<kernels::DType> supported_tensor_type(uint32_t raw);
 
-// "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K"
+// "F32, F16, BF16, Q8_0, Q4_0, Q4_1, ..."
 std::string supported_tensor_type_list();
 
 }  // namespace kvc::gguf

@@ -84,13 +84,13 @@ const std::array k_variants = {
           [](Parts& p) { p.tensor("blk.0.attn_k.weight").shape[1] *= 2; }},
   Variant{{"misshapen-vector", "output_norm.weight has twice the model width"},
           [](Parts& p) { p.tensor("output_norm.weight").shape[0] *= 2; }},
-  Variant{{"unsupported-type", "blk.0.attn_q.weight has type Q5_K, which kvchat does not implement"},
+  Variant{{"unsupported-type", "blk.0.attn_q.weight has type IQ4_XS, which kvchat does not implement"},
           [](Parts&) {},
           [](std::vector<uint8_t>& file) -> Status {
             auto pos = tensor_type_position(file, "blk.0.attn_q.weight");
             if (!pos.ok()) return pos.error();
-            const uint32_t q5_k = 13;  // ggml's id
-            std::memcpy(file.data() + *pos, &q5_k, 4);
+            const uint32_t iq4_xs = 23;  // ggml's id
+            std::memcpy(file.data() + *pos, &iq4_xs, 4);
             return {};
           }},
   Variant{{"quantized-norm", "blk.0.attn_norm.weight is Q8_0 instead of F32 (accepted: vectors are dequantized on load)"},

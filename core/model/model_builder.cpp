@@ -163,7 +163,7 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   const std::string a = arch + ".";
   w.set_string("general.architecture", arch);
   w.set_string("general.name", spec.name);
-  w.set_u32("general.file_type", static_cast<uint32_t>(spec.type));
+  w.set_u32("general.file_type", gguf_file_type(spec.type));
   w.set_u32(a + "context_length", static_cast<uint32_t>(spec.n_ctx));
   w.set_u32(a + "embedding_length", static_cast<uint32_t>(spec.n_embd));
   w.set_u32(a + "block_count", static_cast<uint32_t>(spec.n_layer));
@@ -194,7 +194,7 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   const float qk_std = spec.qk_std > 0 ? spec.qk_std : spec.weight_std;
   std::vector<TensorPlan> plans;
   auto matrix = [&](std::string name, int64_t rows, int64_t cols, float std) {
-    const DType t = tensor_type(spec.type, name, 2, cols, spec.n_layer);
+    const DType t = tensor_type(spec.type, name, 2, cols, {spec.n_layer, spec.n_head / spec.n_head_kv, !spec.tied});
     plans.push_back({std::move(name), {cols, rows}, t, 0.0f, std, {}});
   };
   auto vector = [&](std::string name, int64_t n, float mean, float std) {

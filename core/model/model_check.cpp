@@ -21,7 +21,9 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 bool is_matrix_type(kernels::DType t) {
   switch (t) {
     case kernels::DType::f32: case kernels::DType::f16: case kernels::DType::bf16: case kernels::DType::q8_0:
-    case kernels::DType::q4_0: case kernels::DType::q4_k: case kernels::DType::q6_k:
+    case kernels::DType::q4_0: case kernels::DType::q4_1: case kernels::DType::q5_0: case kernels::DType::q5_1:
+    case kernels::DType::iq4_nl: case kernels::DType::q2_k: case kernels::DType::q3_k: case kernels::DType::q4_k:
+    case kernels::DType::q5_k: case kernels::DType::q6_k:
       return true;
     case kernels::DType::q8_k:
       return false;

@@ -1,4 +1,4 @@
-// The per-tensor type policy for quantizing and for making models.
+// The per-tensor type policy for quantizing and for making models (llama.cpp's choices).
 #include "core/model/quant_policy.h"
 
 #include <cctype>
@@ -10,6 +10,10 @@ namespace {
 
 using kernels::DType;
 
+constexpr FileType k_all[] = {FileType::f32,    FileType::f16,  FileType::bf16,   FileType::q8_0, FileType::q4_0,
+                              FileType::q4_1,   FileType::q5_0, FileType::q5_1,   FileType::iq4_nl, FileType::q2_k,
+                              FileType::q3_k_m, FileType::q4_k_m, FileType::q5_k_m, FileType::q6_k};
+
 // Layer index of a "blk.N." tensor name, or -1.
 int64_t layer_of(std::string_view name) {
   if (name.substr(0, 4) != "blk.") return -1;
@@ -19,6 +23,7 @@ int64_t layer_of(std::string_view name) {
   return n;
 }
 
+// The layers that get more bits in the _M mixes: the first and last eighth, every third between.
 bool more_bits(int64_t layer, int64_t n_layer) {
   return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
 }
@@ -27,12 +32,38 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+// The element type of a file type's ordinary matrices.
+DType base_type(FileType t) {
+  switch (t) {
+    case FileType::f32: return DType::f32;
+    case FileType::f16: return DType::f16;
+    case FileType::bf16: return DType::bf16;
+    case FileType::q8_0: return DType::q8_0;
+    case FileType::q4_0: return DType::q4_0;
+    case FileType::q4_1: return DType::q4_1;
+    case FileType::q5_0: return DType::q5_0;
+    case FileType::q5_1: return DType::q5_1;
+    case FileType::iq4_nl: return DType::iq4_nl;
+    case FileType::q2_k: return DType::q2_k;
+    case FileType::q3_k_m: return DType::q3_k;
+    case FileType::q4_k_m: return DType::q4_k;
+    case FileType::q5_k_m: return DType::q5_k;
+    case FileType::q6_k: return DType::q6_k;
+  }
+  return DType::f32;
+}
+
+bool fits(DType t, int64_t row_length) { return row_length % kernels::dtype_info(t).block_elems == 0; }
+
 }  // namespace
 
 std::optional<FileType> parse_file_type(std::string_view s) {
   std::string low;
   for (char c : s) low += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (FileType t : {FileType::f32, FileType::f16, FileType::bf16, FileType::q8_0, FileType::q4_0, FileType::q4_k_m}) {
+  if (low == "q3_k") return FileType::q3_k_m;
+  if (low == "q4_k") return FileType::q4_k_m;
+  if (low == "q5_k") return FileType::q5_k_m;
+  for (FileType t : k_all) {
     if (low == file_type_name(t)) return t;
   }
   return std::nullopt;
@@ -45,32 +76,87 @@ std::string_view file_type_name(FileType t) {
     case FileType::bf16: return "bf16";
     case FileType::q8_0: return "q8_0";
     case FileType::q4_0: return "q4_0";
+    case FileType::q4_1: return "q4_1";
+    case FileType::q5_0: return "q5_0";
+    case FileType::q5_1: return "q5_1";
+    case FileType::iq4_nl: return "iq4_nl";
+    case FileType::q2_k: return "q2_k";
+    case FileType::q3_k_m: return "q3_k_m";
     case FileType::q4_k_m: return "q4_k_m";
+    case FileType::q5_k_m: return "q5_k_m";
+    case FileType::q6_k: return "q6_k";
   }
   return "?";
 }
 
-DType tensor_type(FileType target, std::string_view name, int n_dims, int64_t row_length, int64_t n_layer) {
-  if (n_dims < 2) return DType::f32;
-  DType t = DType::f32;
-  const bool output = name == "output.weight";
-  switch (target) {
-    case FileType::f32: t = DType::f32; break;
-    case FileType::f16: t = DType::f16; break;
-    case FileType::bf16: t = DType::bf16; break;
-    case FileType::q8_0: t = DType::q8_0; break;
-    case FileType::q4_0: t = output ? DType::q6_k : DType::q4_0; break;
-    case FileType::q4_k_m: {
-      const int64_t layer = layer_of(name);
-      const bool sensitive = ends_with(name, "attn_v.weight") || ends_with(name, "ffn_down.weight");
-      t = output || (sensitive && layer >= 0 && more_bits(layer, n_layer)) ? DType::q6_k : DType::q4_k;
-      break;
-    }
+std::string file_type_list() {
+  std::string s;
+  for (FileType t : k_all) {
+    if (!s.empty()) s += ", ";
+    s += file_type_name(t);
   }
-  if (row_length % kernels::dtype_info(t).block_elems != 0) {
-    // Q6_K output rows that do not fit 256 still deserve 8 bits; others fall back to F16.
-    if (t == DType::q6_k && row_length % 32 == 0) return DType::q8_0;
-    return DType::f16;
+  return s;
+}
+
+uint32_t gguf_file_type(FileType t) {
+  switch (t) {
+    case FileType::f32: return 0;
+    case FileType::f16: return 1;
+    case FileType::q4_0: return 2;
+    case FileType::q4_1: return 3;
+    case FileType::q8_0: return 7;
+    case FileType::q5_0: return 8;
+    case FileType::q5_1: return 9;
+    case FileType::q2_k: return 10;
+    case FileType::q3_k_m: return 12;
+    case FileType::q4_k_m: return 15;
+    case FileType::q5_k_m: return 17;
+    case FileType::q6_k: return 18;
+    case FileType::iq4_nl: return 25;
+    case FileType::bf16: return 32;
+  }
+  return 0;
+}
+
+DType tensor_type(FileType target, std::string_view name, int n_dims, int64_t row_length, const PolicyModel& model) {
+  if (n_dims < 2) return DType::f32;
+  const DType base = base_type(target);
+  if (target == FileType::f32 || target == FileType::f16 || target == FileType::bf16) return base;
+  const int64_t layer = layer_of(name);
+  const bool output = name == "output.weight" || (!model.has_output && name == "token_embd.weight");
+  DType t = base;
+  if (output) {
+    t = !fits(base, row_length) || base == DType::q8_0 ? DType::q8_0 : DType::q6_k;
+  } else if (ends_with(name, "attn_v.weight") || ends_with(name, "attn_qkv.weight")) {
+    // llama.cpp counts attn_v and fused attn_qkv tensors alike, one per layer.
+    switch (target) {
+      case FileType::q2_k: t = model.n_gqa >= 4 ? DType::q4_k : DType::q3_k; break;
+      case FileType::q3_k_m: t = layer < 2 ? DType::q5_k : DType::q4_k; break;
+      case FileType::iq4_nl: if (model.n_gqa >= 4) t = DType::q5_k; break;
+      case FileType::q4_k_m: case FileType::q5_k_m: if (more_bits(layer, model.n_layer)) t = DType::q6_k; break;
+      default: break;
+    }
+  } else if (ends_with(name, "ffn_down.weight")) {
+    switch (target) {
+      case FileType::q2_k: t = DType::q3_k; break;
+      case FileType::q3_k_m: t = layer < model.n_layer / 16 ? DType::q5_k : DType::q4_k; break;
+      case FileType::iq4_nl: if (layer < model.n_layer / 8) t = DType::q5_k; break;
+      case FileType::q4_k_m: case FileType::q5_k_m: if (more_bits(layer, model.n_layer)) t = DType::q6_k; break;
+      default: break;
+    }
+  } else if (ends_with(name, "attn_output.weight")) {
+    if (target == FileType::q2_k) t = DType::q3_k;
+    if (target == FileType::q3_k_m) t = DType::q4_k;
+  }
+  if (!fits(t, row_length)) {  // rows a k-quant cannot hold take the legacy type llama.cpp uses
+    switch (t) {
+      case DType::q2_k: case DType::q3_k: t = DType::q4_0; break;
+      case DType::q4_k: t = DType::q5_0; break;
+      case DType::q5_k: t = DType::q5_1; break;
+      case DType::q6_k: t = DType::q8_0; break;
+      default: t = DType::f16; break;
+    }
+    if (!fits(t, row_length)) t = DType::f16;
   }
   return t;
 }

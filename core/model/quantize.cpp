@@ -21,19 +21,20 @@ Status quantize_model(const std::string& in_path, const std::string& out_path, F
   // Only a model kvchat could run is converted: a broken one is refused, not copied.
   auto checked = check_model_file(f);
   if (!checked.ok()) return make_error(checked.error().code, in_path + ": " + checked.error().message);
-  const int64_t n_layer = checked->config.n_layer;
+  const ModelConfig& c = checked->config;
+  const PolicyModel policy{c.n_layer, c.n_head / c.n_head_kv, !c.tied_embeddings};
 
   gguf::GgufWriter w;
   for (const auto& e : f.metadata()) {
     if (e.key != "general.alignment") w.set(e.key, e.value);
   }
-  w.set_u32("general.file_type", static_cast<uint32_t>(target));
+  w.set_u32("general.file_type", gguf_file_type(target));
 
   auto pool = std::make_shared<kernels::ThreadPool>(n_threads > 0 ? n_threads : kernels::default_thread_count());
   size_t total = 0;
   std::vector<kernels::DType> out_types;
   for (const auto& t : f.tensors()) {
-    const auto dst = tensor_type(target, t.name, static_cast<int>(t.shape.size()), t.shape[0], n_layer);
+    const auto dst = tensor_type(target, t.name, static_cast<int>(t.shape.size()), t.shape[0], policy);
     out_types.push_back(dst);
     total += kernels::row_bytes(dst, t.shape[0]) * static_cast<size_t>(t.n_elements() / t.shape[0]);
   }

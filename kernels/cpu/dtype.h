@@ -10,10 +10,17 @@ enum class DType : uint32_t {
   f32 = 0,
   f16 = 1,
   q4_0 = 2,
+  q4_1 = 3,
+  q5_0 = 6,
+  q5_1 = 7,
   q8_0 = 8,
+  q2_k = 10,
+  q3_k = 11,
   q4_k = 12,
+  q5_k = 13,
   q6_k = 14,
   q8_k = 15,  // activation-side type of the k-quants; never stored in model files we write
+  iq4_nl = 20,
   bf16 = 30,
 };
 

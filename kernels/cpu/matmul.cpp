@@ -56,7 +56,7 @@ void for_rows(ThreadPool* pool, int64_t n_rows, F&& fn) {
 
 void quantized_matmul(const KernelSet& ks, const MatrixView& w, const float* x, int64_t n_tokens, float* y,
                       ThreadPool* pool) {
-  const bool k_form = w.type == DType::q4_k || w.type == DType::q6_k;
+  const bool k_form = takes_q8_k(w.type);
   const int64_t block = k_form ? 256 : 32;
   const int64_t n_cols = w.n_cols;
   const size_t n_blocks = static_cast<size_t>(n_cols / block);
@@ -87,8 +87,7 @@ void quantized_matmul(const KernelSet& ks, const MatrixView& w, const float* x, 
     quantize(0, n_tokens);
   }
 
-  QuantTileFn tile = w.type == DType::q4_0 ? ks.q4_0 : w.type == DType::q8_0 ? ks.q8_0
-                     : w.type == DType::q4_k ? ks.q4_k : ks.q6_k;
+  const QuantTileFn tile = quant_tile(ks, w.type);
   const size_t rb = row_bytes(w.type, n_cols);
   const int64_t chunk = std::max<int64_t>(1, k_act_chunk_bytes / std::max<int64_t>(1, n_cols));
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
@@ -124,8 +123,15 @@ void run_matmul(const KernelSet& ks, const MatrixView& w, const float* x, int64_
       float_matmul(ks, w, x, n_tokens, y, pool);
       return;
     case DType::q4_0:
+    case DType::q4_1:
+    case DType::q5_0:
+    case DType::q5_1:
+    case DType::iq4_nl:
     case DType::q8_0:
+    case DType::q2_k:
+    case DType::q3_k:
     case DType::q4_k:
+    case DType::q5_k:
     case DType::q6_k:
       check(w.n_cols % dtype_info(w.type).block_elems == 0, "n_cols is not a multiple of the block size");
       quantized_matmul(ks, w, x, n_tokens, y, pool);

@@ -21,7 +21,8 @@ struct MatrixView {
 // y[t][r] = sum_c x[t][c] * W[r][c] for t in [0, n_tokens), r in [0, n_rows).
 //   x: (n_tokens, n_cols) float, row-major;  y: (n_tokens, n_rows) float, row-major.
 // Quantized weights are consumed by integer dot products: x is quantized per token to
-// Q8_0 (for Q8_0 and Q4_0 weights) or Q8_K (for Q4_K and Q6_K), as llama.cpp does.
+// Q8_0 (for the 32-value block types: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) or Q8_K (for
+// the k-quants Q2_K .. Q6_K), as llama.cpp does.
 // F32/F16/BF16 weights use float dot products. Work is split across `pool` by rows;
 // with n_tokens > 1 several tokens share each loaded weight block (prefill).
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);

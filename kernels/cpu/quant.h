@@ -31,6 +31,33 @@ uint16_t f32_to_bf16(float f);  // round to nearest even, NaN stays NaN
 //                      16 sub-blocks of 16: x = d * scale * (q6 - 32)
 //   Q8_K (256 values): [d:f32][qs: 256 x int8][bsums: 16 x int16 sums of 16 qs]
 //
+//   Q4_1 (32 values):  [d:f16][m:f16][qs: 16 bytes]           x = d * nibble + m
+//   Q5_0 (32 values):  [d:f16][qh: 4 bytes][qs: 16 bytes]     x = d * (q5 - 16)
+//   Q5_1 (32 values):  [d:f16][m:f16][qh: 4 bytes][qs: 16]    x = d * q5 + m
+//   IQ4_NL (32 values): [d:f16][qs: 16 bytes]                 x = d * k_iq4nl_values[nibble]
+//                      nibbles as Q4_0 (byte j: value j low, value j+16 high); Q5's fifth
+//                      bit of value j is bit j of qh read as a little-endian uint32
+//
+//   Q2_K (256 values): [scales: 16][qs: 64][d:f16][dmin:f16]
+//                      16 sub-blocks of 16, scales[s] = 4-bit scale | 4-bit min << 4:
+//                      x = d * (scales[s] & 15) * q2 - dmin * (scales[s] >> 4)
+//   Q3_K (256 values): [hmask: 32][qs: 64][scales: 12][d:f16]
+//                      16 sub-blocks of 16 with 6-bit scales sc (stored + 32):
+//                      x = d * (sc - 32) * (q2 + 4 * hbit - 4)
+//   Q5_K (256 values): [d:f16][dmin:f16][scales: 12][qh: 32][qs: 128]
+//                      Q4_K's scales, mins and nibbles, plus a fifth bit:
+//                      x = d * sc * (nibble + 16 * hbit) - dmin * m
+//
+// Q2_K and Q3_K 2-bit values: two halves of 128; value p = 128 n + 32 j + l (j < 4, l < 32)
+// is bits 2j+1..2j of qs[32 n + l]. Q3_K's high bit of that value is bit 4 n + j of
+// hmask[l]; sub-block s = p / 16 in both.
+//
+// Q3_K scales (12 bytes s), 16 6-bit values:
+//   low 4 bits:  s[j] & 15 for j < 8, s[j - 8] >> 4 for j >= 8
+//   high 2 bits: bits 2 (j / 4) + 1 .. 2 (j / 4) of s[8 + j % 4]
+//
+// Q5_K's fifth bit of sub-block j (the nibble layout of Q4_K) is bit j of qh[l], l = p % 32.
+//
 // Q4_K scales (12 bytes s) pack 8 6-bit scales sc_j and mins m_j:
 //   j < 4:   sc_j = s[j] & 63                     m_j = s[j + 4] & 63
 //   j >= 4:  sc_j = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4
@@ -73,17 +100,65 @@ struct BlockQ8_K {
   int8_t qs[256];
   int16_t bsums[16];
 };
+struct BlockQ4_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qs[16];
+};
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[16];
+};
+struct BlockQ2_K {
+  uint8_t scales[16];
+  uint8_t qs[64];
+  uint16_t d;
+  uint16_t dmin;
+};
+struct BlockQ3_K {
+  uint8_t hmask[32];
+  uint8_t qs[64];
+  uint8_t scales[12];
+  uint16_t d;
+};
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[32];
+  uint8_t qs[128];
+};
+
+// IQ4_NL's 16 levels (a fixed non-uniform grid, denser near 0), as the GGUF format defines them.
+inline constexpr int8_t k_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                              1,    13,   25,  38,  53,  69,  89,  113};
+
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24 &&
+              sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
 
 // Dequantizes n elements (a multiple of the type's block size) of any supported type.
 // Bit-exact with llama.cpp's scalar dequantization (same operation order).
 void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 
-// Quantizes n elements into `type` (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, q8_k).
-// Q8_0 and Q4_0 produce the same bytes as llama.cpp's reference quantizer on finite input.
-// Q4_K and Q6_K use a plain per-sub-block search, not llama.cpp's importance weighting:
-// good enough for benchmark and demo models, whose values are random anyway.
+// Quantizes n elements into `type` (every type above).
+// Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 follow the closed-form rule of llama.cpp's reference
+// quantizer (the block's extreme values fix the grid) and produce its bytes on finite input.
+// The k-quants and IQ4_NL use our own per-sub-block least-squares search, not llama.cpp's
+// weighted one: other bytes, an error of the same size (tests/kernels/test_quant_models.cpp).
 // In quantized targets NaN becomes 0 and +-Inf the block's largest finite magnitude.
 // A length that is not a whole number of blocks, or an unknown type, is a bug (abort).
 void quantize_row(DType type, const float* src, void* dst, int64_t n);

@@ -2,6 +2,7 @@
 #include "kernels/cpu/vec_dot.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace kvc::kernels {
 
@@ -76,6 +77,14 @@ void unpack_q4_k_scales(const uint8_t* s, uint8_t* sc, uint8_t* m) {
   }
 }
 
+void unpack_q3_k_scales(const uint8_t* s, int8_t* sc) {
+  for (int j = 0; j < 16; ++j) {
+    const int lo = j < 8 ? s[j] & 15 : s[j - 8] >> 4;
+    const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+    sc[j] = static_cast<int8_t>((lo | (hi << 4)) - 32);
+  }
+}
+
 float vec_dot_q4_0_q8_0(const BlockQ4_0* w, const int8_t* a_qs, const float* a_d, int64_t n_blocks) {
   float sum = 0.0f;
   for (int64_t b = 0; b < n_blocks; ++b) {
@@ -97,6 +106,155 @@ float vec_dot_q8_0_q8_0(const BlockQ8_0* w, const int8_t* a_qs, const float* a_d
     int isum = 0;
     for (int j = 0; j < 32; ++j) isum += w[b].qs[j] * a[j];
     sum += fp16_to_f32(w[b].d) * a_d[b] * static_cast<float>(isum);
+  }
+  return sum;
+}
+
+namespace {
+
+uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Sum of a block's 32 activation qs (for the formats with an offset m: sum (d q + m) a).
+int sum32(const int8_t* a) {
+  int s = 0;
+  for (int j = 0; j < 32; ++j) s += a[j];
+  return s;
+}
+
+}  // namespace
+
+float vec_dot_q4_1_q8_0(const BlockQ4_1* w, const int8_t* a_qs, const float* a_d, int64_t n_blocks) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int8_t* a = a_qs + 32 * b;
+    int isum = 0;
+    for (int j = 0; j < 16; ++j) isum += (w[b].qs[j] & 0xF) * a[j] + (w[b].qs[j] >> 4) * a[j + 16];
+    sum += fp16_to_f32(w[b].d) * a_d[b] * static_cast<float>(isum) +
+           fp16_to_f32(w[b].m) * a_d[b] * static_cast<float>(sum32(a));
+  }
+  return sum;
+}
+
+float vec_dot_q5_0_q8_0(const BlockQ5_0* w, const int8_t* a_qs, const float* a_d, int64_t n_blocks) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int8_t* a = a_qs + 32 * b;
+    const uint32_t qh = load_u32(w[b].qh);
+    int isum = 0;
+    for (int j = 0; j < 16; ++j) {
+      const int q0 = (w[b].qs[j] & 0xF) | static_cast<int>(((qh >> j) & 1) << 4);
+      const int q1 = (w[b].qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1) << 4);
+      isum += (q0 - 16) * a[j] + (q1 - 16) * a[j + 16];
+    }
+    sum += fp16_to_f32(w[b].d) * a_d[b] * static_cast<float>(isum);
+  }
+  return sum;
+}
+
+float vec_dot_q5_1_q8_0(const BlockQ5_1* w, const int8_t* a_qs, const float* a_d, int64_t n_blocks) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int8_t* a = a_qs + 32 * b;
+    const uint32_t qh = load_u32(w[b].qh);
+    int isum = 0;
+    for (int j = 0; j < 16; ++j) {
+      const int q0 = (w[b].qs[j] & 0xF) | static_cast<int>(((qh >> j) & 1) << 4);
+      const int q1 = (w[b].qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1) << 4);
+      isum += q0 * a[j] + q1 * a[j + 16];
+    }
+    sum += fp16_to_f32(w[b].d) * a_d[b] * static_cast<float>(isum) +
+           fp16_to_f32(w[b].m) * a_d[b] * static_cast<float>(sum32(a));
+  }
+  return sum;
+}
+
+float vec_dot_iq4_nl_q8_0(const BlockIQ4_NL* w, const int8_t* a_qs, const float* a_d, int64_t n_blocks) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int8_t* a = a_qs + 32 * b;
+    int isum = 0;
+    for (int j = 0; j < 16; ++j) {
+      isum += k_iq4nl_values[w[b].qs[j] & 0xF] * a[j] + k_iq4nl_values[w[b].qs[j] >> 4] * a[j + 16];
+    }
+    sum += fp16_to_f32(w[b].d) * a_d[b] * static_cast<float>(isum);
+  }
+  return sum;
+}
+
+// Q2_K and Q3_K value at position p of a block: 2 low bits at bits 2j..2j+1 of qs[32n + l]
+// (p = 128n + 32j + l); Q3_K's high bit at bit 4n + j of hmask[l].
+float vec_dot_q2_k_q8_k(const BlockQ2_K* w, const int8_t* a_qs, const float* a_d,
+                        const int16_t* a_bsums, int64_t n_blocks) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int8_t* a = a_qs + 256 * b;
+    const int16_t* bs = a_bsums + 16 * b;
+    int isum = 0;  // sum_s sc_s * sum_i q_i a_i over sub-blocks s of 16
+    int msum = 0;  // sum_s m_s * sum_i a_i
+    for (int s = 0; s < 16; ++s) {
+      int dot = 0;
+      for (int e = 0; e < 16; ++e) {
+        const int p = 16 * s + e, n = p / 128, j = (p % 128) / 32, l = p % 32;
+        dot += ((w[b].qs[32 * n + l] >> (2 * j)) & 3) * a[p];
+      }
+      isum += (w[b].scales[s] & 0xF) * dot;
+      msum += (w[b].scales[s] >> 4) * bs[s];
+    }
+    sum += a_d[b] * (fp16_to_f32(w[b].d) * static_cast<float>(isum) -
+                     fp16_to_f32(w[b].dmin) * static_cast<float>(msum));
+  }
+  return sum;
+}
+
+float vec_dot_q3_k_q8_k(const BlockQ3_K* w, const int8_t* a_qs, const float* a_d,
+                        const int16_t* /*a_bsums*/, int64_t n_blocks) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int8_t* a = a_qs + 256 * b;
+    int8_t sc[16];
+    unpack_q3_k_scales(w[b].scales, sc);
+    int isum = 0;
+    for (int s = 0; s < 16; ++s) {
+      int dot = 0;
+      for (int e = 0; e < 16; ++e) {
+        const int p = 16 * s + e, n = p / 128, j = (p % 128) / 32, l = p % 32;
+        const int low = (w[b].qs[32 * n + l] >> (2 * j)) & 3;
+        const int high = (w[b].hmask[l] >> (4 * n + j)) & 1;
+        dot += (low + 4 * high - 4) * a[p];
+      }
+      isum += sc[s] * dot;
+    }
+    sum += fp16_to_f32(w[b].d) * a_d[b] * static_cast<float>(isum);
+  }
+  return sum;
+}
+
+float vec_dot_q5_k_q8_k(const BlockQ5_K* w, const int8_t* a_qs, const float* a_d,
+                        const int16_t* a_bsums, int64_t n_blocks) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int8_t* a = a_qs + 256 * b;
+    const int16_t* bs = a_bsums + 16 * b;
+    uint8_t sc[8], m[8];
+    unpack_q4_k_scales(w[b].scales, sc, m);
+    int isum = 0, msum = 0;
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* q = w[b].qs + 32 * (j / 2);
+      const int shift = (j % 2) * 4;
+      int dot = 0;
+      for (int i = 0; i < 32; ++i) {
+        const int v = ((q[i] >> shift) & 0xF) | (((w[b].qh[i] >> j) & 1) << 4);
+        dot += v * a[32 * j + i];
+      }
+      isum += sc[j] * dot;
+      msum += m[j] * (bs[2 * j] + bs[2 * j + 1]);
+    }
+    sum += a_d[b] * (fp16_to_f32(w[b].d) * static_cast<float>(isum) -
+                     fp16_to_f32(w[b].dmin) * static_cast<float>(msum));
   }
   return sum;
 }
@@ -176,8 +334,15 @@ const KernelSet& kernels_scalar() {
       quantize_q8_0_scalar,
       quantize_q8_k_scalar,
       tile_q8_0_form<BlockQ4_0, vec_dot_q4_0_q8_0>,
+      tile_q8_0_form<BlockQ4_1, vec_dot_q4_1_q8_0>,
+      tile_q8_0_form<BlockQ5_0, vec_dot_q5_0_q8_0>,
+      tile_q8_0_form<BlockQ5_1, vec_dot_q5_1_q8_0>,
+      tile_q8_0_form<BlockIQ4_NL, vec_dot_iq4_nl_q8_0>,
       tile_q8_0_form<BlockQ8_0, vec_dot_q8_0_q8_0>,
+      tile_q8_k_form<BlockQ2_K, vec_dot_q2_k_q8_k>,
+      tile_q8_k_form<BlockQ3_K, vec_dot_q3_k_q8_k>,
       tile_q8_k_form<BlockQ4_K, vec_dot_q4_k_q8_k>,
+      tile_q8_k_form<BlockQ5_K, vec_dot_q5_k_q8_k>,
       tile_q8_k_form<BlockQ6_K, vec_dot_q6_k_q8_k>,
       tile_float<float, vec_dot_f32>,
       tile_float<uint16_t, vec_dot_f16>,
@@ -185,5 +350,25 @@ const KernelSet& kernels_scalar() {
   };
   return k;
 }
+
+QuantTileFn quant_tile(const KernelSet& ks, DType type) {
+  switch (type) {
+    case DType::q4_0: return ks.q4_0;
+    case DType::q4_1: return ks.q4_1;
+    case DType::q5_0: return ks.q5_0;
+    case DType::q5_1: return ks.q5_1;
+    case DType::iq4_nl: return ks.iq4_nl;
+    case DType::q8_0: return ks.q8_0;
+    case DType::q2_k: return ks.q2_k;
+    case DType::q3_k: return ks.q3_k;
+    case DType::q4_k: return ks.q4_k;
+    case DType::q5_k: return ks.q5_k;
+    case DType::q6_k: return ks.q6_k;
+    case DType::f32: case DType::f16: case DType::bf16: case DType::q8_k: break;
+  }
+  return nullptr;
+}
+
+bool takes_q8_k(DType type) { return quant_tile(kernels_scalar(), type) != nullptr && dtype_info(type).block_elems == 256; }
 
 }  // namespace kvc::kernels

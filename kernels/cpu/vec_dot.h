@@ -40,10 +40,17 @@ struct KernelSet {
   const char* name;
   QuantizeQ8_0Fn quantize_q8_0;
   QuantizeQ8_KFn quantize_q8_k;
-  QuantTileFn q4_0;  // x Q8_0 form
-  QuantTileFn q8_0;  // x Q8_0 form
-  QuantTileFn q4_k;  // x Q8_K form
-  QuantTileFn q6_k;  // x Q8_K form
+  QuantTileFn q4_0;    // x Q8_0 form
+  QuantTileFn q4_1;    // x Q8_0 form
+  QuantTileFn q5_0;    // x Q8_0 form
+  QuantTileFn q5_1;    // x Q8_0 form
+  QuantTileFn iq4_nl;  // x Q8_0 form
+  QuantTileFn q8_0;    // x Q8_0 form
+  QuantTileFn q2_k;    // x Q8_K form
+  QuantTileFn q3_k;    // x Q8_K form
+  QuantTileFn q4_k;    // x Q8_K form
+  QuantTileFn q5_k;    // x Q8_K form
+  QuantTileFn q6_k;    // x Q8_K form
   FloatTileFn f32;
   FloatTileFn f16;
   FloatTileFn bf16;
@@ -57,6 +64,16 @@ const KernelSet& kernels_avx512_vnni();  // call only when cpu_features().avx512
 // activations. Integer sums inside each (sub-)block, then scaled as the format defines.
 float vec_dot_q4_0_q8_0(const BlockQ4_0* w, const int8_t* a_qs, const float* a_d, int64_t n_blocks);
 float vec_dot_q8_0_q8_0(const BlockQ8_0* w, const int8_t* a_qs, const float* a_d, int64_t n_blocks);
+float vec_dot_q4_1_q8_0(const BlockQ4_1* w, const int8_t* a_qs, const float* a_d, int64_t n_blocks);
+float vec_dot_q5_0_q8_0(const BlockQ5_0* w, const int8_t* a_qs, const float* a_d, int64_t n_blocks);
+float vec_dot_q5_1_q8_0(const BlockQ5_1* w, const int8_t* a_qs, const float* a_d, int64_t n_blocks);
+float vec_dot_iq4_nl_q8_0(const BlockIQ4_NL* w, const int8_t* a_qs, const float* a_d, int64_t n_blocks);
+float vec_dot_q2_k_q8_k(const BlockQ2_K* w, const int8_t* a_qs, const float* a_d,
+                        const int16_t* a_bsums, int64_t n_blocks);
+float vec_dot_q3_k_q8_k(const BlockQ3_K* w, const int8_t* a_qs, const float* a_d,
+                        const int16_t* a_bsums, int64_t n_blocks);
+float vec_dot_q5_k_q8_k(const BlockQ5_K* w, const int8_t* a_qs, const float* a_d,
+                        const int16_t* a_bsums, int64_t n_blocks);
 float vec_dot_q4_k_q8_k(const BlockQ4_K* w, const int8_t* a_qs, const float* a_d,
                         const int16_t* a_bsums, int64_t n_blocks);
 float vec_dot_q6_k_q8_k(const BlockQ6_K* w, const int8_t* a_qs, const float* a_d,
@@ -65,7 +82,15 @@ float vec_dot_f32(const float* w, const float* x, int64_t n);
 float vec_dot_f16(const uint16_t* w, const float* x, int64_t n);
 float vec_dot_bf16(const uint16_t* w, const float* x, int64_t n);
 
-// The 8 6-bit scales and 8 6-bit mins of a Q4_K block, unpacked from its 12 bytes.
+// The 8 6-bit scales and 8 6-bit mins of a Q4_K (or Q5_K) block, unpacked from its 12 bytes.
 void unpack_q4_k_scales(const uint8_t* packed, uint8_t* sc, uint8_t* m);
+
+// The 16 scales of a Q3_K block, unpacked from its 12 bytes, in [-32, 31].
+void unpack_q3_k_scales(const uint8_t* packed, int8_t* sc);
+
+// Which kernel of `ks` multiplies weights of `type` (a quantized type), and whether its
+// activations take the Q8_K form (256-value blocks with bsums) rather than the Q8_0 form.
+QuantTileFn quant_tile(const KernelSet& ks, DType type);
+bool takes_q8_k(DType type);
 
 }  // namespace kvc::kernels

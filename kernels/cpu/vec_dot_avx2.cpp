@@ -1,12 +1,20 @@
-// AVX2 kernels: activation quantization and register-tiled quantized dot products.
+// AVX2 kernels: activation quantization, register-tiled dot products of the 32-value block types,
+// Q4_K, Q5_K and Q6_K and of float weights, and the kernel set.
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/tile_dispatch.h"
 #include "kernels/cpu/vec_dot.h"
 
 namespace kvc::kernels {
+
+// Q2_K and Q3_K weights, in vec_dot_kquant_avx2.cpp.
+void tile_q2_k_avx2(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens, float* y,
+                    int64_t ys);
+void tile_q3_k_avx2(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens, float* y,
+                    int64_t ys);
 
 namespace {
 
@@ -66,30 +74,81 @@ void quantize_q8_k(const float* x, int64_t n, int8_t* qs, float* d, int16_t* bsu
   }
 }
 
-// ---- Q4_0 and Q8_0 weights x Q8_0 activations: one 32-value block per 256-bit step ----
+// ---- 32-value block weights x Q8_0 activations: one block per 256-bit step ----
 //
-// vpmaddubsw multiplies unsigned by signed bytes. Q4_0: nibble * a, minus 8 * a (per token);
-// Q8_0: |w| * (a with w's sign). Pair sums stay within int16 (|a| <= 127).
+// vpmaddubsw multiplies unsigned by signed bytes. Unsigned weights q with an offset o
+// (Q4_0: 8, Q5_0: 16) give q * a minus o * a (o * a per token); signed ones (Q8_0, IQ4_NL's
+// levels) give |w| * (a with w's sign). Pair sums stay within int16 (|a| <= 127, |w| <= 127).
+// Q4_1 and Q5_1 add m * sum(a): the sums come from the same pass over each token's block.
+
+// The 32 nibbles of a Q4_0-shaped block, byte j = value j.
+inline __m256i nibbles(const uint8_t* qs) {
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(x, 4), x), _mm256_set1_epi8(0x0F));
+}
+
+// Bit j of qh (a little-endian uint32) as 0x10 in byte j: Q5's fifth bits.
+inline __m256i fifth_bits(const uint8_t* qh) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(h)),
+      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+inline __m256i signed_pairs(__m256i w, __m256i a) { return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w)); }
 
 struct Q4_0Weights {
   using Block = BlockQ4_0;
-  static constexpr bool k_offset = true;
+  static constexpr int k_offset = 8;
+  static constexpr bool k_min = false;
+  static __m256i load(const Block& blk) { return nibbles(blk.qs); }
+  static __m256i pairs(__m256i w, __m256i a) { return _mm256_maddubs_epi16(w, a); }
+};
+
+struct Q4_1Weights {
+  using Block = BlockQ4_1;
+  static constexpr int k_offset = 0;
+  static constexpr bool k_min = true;
+  static __m256i load(const Block& blk) { return nibbles(blk.qs); }
+  static __m256i pairs(__m256i w, __m256i a) { return _mm256_maddubs_epi16(w, a); }
+};
+
+struct Q5_0Weights {
+  using Block = BlockQ5_0;
+  static constexpr int k_offset = 16;
+  static constexpr bool k_min = false;
+  static __m256i load(const Block& blk) { return _mm256_or_si256(nibbles(blk.qs), fifth_bits(blk.qh)); }
+  static __m256i pairs(__m256i w, __m256i a) { return _mm256_maddubs_epi16(w, a); }
+};
+
+struct Q5_1Weights {
+  using Block = BlockQ5_1;
+  static constexpr int k_offset = 0;
+  static constexpr bool k_min = true;
+  static __m256i load(const Block& blk) { return _mm256_or_si256(nibbles(blk.qs), fifth_bits(blk.qh)); }
+  static __m256i pairs(__m256i w, __m256i a) { return _mm256_maddubs_epi16(w, a); }
+};
+
+struct IQ4_NLWeights {
+  using Block = BlockIQ4_NL;
+  static constexpr int k_offset = 0;
+  static constexpr bool k_min = false;
   static __m256i load(const Block& blk) {
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(x, 4), x), _mm256_set1_epi8(0x0F));
+    const __m128i levels = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k_iq4nl_values));
+    return _mm256_shuffle_epi8(_mm256_set_m128i(levels, levels), nibbles(blk.qs));
   }
-  static __m256i pairs(__m256i w, __m256i a, __m256i a_offset) {
-    return _mm256_sub_epi16(_mm256_maddubs_epi16(w, a), a_offset);
-  }
+  static __m256i pairs(__m256i w, __m256i a) { return signed_pairs(w, a); }
 };
 
 struct Q8_0Weights {
   using Block = BlockQ8_0;
-  static constexpr bool k_offset = false;
+  static constexpr int k_offset = 0;
+  static constexpr bool k_min = false;
   static __m256i load(const Block& blk) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs)); }
-  static __m256i pairs(__m256i w, __m256i a, __m256i /*a_offset*/) {
-    return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
-  }
+  static __m256i pairs(__m256i w, __m256i a) { return signed_pairs(w, a); }
 };
 
 template <typename W>
@@ -107,20 +166,27 @@ struct Q8_0FormKernel {
       for (auto& v : row) v = _mm256_setzero_ps();
     for (int64_t b = 0; b < n_blocks; ++b) {
       __m256i wq[R];
-      float wd[R];
+      float wd[R], wm[R];
       for (int r = 0; r < R; ++r) {
         const auto& blk = reinterpret_cast<const typename W::Block*>(w + r * rb)[b];
         tiling::prefetch_ahead<sizeof(typename W::Block) + 63>(&blk, rb, k_rows);
         wq[r] = W::load(blk);
         wd[r] = _cvtsh_ss(blk.d);
+        if constexpr (W::k_min) wm[r] = _cvtsh_ss(blk.m);
       }
       for (int t = 0; t < T; ++t) {
         const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + t * a.n_cols + 32 * b));
-        const __m256i a_offset = W::k_offset ? _mm256_maddubs_epi16(_mm256_set1_epi8(8), av) : _mm256_setzero_si256();
         const float ad = a.d[t * a.d_stride + b];
+        __m256i a_offset = _mm256_setzero_si256();
+        if constexpr (W::k_offset != 0) a_offset = _mm256_maddubs_epi16(_mm256_set1_epi8(W::k_offset), av);
+        __m256 a_sum = _mm256_setzero_ps();  // 8 partial sums of the block's a
+        if constexpr (W::k_min) a_sum = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), av), ones));
         for (int r = 0; r < R; ++r) {
-          const __m256i dot = _mm256_madd_epi16(W::pairs(wq[r], av, a_offset), ones);
+          __m256i p = W::pairs(wq[r], av);
+          if constexpr (W::k_offset != 0) p = _mm256_sub_epi16(p, a_offset);
+          const __m256i dot = _mm256_madd_epi16(p, ones);
           acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(wd[r] * ad), acc[r][t]);
+          if constexpr (W::k_min) acc[r][t] = _mm256_fmadd_ps(a_sum, _mm256_set1_ps(wm[r] * ad), acc[r][t]);
         }
       }
     }
@@ -142,7 +208,11 @@ inline void unpack_q4_k_words(const uint8_t* s, uint32_t out[4]) {
   out[3] = ((w2 >> 4) & 0x0f0f0f0fu) | (((w1 >> 6) & 0x03030303u) << 4);
 }
 
+// Q4_K, or Q5_K (Block = BlockQ5_K): the same scales, mins and nibbles, plus qh's fifth bits
+// (maddubs pairs of 5-bit weights stay below 2 * 31 * 127 < 2^15).
+template <typename Block>
 struct Q4_KKernel {
+  static constexpr bool k_five = std::is_same_v<Block, BlockQ5_K>;
   static constexpr int k_block = 256;
   static constexpr int k_rows = 2;
   static constexpr int k_tokens = 2;
@@ -159,8 +229,8 @@ struct Q4_KKernel {
       __m256i m16[R];     // lane g: min of sub-block g / 2 (pairs with bsums[g])
       float wd[R], wdmin[R];
       for (int r = 0; r < R; ++r) {
-        const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w + r * rb)[b];
-        tiling::prefetch_ahead<sizeof(BlockQ4_K) + 63>(&blk, rb, k_rows);
+        const Block& blk = reinterpret_cast<const Block*>(w + r * rb)[b];
+        tiling::prefetch_ahead<sizeof(Block) + 63>(&blk, rb, k_rows);
         uint32_t words[4];
         unpack_q4_k_words(blk.scales, words);
         std::memcpy(sm[r], words, 16);
@@ -175,10 +245,17 @@ struct Q4_KKernel {
       for (int k = 0; k < 4; ++k) {
         __m256i wlo[R], whi[R], slo[R], shi[R];
         for (int r = 0; r < R; ++r) {
-          const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w + r * rb)[b];
+          const Block& blk = reinterpret_cast<const Block*>(w + r * rb)[b];
           const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * k));
           wlo[r] = _mm256_and_si256(q, low4);
           whi[r] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+          if constexpr (k_five) {  // bits 2k and 2k + 1 of qh to bit 4
+            const __m256i h = _mm256_srl_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh)),
+                                               _mm_cvtsi32_si128(2 * k));
+            const __m256i bit4 = _mm256_set1_epi8(0x10);
+            wlo[r] = _mm256_or_si256(wlo[r], _mm256_and_si256(_mm256_slli_epi16(h, 4), bit4));
+            whi[r] = _mm256_or_si256(whi[r], _mm256_and_si256(_mm256_slli_epi16(h, 3), bit4));
+          }
           slo[r] = _mm256_set1_epi16(sm[r][2 * k]);
           shi[r] = _mm256_set1_epi16(sm[r][2 * k + 1]);
         }
@@ -333,8 +410,15 @@ const KernelSet& kernels_avx2() {
       quantize_q8_0,
       quantize_q8_k,
       tiling::tile_quant<Q8_0FormKernel<Q4_0Weights>>,
+      tiling::tile_quant<Q8_0FormKernel<Q4_1Weights>>,
+      tiling::tile_quant<Q8_0FormKernel<Q5_0Weights>>,
+      tiling::tile_quant<Q8_0FormKernel<Q5_1Weights>>,
+      tiling::tile_quant<Q8_0FormKernel<IQ4_NLWeights>>,
       tiling::tile_quant<Q8_0FormKernel<Q8_0Weights>>,
-      tiling::tile_quant<Q4_KKernel>,
+      tile_q2_k_avx2,
+      tile_q3_k_avx2,
+      tiling::tile_quant<Q4_KKernel<BlockQ4_K>>,
+      tiling::tile_quant<Q4_KKernel<BlockQ5_K>>,
       tiling::tile_quant<Q6_KKernel>,
       tile_float<F32Load>,
       tile_float<F16Load>,

@@ -15,10 +15,26 @@
 
 namespace kvc::kernels {
 
-// Q4_K and Q6_K weights, in vec_dot_kquant_avx512.cpp.
+// Q4_K, Q5_K and Q6_K weights, in vec_dot_kquant_avx512.cpp.
 void tile_q4_k_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
                            float* y, int64_t ys);
 void tile_q6_k_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
+                           float* y, int64_t ys);
+void tile_q5_k_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
+                           float* y, int64_t ys);
+// Q4_1, Q5_0, Q5_1 and IQ4_NL weights, in vec_dot_blocks32_avx512.cpp.
+void tile_q4_1_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
+                           float* y, int64_t ys);
+void tile_q5_0_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
+                           float* y, int64_t ys);
+void tile_q5_1_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
+                           float* y, int64_t ys);
+void tile_iq4_nl_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
+                           float* y, int64_t ys);
+// Q2_K and Q3_K weights, in vec_dot_lowbit_avx512.cpp.
+void tile_q2_k_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
+                           float* y, int64_t ys);
+void tile_q3_k_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
                            float* y, int64_t ys);
 
 namespace {
@@ -381,8 +397,15 @@ const KernelSet& kernels_avx512_vnni() {
       quantize_q8_0,
       quantize_q8_k,
       tiling::tile_prepared<Q8_0FormKernel<Q4_0Weights>>,
+      tile_q4_1_avx512_vnni,
+      tile_q5_0_avx512_vnni,
+      tile_q5_1_avx512_vnni,
+      tile_iq4_nl_avx512_vnni,
       tiling::tile_prepared<Q8_0FormKernel<Q8_0Weights>>,
+      tile_q2_k_avx512_vnni,
+      tile_q3_k_avx512_vnni,
       tile_q4_k_avx512_vnni,
+      tile_q5_k_avx512_vnni,
       tile_q6_k_avx512_vnni,
       tile_float<F32Load>,
       tile_float<F16Load>,

@@ -1,4 +1,4 @@
-// AVX-512 VNNI kernels for Q4_K and Q6_K weights x Q8_K activations (register tiles).
+// AVX-512 VNNI kernels for Q4_K, Q5_K and Q6_K weights x Q8_K activations (register tiles).
 // GCC 12 flags the self-initialised "undefined" vectors inside its own AVX-512 intrinsics
 // as uninitialised: a false positive.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/tile_dispatch.h"
@@ -101,7 +102,8 @@ struct MinsQ4_K {
   float dmin;
 };
 
-inline MinsQ4_K q4_k_mins(const BlockQ4_K& blk) {
+template <typename Block>  // BlockQ4_K or BlockQ5_K
+inline MinsQ4_K q4_k_mins(const Block& blk) {
   uint32_t words[4];
   unpack_q4_k_words(blk.scales, words);
   const __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(words + 2)));
@@ -121,14 +123,36 @@ inline void q4_k_dealt(const BlockQ4_K& blk, __m512i (&out)[4]) {
   }
 }
 
+// Q5_K: the 5-bit values in order (64k + l: nibble of qs[32k + l] | bit 2k of qh[l] << 4,
+// 64k + 32 + l: high nibble | bit 2k + 1), dealt as deal_qwords deals the activations.
+inline void q5_k_dealt(const BlockQ5_K& blk, __m512i (&out)[4]) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i bit4 = _mm512_set1_epi8(0x10);
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
+  __m512i natural[4];
+  for (int k = 0; k < 4; ++k) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * k));
+    const __m512i nib = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1);
+    const __m256i hk = _mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * k));  // bits 2k, 2k + 1 to bits 0, 1
+    const __m512i hb = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_slli_epi16(hk, 4)), _mm256_slli_epi16(hk, 3), 1);
+    natural[k] = _mm512_or_si512(_mm512_and_si512(nib, low4), _mm512_and_si512(hb, bit4));
+  }
+  deal_qwords(natural, out);
+}
+
 struct PreparedQ4_K {
-  __m512i q[4];  // (4 registers, 64 bytes) the dealt unsigned nibbles
+  __m512i q[4];  // (4 registers, 64 bytes) the dealt unsigned nibbles (Q5_K: 5-bit values)
   __m512i s;     // (16 int32) lane l: scale of sub-block l / 2 in its low int16, 0 above
   __m256i m;     // (16 int16) per bsum: the min of its sub-block
   float d, dmin;
 };
 
+// Q4_K, or Q5_K (Block = BlockQ5_K) with the same scales and mins: its lanes sum 16 products
+// of up to 31 * 127, which can pass 2^15, so the sub-block scales are applied by vpmulld
+// (exact in int32) instead of vpmaddwd.
+template <typename Block>
 struct Q4_KKernel {
+  static constexpr bool k_five = std::is_same_v<Block, BlockQ5_K>;
   static constexpr int k_block = 256;
   static constexpr int k_rows = 3;
   static constexpr int k_tokens = 4;
@@ -138,7 +162,7 @@ struct Q4_KKernel {
   static constexpr int k_prepared_tokens = 4;
   static int64_t n_prepared(int64_t n_cols) { return n_cols / 256; }
   static void prepare(const uint8_t* row, int64_t u, PreparedQ4_K* out) {
-    const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(row)[u];
+    const Block& blk = reinterpret_cast<const Block*>(row)[u];
     uint32_t words[4];
     unpack_q4_k_words(blk.scales, words);
     const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(words));
@@ -150,7 +174,11 @@ struct Q4_KKernel {
     out->m = mins.m;
     out->d = _cvtsh_ss(blk.d);
     out->dmin = mins.dmin;
-    q4_k_dealt(blk, out->q);
+    if constexpr (k_five) {
+      q5_k_dealt(blk, out->q);
+    } else {
+      q4_k_dealt(blk, out->q);
+    }
   }
 
   // The activations dealt like the weights, once per call: (n_tokens, n_cols).
@@ -181,7 +209,8 @@ struct Q4_KKernel {
       for (int t = 0; t < T; ++t) {
         const float ad = a.d[t * a.d_stride + b];
         for (int r = 0; r < R; ++r)
-          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots[r][t], pb[r].s)),
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(k_five ? _mm512_mullo_epi32(dots[r][t], pb[r].s)
+                                                                : _mm512_madd_epi16(dots[r][t], pb[r].s)),
                                       _mm512_set1_ps(pb[r].d * ad), acc[r][t]);
       }
     }
@@ -232,12 +261,12 @@ struct Q4_KKernel {
     PreparedQ4_K tmp[R];
     auto units = [&](int64_t b) {
       for (int r = 0; r < R; ++r) {
-        tiling::prefetch_ahead<sizeof(BlockQ4_K) + 63>(reinterpret_cast<const BlockQ4_K*>(w + r * rb) + b, rb, k_rows);
+        tiling::prefetch_ahead<sizeof(Block) + 63>(reinterpret_cast<const Block*>(w + r * rb) + b, rb, k_rows);
         prepare(w + r * rb, b, &tmp[r]);
       }
       return static_cast<const PreparedQ4_K*>(tmp);
     };
-    auto mins = [&](int64_t b, int r) { return q4_k_mins(reinterpret_cast<const BlockQ4_K*>(w + r * rb)[b]); };
+    auto mins = [&](int64_t b, int r) { return q4_k_mins(reinterpret_cast<const Block*>(w + r * rb)[b]); };
     run_units<R, T>(units, mins, a, y, ys);
   }
 };
@@ -332,7 +361,12 @@ struct Q6_KKernel {
 
 void tile_q4_k_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
                            float* y, int64_t ys) {
-  tiling::tile_prepared<Q4_KKernel>(w, rb, n_rows, acts, n_tokens, y, ys);
+  tiling::tile_prepared<Q4_KKernel<BlockQ4_K>>(w, rb, n_rows, acts, n_tokens, y, ys);
+}
+
+void tile_q5_k_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
+                           float* y, int64_t ys) {
+  tiling::tile_prepared<Q4_KKernel<BlockQ5_K>>(w, rb, n_rows, acts, n_tokens, y, ys);
 }
 
 void tile_q6_k_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,

@@ -1,4 +1,4 @@
-// Matrix products y = x W^T on GGUF-layout weights (Q8_0, Q4_0, Q4_K, Q6_K, F32, F16, BF16):
+// Matrix products y = x W^T on GGUF-layout weights (every type of quant_hd.h):
 // one warp per output row, each lane dequantizes 32-element chunks of the row once and
 // multiplies them with a tile of up to k_token_tile tokens (decode is a tile of one).
 #include <cuda_runtime.h>

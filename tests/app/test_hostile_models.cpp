@@ -50,7 +50,7 @@ const Case k_cases[] = {
     {"extra-tensor", "blk.0.attn_extra.weight", refused, works},
     {"misshapen-matrix", "blk.0.attn_k.weight", refused, works},          // shape, before any upload
     {"misshapen-vector", "output_norm.weight", refused, works},           // shape of a vector
-    {"unsupported-type", "blk.0.attn_q.weight", refused, refused, false}, // the parser's type check (Q5_K)
+    {"unsupported-type", "blk.0.attn_q.weight", refused, refused, false}, // the parser's type check (IQ4_XS)
     {"quantized-norm", "", works, works},  // decided: vectors of any supported type are dequantized
     // Hyperparameters: each bound or relation in ModelConfig::from_gguf.
     {"unknown-arch", "general.architecture", refused, works},

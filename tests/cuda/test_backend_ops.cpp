@@ -26,7 +26,8 @@ using test::random_floats;
 
 KVC_BACKEND_TEST_CASE("backend ops: matmul on every weight type, decode and prefill tiles, with bias", "[cuda][backend]") {
   const int64_t n_rows = 13, n_cols = 512;  // 13: not a multiple of the rows per GPU block
-  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k}) {
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
+                  DType::iq4_nl, DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k}) {
     const auto w = random_floats(static_cast<size_t>(n_rows * n_cols), 1, 0.05f);
     std::vector<uint8_t> bytes(kernels::row_bytes(t, n_cols) * n_rows);
     for (int64_t r = 0; r < n_rows; ++r) {
@@ -69,7 +70,8 @@ KVC_BACKEND_TEST_CASE("backend ops: matmul on every weight type, decode and pref
 
 KVC_BACKEND_TEST_CASE("backend ops: embed, rmsnorm, silu_mul, add", "[cuda][backend]") {
   const int64_t n_vocab = 40, n_embd = 256;
-  for (DType t : {DType::f32, DType::f16, DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k}) {
+  for (DType t : {DType::f32, DType::f16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl,
+                  DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k}) {
     INFO(be.name() << " " << kernels::dtype_name(t));
     const auto table = random_floats(static_cast<size_t>(n_vocab * n_embd), 4);
     std::vector<uint8_t> bytes(kernels::row_bytes(t, n_embd) * n_vocab);

@@ -25,6 +25,20 @@ using test::random_floats;
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 
+const DType k_quant_types[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl,
+                               DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k};
+
+// Byte offsets of a block's fp16 fields (scales, mins), as quant.h lays them out.
+std::vector<int> half_offsets(DType t) {
+  switch (t) {
+    case DType::q4_1: case DType::q5_1: case DType::q4_k: case DType::q5_k: return {0, 2};
+    case DType::q2_k: return {80, 82};
+    case DType::q3_k: return {108};
+    case DType::q6_k: return {208};
+    default: return {0};
+  }
+}
+
 }  // namespace
 
 TEST_CASE("hd half conversions equal the CPU's on every half and on random floats", "[cuda][kernels]") {
@@ -49,7 +63,8 @@ TEST_CASE("hd half conversions equal the CPU's on every half and on random float
 TEST_CASE("quant_hd: element, chunk and block dequantization equal dequantize_row bit for bit", "[cuda][kernels]") {
   const int64_t n = 1024;  // 4 K-quant blocks, 32 Q8_0/Q4_0 blocks
   const auto x = random_floats(static_cast<size_t>(n), 11, 0.5f);
-  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k, DType::f16, DType::bf16, DType::f32}) {
+  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl, DType::q2_k, DType::q3_k,
+                  DType::q4_k, DType::q5_k, DType::q6_k, DType::f16, DType::bf16, DType::f32}) {
     INFO(kernels::dtype_name(t));
     std::vector<uint8_t> row(kernels::row_bytes(t, n));
     kernels::quantize_row(t, x.data(), row.data(), n);
@@ -75,7 +90,7 @@ TEST_CASE("quant_hd: element, chunk and block dequantization equal dequantize_ro
 
 TEST_CASE("quant_hd: random block bytes (every scale and bit pattern) dequantize as the CPU does", "[cuda][kernels]") {
   std::mt19937 rng(5);
-  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k}) {
+  for (DType t : k_quant_types) {
     INFO(kernels::dtype_name(t));
     const int be = kc::block_elems(t);
     const int bb = kc::block_bytes(t);
@@ -84,9 +99,7 @@ TEST_CASE("quant_hd: random block bytes (every scale and bit pattern) dequantize
     // Keep the f16 scales finite (exponent below 31): everything else is any byte.
     for (int i = 0; i < 64; ++i) {
       uint8_t* b = blocks.data() + static_cast<size_t>(i) * bb;
-      const int d_at = t == DType::q6_k ? 208 : 0;
-      b[d_at + 1] &= 0x7b;
-      if (t == DType::q4_k) b[3] &= 0x7b;
+      for (int at : half_offsets(t)) b[at + 1] &= 0x7b;
     }
     std::vector<float> ref(static_cast<size_t>(be) * 64);
     kernels::dequantize_row(t, blocks.data(), ref.data(), be * 64);
@@ -97,7 +110,7 @@ TEST_CASE("quant_hd: random block bytes (every scale and bit pattern) dequantize
 }
 
 TEST_CASE("quant_hd: dot_block is the dot of the dequantized block within float rounding", "[cuda][kernels]") {
-  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k}) {
+  for (DType t : k_quant_types) {
     INFO(kernels::dtype_name(t));
     const int be = kc::block_elems(t);
     const int n_blocks = 16;

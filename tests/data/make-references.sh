@@ -14,6 +14,7 @@
 #   stories260K.reference.logits.f32   the same for stories260K in float32 (small: 5 x 512)
 #   llama-quantize-<type>.slice.gguf   the first 16 rows of every tensor of tiny-gqa-f16
 #                                 quantized by llama-quantize (its bytes, not ours)
+#   llama-quantize-w320-<type>.slice.gguf   the same for tiny-w320-f16 (its types: the fallbacks)
 # The vocabularies' .inp/.out cases are llama.cpp's own files; this script checks that
 # llama.cpp's test-tokenizer-0 still passes them.
 set -euo pipefail
@@ -105,11 +106,17 @@ done
 echo "== stories260K"
 reference "$data/models/stories260K.gguf" stories260K "$stories_prompt" 100 f32
 
-echo "== llama-quantize's bytes for tiny-gqa-f16"
-for type in q8_0 q4_0 q4_k_m; do
+echo "== llama-quantize's bytes for tiny-gqa-f16 and tiny-w320-f16"
+for type in q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q2_k q3_k_m q4_k_m q5_k_m q6_k; do
   "$bin/llama-quantize" "$work/models/tiny-gqa-f16.gguf" "$work/llama-$type.gguf" "${type^^}" 2 >"$work/quantize.log" 2>&1 ||
     { cat "$work/quantize.log" >&2; exit 1; }
   "$slice" "$work/llama-$type.gguf" "$refs/llama-quantize-$type.slice.gguf" 16
+done
+# The 320-wide model: llama.cpp's fallbacks for rows K-quants cannot hold.
+for type in iq4_nl q2_k q3_k_m q4_k_m q5_k_m q6_k; do
+  "$bin/llama-quantize" "$work/models/tiny-w320-f16.gguf" "$work/llama-w320-$type.gguf" "${type^^}" 2 >"$work/quantize.log" 2>&1 ||
+    { cat "$work/quantize.log" >&2; exit 1; }
+  "$slice" "$work/llama-w320-$type.gguf" "$refs/llama-quantize-w320-$type.slice.gguf" 16
 done
 
 echo "== tokenizer cases (llama.cpp's test-tokenizer-0)"

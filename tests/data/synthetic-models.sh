@@ -35,6 +35,25 @@ models=(
   "tiny-phi3-long-f16   --type f16  --qk-std 0.1  --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 512 --arch phi3 --rope-scale-factor 8 --rope-orig-ctx 64 --window 32"
   "tiny-phi3-long-q8_0  --type q8_0 --qk-std 0.02 --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 512 --arch phi3 --rope-scale-factor 8 --rope-orig-ctx 64 --window 32"
   "tiny-phi3-short-f16  --type f16  --qk-std 0.1  --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 512 --arch phi3 --rope-orig-ctx 1024"
+  # Every other weight type, on stories260K's vocabulary (references of 512 logits a row):
+  # tiny-q has tiny-gqa's shape, so each mix holds its own type (Q2_K with Q3_K / Q4_K /
+  # Q6_K, Q3_K_M with Q4_K / Q5_K, ...); tiny-w320 is 320 wide (MHA, 5 heads of 64, tied
+  # output), rows that K-quants cannot hold: the mixes fall back to Q4_0 / Q5_0 / Q5_1 / Q8_0
+  # there and keep their K-quants in ffn_down (768 columns).
+  "tiny-q-f16      --type f16    --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 768"
+  "tiny-q-q4_1     --type q4_1   --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 768"
+  "tiny-q-q5_0     --type q5_0   --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 768"
+  "tiny-q-q5_1     --type q5_1   --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 768"
+  "tiny-q-iq4_nl   --type iq4_nl --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 768"
+  "tiny-q-q2_k     --type q2_k   --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 768"
+  "tiny-q-q3_k_m   --type q3_k_m --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 768"
+  "tiny-q-q5_k_m   --type q5_k_m --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 768"
+  "tiny-q-q6_k     --type q6_k   --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 768"
+  "tiny-w320-f16    --type f16    --vocab-from=$stories --dim 320 --layers 4 --heads 5 --kv-heads 5 --ffn 768 --tied"
+  "tiny-w320-q2_k   --type q2_k   --vocab-from=$stories --dim 320 --layers 4 --heads 5 --kv-heads 5 --ffn 768 --tied"
+  "tiny-w320-q3_k_m --type q3_k_m --vocab-from=$stories --dim 320 --layers 4 --heads 5 --kv-heads 5 --ffn 768 --tied"
+  "tiny-w320-q4_k_m --type q4_k_m --vocab-from=$stories --dim 320 --layers 4 --heads 5 --kv-heads 5 --ffn 768 --tied"
+  "tiny-w320-q5_k_m --type q5_k_m --vocab-from=$stories --dim 320 --layers 4 --heads 5 --kv-heads 5 --ffn 768 --tied"
   # smollm3: 4 layers, the fourth without rope.
   "tiny-smollm3-f16     --type f16  --qk-std 0.1  --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 512 --arch smollm3"
   "tiny-smollm3-q8_0    --type q8_0 --qk-std 0.02 --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 512 --arch smollm3"

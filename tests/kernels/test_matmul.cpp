@@ -40,8 +40,14 @@ RandomMatrix random_matrix(DType type, int64_t n_rows, int64_t n_cols, std::mt19
   for (int64_t b = 0; b < n_blocks; ++b) {
     const size_t o = static_cast<size_t>(b) * dtype_info(type).block_bytes;
     switch (type) {
-      case DType::q4_0: case DType::q8_0: put(o, f32_to_fp16(scale(rng))); break;
-      case DType::q4_k: put(o, f32_to_fp16(scale(rng))); put(o + 2, f32_to_fp16(scale(rng))); break;
+      case DType::q4_0: case DType::q8_0: case DType::q5_0: case DType::iq4_nl: put(o, f32_to_fp16(scale(rng))); break;
+      case DType::q4_1: case DType::q5_1:  // an offset m of either sign, of a few steps
+        put(o, f32_to_fp16(scale(rng)));
+        put(o + 2, f32_to_fp16(scale(rng) * (byte(rng) % 2 ? 6.0f : -6.0f)));
+        break;
+      case DType::q4_k: case DType::q5_k: put(o, f32_to_fp16(scale(rng))); put(o + 2, f32_to_fp16(scale(rng))); break;
+      case DType::q2_k: put(o + 80, f32_to_fp16(scale(rng))); put(o + 82, f32_to_fp16(scale(rng))); break;
+      case DType::q3_k: put(o + 108, f32_to_fp16(scale(rng))); break;
       case DType::q6_k: put(o + 208, f32_to_fp16(scale(rng))); break;
       case DType::f32: { const float f = value(rng); std::memcpy(m.bytes.data() + o, &f, 4); break; }
       case DType::f16: put(o, f32_to_fp16(value(rng))); break;
@@ -75,15 +81,64 @@ std::vector<Elem> dequantize_row_for_test(DType type, const uint8_t* row, int64_
           set(base + j + 16, hi, std::fabs(hi));
         }
         break;
-      case DType::q4_k: {
+      case DType::q4_1: case DType::q5_1: case DType::q5_0: {
+        // [d][m (not Q5_0)][qh (Q5 only): 4 bytes][qs: 16]; value j: nibble j % 16 of
+        // qs[j % 16] (high for j >= 16), fifth bit j of qh.
+        const bool q5 = type != DType::q4_1, has_m = type != DType::q5_0;
+        const double d = h(blk), m = has_m ? h(blk + 2) : 0.0;
+        const uint8_t* qh = blk + (has_m ? 4 : 2);
+        const uint8_t* qs = qh + (q5 ? 4 : 0);
+        for (int j = 0; j < 32; ++j) {
+          int q = j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4;
+          if (q5) q += 16 * ((qh[j / 8] >> (j % 8)) & 1);
+          if (type == DType::q5_0) q -= 16;
+          set(base + j, d * q + m, std::fabs(d * q) + std::fabs(m));
+        }
+        break;
+      }
+      case DType::iq4_nl: {
+        static constexpr int k_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+        for (int j = 0; j < 32; ++j) {
+          const int q = j < 16 ? blk[2 + j] & 0xF : blk[2 + j - 16] >> 4;
+          const double v = h(blk) * k_levels[q];
+          set(base + j, v, std::fabs(v));
+        }
+        break;
+      }
+      case DType::q2_k: case DType::q3_k: {
+        // Value p = 128 n + 32 j + l: bits 2j+1..2j of qs[32 n + l]; Q3_K: minus 4 unless bit
+        // 4n + j of hmask[l] is set. Sub-block p / 16.
+        const bool q3 = type == DType::q3_k;
+        const uint8_t* qs = blk + (q3 ? 32 : 16);
+        for (int p = 0; p < 256; ++p) {
+          const int half = p / 128, j = (p % 128) / 32, l = p % 32, sub = p / 16;
+          int q = (qs[32 * half + l] >> (2 * j)) & 3;
+          if (q3) {
+            if (!((blk[l] >> (4 * half + j)) & 1)) q -= 4;
+            const uint8_t* s = blk + 96;
+            const int lo = sub < 8 ? s[sub] & 0xF : s[sub - 8] >> 4;
+            const int sc = (lo | (((s[8 + sub % 4] >> (2 * (sub / 4))) & 3) << 4)) - 32;
+            const double v = h(blk + 108) * sc * q;
+            set(base + p, v, std::fabs(v));
+          } else {
+            const double d = h(blk + 80) * (blk[sub] & 0xF), m = h(blk + 82) * (blk[sub] >> 4);
+            set(base + p, d * q - m, std::fabs(d * q) + std::fabs(m));
+          }
+        }
+        break;
+      }
+      case DType::q4_k: case DType::q5_k: {
+        const bool q5 = type == DType::q5_k;
         const double d = h(blk), dmin = h(blk + 2);
         const uint8_t* s = blk + 4;
-        const uint8_t* qs = blk + 16;
+        const uint8_t* qh = blk + 16;
+        const uint8_t* qs = blk + (q5 ? 48 : 16);
         for (int j = 0; j < 8; ++j) {
           const int sc = j < 4 ? s[j] & 63 : (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
           const int m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
           for (int i = 0; i < 32; ++i) {
-            const int q = (j % 2 == 0) ? qs[32 * (j / 2) + i] & 0xF : qs[32 * (j / 2) + i] >> 4;
+            int q = (j % 2 == 0) ? qs[32 * (j / 2) + i] & 0xF : qs[32 * (j / 2) + i] >> 4;
+            if (q5) q += 16 * ((qh[i] >> j) & 1);
             set(base + 32 * j + i, d * sc * q - dmin * m, std::fabs(d * sc * q) + std::fabs(dmin * m));
           }
         }
@@ -118,8 +173,8 @@ std::vector<Elem> dequantize_row_for_test(DType type, const uint8_t* row, int64_
   return out;
 }
 
-bool is_quantized(DType t) { return t == DType::q4_0 || t == DType::q8_0 || t == DType::q4_k || t == DType::q6_k; }
-int64_t act_block(DType t) { return t == DType::q4_k || t == DType::q6_k ? 256 : 32; }
+bool is_quantized(DType t) { return t != DType::f32 && t != DType::f16 && t != DType::bf16; }
+int64_t act_block(DType t) { return dtype_info(t).block_elems == 256 ? 256 : 32; }
 
 // The activation each kernel consumes, rebuilt by the documented rule: per block of 32 (256),
 // amax = max|x|, q = nearest-even(x * (127 / amax)), value = q * (amax / 127). Also the
@@ -159,7 +214,11 @@ double magnitude(const std::vector<Elem>& w, const std::vector<double>& a, size_
   return s;
 }
 
-const DType k_all_types[] = {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k, DType::f32, DType::f16, DType::bf16};
+const DType k_quant_types[] = {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl, DType::q8_0,
+                               DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k};
+const DType k_all_types[] = {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl, DType::q8_0,
+                             DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k,
+                             DType::f32,  DType::f16,  DType::bf16};
 
 }  // namespace
 
@@ -319,8 +378,7 @@ TEST_CASE("prefill (row tiles prepared once) matches the scalar reference on odd
   // that leave a partial row tile; columns with and without a tail after whole four-block
   // groups (Q8_0 form: 96 = tail only, 416 = 3 groups + 1 block) and an odd number of
   // super-blocks (K form: 768 = 3, the mins' single-block step).
-  const DType types[] = {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k};
-  for (DType type : types) {
+  for (DType type : k_quant_types) {
     const std::vector<int64_t> cols = act_block(type) == 256 ? std::vector<int64_t>{256, 768}
                                                              : std::vector<int64_t>{96, 416};
     for (int64_t n_cols : cols)
@@ -337,8 +395,7 @@ TEST_CASE("a token's outputs do not depend on how many tokens share the call", "
   isas.push_back(Isa::scalar);
   std::mt19937 rng(19);
   ThreadPool pool(3);
-  const DType types[] = {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k};
-  for (DType type : types) {
+  for (DType type : k_quant_types) {
     const int64_t n_rows = 13, n_tokens = 9;
     const int64_t n_cols = act_block(type) == 256 ? 768 : 416;
     const RandomMatrix m = random_matrix(type, n_rows, n_cols, rng);
@@ -370,16 +427,22 @@ TEST_CASE("prefill of extreme values keeps integer sums exact", "[kernels]") {
   if (isas.empty()) KVC_SKIP("this CPU has neither AVX2 nor AVX-512 VNNI");
   ThreadPool pool(3);
   const int64_t n_rows = 6, n_cols = 512, n_tokens = 7;
-  const DType types[] = {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k};
-  for (DType type : types) {
+  for (DType type : k_quant_types) {
     std::mt19937 rng(17);
     RandomMatrix m = random_matrix(type, n_rows, n_cols, rng);
     const size_t bb = dtype_info(type).block_bytes;
     for (size_t o = 0; o < m.bytes.size(); o += bb) {
       switch (type) {  // every weight at its largest positive value, the scales at their largest
         case DType::q4_0: std::memset(&m.bytes[o + 2], 0xFF, 16); break;
+        case DType::q4_1: std::memset(&m.bytes[o + 4], 0xFF, 16); break;
+        case DType::q5_0: std::memset(&m.bytes[o + 2], 0xFF, 20); break;
+        case DType::q5_1: std::memset(&m.bytes[o + 4], 0xFF, 20); break;
+        case DType::iq4_nl: std::memset(&m.bytes[o + 2], 0x00, 16); break;  // level -127
         case DType::q8_0: std::memset(&m.bytes[o + 2], 0x7F, 32); break;
+        case DType::q2_k: std::memset(&m.bytes[o], 0xFF, 80); break;
+        case DType::q3_k: std::memset(&m.bytes[o], 0x00, 108); break;  // q = -4, scales -32
         case DType::q4_k: std::memset(&m.bytes[o + 4], 0xFF, 140); break;
+        case DType::q5_k: std::memset(&m.bytes[o + 4], 0xFF, 172); break;
         case DType::q6_k: std::memset(&m.bytes[o], 0xFF, 192); std::memset(&m.bytes[o + 192], 0x7F, 16); break;
         default: break;
       }

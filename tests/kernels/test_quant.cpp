@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/quant.h"
@@ -55,6 +56,45 @@ float q6k_element(const BlockQ6_K& b, int i) {
   const int hi = (b.qh[32 * h + l] / (1 << (2 * k))) % 4;
   const int sc = b.scales[8 * h + 2 * k + l / 16];
   return fp16_to_f32(b.d) * static_cast<float>(sc) * static_cast<float>(lo + 16 * hi - 32);
+}
+
+// Element i of a Q4_1 / Q5_0 / Q5_1 block: nibble i % 16 of qs[i % 16] (high for i >= 16),
+// the fifth bit bit i % 8 of qh[i / 8].
+template <typename Block>
+float q5_element(const Block& b, int i) {
+  int q = i < 16 ? b.qs[i] % 16 : b.qs[i - 16] / 16;
+  if constexpr (!std::is_same_v<Block, BlockQ4_1>) q += 16 * ((b.qh[i / 8] >> (i % 8)) % 2);
+  if constexpr (std::is_same_v<Block, BlockQ5_0>) {
+    return static_cast<float>(q - 16) * fp16_to_f32(b.d);
+  } else {
+    return static_cast<float>(q) * fp16_to_f32(b.d) + fp16_to_f32(b.m);
+  }
+}
+
+// Element i of a Q2_K / Q3_K block: quarter k = (i % 128) / 32 of half h = i / 128, lane
+// l = i % 32; 2 bits at 2k of qs[32h + l]; Q3_K's third bit is bit 4h + k of hmask[l].
+float q2k_element(const BlockQ2_K& b, int i) {
+  const int h = i / 128, k = (i % 128) / 32, l = i % 32;
+  const int q = (b.qs[32 * h + l] >> (2 * k)) % 4;
+  const int sc = b.scales[i / 16] % 16, m = b.scales[i / 16] / 16;
+  return fp16_to_f32(b.d) * static_cast<float>(sc) * static_cast<float>(q) - fp16_to_f32(b.dmin) * static_cast<float>(m);
+}
+float q3k_element(const BlockQ3_K& b, int i) {
+  const int h = i / 128, k = (i % 128) / 32, l = i % 32, j = i / 16;
+  const int q = (b.qs[32 * h + l] >> (2 * k)) % 4 - ((b.hmask[l] >> (4 * h + k)) % 2 ? 0 : 4);
+  const int lo = j < 8 ? b.scales[j] % 16 : b.scales[j - 8] / 16;
+  const int hi = (b.scales[8 + j % 4] >> (2 * (j / 4))) % 4;
+  return fp16_to_f32(b.d) * static_cast<float>(lo + 16 * hi - 32) * static_cast<float>(q);
+}
+// Q5_K: Q4_K's element plus 16 * bit (i / 32) of qh[i % 32].
+float q5k_element(const BlockQ5_K& b, int i) {
+  const int j = i / 32;
+  const uint8_t byte = b.qs[32 * (j / 2) + i % 32];
+  const int q = ((j % 2 == 0) ? byte % 16 : byte / 16) + 16 * ((b.qh[i % 32] >> j) % 2);
+  int sc, m;
+  q4k_scale_min(b.scales, j, sc, m);
+  return fp16_to_f32(b.d) * static_cast<float>(sc) * static_cast<float>(q) -
+         fp16_to_f32(b.dmin) * static_cast<float>(m);
 }
 
 std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
@@ -244,6 +284,145 @@ TEST_CASE("Q6_K random blocks match the element formula", "[kernels]") {
   }
 }
 
+TEST_CASE("Q4_1, Q5_0 and Q5_1 hand-built blocks: nibbles, fifth bits from qh and the offset m", "[kernels]") {
+  BlockQ5_1 b{};
+  b.d = k_half_two;
+  b.m = k_half_0_5;
+  for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  b.qh[0] = 0x01;  // value 0: + 16
+  b.qh[2] = 0x80;  // value 23 (bit 23): + 16
+  auto y = dequant(DType::q5_1, &b, 32);
+  for (int j = 0; j < 32; ++j) {
+    const int q = (j < 16 ? j : 31 - j) + (j == 0 || j == 23 ? 16 : 0);
+    INFO("value " << j);
+    REQUIRE(y[j] == 2.0f * static_cast<float>(q) + 0.5f);
+  }
+  BlockQ5_0 c{};
+  c.d = k_half_one;
+  std::memcpy(c.qs, b.qs, 16);
+  std::memcpy(c.qh, b.qh, 4);
+  y = dequant(DType::q5_0, &c, 32);
+  for (int j = 0; j < 32; ++j) REQUIRE(y[j] == static_cast<float>((j < 16 ? j : 31 - j) + (j == 0 || j == 23 ? 16 : 0) - 16));
+  BlockQ4_1 e{};
+  e.d = k_half_two;
+  e.m = f32_to_fp16(-3.0f);
+  std::memcpy(e.qs, b.qs, 16);
+  y = dequant(DType::q4_1, &e, 32);
+  for (int j = 0; j < 32; ++j) REQUIRE(y[j] == 2.0f * static_cast<float>(j < 16 ? j : 31 - j) - 3.0f);
+}
+
+TEST_CASE("IQ4_NL hand-built block: each nibble picks one of the 16 fixed levels", "[kernels]") {
+  const int levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  BlockIQ4_NL b{};
+  b.d = k_half_0_5;
+  for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  const auto y = dequant(DType::iq4_nl, &b, 32);
+  for (int j = 0; j < 16; ++j) {
+    REQUIRE(y[j] == 0.5f * static_cast<float>(levels[j]));
+    REQUIRE(y[j + 16] == 0.5f * static_cast<float>(levels[15 - j]));
+  }
+}
+
+TEST_CASE("Q2_K, Q3_K and Q5_K hand-built blocks: the bit positions the format describes", "[kernels]") {
+  BlockQ2_K b2{};
+  b2.d = k_half_one;
+  b2.dmin = k_half_0_5;
+  for (int s = 0; s < 16; ++s) b2.scales[s] = static_cast<uint8_t>((s % 15 + 1) | ((s % 4) << 4));
+  b2.qs[32 + 7] = 0x30;  // value 128 + 64 + 7 = 199 (half 1, quarter 2): q = 3
+  auto y = dequant(DType::q2_k, &b2, 256);
+  for (int i = 0; i < 256; ++i) {
+    const int s = i / 16;
+    INFO("Q2_K value " << i);
+    REQUIRE(y[i] == static_cast<float>(s % 15 + 1) * (i == 199 ? 3.0f : 0.0f) - 0.5f * static_cast<float>(s % 4));
+  }
+  BlockQ3_K b3{};
+  b3.d = k_half_one;
+  b3.scales[3] = 0x05;   // scale 3: low bits 5
+  b3.scales[11] = 0x02;  // scale 3: high bits 2 (bits 1..0 of byte 8 + 3) -> 37 - 32 = 5
+  b3.scales[5] = 0x40;   // scale 13: low bits 4 (high nibble of byte 5)
+  b3.scales[9] = 0xC0;   // scale 13: high bits 3 (bits 7..6 of byte 8 + 1) -> 52 - 32 = 20
+  std::memset(b3.hmask, 0xFF, 32);  // every q = low bits, no -4
+  b3.qs[18] = 0x0C;      // value 32 + 18 = 50 (half 0, quarter 1; sub-block 3): low bits 3
+  b3.hmask[23] = 0xBF;   // value 128 + 64 + 23 = 215 (bit 4 + 2 clear; sub-block 13): q = 0 - 4
+  y = dequant(DType::q3_k, &b3, 256);
+  for (int i = 0; i < 256; ++i) {
+    const int s = i / 16;
+    const float sc = s == 3 ? 5.0f : s == 13 ? 20.0f : -32.0f;
+    const float q = i == 50 ? 3.0f : i == 215 ? -4.0f : 0.0f;
+    INFO("Q3_K value " << i);
+    REQUIRE(y[i] == sc * q);
+  }
+  BlockQ5_K b5{};
+  b5.d = k_half_one;
+  b5.scales[2] = 2;      // sub-block 2: scale 2, min 0
+  b5.qs[64 + 9] = 0x03;  // value 128 + 9 (sub-block 4, low nibble of group 2): 3
+  b5.qh[9] = 0x14;       // bit 2: value 64 + 9 (sub-block 2) + 16; bit 4: value 137 + 16
+  b5.scales[8] = 0x01;   // sub-block 4: scale 1 (low 4 bits of byte 8), min 0
+  y = dequant(DType::q5_k, &b5, 256);
+  for (int i = 0; i < 256; ++i) {
+    const float expected = i == 73 ? 2.0f * 16.0f : i == 137 ? 1.0f * 19.0f : 0.0f;
+    INFO("Q5_K value " << i);
+    REQUIRE(y[i] == expected);
+  }
+}
+
+TEST_CASE("Q4_1, Q5_0, Q5_1, Q2_K, Q3_K and Q5_K random blocks match the element formula", "[kernels]") {
+  const int n = 16;
+  auto check = [&](auto blocks, DType t, auto element, auto fix) {
+    auto bytes = random_bytes(sizeof(blocks[0]) * n, 13 + static_cast<uint32_t>(t));
+    std::memcpy(blocks.data(), bytes.data(), bytes.size());
+    for (int i = 0; i < n; ++i) fix(blocks[static_cast<size_t>(i)], i);
+    const int be = static_cast<int>(dtype_info(t).block_elems);
+    const auto y = dequant(t, blocks.data(), n * be);
+    for (int b = 0; b < n; ++b) {
+      for (int i = 0; i < be; ++i) {
+        INFO(dtype_name(t) << " block " << b << " value " << i);
+        REQUIRE(y[static_cast<size_t>(b * be + i)] == Approx(element(blocks[static_cast<size_t>(b)], i)).margin(1e-6));
+      }
+    }
+  };
+  auto scale = [](int i) { return f32_to_fp16(0.01f * static_cast<float>(i + 1)); };
+  check(std::vector<BlockQ4_1>(n), DType::q4_1, q5_element<BlockQ4_1>, [&](BlockQ4_1& b, int i) { b.d = scale(i); b.m = scale(i + 3); });
+  check(std::vector<BlockQ5_0>(n), DType::q5_0, q5_element<BlockQ5_0>, [&](BlockQ5_0& b, int i) { b.d = scale(i); });
+  check(std::vector<BlockQ5_1>(n), DType::q5_1, q5_element<BlockQ5_1>, [&](BlockQ5_1& b, int i) { b.d = scale(i); b.m = scale(i + 5); });
+  check(std::vector<BlockQ2_K>(n), DType::q2_k, q2k_element, [&](BlockQ2_K& b, int i) { b.d = scale(i); b.dmin = scale(i + 1); });
+  check(std::vector<BlockQ3_K>(n), DType::q3_k, q3k_element, [&](BlockQ3_K& b, int i) { b.d = scale(i); });
+  check(std::vector<BlockQ5_K>(n), DType::q5_k, q5k_element, [&](BlockQ5_K& b, int i) { b.d = scale(i); b.dmin = scale(i + 2); });
+}
+
+TEST_CASE("Q5_0 quantizer follows llama.cpp: the largest magnitude maps to level 0 of 32", "[kernels]") {
+  std::vector<float> x(32, 0.0f);
+  x[3] = -8.0f;   // largest magnitude, negative: d = 0.5
+  x[4] = 8.0f;    // its opposite lies one step past level 31 and saturates
+  x[5] = 1.0f;    // exactly 2 steps: level 18
+  x[20] = 0.25f;  // half a step: rounds up to level 17
+  BlockQ5_0 b{};
+  quantize_row(DType::q5_0, x.data(), &b, 32);
+  REQUIRE(fp16_to_f32(b.d) == 0.5f);
+  const auto y = dequant(DType::q5_0, &b, 32);
+  REQUIRE(y[3] == -8.0f);
+  REQUIRE(y[4] == 7.5f);
+  REQUIRE(y[5] == 1.0f);
+  REQUIRE(y[20] == 0.5f);
+  REQUIRE(y[0] == 0.0f);
+}
+
+TEST_CASE("Q4_1 and Q5_1 quantizers follow llama.cpp: the block's minimum is m, its range 15 or 31 steps", "[kernels]") {
+  std::vector<float> x(32, 1.0f);
+  x[7] = -2.0f;  // the minimum
+  x[9] = 13.0f;  // the maximum: range 15
+  BlockQ4_1 b4{};
+  quantize_row(DType::q4_1, x.data(), &b4, 32);
+  REQUIRE(fp16_to_f32(b4.d) == 1.0f);
+  REQUIRE(fp16_to_f32(b4.m) == -2.0f);
+  REQUIRE(dequant(DType::q4_1, &b4, 32) == x);  // every value lies on the grid
+  x[9] = 29.0f;  // range 31
+  BlockQ5_1 b5{};
+  quantize_row(DType::q5_1, x.data(), &b5, 32);
+  REQUIRE(fp16_to_f32(b5.d) == 1.0f);
+  REQUIRE(dequant(DType::q5_1, &b5, 32) == x);
+}
+
 TEST_CASE("Q4_0 quantizer follows llama.cpp: the largest magnitude maps to level 0", "[kernels]") {
   std::vector<float> x(32, 0.0f);
   x[3] = -5.0f;    // largest magnitude, negative: d = 0.625
@@ -386,12 +565,98 @@ TEST_CASE("Quantize round trips stay within each format's step", "[kernels]") {
   }
 }
 
+TEST_CASE("Round trips of Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K and Q5_K stay within each format's step", "[kernels]") {
+  const int64_t n = 256 * 8;
+  const double eps16 = std::ldexp(1.0, -10);  // relative fp16 rounding of a stored scale, with margin
+  auto range_of = [](const float* b, int len) {
+    double lo = 0, hi = 0;
+    for (int l = 0; l < len; ++l) {
+      lo = std::fmin(lo, static_cast<double>(b[l]));
+      hi = std::fmax(hi, static_cast<double>(b[l]));
+    }
+    return std::pair{lo, hi};
+  };
+  for (Dist dist : {Dist::normal, Dist::uniform, Dist::zero, Dist::outliers, Dist::constant, Dist::positive}) {
+    INFO("distribution " << dist_name(dist));
+    const auto x = make_data(dist, n, 17 + static_cast<uint32_t>(dist));
+    // Q4_1 / Q5_1: half a step of the min/max grid, plus fp16 rounding of d (times the level)
+    // and of m.
+    for (const auto& [t, top] : {std::pair{DType::q4_1, 15}, {DType::q5_1, 31}}) {
+      INFO(dtype_name(t));
+      CHECK(worst_ratio(x, round_trip(t, x), 32, [&, top = top](const float* b, int) {
+              float lo = b[0], hi = b[0];
+              for (int l = 1; l < 32; ++l) lo = std::fmin(lo, b[l]), hi = std::fmax(hi, b[l]);
+              const double d = (static_cast<double>(hi) - static_cast<double>(lo)) / top;
+              return d * (0.5 + top * eps16) + std::fabs(static_cast<double>(lo)) * eps16 + 1e-30;
+            }) <= 1.0);
+    }
+    // Q5_0: one step amax / 16 (the opposite of the maximum saturates at level 31).
+    CHECK(worst_ratio(x, round_trip(DType::q5_0, x), 32, [&](const float* b, int) {
+            return amax_d(b, 32) / 16.0 * (1.0 + 16 * eps16) + 1e-30;
+          }) <= 1.0);
+    // IQ4_NL: the scale search may clip the largest value a little; the widest gap between
+    // levels is 24 of 127, so every value stays within a fifth of the block's largest.
+    CHECK(worst_ratio(x, round_trip(DType::iq4_nl, x), 32, [&](const float* b, int) { return amax_d(b, 32) * 0.2 + 1e-30; }) <= 1.0);
+    // Q5_K: Q4_K's bound with 31 steps per sub-block.
+    CHECK(worst_ratio(x, round_trip(DType::q5_k, x), 256, [&](const float* b, int i) {
+            double h_max = 0, m_max = 0, h_own = 0;
+            for (int j = 0; j < 8; ++j) {
+              const auto [lo, hi] = range_of(b + 32 * j, 32);
+              h_max = std::fmax(h_max, (hi - lo) / 31);
+              m_max = std::fmax(m_max, -lo);
+              if (j == i / 32) h_own = (hi - lo) / 31;
+            }
+            return h_own + 31 * (h_max * 1.1 / 63) / 2 + (m_max / 63) / 2 + 1e-30;
+          }) <= 1.0);
+    // Q2_K: 3 steps per sub-block of 16 and 4-bit scales and mins, each possibly one step
+    // off their nearest (the refinement): the sub-block's own step plus one scale step times
+    // the top level and one min step.
+    CHECK(worst_ratio(x, round_trip(DType::q2_k, x), 256, [&](const float* b, int i) {
+            double h_max = 0, m_max = 0, h_own = 0;
+            for (int j = 0; j < 16; ++j) {
+              const auto [lo, hi] = range_of(b + 16 * j, 16);
+              h_max = std::fmax(h_max, (hi - lo) / 3);
+              m_max = std::fmax(m_max, -lo);
+              if (j == i / 16) h_own = (hi - lo) / 3;
+            }
+            return h_own + 3 * 1.5 * (h_max * 1.1 / 15) + 1.5 * (m_max * 1.1 / 15) + 1e-30;
+          }) <= 1.0);
+    // Q3_K: levels -4..3 per sub-block of 16, 6-bit signed scales against the largest.
+    CHECK(worst_ratio(x, round_trip(DType::q3_k, x), 256, [&](const float* b, int i) {
+            const double s_own = amax_d(b + 16 * (i / 16), 16) / 3.0;
+            const double s_max = amax_d(b, 256) / 3.0;
+            return s_own + 4 * 1.5 * (s_max * 1.1 / 32) + 1e-30;
+          }) <= 1.0);
+    if (dist == Dist::normal || dist == Dist::uniform) {
+      // Typical quality on smooth data (measured on normal data: Q4_1 0.078, Q5_0 0.043,
+      // Q5_1 0.038, IQ4_NL 0.075, Q5_K 0.035, Q3_K 0.144, Q2_K 0.258).
+      INFO("rel RMS: Q4_1 " << rel_rms(x, round_trip(DType::q4_1, x)) << " Q5_0 " << rel_rms(x, round_trip(DType::q5_0, x))
+                            << " Q5_1 " << rel_rms(x, round_trip(DType::q5_1, x)) << " IQ4_NL "
+                            << rel_rms(x, round_trip(DType::iq4_nl, x)) << " Q5_K " << rel_rms(x, round_trip(DType::q5_k, x))
+                            << " Q3_K " << rel_rms(x, round_trip(DType::q3_k, x)) << " Q2_K "
+                            << rel_rms(x, round_trip(DType::q2_k, x)));
+      CHECK(rel_rms(x, round_trip(DType::q4_1, x)) < 0.10);
+      CHECK(rel_rms(x, round_trip(DType::q5_0, x)) < 0.05);
+      CHECK(rel_rms(x, round_trip(DType::q5_1, x)) < 0.05);
+      CHECK(rel_rms(x, round_trip(DType::iq4_nl, x)) < 0.09);
+      CHECK(rel_rms(x, round_trip(DType::q5_k, x)) < 0.045);
+      CHECK(rel_rms(x, round_trip(DType::q3_k, x)) < 0.18);
+      CHECK(rel_rms(x, round_trip(DType::q2_k, x)) < 0.32);
+    }
+    if (dist == Dist::zero) {
+      for (DType t : {DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl, DType::q2_k, DType::q3_k, DType::q5_k})
+        CHECK(round_trip(t, x) == x);
+    }
+  }
+}
+
 TEST_CASE("Quantizers survive NaN and Inf and keep the finite values", "[kernels]") {
   auto x = make_data(Dist::uniform, 256, 9);  // values in (-3, 3)
   x[1] = std::numeric_limits<float>::quiet_NaN();
   x[40] = std::numeric_limits<float>::infinity();
   x[77] = -std::numeric_limits<float>::infinity();
-  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k, DType::q8_k}) {
+  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl, DType::q2_k,
+                  DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k, DType::q8_k}) {
     INFO(dtype_name(t));
     const int block = static_cast<int>(dtype_info(t).block_elems);
     auto block_amax = [&](int i) {
@@ -404,8 +669,9 @@ TEST_CASE("Quantizers survive NaN and Inf and keep the finite values", "[kernels
     const auto y = round_trip(t, x);
     for (size_t i = 0; i < y.size(); ++i) REQUIRE(std::isfinite(y[i]));
     // NaN becomes 0 and +-Inf its block's largest finite magnitude, each within one step of
-    // the coarsest format here (Q4_0: 3 / 8).
-    const float tol = 3.0f / 8.0f * 1.01f;
+    // the format (on (-3, 3): Q2_K's 3 steps of up to 2, Q3_K's of ~ 3 / 4 (-4..3), the
+    // 4-bit ones' 3 / 8).
+    const float tol = t == DType::q2_k ? 1.5f : t == DType::q3_k ? 1.0f : 3.0f / 8.0f * 1.01f;
     REQUIRE(std::fabs(y[1]) <= tol);
     REQUIRE(std::fabs(y[40] - block_amax(40)) <= tol);
     REQUIRE(std::fabs(y[77] + block_amax(77)) <= tol);
@@ -417,9 +683,11 @@ TEST_CASE("Quantizers survive NaN and Inf and keep the finite values", "[kernels
 }
 
 TEST_CASE("can_quantize_to covers every implemented type", "[kernels]") {
-  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k,
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
+                  DType::q5_1, DType::iq4_nl, DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k,
                   DType::q8_k}) {
     REQUIRE(can_quantize_to(t));
   }
-  REQUIRE_FALSE(can_quantize_to(static_cast<DType>(3)));  // Q4_1: not implemented
+  REQUIRE_FALSE(can_quantize_to(static_cast<DType>(9)));   // Q8_1: not implemented
+  REQUIRE_FALSE(can_quantize_to(static_cast<DType>(23)));  // IQ4_XS: not implemented
 }

@@ -39,6 +39,14 @@ TEST_CASE("dtype geometry matches the GGUF definitions", "[kernels]") {
   REQUIRE(row_bytes(DType::q8_0, 4096) == 4096 / 32 * 34);
   REQUIRE(row_bytes(DType::q4_k, 4096) == 4096 / 256 * 144);
   REQUIRE(row_bytes(DType::q6_k, 4096) == 4096 / 256 * 210);
+  REQUIRE(row_bytes(DType::q4_1, 4096) == 4096 / 32 * 20);
+  REQUIRE(row_bytes(DType::q5_0, 4096) == 4096 / 32 * 22);
+  REQUIRE(row_bytes(DType::q5_1, 4096) == 4096 / 32 * 24);
+  REQUIRE(row_bytes(DType::iq4_nl, 4096) == 4096 / 32 * 18);
+  REQUIRE(row_bytes(DType::q2_k, 4096) == 4096 / 256 * 84);
+  REQUIRE(row_bytes(DType::q3_k, 4096) == 4096 / 256 * 110);
+  REQUIRE(row_bytes(DType::q5_k, 4096) == 4096 / 256 * 176);
   REQUIRE(row_bytes(DType::f16, 10) == 20);
-  REQUIRE(dtype_info(7u) == nullptr);  // Q5_1 is not implemented
+  REQUIRE(dtype_info(9u) == nullptr);   // Q8_1 is not implemented
+  REQUIRE(dtype_info(23u) == nullptr);  // nor IQ4_XS
 }
