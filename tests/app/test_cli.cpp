@@ -110,6 +110,52 @@ TEST_CASE("cli: every command has --help", "[app]") {
   CHECK_THAT(v.out, Catch::StartsWith("kvchat-cli "));
 }
 
+TEST_CASE("cli: quantize writes every file type, and each result generates and stays near the F16 logits", "[app][e2e]") {
+  // 320 columns: the K-quant mixes take their legacy fallbacks in most rows (ffn_down, 768
+  // columns, keeps the K-quant), as files of Qwen2.5-0.5B-sized models do.
+  kvc::test::TempDir tmp;
+  const auto f16 = tmp.file("m-f16.gguf");
+  auto mk = cli("mkmodel -o " + quoted(f16) + " --type f16 --dim 320 --layers 2 --heads 5 --kv-heads 1 --ffn 768 --vocab 600 -q", tmp);
+  INFO(mk.err);
+  REQUIRE(mk.exit_code == 0);
+  auto ref = cli("logits -m " + quoted(f16) + " -p 'hello memory' -o " + quoted(tmp.file("ref.f32")) + " -q", tmp);
+  REQUIRE(ref.exit_code == 0);
+  const auto lr = kvc::test::read_f32_file(tmp.file("ref.f32"));
+  // Relative RMS change of the logits from each type's weight noise on a random 2-layer model,
+  // measured: Q2_K 0.20, Q3_K_M 0.16, Q4_K_M 0.105, Q5_K_M 0.096 (its Q5_1 fallbacks), Q6_K
+  // 0.021, Q4_1 0.19, Q5_0 0.108, Q5_1 0.099, IQ4_NL 0.16; bounds 1.5x those. A wrong layout
+  // gives about 1.
+  const std::pair<const char*, double> types[] = {{"q2_k", 0.3},    {"q3_k_m", 0.25}, {"q4_k_m", 0.16}, {"q5_k_m", 0.15},
+                                                  {"q6_k", 0.04},   {"q4_1", 0.3},    {"q5_0", 0.16},   {"q5_1", 0.15},
+                                                  {"iq4_nl", 0.24}, {"Q3_K", 0.25}};
+  for (const auto& [type, bound] : types) {
+    INFO(type);
+    const auto out = tmp.file(std::string("m-") + type + ".gguf");
+    auto qz = cli("quantize " + quoted(f16) + " " + quoted(out) + " " + type + " -q", tmp);
+    INFO(qz.err);
+    REQUIRE(qz.exit_code == 0);
+    auto lg = cli("logits -m " + quoted(out) + " -p 'hello memory' -o " + quoted(tmp.file("q.f32")) + " -q", tmp);
+    REQUIRE(lg.exit_code == 0);
+    const auto lq = kvc::test::read_f32_file(tmp.file("q.f32"));
+    REQUIRE(lq.size() == lr.size());
+    double d2 = 0, s2 = 0;
+    for (size_t i = 0; i < lr.size(); ++i) {
+      const double d = static_cast<double>(lq[i]) - static_cast<double>(lr[i]);
+      d2 += d * d;
+      s2 += static_cast<double>(lr[i]) * static_cast<double>(lr[i]);
+    }
+    INFO("relative RMS change " << std::sqrt(d2 / s2));
+    CHECK(std::sqrt(d2 / s2) < bound);
+    CHECK(std::sqrt(d2 / s2) > 0.0);
+    auto gen = cli("generate -m " + quoted(out) + " -p 'hello' -n 4 --temp 0", tmp);
+    INFO(gen.err);
+    CHECK(gen.exit_code == 0);
+  }
+  auto bad = cli("quantize " + quoted(f16) + " " + quoted(tmp.file("x.gguf")) + " q3_k_s -q", tmp);
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.err.find("q3_k_m") != std::string::npos);  // the message lists the types there are
+}
+
 TEST_CASE("cli: mkmodel, quantize, then logits and chat on the result", "[app][e2e]") {
   kvc::test::TempDir tmp;
   const auto f32 = tmp.file("m-f32.gguf"), q8 = tmp.file("m-q8.gguf");

@@ -420,6 +420,51 @@ TEST_CASE("a token's outputs do not depend on how many tokens share the call", "
   }
 }
 
+TEST_CASE("with power-of-two scales and integer activations every SIMD variant equals the scalar reference bit for bit", "[kernels]") {
+  // Weight scales and mins of 2^-12 and activations that quantize to themselves (integers in
+  // [-8, 8] with one +-127 per block, so d = 1) make every float operation of every kernel
+  // exact: the outputs then differ only if an integer sum does. One super-block (K form) or
+  // three blocks (Q8_0 form) keep the sums below 2^24 of their granularity.
+  const std::vector<Isa> isas = simd_isas();
+  if (isas.empty()) KVC_SKIP("this CPU has neither AVX2 nor AVX-512 VNNI");
+  ThreadPool pool(2);
+  const uint16_t pow2 = f32_to_fp16(1.0f / 4096.0f), neg_pow2 = f32_to_fp16(-1.0f / 4096.0f);
+  for (DType type : k_quant_types) {
+    std::mt19937 rng(29);
+    const int64_t n_rows = 7, n_cols = act_block(type) == 256 ? 256 : 96;
+    RandomMatrix m = random_matrix(type, n_rows, n_cols, rng);
+    const size_t bb = dtype_info(type).block_bytes;
+    auto put = [&](size_t off, uint16_t h) { std::memcpy(m.bytes.data() + off, &h, 2); };
+    for (size_t o = 0; o < m.bytes.size(); o += bb) {
+      switch (type) {
+        case DType::q4_1: case DType::q5_1: put(o, pow2); put(o + 2, (o / bb) % 2 ? pow2 : neg_pow2); break;
+        case DType::q4_k: case DType::q5_k: put(o, pow2); put(o + 2, pow2); break;
+        case DType::q2_k: put(o + 80, pow2); put(o + 82, pow2); break;
+        case DType::q3_k: put(o + 108, pow2); break;
+        case DType::q6_k: put(o + 208, pow2); break;
+        default: put(o, pow2); break;  // Q4_0, Q5_0, IQ4_NL, Q8_0: d first
+      }
+    }
+    for (int64_t n_tokens : {1, 3, 5, 11}) {  // decode tiles and prefill tiles
+      std::uniform_int_distribution<int> small(-8, 8);
+      std::vector<float> x(static_cast<size_t>(n_cols * n_tokens));
+      for (auto& v : x) v = static_cast<float>(small(rng));
+      for (size_t b = 0; b < x.size(); b += static_cast<size_t>(act_block(type))) x[b + 5] = (b / 7) % 2 ? 127.0f : -127.0f;
+      std::vector<float> ref(static_cast<size_t>(n_rows * n_tokens));
+      matmul_reference(m.view(), x.data(), n_tokens, ref.data());
+      for (Isa isa : isas) {
+        INFO(dtype_name(type) << " " << isa_name(isa) << " tokens " << n_tokens);
+        std::vector<float> y(ref.size(), std::nanf(""));
+        matmul_isa(isa, m.view(), x.data(), n_tokens, y.data(), pool);
+        for (size_t i = 0; i < y.size(); ++i) {
+          INFO("output " << i << " simd " << y[i] << " scalar " << ref[i]);
+          REQUIRE(std::memcmp(&y[i], &ref[i], sizeof(float)) == 0);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("prefill of extreme values keeps integer sums exact", "[kernels]") {
   // All weights and activations at the ends of their ranges, where an int16 step would
   // saturate first: the largest |dot| each lane can hold.
