@@ -107,11 +107,7 @@ TEST_CASE("stories260K: greedy continuation reproduces the 100 reference tokens"
   REQUIRE(greedy.size() == 100);
   auto s = model::Session::create(*l.m, 256);
   REQUIRE(s.ok());
-  model::GenerateOptions opt;
-  opt.max_tokens = 100;
-  opt.sampling.temperature = 0;
-  opt.sampling.repeat_penalty = 1.0f;
-  opt.stop_at_eog = false;
+  const model::GenerateOptions opt = test::greedy_options(100);
   auto r = model::generate(*s, prompt, opt);
   REQUIRE(r.ok());
   CHECK(r->tokens == greedy);
@@ -134,11 +130,7 @@ TEST_CASE("stories260K: INT8 K and V keep the 100 reference tokens", "[core][e2e
   CHECK(s->cache().layout().group == 8);
   CHECK(s->cache().layout().k_type == kernels::KvType::q8);
   CHECK(s->cache().layout().v_type == kernels::KvType::q8);
-  model::GenerateOptions opt;
-  opt.max_tokens = 100;
-  opt.sampling.temperature = 0;
-  opt.sampling.repeat_penalty = 1.0f;
-  opt.stop_at_eog = false;
+  const model::GenerateOptions opt = test::greedy_options(100);
   auto r = model::generate(*s, prompt, opt);
   REQUIRE(r.ok());
   CHECK(r->tokens == greedy);

@@ -93,11 +93,7 @@ TEST_CASE("cuda e2e: stories260K greedy continuation reproduces the 100 referenc
   const auto greedy = to_i32(test::read_reference_ids(test::reference_path("stories260K.reference.txt"), "greedy"));
   auto s = model::Session::create(*l.m, 256);
   REQUIRE(s.ok());
-  model::GenerateOptions opt;
-  opt.max_tokens = 100;
-  opt.sampling.temperature = 0;
-  opt.sampling.repeat_penalty = 1.0f;
-  opt.stop_at_eog = false;
+  const model::GenerateOptions opt = test::greedy_options(100);
   auto r = model::generate(*s, prompt, opt);
   REQUIRE(r.ok());
   CHECK(r->tokens == greedy);

@@ -61,6 +61,15 @@ std::vector<float> read_f16_file(const std::filesystem::path& path) {
   return v;
 }
 
+model::GenerateOptions greedy_options(int max_tokens) {
+  model::GenerateOptions opt;
+  opt.max_tokens = max_tokens;
+  opt.sampling.temperature = 0;
+  opt.sampling.repeat_penalty = 1.0f;
+  opt.stop_at_eog = false;
+  return opt;
+}
+
 std::vector<float> ReferenceLogits::same_rows(std::span<const float> all, int64_t n_vocab) const {
   std::vector<float> out;
   out.reserve(rows.size() * static_cast<size_t>(n_vocab));

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/model/session.h"
+
 namespace kvc::test {
 
 // tests/data in the source tree: committed fixtures (see its README.md).
@@ -46,6 +48,10 @@ std::vector<int> read_reference_ids(const std::filesystem::path& path, const std
     WARN("kvc-test-skipped: " << reason);                \
     return;                                              \
   } while (false)
+
+// Greedy decoding of exactly max_tokens tokens (no repeat penalty, end-of-generation tokens do
+// not stop it): how the reference continuations were made.
+model::GenerateOptions greedy_options(int max_tokens);
 
 // n samples of N(0, scale^2) from a fixed seed.
 std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f);
