@@ -1,9 +1,9 @@
 // What the views draw (an immutable snapshot of the app) and what they may ask for (commands).
 //
 // The views never touch the model, the engine or the disk: each frame they read the latest
-// AppSnapshot and push commands through AppCommands, which only queue work (DESIGN.md §7).
-// Today the chat controller in app/gui fills the snapshot from a model::Session; the paged
-// KV engine will fill the same structs (MemoryState::tiers is its seam).
+// AppSnapshot and push commands through AppCommands, which only queue work
+// (docs/ARCHITECTURE.md §9). The chat controller in app/gui fills the snapshot; its memory
+// part comes from the engine's KV cache through app/gui's MemoryFeed (§3.8 there).
 #pragma once
 
 #include <cstdint>
