@@ -1,4 +1,4 @@
-// How one user turn extends a conversation's append-only token stream (shared by the CLI chat and the GUI).
+// How one user turn extends a conversation's append-only token stream (the GUI, the CLI chat, the server).
 #pragma once
 
 #include <cstdint>
