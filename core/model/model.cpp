@@ -393,9 +393,10 @@ std::string Model::weight_type_summary() const {
   return s;
 }
 
-kv::BlockKey kv_fingerprint(const Model& m, const kernels::KvBlockLayout& layout) {
+kv::BlockKey kv_fingerprint(const Model& m, const kernels::KvBlockLayout& layout, int64_t version) {
   const ModelConfig& c = m.config();
-  // Little-endian words: layout geometry, formats and their group, then rope settings.
+  // Little-endian words: layout geometry, formats and their group, then rope settings, then
+  // the values version (absent for version 0, whose builds hashed only what precedes it).
   // (The weights fingerprint already covers every tensor: Q/K norms and rope_freqs too.)
   const int64_t words[] = {layout.n_layer,       layout.n_kv_head,  layout.head_dim, layout.block_tokens,
                            static_cast<int64_t>(layout.k_type), static_cast<int64_t>(layout.v_type),
@@ -405,10 +406,12 @@ kv::BlockKey kv_fingerprint(const Model& m, const kernels::KvBlockLayout& layout
                            c.rope_long ? 1 : 0,  c.no_rope_every};
   const double reals[] = {static_cast<double>(c.rope.freq_base), static_cast<double>(c.rope.freq_scale),
                           static_cast<double>(c.rope.attn_factor)};
-  uint8_t bytes[sizeof words + sizeof reals];
+  uint8_t bytes[sizeof words + sizeof reals + sizeof version];
   std::memcpy(bytes, words, sizeof words);
   std::memcpy(bytes + sizeof words, reals, sizeof reals);
-  return kv::hash_bytes({bytes, sizeof bytes}, m.weights_fingerprint());
+  std::memcpy(bytes + sizeof words + sizeof reals, &version, sizeof version);
+  const size_t n = sizeof words + sizeof reals + (version == 0 ? 0 : sizeof version);
+  return kv::hash_bytes({bytes, n}, m.weights_fingerprint());
 }
 
 Model::~Model() {

@@ -94,9 +94,18 @@ class Model {
   kv::BlockKey weights_fingerprint_;
 };
 
+// The version of what K/V blocks hold: bump it in any change that alters the values a block
+// stores for the same model and tokens (a kernel's rounding or summation order in K/V, rope, a
+// format's bytes or layout), so that blocks written by another kvchat never match and are
+// collected by the disk budget instead of being served stale. 0 names the builds before the
+// version was part of the fingerprint (November 2026 and earlier).
+inline constexpr int64_t k_kv_values_version = 1;
+
 // The fingerprint KV block keys are rooted in: weights, tokenizer, KV layout (formats, their
-// scale group, block size, shape) and rope settings. Any difference gives keys that can never match.
-kv::BlockKey kv_fingerprint(const Model& m, const kernels::KvBlockLayout& layout);
+// scale group, block size, shape), rope settings and the values version. Any difference gives
+// keys that can never match. `version`: other than the current only to test upgrades.
+kv::BlockKey kv_fingerprint(const Model& m, const kernels::KvBlockLayout& layout,
+                            int64_t version = k_kv_values_version);
 
 // The tokenizer vocabulary described by a GGUF file's tokenizer.ggml.* metadata.
 Result<tokenizer::Vocabulary> vocabulary_from_gguf(const gguf::GgufFile& file);
