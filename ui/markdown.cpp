@@ -316,8 +316,17 @@ std::string separate_tables(std::string text) {
       before.push_back(static_cast<size_t>(l.data() - text.data()));
     }
   }
-  for (auto it = before.rbegin(); it != before.rend(); ++it) text.insert(*it, "\n");
-  return text;
+  if (before.empty()) return text;
+  std::string out;
+  out.reserve(text.size() + before.size());
+  size_t from = 0;
+  for (const size_t at : before) {
+    out.append(text, from, at - from);
+    out += '\n';
+    from = at;
+  }
+  out.append(text, from, std::string::npos);
+  return out;
 }
 
 }  // namespace
