@@ -453,6 +453,7 @@ void MarkdownAnswers::report(ViewContext& ctx, const RenderedAnswer& a) {
   h.set_fact("md_inline_code_spans", n_icode);
   h.set_fact("md_highlighted_tokens", n_tokens);
   h.set_fact("md_parses", static_cast<double>(a.n_parses));
+  h.set_fact("md_cached_messages", static_cast<double>(cache_.size()));
   h.set_fact("md_frames_since_parse", static_cast<double>(a.n_frames_since_parse));
   h.set_fact("md_link_opened", link_opened_);
   h.set_fact("md_link_error", link_error_);

@@ -5,7 +5,8 @@
 //   md_blocks md_headings md_paragraphs md_code_blocks md_open_code_blocks md_code_languages
 //   md_tables md_table_rows md_table_columns md_list_items md_max_list_depth md_tasks_done
 //   md_tasks_open md_quote_blocks md_rules md_links md_bold_spans md_italic_spans md_strike_spans
-//   md_inline_code_spans md_highlighted_tokens md_parses md_frames_since_parse
+//   md_inline_code_spans md_highlighted_tokens md_parses md_frames_since_parse md_cached_messages
+//   (messages parsed as Markdown: answers only)
 //   and, over the frames it was drawn while streaming: md_stream_frames md_stream_open_code_frames
 //   md_stream_table_frames md_stream_raw_markup_frames (a paragraph showing ``` or a "|" row).
 // Its links and code blocks are named widgets: "chat.link.K", "chat.copy_code.K" (K from 1);
