@@ -201,22 +201,33 @@ void draw_table(const ViewContext& ctx, const MdTable& t, const MdDocument& doc,
     return text_width(font_for(ctx.fonts, style, regular), s) + ((style & md_code) ? 4.0f : 0.0f);
   };
   const std::vector<float> widths = table_column_widths(t, width, pad, measure);
-  const ImVec2 o = ImGui::GetCursorScreenPos();
-  ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImU32 grid = IM_COL32(64, 70, 82, 255);
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
   float total_w = 0;
   for (float w : widths) total_w += w;
+  std::vector<float> row_h(t.rows.size(), 0.0f);
+  float total_h = 0;
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    ImFont* base = static_cast<int>(r) < t.n_header_rows ? bold : regular;
+    for (size_t c = 0; c < widths.size(); ++c) {
+      row_h[r] = std::max(row_h[r], flow_spans(ctx, t.rows[r][c], doc, ImVec2(0, 0), widths[c] - 2 * pad, base, text, false, nullptr));
+    }
+    row_h[r] += 2 * pad;
+    total_h += row_h[r];
+  }
+  // Wider than the view even with every column wrapped to its longest word: it scrolls sideways.
+  const bool scrolls = total_w > width + 0.5f;
+  if (scrolls) {
+    ImGui::BeginChild(ImGui::GetID(&t), ImVec2(width, total_h + ImGui::GetStyle().ScrollbarSize + 2.0f), false,
+                      ImGuiWindowFlags_HorizontalScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  }
+  const ImVec2 o = ImGui::GetCursorScreenPos();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
   float y = o.y;
   for (size_t r = 0; r < t.rows.size(); ++r) {
     const bool header = static_cast<int>(r) < t.n_header_rows;
     ImFont* base = header ? bold : regular;
-    float row_h = 0;
-    for (size_t c = 0; c < widths.size(); ++c) {
-      row_h = std::max(row_h, flow_spans(ctx, t.rows[r][c], doc, ImVec2(0, 0), widths[c] - 2 * pad, base, text, false, nullptr));
-    }
-    row_h += 2 * pad;
-    if (header) dl->AddRectFilled(ImVec2(o.x, y), ImVec2(o.x + total_w, y + row_h), IM_COL32(36, 40, 50, 255));
+    if (header) dl->AddRectFilled(ImVec2(o.x, y), ImVec2(o.x + total_w, y + row_h[r]), IM_COL32(36, 40, 50, 255));
     float x = o.x;
     for (size_t c = 0; c < widths.size(); ++c) {
       const float inner = widths[c] - 2 * pad;
@@ -227,13 +238,14 @@ void draw_table(const ViewContext& ctx, const MdTable& t, const MdDocument& doc,
       if (natural < inner && t.align[c] == MdAlign::right) dx = inner - natural;
       flow_spans(ctx, t.rows[r][c], doc, ImVec2(x + pad + dx, y + pad), inner - dx, base, text, true, clicked);
       x += widths[c];
-      if (c + 1 < widths.size()) dl->AddLine(ImVec2(x, y), ImVec2(x, y + row_h), grid);
+      if (c + 1 < widths.size()) dl->AddLine(ImVec2(x, y), ImVec2(x, y + row_h[r]), grid);
     }
-    y += row_h;
+    y += row_h[r];
     dl->AddLine(ImVec2(o.x, y), ImVec2(o.x + total_w, y), grid);
   }
   dl->AddRect(o, ImVec2(o.x + total_w, y), grid, 4.0f);
   ImGui::Dummy(ImVec2(total_w, y - o.y));
+  if (scrolls) ImGui::EndChild();
 }
 
 // The plain text hard-wrapped to `width` (InputTextMultiline does not wrap).
@@ -246,7 +258,10 @@ std::string wrap_plain(const std::string& text, ImFont* font, float width) {
     const char* line = p;
     while (line < nl) {
       const char* cut = font->CalcWordWrapPositionA(1.0f, line, nl, width);
-      if (cut <= line) cut = line + 1;
+      if (cut <= line) {
+        cut = line + 1;
+        while (cut < nl && (static_cast<unsigned char>(*cut) & 0xC0) == 0x80) ++cut;
+      }
       out.append(line, cut);
       line = cut;
       while (line < nl && *line == ' ') ++line;
