@@ -15,9 +15,10 @@ set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
-# Runtime libraries from the binaries' own links (dpkg-shlibdeps), plus fonts the GUI prefers.
+# Runtime libraries from the binaries' own links (dpkg-shlibdeps: libmd4c0 among them), plus
+# fonts the GUI prefers and xdg-open, which opens the links of answers.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "fonts-dejavu-core")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "fonts-dejavu-core, xdg-utils")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "fonts-noto-cjk, xvfb")
 set(CPACK_ARCHIVE_COMPONENT_INSTALL OFF)
 # CUDA: packages carry machine code for Turing (sm_75, the oldest CUDA 13 accepts), Ampere

@@ -13,6 +13,8 @@ packages=(
   libcpp-httplib-dev
   # the desktop app: Dear ImGui (its GLFW/OpenGL3 backend sources), GLFW, stb (PNG screenshots), fonts
   libimgui-dev libglfw3-dev libstb-dev fonts-dejavu-core
+  # answers rendered as Markdown (md4c parser)
+  libmd4c-dev
   # GUI tests under a virtual X server; packaging (.deb dependencies)
   xvfb xauth dpkg-dev
   # tests: Catch2 2.x; clang and its runtime (libFuzzer, sanitizers) for the GGUF fuzz target;

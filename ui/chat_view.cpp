@@ -5,7 +5,6 @@
 #include <string>
 
 #include "ui/format.h"
-#include "ui/markdown.h"
 #include "ui/views.h"
 
 namespace kvc::ui {
@@ -28,46 +27,6 @@ constexpr const char* k_demo_notice =
     "This is kvchat's built-in demo model. Its weights are random, so its replies are gibberish: it is here to "
     "show the engine and the KV cache at work. For real answers, open a GGUF model in the Model window (File > "
     "Open model), or pick one found in your Ollama, LM Studio or Hugging Face folders.";
-
-// Prose wrapped to the window; code in a monospace box with its language on top.
-void draw_text_blocks(ViewContext& ctx, const std::string& text, int64_t id) {
-  const auto blocks = split_code_blocks(text);
-  int n = 0;
-  for (const TextBlock& b : blocks) {
-    if (b.kind == TextBlock::Kind::prose) {
-      ImGui::PushTextWrapPos(0.0f);
-      ImGui::TextUnformatted(b.text.c_str(), b.text.c_str() + b.text.size());
-      ImGui::PopTextWrapPos();
-      continue;
-    }
-    ImDrawList* dl = ImGui::GetWindowDrawList();
-    dl->ChannelsSplit(2);
-    dl->ChannelsSetCurrent(1);
-    const ImVec2 pad(10.0f, 6.0f);
-    const ImVec2 start = ImGui::GetCursorScreenPos();
-    const float width = ImGui::GetContentRegionAvail().x;
-    ImGui::SetCursorScreenPos(ImVec2(start.x + pad.x, start.y + pad.y));
-    ImGui::BeginGroup();
-    ImGui::PushID(static_cast<int>(id * 64 + n++));
-    ImGui::TextDisabled("%s", b.language.empty() ? "code" : b.language.c_str());
-    ImGui::SameLine(width - 70.0f);
-    if (ImGui::SmallButton("Copy")) ImGui::SetClipboardText(b.text.c_str());
-    ImGui::PopID();
-    ImGui::PushFont(ctx.fonts.mono);
-    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.86f, 0.90f, 0.80f, 1.0f));
-    ImGui::TextUnformatted(b.text.c_str(), b.text.c_str() + b.text.size());
-    ImGui::PopStyleColor();
-    ImGui::PopFont();
-    ImGui::EndGroup();
-    const ImVec2 end(start.x + width, ImGui::GetItemRectMax().y + pad.y);
-    dl->ChannelsSetCurrent(0);
-    dl->AddRectFilled(start, end, IM_COL32(18, 20, 24, 255), 6.0f);
-    dl->AddRect(start, end, IM_COL32(60, 66, 78, 255), 6.0f);
-    dl->ChannelsMerge();
-    ImGui::SetCursorScreenPos(ImVec2(start.x, end.y + 4.0f));
-    ImGui::Dummy(ImVec2(0, 0));
-  }
-}
 
 std::string stats_line(const TurnStats& s) {
   const int64_t n_dec = s.n_tokens > 1 ? s.n_tokens - 1 : 0;
@@ -129,10 +88,19 @@ void ChatView::draw_message(ViewContext& ctx, const MessageView& m, bool last) {
     if (ImGui::Button("Cancel")) editing_id_ = 0;
   } else if (m.text.empty() && m.streaming) {
     ImGui::TextDisabled(chat.generating && last ? "thinking..." : "(no text)");
-  } else {
+  } else if (m.role == Role::assistant) {
     // SentencePiece replies start with the space of their first word; not worth showing.
-    const size_t lead = m.role == Role::assistant ? std::min(m.text.find_first_not_of(' '), m.text.size()) : 0;
-    draw_text_blocks(ctx, m.text.substr(lead), m.id);
+    const size_t lead = std::min(m.text.find_first_not_of(' '), m.text.size());
+    const bool streaming = m.streaming && chat.generating;
+    if (streaming && last) answers_.watch_stream(m.id);
+    RenderedAnswer& a = answers_.get(m.id, lead ? m.text.substr(lead) : m.text, streaming);
+    answers_.draw(ctx, a, m.id, last);
+  } else {
+    // What you typed is what is shown: no Markdown.
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextUnformatted(m.text.c_str(), m.text.c_str() + m.text.size());
+    ImGui::PopTextWrapPos();
+    if (user) ctx.hooks.set_fact("md_last_user_text", m.text);
   }
 
   if (m.role == Role::assistant && m.stats.valid) {
@@ -144,6 +112,15 @@ void ChatView::draw_message(ViewContext& ctx, const MessageView& m, bool last) {
   }
   if (editing_id_ != m.id && !(m.streaming && chat.generating)) {
     if (ImGui::SmallButton("Copy")) ImGui::SetClipboardText(m.text.c_str());
+    if (m.role == Role::assistant) {
+      // Select: the answer as plain text in a read-only box, to copy a part of it.
+      ImGui::SameLine();
+      bool& selecting = answers_.selecting(m.id);
+      const std::string name = last ? "chat.select" : "chat.select." + std::to_string(m.id);
+      if (named_button(ctx.hooks, name, selecting ? "Done" : "Select")) selecting = !selecting;
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("Show the answer as text you can select and copy a part of");
+      if (last) ctx.hooks.set_fact("md_select_mode", selecting ? 1.0 : 0.0);
+    }
     if (user && !chat.generating) {
       ImGui::SameLine();
       if (named_button(ctx.hooks, "chat.edit." + std::to_string(m.id), "Edit")) start_edit(m);
@@ -251,7 +228,10 @@ void ChatView::draw(ViewContext& ctx) {
   size_t n_chars = 0;
   for (const auto& m : chat.messages) n_chars += m.text.size();
   const bool grew = n_chars != shown_chars_;
-  if (chat.conversation_id != shown_conversation_) heights_.clear();
+  if (chat.conversation_id != shown_conversation_) {
+    heights_.clear();
+    answers_.clear();
+  }
   if (changed || grew) {
     if (changed) stick_to_bottom_ = stick_to_bottom_ || chat.generating || chat.conversation_id != shown_conversation_;
     shown_conversation_ = chat.conversation_id;

@@ -20,7 +20,7 @@ constexpr KindName k_kinds[] = {
     {StepKind::wait_model, "wait_model"}, {StepKind::type, "type"},           {StepKind::click, "click"},
     {StepKind::key, "key"},               {StepKind::wait_idle, "wait_idle"}, {StepKind::frames, "frames"},
     {StepKind::screenshot, "screenshot"}, {StepKind::assert_state, "assert"}, {StepKind::command, "command"},
-    {StepKind::quit, "quit"},
+    {StepKind::quit, "quit"},             {StepKind::wait_state, "wait_state"},
 };
 
 struct OpName {
@@ -127,7 +127,8 @@ Result<ScriptStep> parse_step(const json& j, int index) {
       }
       break;
     }
-    case StepKind::assert_state: {
+    case StepKind::assert_state:
+    case StepKind::wait_state: {
       auto st = need_string(j, "state", index, kind);
       if (!st.ok()) return st.error();
       s.state = *st;

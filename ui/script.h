@@ -8,6 +8,7 @@
 //     {"do": "frames", "n": 5},
 //     {"do": "screenshot", "name": "chat", "window": "Chat"},
 //     {"do": "assert", "state": "n_messages", "op": ">=", "value": 2},
+//     {"do": "wait_state", "state": "md_tables", "op": ">=", "value": 1, "timeout_s": 30},
 //     {"do": "command", "name": "set_tier_budgets", "t0_bytes": 163840, "t1_bytes": 81920},
 //     {"do": "command", "name": "restart_engine"},
 //     {"do": "quit"}
@@ -24,7 +25,8 @@
 
 namespace kvc::ui {
 
-enum class StepKind { wait_model, type, click, key, wait_idle, frames, screenshot, assert_state, command, quit };
+// wait_state: an assert that waits (up to timeout_s) for its comparison to hold.
+enum class StepKind { wait_model, type, click, key, wait_idle, frames, screenshot, assert_state, command, quit, wait_state };
 const char* to_string(StepKind k);
 
 enum class CompareOp { eq, ne, ge, le, gt, lt, contains };
@@ -37,7 +39,7 @@ struct ScriptStep {
   std::string text;       // type; key: "ctrl+n", "ctrl+enter", "escape", "ctrl+f"
   std::string name;       // screenshot file name (without .png)
   std::string window;     // screenshot: crop to this window; empty: the whole frame
-  std::string state;      // assert: which app state
+  std::string state;      // assert, wait_state: which app state (or view fact)
   CompareOp op = CompareOp::eq;
   bool value_is_string = false;
   double value = 0;

@@ -102,6 +102,35 @@ Status write_screenshot(const std::filesystem::path& file, int fb_w, int fb_h, i
   return {};
 }
 
+// Empty when the step's comparison holds; else why not. Views' facts (ScriptHooks::set_fact)
+// are states too.
+namespace {
+
+std::string check_state(const ScriptStep& s, const AppSnapshot& snap, const ScriptHooks& hooks) {
+  auto state = script_state(snap);
+  for (const auto& [k, v] : hooks.number_facts()) state[k] = v;
+  for (const auto& [k, v] : hooks.string_facts()) state[k] = v;
+  auto it = state.find(s.state);
+  if (it == state.end()) {
+    std::string names;
+    for (const auto& [k, v] : state) names += (names.empty() ? "" : ", ") + k;
+    return "unknown state \"" + s.state + "\"; known: " + names;
+  }
+  if (const double* d = std::get_if<double>(&it->second)) {
+    if (s.value_is_string) return "\"" + s.state + "\" is a number, the script compares it to a string";
+    if (compare(*d, s.op, s.value)) return {};
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s is %g, expected %s %g", s.state.c_str(), *d, to_string(s.op), s.value);
+    return buf;
+  }
+  const std::string& str = std::get<std::string>(it->second);
+  if (!s.value_is_string) return "\"" + s.state + "\" is a string, the script compares it to a number";
+  if (compare(str, s.op, s.value_text)) return {};
+  return s.state + " is \"" + str.substr(0, 200) + "\", expected " + to_string(s.op) + " \"" + s.value_text + "\"";
+}
+
+}  // namespace
+
 ScriptRunner::ScriptRunner(Script script, std::filesystem::path screenshot_dir)
     : script_(std::move(script)), dir_(std::move(screenshot_dir)) {}
 
@@ -171,25 +200,17 @@ void ScriptRunner::before_frame(const AppSnapshot& snap, AppCommands& cmd, Scrip
       if (!s.window.empty() && !hooks.window_rect(s.window)) return fail("no window \"" + s.window + "\"");
       screenshot_due_ = true;
       return;
-    case StepKind::assert_state: {
-      const auto state = script_state(snap);
-      auto it = state.find(s.state);
-      if (it == state.end()) {
-        std::string names;
-        for (const auto& [k, v] : state) names += (names.empty() ? "" : ", ") + k;
-        return fail("unknown state \"" + s.state + "\"; known: " + names);
+    case StepKind::assert_state:
+    case StepKind::wait_state: {
+      const std::string why = check_state(s, snap, hooks);
+      if (why.empty()) return advance();
+      // wait_state waits for a view's fact to appear too (nothing drawn yet), not for a type to change.
+      if (s.kind == StepKind::assert_state || why.find(" is a number, ") != std::string::npos ||
+          why.find(" is a string, ") != std::string::npos) {
+        return fail(why);
       }
-      if (const double* d = std::get_if<double>(&it->second)) {
-        if (s.value_is_string) return fail("\"" + s.state + "\" is a number, the script compares it to a string");
-        if (compare(*d, s.op, s.value)) return advance();
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "%s is %g, expected %s %g", s.state.c_str(), *d, to_string(s.op), s.value);
-        return fail(buf);
-      }
-      const std::string& str = std::get<std::string>(it->second);
-      if (!s.value_is_string) return fail("\"" + s.state + "\" is a string, the script compares it to a number");
-      if (compare(str, s.op, s.value_text)) return advance();
-      return fail(s.state + " is \"" + str.substr(0, 200) + "\", expected " + to_string(s.op) + " \"" + s.value_text + "\"");
+      if (timed_out) return fail("after " + std::to_string(s.timeout_s) + " s: " + why);
+      return;
     }
     case StepKind::command:
       if (s.name == "restart_engine") cmd.restart_engine();

@@ -65,6 +65,20 @@ Fonts add_fonts(float scale, bool with_cjk) {
   if (!f.mono) f.mono = f.regular;
   f.large = add_font(sans, k_base_font_px * 1.5f * scale, false);
   if (!f.large) f.large = f.regular;
+  // The styled faces, when the family has them (DejaVu does; Noto's names differ).
+  auto face = [&](std::initializer_list<const char*> paths, float px, ImFont* fallback) {
+    ImFont* font = add_font(first_existing(paths), px, false);
+    return font ? font : fallback;
+  };
+  const float px = k_base_font_px * scale;
+  f.bold = face({"/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf", "/usr/share/fonts/truetype/noto/NotoSans-Bold.ttf"}, px, f.regular);
+  f.italic = face({"/usr/share/fonts/truetype/dejavu/DejaVuSans-Oblique.ttf", "/usr/share/fonts/truetype/noto/NotoSans-Italic.ttf"},
+                  px, f.regular);
+  f.bold_italic = face({"/usr/share/fonts/truetype/dejavu/DejaVuSans-BoldOblique.ttf",
+                        "/usr/share/fonts/truetype/noto/NotoSans-BoldItalic.ttf"},
+                       px, f.bold);
+  f.medium = face({"/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf", "/usr/share/fonts/truetype/noto/NotoSans-Bold.ttf"},
+                  px * 1.25f, f.large);
   return f;
 }
 

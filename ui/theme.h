@@ -9,6 +9,11 @@ struct Fonts {
   ImFont* regular = nullptr;
   ImFont* mono = nullptr;   // code blocks
   ImFont* large = nullptr;  // headings
+  // Markdown answers: emphasis and the smaller headings (each falls back to regular).
+  ImFont* bold = nullptr;
+  ImFont* italic = nullptr;
+  ImFont* bold_italic = nullptr;
+  ImFont* medium = nullptr;  // bold, 1.25x: second-level headings
 };
 
 // Loads fonts into the atlas of the current ImGui context at `scale` x the base size;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ui/app_state.h"
+#include "ui/chat_markdown.h"
 #include "ui/model_discovery.h"
 #include "ui/theme.h"
 #include "ui/widgets.h"
@@ -65,6 +66,7 @@ struct ChatView {
   // Height of each drawn message, keyed by (id, text size, width): messages off screen are
   // replaced by empty space of that height (variable-height list clipping).
   std::map<int64_t, std::pair<uint64_t, float>> heights_;
+  MarkdownAnswers answers_;  // assistant messages, parsed once per change
   std::string settings_system_;
   SamplingView settings_sampling_;
 };

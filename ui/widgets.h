@@ -35,6 +35,12 @@ class ScriptHooks {
   bool seen_last_frame(const std::string& widget) const { return seen_prev_.count(widget) != 0; }
   std::string seen_list() const;
   void note_window(const std::string& title);  // call between Begin and End
+  // What a view drew that a script may assert on (e.g. the Markdown structure of the last
+  // answer); kept until set again.
+  void set_fact(const std::string& key, double value) { numbers_[key] = value; }
+  void set_fact(const std::string& key, std::string value) { strings_[key] = std::move(value); }
+  const std::map<std::string, double>& number_facts() const { return numbers_; }
+  const std::map<std::string, std::string>& string_facts() const { return strings_; }
   std::optional<Rect> window_rect(const std::string& title) const;
 
  private:
@@ -43,6 +49,8 @@ class ScriptHooks {
   std::set<std::string> keys_;
   std::set<std::string> seen_, seen_prev_;
   std::map<std::string, Rect> windows_;
+  std::map<std::string, double> numbers_;
+  std::map<std::string, std::string> strings_;
 };
 
 // A button a script can press by name.

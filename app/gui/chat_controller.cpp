@@ -1,5 +1,6 @@
 // The chat controller's worker: model loading, conversations, turns and snapshots.
 #include "app/gui/chat_controller.h"
+#include "app/gui/replay_turn_runner.h"
 
 #include <algorithm>
 #include <chrono>
@@ -304,6 +305,9 @@ bool ChatController::make_runner() {
     return false;
   }
   runner_ = std::move(*runner);
+  if (!options_.replay_answer.empty()) {
+    runner_ = std::make_unique<ReplayTurnRunner>(std::move(runner_), model_->tokenizer(), options_.replay_answer);
+  }
   return true;
 }
 

@@ -33,6 +33,7 @@ class ChatController final : public ui::AppCommands {
     std::string model_path;  // -m; empty: the demo model, built on first use
     int n_threads = 0;       // 0: one per physical core
     int64_t n_ctx = 0;       // 0: the model's training context, at most 4096
+    std::string replay_answer;  // --replay-answer: non-empty: every turn streams this text (replay_turn_runner.h)
   };
 
   explicit ChatController(Options options);

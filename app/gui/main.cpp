@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <optional>
 #include <vector>
 
@@ -37,6 +39,7 @@ struct Args {
   bool demo_exit = false;  // quit when the demo ends, with its verdict (tests, recordings)
   double demo_hold_s = -1;  // < 0: each scene's own
   std::vector<int> window_size = {1600, 1000};
+  std::string replay_answer;  // a file: every turn streams its text instead of the model's
 };
 
 // Loads a demo and starts it in the presenter layout; a bad file is reported, never fatal.
@@ -87,6 +90,17 @@ int run(const Args& a) {
   }
 
   glfwSetErrorCallback(glfw_error);
+  std::string replay;
+  if (!a.replay_answer.empty()) {
+    std::ifstream f(a.replay_answer, std::ios::binary);
+    std::stringstream text;
+    text << f.rdbuf();
+    replay = text.str();
+    if (!f || replay.empty()) {
+      std::fprintf(stderr, "kvchat: --replay-answer %s: cannot read it, or it is empty\n", a.replay_answer.c_str());
+      return 2;
+    }
+  }
   if (!glfwInit()) {
     std::fprintf(stderr, "kvchat: cannot open a window (no display? run under xvfb-run for headless use)\n");
     return 3;
@@ -119,7 +133,7 @@ int run(const Args& a) {
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
 
-  kvc::app::ChatController controller({a.data_dir, a.model, a.threads, a.n_ctx});
+  kvc::app::ChatController controller({a.data_dir, a.model, a.threads, a.n_ctx, replay});
   kvc::ui::ScriptHooks hooks;
   kvc::ui::Shell shell;
   if (const char* home = std::getenv("HOME")) shell.model.home = home;
@@ -222,6 +236,8 @@ int main(int argc, char** argv) {
   auto* script = app.add_option("--script", a.script, "run a JSON script of UI steps, then exit (script mode)");
   auto* demo = app.add_option("--demo", a.demo, "play a demo scenario (JSON, see assets/demo/) in the presenter layout")
                    ->excludes(script);
+  app.add_option("--replay-answer", a.replay_answer,
+                 "answer every message with this file's text, streamed (screenshots and tests of rendering)");
   app.add_option("--screenshot-dir", a.screenshot_dir, "where script and demo mode write their screenshots");
   app.add_flag("--presenter", a.presenter, "start in the presenter layout (large fonts, chat and memory side by side)");
   app.add_flag("--demo-play", a.demo_play, "start playing the demo at once (default: wait for Space or Step)")->needs(demo);

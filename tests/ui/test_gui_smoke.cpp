@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "core/tokenizer/tokenizer.h"
 #include "storage/conversation_store.h"
 #include "storage/data_dir_lock.h"
@@ -39,13 +41,13 @@ std::string gui_command(int timeout_s) {
   return cmd + "'" + std::string(KVC_GUI_PATH) + "'";
 }
 
-// model: empty for the built-in demo model.
+// model: empty for the built-in demo model. extra: more options for kvchat.
 int run_script(const std::string& model, const std::string& data_dir, const std::string& script,
-               const std::string& shots, std::string& output) {
-  std::string cmd = gui_command(120);
+               const std::string& shots, std::string& output, const std::string& env = "", const std::string& extra = "") {
+  std::string cmd = env + gui_command(120);
   if (!model.empty()) cmd += " -m '" + model + "'";
   cmd += " -t 2 --data-dir '" + data_dir + "' --script '" + std::string(KVC_ASSET_DIR) + "/scripts/" + script +
-         "' --screenshot-dir '" + shots + "'";
+         "' --screenshot-dir '" + shots + "'" + extra;
   return run_command(cmd, output);
 }
 
@@ -223,4 +225,52 @@ TEST_CASE("kvchat GUI: a broken demo file is an error message and exit status 2"
   INFO(out);
   CHECK(rc == 2);
   CHECK(out.find("scene 1: step 1 (click)") != std::string::npos);
+}
+
+TEST_CASE("kvchat GUI: a streamed Markdown answer renders as headings, lists, a table and highlighted code", "[ui][e2e]") {
+  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  kvc::test::TempDir tmp;
+  // The link opener the app spawns: records its arguments, one per line (no shell between).
+  const std::string opener = tmp.file("opener.sh");
+  {
+    std::ofstream f(opener);
+    f << "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\" >> '" << tmp.file("opened.txt") << "'; done\n";
+  }
+  std::filesystem::permissions(opener, std::filesystem::perms::owner_all);
+  std::string out;
+  // The answer is streamed by --replay-answer: a model small enough for CI cannot write Markdown.
+  const int rc = run_script(kvc::test::model_path("stories260K.gguf"), tmp.file("data"), "markdown.json", tmp.file("shots"), out,
+                            "KVCHAT_URL_OPENER='" + opener + "' ",
+                            " --replay-answer '" + std::string(KVC_ASSET_DIR) + "/scripts/markdown-answer.md'");
+  INFO(out);
+  REQUIRE(rc == 0);
+  CHECK(out.find("script passed") != std::string::npos);
+  CHECK(is_png(tmp.path() / "shots/markdown.png"));
+  CHECK(is_png(tmp.path() / "shots/markdown-select.png"));
+  // The link click ran the opener with the URL as its only argument.
+  for (int i = 0; i < 50 && !std::filesystem::exists(tmp.path() / "opened.txt"); ++i) ::usleep(100 * 1000);
+  CHECK(kvc::test::read_file(tmp.path() / "opened.txt") == "https://en.cppreference.com/w/cpp/io/basic_ifstream\n");
+  // What was stored is the answer as streamed.
+  auto store = kvc::storage::ConversationStore::open_in(tmp.path() / "data");
+  REQUIRE(store.ok());
+  auto convs = (*store)->list_conversations(0, 10);
+  REQUIRE(convs.ok());
+  bool found = false;
+  const std::string answer = kvc::test::read_file(std::string(KVC_ASSET_DIR) + "/scripts/markdown-answer.md");
+  for (const auto& c : *convs) {
+    auto p = (*store)->path_to(c.active_leaf);
+    if (p.ok() && p->size() == 2) found = (*p)[1].text == answer;
+  }
+  CHECK(found);
+}
+
+TEST_CASE("kvchat GUI: --replay-answer with a missing file is a clear error", "[ui][e2e]") {
+  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  kvc::test::TempDir tmp;
+  std::string out;
+  const int rc = run_script(kvc::test::model_path("stories260K.gguf"), tmp.file("data"), "markdown.json", tmp.file("shots"), out, "",
+                            " --replay-answer '" + tmp.file("missing.md") + "'");
+  CHECK(rc == 2);
+  CHECK(out.find("--replay-answer") != std::string::npos);
+  CHECK(out.find("cannot read it") != std::string::npos);
 }

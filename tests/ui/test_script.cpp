@@ -28,9 +28,13 @@ TEST_CASE("parse_script reads every kind of step", "[ui]") {
     {"do": "screenshot", "name": "chat", "window": "Chat"},
     {"do": "assert", "state": "n_messages", "op": ">=", "value": 2},
     {"do": "assert", "state": "chat_title", "op": "contains", "value": "cat"},
-    {"do": "quit"}]})");
+    {"do": "quit"},
+    {"do": "wait_state", "state": "md_tables", "op": ">=", "value": 1, "timeout_s": 7}]})");
   REQUIRE(s.ok());
-  REQUIRE(s->steps.size() == 10);
+  REQUIRE(s->steps.size() == 11);
+  CHECK(s->steps[10].kind == StepKind::wait_state);
+  CHECK(s->steps[10].state == "md_tables");
+  CHECK(s->steps[10].timeout_s == 7);
   CHECK(s->steps[0].kind == StepKind::wait_model);
   CHECK(s->steps[0].timeout_s == 5);
   CHECK(s->steps[1].widget == "chat.input");
@@ -60,6 +64,7 @@ TEST_CASE("script errors name the step", "[ui]") {
   CHECK(error_of(R"({"steps": [{"do": "assert", "state": "n_messages", "op": "~", "value": 1}]})").rfind(
             "step 1 (assert): \"op\"", 0) == 0);
   CHECK(error_of(R"({"steps": [{"do": "assert", "state": "n_messages"}]})") == "step 1 (assert): missing \"value\"");
+  CHECK(error_of(R"({"steps": [{"do": "wait_state", "state": "md_tables"}]})") == "step 1 (wait_state): missing \"value\"");
   CHECK(error_of(R"({"steps": [{"do": "key", "key": "f13"}]})").rfind("step 1 (key): unknown key", 0) == 0);
 }
 
