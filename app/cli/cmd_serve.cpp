@@ -96,9 +96,14 @@ int run_serve(ServeArgs a) {
   pthread_kill(watcher.native_handle(), SIGUSR1);  // no-op if it already took a signal and returned
   watcher.join();
   srv.reset();    // stops (if the listener ended by itself) before what it serves goes
-  host->reset();  // the engine stops, blocks still queued for disk are written
+  const Status closed = (*host)->close();  // the engine stops, blocks still queued for disk are written
+  host->reset();
   answers->reset();
   if (!ran.ok()) return report(ran.error());
+  if (!closed.ok()) {
+    std::fprintf(stderr, "kvchat-cli serve: %s (a bug: please report it)\n", closed.error().message.c_str());
+    return 4;
+  }
   std::fprintf(stderr, "kvchat-cli serve: stopped; the KV cache and the answers are on disk in %s\n", dir.c_str());
   return 0;
 }

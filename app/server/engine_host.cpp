@@ -68,11 +68,18 @@ Result<std::unique_ptr<EngineHost>> EngineHost::create(const model::Model& m, co
   return host;
 }
 
-EngineHost::~EngineHost() {
+EngineHost::~EngineHost() { (void)close(); }
+
+Status EngineHost::close() {
+  if (closed_) return {};
+  closed_ = true;
   shutdown();
   engine_.reset();  // joins the engine thread before anything it uses goes
+  Status checked = cache_->check_invariants();
   cache_.reset();
   if (cold_) cold_->flush();  // every block written behind is on disk before the store closes
+  if (!checked.ok()) return make_error(ErrorCode::internal, "the KV cache's invariants do not hold: " + checked.error().message);
+  return {};
 }
 
 void EngineHost::observe(const kv::KvCache& cache) {

@@ -84,7 +84,10 @@ class EngineHost {
  public:
   // A disk tier that cannot be opened is left out with a warning on stderr (RAM only).
   static Result<std::unique_ptr<EngineHost>> create(const model::Model& m, const EngineHostOptions& o);
-  ~EngineHost();  // shutdown(), then the engine stops and the cold store is flushed
+  ~EngineHost();  // close() if not closed yet
+  // shutdown(), then the engine stops, the cache's invariants are checked (a failure is a bug,
+  // reported here rather than aborting) and the cold store is flushed. Idempotent.
+  Status close();
   EngineHost(const EngineHost&) = delete;
   EngineHost& operator=(const EngineHost&) = delete;
 
@@ -128,6 +131,7 @@ class EngineHost {
   std::atomic<int64_t> n_in_flight_{0};
 
   std::unique_ptr<engine::Engine> engine_;
+  bool closed_ = false;
 };
 
 }  // namespace kvc::server

@@ -1,6 +1,7 @@
 // kvchat-cli serve driven by the official openai npm client (tests/server/openai_client.mjs):
 // chat whole and streamed, completions, models, stop strings, errors, a mid-stream abort, and
-// resent histories hitting the cache turn by turn and after a restart, from disk.
+// resent histories hitting the cache turn by turn and after a restart, from disk; and a bounded
+// load of 16 concurrent streamed conversations (tests/server/load_driver.mjs).
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -32,12 +33,20 @@ std::string client_missing() {
   return "";
 }
 
-// Runs one scenario of the Node script against `s`; its JSON output (the test fails on none).
-json run_client(const test::ServeProcess& s, const std::string& scenario, const std::string& file = "") {
-  const std::string script = std::string(KVC_TEST_SERVER_DIR) + "/openai_client.mjs";
-  const std::string cmd = "timeout 120 node " + test::quoted(script) + " " + test::quoted((k_npm_dir / "node_modules").string()) +
-                          " " + test::quoted(s.base_url()) + " " + test::quoted(k_model_id) + " " + scenario + " " +
-                          test::quoted(file) + " 2>&1";
+// Runs a Node script of tests/server against `s` with ARGS after its client arguments
+// (node_modules, base URL, model); its last output line, as JSON (the test fails on none).
+json run_node(const test::ServeProcess& s, const std::string& script, const std::string& args, int timeout_s = 120) {
+  std::string cmd = "timeout ";
+  cmd += std::to_string(timeout_s);
+  cmd += " node ";
+  cmd += test::quoted(std::string(KVC_TEST_SERVER_DIR) + "/" + script);
+  for (const std::string& arg : {(k_npm_dir / "node_modules").string(), s.base_url(), k_model_id}) {
+    cmd += ' ';
+    cmd += test::quoted(arg);
+  }
+  cmd += ' ';
+  cmd += args;
+  cmd += " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   REQUIRE(p);
   std::string out;
@@ -45,7 +54,7 @@ json run_client(const test::ServeProcess& s, const std::string& scenario, const 
   for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), p)) > 0;) out.append(buf.data(), n);
   ::pclose(p);
   INFO("node printed: " << out << "\nserver log: " << s.log());
-  // The last line is the scenario's result (anything before it: Node's warnings).
+  // The last line is the result (anything before it: Node's warnings).
   const size_t end = out.find_last_not_of('\n');
   REQUIRE(end != std::string::npos);
   const size_t begin = out.rfind('\n', end);
@@ -53,6 +62,11 @@ json run_client(const test::ServeProcess& s, const std::string& scenario, const 
   REQUIRE(!j.is_discarded());
   REQUIRE(!j.contains("failed"));
   return j;
+}
+
+// One scenario of openai_client.mjs.
+json run_client(const test::ServeProcess& s, const std::string& scenario, const std::string& file = "") {
+  return run_node(s, "openai_client.mjs", scenario + " " + test::quoted(file));
 }
 
 struct Fixture {
@@ -178,5 +192,27 @@ TEST_CASE("serve: resent histories hit the cache turn by turn, and from disk aft
   CHECK(cached >= last_seen - 16);
   CHECK(r["kvchat"]["cached_tokens_by_tier"]["t2"].get<int64_t>() >= last_seen - 16);
   CHECK(r["kvchat"]["history_answers_mapped"] == 4);
+  CHECK(s.stop() == 0);
+}
+
+// The bounded load test: 16 conversations of 4 streamed turns at once over a shared system
+// prompt, on 4 engine slots. Every request succeeds, every later turn is served from the cache
+// (the resent history maps back to the sampled ids), and the cache's invariants hold at the
+// end (serve checks them on SIGTERM and exits 4 if they do not).
+TEST_CASE("serve: 16 concurrent streamed conversations of 4 turns: no errors, every turn cached, invariants hold",
+          "[app][e2e][server]") {
+  if (const std::string why = client_missing(); !why.empty()) KVC_SKIP(why);
+  Fixture f;
+  test::ServeProcess s(f.model, f.data, "--parallel 4", f.tmp);
+  const json r = run_node(s, "load_driver.mjs", "16 4 16 concurrent", 300);
+  INFO(r.dump());
+  CHECK(r["n_requests"] == 64);
+  CHECK(r["n_ok"] == 64);
+  CHECK(r["n_errors"] == 0);
+  CHECK(r["cache_criterion"]["checked"] == 48);
+  CHECK(r["cache_criterion"]["met"] == 48);
+  CHECK(r["completion_tokens"].get<int64_t>() > 64);
+  CHECK(r["ttft_p99_ms"].get<double>() >= r["ttft_p50_ms"].get<double>());
+  INFO(s.log());
   CHECK(s.stop() == 0);
 }
