@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/chat/context_window.h"
 #include "ui/format.h"
 #include "ui/markdown.h"
 #include "ui/views.h"
@@ -270,7 +271,8 @@ void ChatView::draw(ViewContext& ctx) {
     const MessageView& m = chat.messages[i];
     const bool last = i + 1 == chat.messages.size();
     const uint64_t key = (static_cast<uint64_t>(m.text.size()) << 20) ^ static_cast<uint64_t>(width) ^
-                         (m.stats.valid ? 1u : 0u) ^ (editing_id_ == m.id ? 2u : 0u);
+                         (m.stats.valid ? 1u : 0u) ^ (editing_id_ == m.id ? 2u : 0u) ^
+                         (chat.context_first_id == m.id ? 4u : 0u);
     const float y = ImGui::GetCursorPosY();
     auto it = heights_.find(m.id);
     if (m.role == Role::user) ++n_user;
@@ -284,6 +286,13 @@ void ChatView::draw(ViewContext& ctx) {
         (y + it->second.second < view_top - 200.0f || y > view_bottom + 200.0f)) {
       ImGui::Dummy(ImVec2(width, it->second.second));
       continue;
+    }
+    if (m.id == chat.context_first_id && chat.n_outside_context > 0) {
+      // The overflow policy's cut: the model's view of the conversation begins here.
+      ImGui::PushStyleColor(ImGuiCol_Text, colors::warning);
+      ImGui::TextUnformatted(("- - -  " + kvc::chat::outside_context_note(chat.n_outside_context) + "  - - -").c_str());
+      ImGui::PopStyleColor();
+      ImGui::Separator();
     }
     draw_message(ctx, m, last);
     ImGui::Dummy(ImVec2(0, 6.0f));
