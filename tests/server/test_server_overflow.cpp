@@ -45,7 +45,7 @@ TEST_CASE("serve: a history longer than the context leaves out its oldest turns 
   json messages = json::array({json{{"role", "system"}, {"content", "You are a storyteller. You tell short, happy stories about animals, children and their friends."}}});
   int64_t outside = 0, previous_end = 0, n_warm = 0, n_cuts = 0, n_between = 0;
   {
-    test::ServeProcess s(model, tmp.file("data"), "--alias kvchat-test -t 2", tmp);
+    test::ServeProcess s(model, tmp.file("data"), "--alias kvchat-test", tmp);
     httplib::Client c("127.0.0.1", s.port());
     c.set_read_timeout(60, 0);
     for (const std::string& line : lines) {
@@ -77,7 +77,7 @@ TEST_CASE("serve: a history longer than the context leaves out its oldest turns 
   }
   // After a restart the same history gets the same cut (replayed from the messages), served from disk.
   messages.push_back(json{{"role", "user"}, {"content", "One more story, please."}});
-  test::ServeProcess s2(model, tmp.file("data"), "--alias kvchat-test -t 2", tmp);
+  test::ServeProcess s2(model, tmp.file("data"), "--alias kvchat-test", tmp);
   httplib::Client c2("127.0.0.1", s2.port());
   c2.set_read_timeout(60, 0);
   const json j = post_chat(c2, messages);
