@@ -222,9 +222,18 @@ void ChatView::draw(ViewContext& ctx) {
     draw_settings(ctx);
     ImGui::EndPopup();
   }
+  // With a cut, the stream is longer than the context: say so instead of "688 tokens of 512".
+  const std::string outside = kvc::chat::outside_context_note(chat.n_outside_context);
   ImGui::TextDisabled("%s  ·  %lld tokens in this conversation%s", s.model.name.empty() ? "no model" : s.model.name.c_str(),
                       static_cast<long long>(chat.n_stream_tokens),
-                      s.model.n_ctx ? (" of " + std::to_string(s.model.n_ctx)).c_str() : "");
+                      s.model.n_ctx ? (", context " + std::to_string(s.model.n_ctx)).c_str() : "");
+  if (!outside.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::warning);
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextUnformatted((outside + " (its view begins at the marked message; they stay saved)").c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::PopStyleColor();
+  }
 
   if (s.model.is_demo && s.model.status == ModelStatus::ready) {
     ImGui::PushStyleColor(ImGuiCol_Text, colors::warning);
