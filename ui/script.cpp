@@ -169,8 +169,11 @@ Result<ScriptStep> parse_step(const json& j, int index) {
       if (!t0.ok()) return t0.error();
       auto t1 = optional_bytes(j, "t1_bytes", index, kind);
       if (!t1.ok()) return t1.error();
+      auto ctx_kv = optional_bytes(j, "ctx_kv_bytes", index, kind);
+      if (!ctx_kv.ok()) return ctx_kv.error();
       s.t0_bytes = *t0;
       s.t1_bytes = *t1;
+      s.ctx_kv_bytes = *ctx_kv;
       if (s.name == "set_chat_settings") {
         if (auto it = j.find("max_tokens"); it != j.end()) {
           if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 1'000'000) {

@@ -199,7 +199,7 @@ void ScriptRunner::before_frame(const AppSnapshot& snap, AppCommands& cmd, Scrip
     }
     case StepKind::command:
       if (s.name == "restart_engine") cmd.restart_engine();
-      if (s.name == "set_tier_budgets") cmd.set_tier_budgets(TierBudgets{s.t0_bytes, s.t1_bytes});
+      if (s.name == "set_tier_budgets") cmd.set_tier_budgets(TierBudgets{s.t0_bytes, s.t1_bytes, s.ctx_kv_bytes});
       if (s.name == "set_chat_settings") {
         SamplingView v = snap.chat.sampling;
         if (s.max_tokens > 0) v.max_tokens = s.max_tokens;

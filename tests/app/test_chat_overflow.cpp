@@ -89,3 +89,23 @@ TEST_CASE("cli: a message too long for the context alone is refused and the chat
   const std::regex turn(R"(\[([0-9]+) tokens \|)");
   CHECK(std::distance(std::sregex_iterator(chat.err.begin(), chat.err.end(), turn), std::sregex_iterator()) == 2);
 }
+
+TEST_CASE("cli: the default context is the trained one, cut to what --ctx-memory holds", "[app][e2e]") {
+  kvc::test::TempDir tmp;
+  const std::string model = tmp.file("ctx8k.gguf");  // 2 layers x 2 KV heads x 16: 256 bytes a token
+  auto mk = cli("mkmodel -q --ctx 8192 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 128 --type q8_0 --vocab-from " +
+                    quoted(kvc::test::model_path("stories260K.gguf")) + " -o " + quoted(model),
+                tmp);
+  REQUIRE(mk.exit_code == 0);
+  auto full = cli("chat -m " + quoted(model) + " -t 2 -n 4 --temp 0", tmp, "hi\n");
+  INFO(full.err);
+  REQUIRE(full.exit_code == 0);
+  CHECK(full.err.find("context 8192 (trained 8192; KV 2.0 MiB, --ctx-memory 1024 MiB)") != std::string::npos);
+  auto cut = cli("chat -m " + quoted(model) + " -t 2 -n 4 --temp 0 --ctx-memory 1", tmp, "hi\n");
+  INFO(cut.err);
+  REQUIRE(cut.exit_code == 0);
+  CHECK(cut.err.find("context 4096 (trained 8192; KV 1.0 MiB, --ctx-memory 1 MiB)") != std::string::npos);
+  auto bad = cli("chat -m " + quoted(model) + " --ctx-memory 0", tmp, "hi\n");
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.err.find("--ctx-memory") != std::string::npos);
+}

@@ -230,7 +230,7 @@ TEST_CASE("conversations: export a path to JSON and Markdown", "[storage]") {
   CHECK_FALSE(f.store->export_json(other, *a).ok());
 }
 
-TEST_CASE("conversations: the context cut is kept per conversation, cleared with its message", "[storage]") {
+TEST_CASE("conversations: the context cut is kept per conversation and across reopening", "[storage]") {
   Fixture f;
   const int64_t a = f.create("a"), b = f.create("b");
   const int64_t u1 = f.say(a, 0, Role::user, "one", {1, 2});

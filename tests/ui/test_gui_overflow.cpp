@@ -133,6 +133,16 @@ TEST_CASE("kvchat GUI: 60 turns on a 512-token context run to the end, with the 
   again.push_back(step_assert("error", "==", ""));
   again.push_back(step_assert("n_assistant_messages", "==", 61));
   again.push_back(step_assert("last_prompt_from_t2", ">=", 16));
+  // A smaller KV budget (Engine > Tier budgets) shrinks the context to 256 tokens (64 KiB at
+  // 256 bytes a token): the next turn moves the cut and still runs.
+  again.push_back(json{{"do", "command"}, {"name", "set_tier_budgets"}, {"ctx_kv_bytes", 65536}});
+  again.push_back(json{{"do", "wait_idle"}, {"timeout_s", 60}});
+  again.push_back(step_assert("model_n_ctx", "==", 256));
+  for (auto& s : send("And a short one.")) again.push_back(s);
+  again.push_back(step_assert("error", "==", ""));
+  again.push_back(step_assert("n_assistant_messages", "==", 62));
+  again.push_back(step_assert("last_prompt_tokens", "<=", 256));
+  again.push_back(step_assert("n_outside_context", ">", n_outside));
   again.push_back(json{{"do", "quit"}});
   write_script(tmp.file("again.json"), again);
   rc = run_app(model, data, tmp.file("again.json"), out);
