@@ -5,7 +5,8 @@
 
 namespace kvc::ui {
 
-// Budgets of the RAM tiers; 0 means the app's default (T0: room for the context, T1: 512 MiB).
+// Budgets of the RAM tiers; 0 means the app's default (T0: room for two conversations of the
+// full context, T1: 512 MiB).
 // Applying new budgets recreates the runner (its RAM tiers start empty; T2 on disk stays).
 struct TierBudgets {
   int64_t t0_bytes = 0;
