@@ -45,6 +45,10 @@ struct Conversation {
   int64_t updated_ms = 0;  // last change to the conversation or any of its messages
   ConversationSettings settings;
   int64_t active_leaf = 0;  // 0: no messages yet
+  // The first message the model sees when the path no longer fits its context (the messages
+  // before it stay stored, outside the context); 0: the whole path. Set by the chat's overflow
+  // policy (app/common/chat_window.h) and kept until the next overflow moves it.
+  int64_t context_cut = 0;
 };
 
 struct Message {

@@ -58,12 +58,15 @@ const Migration k_schema[] = {
      "  INSERT INTO messages_fts(messages_fts, rowid, text) VALUES ('delete', old.id, old.text);"
      "  INSERT INTO messages_fts(rowid, text) VALUES (new.id, new.text);"
      "END;"},
+    // Where the model's view of the conversation begins (the context overflow policy's cut):
+    // kept so that a restart serves the same window from the KV cache. NULL: the whole path.
+    {2, "ALTER TABLE conversations ADD COLUMN context_cut INTEGER REFERENCES messages(id) ON DELETE SET NULL;"},
 };
 
 constexpr const char* k_conversation_cols =
     "c.id, c.title, c.created_ms, c.updated_ms, c.system_prompt, c.model_path, c.model_name, c.temperature, "
-    "c.top_k, c.top_p, c.min_p, c.repeat_penalty, c.seed, c.max_tokens, c.active_leaf";
-constexpr int k_n_conversation_cols = 15;
+    "c.top_k, c.top_p, c.min_p, c.repeat_penalty, c.seed, c.max_tokens, c.active_leaf, c.context_cut";
+constexpr int k_n_conversation_cols = 16;
 constexpr const char* k_message_cols =
     "m.id, m.conversation_id, m.parent_id, m.role, m.text, m.tokens, m.created_ms, m.state";
 
@@ -84,6 +87,7 @@ Conversation read_conversation(const Statement& st) {
   c.settings.sampling.seed = st.column_int64(12);
   c.settings.sampling.max_tokens = st.column_int64(13);
   c.active_leaf = st.column_int64(14);  // NULL reads as 0
+  c.context_cut = st.column_int64(15);
   return c;
 }
 
@@ -475,6 +479,27 @@ Status ConversationStore::set_active_leaf(int64_t conversation_id, int64_t messa
   auto st = db_.prepare("UPDATE conversations SET active_leaf = ? WHERE id = ?");
   if (!st) return st.error();
   return st->bind(1, message_id).bind(2, conversation_id).run();
+}
+
+Status ConversationStore::set_context_cut(int64_t conversation_id, int64_t message_id) {
+  std::lock_guard lock(mu_);
+  KVC_TRY(set_sync_locked(SyncMode::normal));  // a lost cut is recomputed: no sync needed
+  if (message_id != 0) {
+    auto m = message_locked(message_id);
+    if (!m) return m.error();
+    if (m->conversation_id != conversation_id) {
+      return make_error(ErrorCode::invalid_argument, "message " + std::to_string(message_id) +
+                                                         " belongs to another conversation");
+    }
+  }
+  auto st = db_.prepare("UPDATE conversations SET context_cut = ? WHERE id = ?");
+  if (!st) return st.error();
+  if (message_id != 0) st->bind(1, message_id);
+  else st->bind_null(1);
+  st->bind(2, conversation_id);
+  KVC_TRY(st->run());
+  if (db_.changes() == 0) return no_conversation(conversation_id);
+  return {};
 }
 
 Result<Message> ConversationStore::message_locked(int64_t id) {

@@ -69,6 +69,8 @@ class ConversationStore {
   // it becomes the active leaf. The original and its replies stay.
   Result<int64_t> edit_message(int64_t message_id, std::string_view text, std::span<const int32_t> tokens);
   Status set_active_leaf(int64_t conversation_id, int64_t message_id);
+  // Where the model's view of the conversation begins (Conversation::context_cut); 0 clears it.
+  Status set_context_cut(int64_t conversation_id, int64_t message_id);
 
   Result<Message> message(int64_t id);
   // Root first, `leaf_id` last.

@@ -91,6 +91,10 @@ struct ChatState {
   std::vector<MessageView> messages;  // the active branch, root first
   bool generating = false;
   int64_t n_stream_tokens = 0;        // tokens in the conversation's stream
+  // The context overflow policy's cut: the model's view begins at this message (0: at the
+  // first) and the n_outside_context messages before it stay shown, outside the context.
+  int64_t context_first_id = 0;
+  int64_t n_outside_context = 0;
 };
 
 // One tier of the KV cache, as the engine will report it.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/chat/context_window.h"
 #include "ui/format.h"
 #include "ui/views.h"
 
@@ -198,9 +199,18 @@ void ChatView::draw(ViewContext& ctx) {
     draw_settings(ctx);
     ImGui::EndPopup();
   }
+  // With a cut, the stream is longer than the context: say so instead of "688 tokens of 512".
+  const std::string outside = kvc::chat::outside_context_note(chat.n_outside_context);
   ImGui::TextDisabled("%s  ·  %lld tokens in this conversation%s", s.model.name.empty() ? "no model" : s.model.name.c_str(),
                       static_cast<long long>(chat.n_stream_tokens),
-                      s.model.n_ctx ? (" of " + std::to_string(s.model.n_ctx)).c_str() : "");
+                      s.model.n_ctx ? (", context " + std::to_string(s.model.n_ctx)).c_str() : "");
+  if (!outside.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::warning);
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextUnformatted((outside + " (its view begins at the marked message; they stay saved)").c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::PopStyleColor();
+  }
 
   if (s.model.is_demo && s.model.status == ModelStatus::ready) {
     ImGui::PushStyleColor(ImGuiCol_Text, colors::warning);
@@ -250,7 +260,8 @@ void ChatView::draw(ViewContext& ctx) {
     const MessageView& m = chat.messages[i];
     const bool last = i + 1 == chat.messages.size();
     const uint64_t key = (static_cast<uint64_t>(m.text.size()) << 20) ^ static_cast<uint64_t>(width) ^
-                         (m.stats.valid ? 1u : 0u) ^ (editing_id_ == m.id ? 2u : 0u);
+                         (m.stats.valid ? 1u : 0u) ^ (editing_id_ == m.id ? 2u : 0u) ^
+                         (chat.context_first_id == m.id ? 4u : 0u);
     const float y = ImGui::GetCursorPosY();
     auto it = heights_.find(m.id);
     if (m.role == Role::user) ++n_user;
@@ -264,6 +275,13 @@ void ChatView::draw(ViewContext& ctx) {
         (y + it->second.second < view_top - 200.0f || y > view_bottom + 200.0f)) {
       ImGui::Dummy(ImVec2(width, it->second.second));
       continue;
+    }
+    if (m.id == chat.context_first_id && chat.n_outside_context > 0) {
+      // The overflow policy's cut: the model's view of the conversation begins here.
+      ImGui::PushStyleColor(ImGuiCol_Text, colors::warning);
+      ImGui::TextUnformatted(("- - -  " + kvc::chat::outside_context_note(chat.n_outside_context) + "  - - -").c_str());
+      ImGui::PopStyleColor();
+      ImGui::Separator();
     }
     draw_message(ctx, m, last);
     ImGui::Dummy(ImVec2(0, 6.0f));

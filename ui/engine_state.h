@@ -11,11 +11,16 @@ namespace kvc::ui {
 struct TierBudgets {
   int64_t t0_bytes = 0;
   int64_t t1_bytes = 0;
+  // What one context's KV (F16) may take: sizes the default context, the model's trained
+  // context cut to fit (0: --ctx-memory, else 1 GiB). No effect when -c sets the context.
+  int64_t ctx_kv_bytes = 0;
 };
 
 struct EngineState {
   TierBudgets budgets;
   int64_t n_restarts = 0;  // in-process restarts of this run (every RAM tier dropped, T2 reopened)
+  int64_t ctx_kv_budget_bytes = 0;  // the budget in force (the default resolved)
+  bool ctx_fixed = false;           // -c set the context: the budget does not size it
 };
 
 }  // namespace kvc::ui

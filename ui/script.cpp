@@ -31,7 +31,7 @@ constexpr OpName k_ops[] = {{CompareOp::eq, "=="}, {CompareOp::ne, "!="}, {Compa
                             {CompareOp::gt, ">"},  {CompareOp::lt, "<"},  {CompareOp::contains, "contains"}};
 
 const char* const k_keys[] = {"ctrl+n", "ctrl+enter", "escape", "ctrl+f"};
-const char* const k_commands[] = {"restart_engine", "set_tier_budgets"};
+const char* const k_commands[] = {"restart_engine", "set_tier_budgets", "set_chat_settings"};
 
 
 Error step_error(int index, const std::string& kind, const std::string& what) {
@@ -165,13 +165,29 @@ Result<ScriptStep> parse_step(const json& j, int index) {
       s.name = *n;
       bool ok = false;
       for (const char* name : k_commands) ok = ok || s.name == name;
-      if (!ok) return step_error(index, kind, "unknown command \"" + s.name + "\"; known: restart_engine, set_tier_budgets");
+      if (!ok) return step_error(index, kind, "unknown command \"" + s.name + "\"; known: restart_engine, set_tier_budgets, set_chat_settings");
       auto t0 = optional_bytes(j, "t0_bytes", index, kind);
       if (!t0.ok()) return t0.error();
       auto t1 = optional_bytes(j, "t1_bytes", index, kind);
       if (!t1.ok()) return t1.error();
+      auto ctx_kv = optional_bytes(j, "ctx_kv_bytes", index, kind);
+      if (!ctx_kv.ok()) return ctx_kv.error();
       s.t0_bytes = *t0;
       s.t1_bytes = *t1;
+      s.ctx_kv_bytes = *ctx_kv;
+      if (s.name == "set_chat_settings") {
+        if (auto it = j.find("max_tokens"); it != j.end()) {
+          if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 1'000'000) {
+            return step_error(index, kind, "\"max_tokens\" must be an integer in [1, 1000000]");
+          }
+          s.max_tokens = it->get<int64_t>();
+        }
+        if (auto it = j.find("system_prompt"); it != j.end()) {
+          if (!it->is_string()) return step_error(index, kind, "\"system_prompt\" must be a string");
+          s.text = it->get<std::string>();
+          s.value_is_string = true;  // a system prompt was given (it may be empty)
+        }
+      }
       break;
     }
     case StepKind::wait_model:

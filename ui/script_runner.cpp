@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "core/chat/context_window.h"
 #include "ui/memory_layout.h"
 
 namespace kvc::ui {
@@ -38,6 +39,11 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
   m["tier_warning"] = s.memory.tier_warning;
   m["n_turns"] = static_cast<double>(s.memory.turns.size());
   m["n_stream_tokens"] = static_cast<double>(s.chat.n_stream_tokens);
+  m["last_prompt_tokens"] = last && last->stats.valid ? static_cast<double>(last->stats.n_prompt) : 0.0;
+  // The context overflow policy's cut: messages outside the model's view, and the chat's marker.
+  m["n_outside_context"] = static_cast<double>(s.chat.n_outside_context);
+  m["context_marker"] = chat::outside_context_note(s.chat.n_outside_context);
+  m["model_n_ctx"] = static_cast<double>(s.model.n_ctx);
   // The Memory window: what its block map draws (cells per tier group, shared cells), the tree, timelines, exports.
   const BlockMapLayout map = layout_block_map(s.memory.kv.blocks, 300.0f, 9.0f, 2.0f);
   double n_shared_cells = 0;
@@ -214,7 +220,12 @@ void ScriptRunner::before_frame(const AppSnapshot& snap, AppCommands& cmd, Scrip
     }
     case StepKind::command:
       if (s.name == "restart_engine") cmd.restart_engine();
-      if (s.name == "set_tier_budgets") cmd.set_tier_budgets(TierBudgets{s.t0_bytes, s.t1_bytes});
+      if (s.name == "set_tier_budgets") cmd.set_tier_budgets(TierBudgets{s.t0_bytes, s.t1_bytes, s.ctx_kv_bytes});
+      if (s.name == "set_chat_settings") {
+        SamplingView v = snap.chat.sampling;
+        if (s.max_tokens > 0) v.max_tokens = s.max_tokens;
+        cmd.update_settings(s.value_is_string ? s.text : snap.chat.system_prompt, v);
+      }
       return advance();
     case StepKind::quit:
       finished_ = true;

@@ -17,7 +17,9 @@ namespace kvc::ui {
 //   last_reply_tokens, last_prompt_reused, last_prompt_from_t0/t1/t2, tier_warning, n_turns, n_stream_tokens, generating, model_ready,
 //   model_is_demo, model_status, model_name, model_chat_template, chat_title, last_reply, error,
 //   t0_used_bytes, t1_used_bytes, t2_used_bytes (0 for a tier the engine does not report), n_restarts,
-//   n_branch_points (messages on the active branch that have other versions),
+//   n_branch_points (messages on the active branch that have other versions), last_prompt_tokens,
+//   n_outside_context and context_marker (the overflow policy's cut: messages outside the model's
+//   context, and the chat's marker text, "" for none), model_n_ctx,
 //   and the facts views report through ScriptHooks::set_fact (the chat view's md_*: what the
 //   last answer's Markdown rendered as, see chat_markdown.h).
 using StateValue = std::variant<double, std::string>;

@@ -119,13 +119,23 @@ void EngineView::draw(ViewContext& ctx) {
   if (!seeded_) {
     t0_kib_ = static_cast<int>(b.t0_bytes / 1024);
     t1_kib_ = static_cast<int>(b.t1_bytes / 1024);
+    ctx_mib_ = static_cast<int>(ctx.snap.engine.ctx_kv_budget_bytes >> 20);
     seeded_ = true;
   }
   ImGui::TextUnformatted("RAM tier budgets (KiB, 0: default)");
   int_input("T0 compute", t0_kib_, 0, 1 << 30);
   int_input("T1 host RAM", t1_kib_, 0, 1 << 30);
+  // The context: the model's trained context, cut to what this budget of F16 KV holds.
+  int_input("Context KV (MiB)", ctx_mib_, 0, 1 << 20);
+  const ModelState& ms = ctx.snap.model;
+  if (ms.n_ctx > 0) {
+    ImGui::TextDisabled("context %lld tokens (trained %lld): KV %s%s", static_cast<long long>(ms.n_ctx),
+                        static_cast<long long>(ms.n_ctx_train),
+                        format_bytes(ctx.snap.memory.kv_bytes_per_token * static_cast<double>(ms.n_ctx)).c_str(),
+                        ctx.snap.engine.ctx_fixed ? ", set by -c" : "");
+  }
   if (named_button(ctx.hooks, "engine.apply", "Apply")) {
-    ctx.cmd.set_tier_budgets(TierBudgets{int64_t{t0_kib_} * 1024, int64_t{t1_kib_} * 1024});
+    ctx.cmd.set_tier_budgets(TierBudgets{int64_t{t0_kib_} * 1024, int64_t{t1_kib_} * 1024, int64_t{ctx_mib_} << 20});
   }
   ImGui::SameLine();
   ImGui::TextDisabled("recreates the KV cache: T0 and T1 start empty, T2 stays");

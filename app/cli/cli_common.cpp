@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/model/context_budget.h"
 #include "storage/data_dir.h"
 
 namespace kvc::cli {
@@ -23,8 +24,13 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool model_required) {
                  "the CUDA backend is built and tested without a GPU but has not yet been run on one")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
-  cmd.add_option("-c,--ctx-size", o.n_ctx, "context length in tokens (default: the model's, at most 4096)")
+  cmd.add_option("-c,--ctx-size", o.n_ctx,
+                 "context length in tokens (default: the model's trained context, cut to what --ctx-memory holds)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  cmd.add_option("--ctx-memory", o.ctx_memory_mib,
+                 "MiB that one context's KV cache (F16) may take; sizes the default context (inspect shows the estimate)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   cmd.add_option("-b,--batch-size", o.n_batch, "tokens evaluated per forward pass during prefill")
       ->check(CLI::Range(int64_t{1}, int64_t{8192}));
   add_data_dir_option(cmd, o.data_dir);
@@ -82,7 +88,7 @@ Result<Loaded> load_model(const ModelOptions& o) {
 
 int64_t context_length(const ModelOptions& o, const model::Model& m) {
   if (o.n_ctx > 0) return o.n_ctx;
-  return std::min(m.config().n_ctx_train, k_default_ctx_cap);
+  return model::default_context(m.config(), o.ctx_memory_mib << 20);
 }
 
 Progress::Progress(std::string label, bool quiet)

@@ -21,7 +21,8 @@ struct ModelOptions {
   std::string model;  // -m
   int threads = 0;    // -t; 0 = one per physical core
   std::string backend = "cpu";  // --backend: cpu, cuda or auto
-  int64_t n_ctx = 0;  // -c; 0 = the model's training context (capped)
+  int64_t n_ctx = 0;  // -c; 0 = the model's training context, capped by ctx_memory_mib
+  int64_t ctx_memory_mib = 1024;  // --ctx-memory: one context's F16 KV may take this much
   int64_t n_batch = 256;
   std::string data_dir;  // --data-dir
   bool quiet = false;    // --quiet: no progress or timings on stderr
@@ -41,9 +42,9 @@ struct Loaded {
 };
 Result<Loaded> load_model(const ModelOptions& o);
 
-// The context length to use: -c, else the model's, capped at k_default_ctx_cap.
+// The context length to use: -c, else the model's trained context cut to what --ctx-memory
+// holds (model::default_context).
 int64_t context_length(const ModelOptions& o, const model::Model& m);
-constexpr int64_t k_default_ctx_cap = 4096;
 
 // A single-line progress bar on stderr for work that may take more than a second; silent
 // when stderr is not a terminal, except for a final line.

@@ -1,12 +1,15 @@
 // kvchat-cli chat: an interactive conversation that reuses its KV cache across turns.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
 #include "app/cli/cli_common.h"
-#include "app/common/chat_turn.h"
 #include "app/cli/cli_engine.h"
+#include "app/common/chat_turn.h"
+#include "app/common/chat_window.h"
+#include "core/model/context_budget.h"
 
 namespace kvc::cli {
 
@@ -17,6 +20,32 @@ struct ChatArgs {
   std::string system;
   int64_t n_predict = 256;
   sampling::SamplingParams sampling;
+  bool summary = false;
+};
+
+// What the turns cost, for --summary: new tokens (message segment + answer) against the prompt
+// tokens computed; recomputed = computed less the new message (what the cache did not serve).
+struct TurnTotals {
+  int64_t n_turns = 0, n_cuts = 0, n_message = 0, n_answer = 0, n_computed = 0, n_recomputed = 0;
+
+  void add(int64_t message, int64_t answer, int64_t computed, bool cut) {
+    ++n_turns;
+    n_cuts += cut;
+    n_message += message;
+    n_answer += answer;
+    n_computed += computed;
+    n_recomputed += std::max<int64_t>(0, computed - message);
+  }
+  void print() const {
+    const double n = static_cast<double>(std::max<int64_t>(n_turns, 1));
+    const double fresh = static_cast<double>(n_message + n_answer) / n;
+    const double recomputed = static_cast<double>(n_recomputed) / n;
+    std::printf("summary: %lld turns, %lld context cuts | new tokens per turn %.1f (message %.1f + answer %.1f) | "
+                "prompt tokens computed per turn %.1f | recomputed per turn %.1f (%.2fx new)\n",
+                static_cast<long long>(n_turns), static_cast<long long>(n_cuts), fresh,
+                static_cast<double>(n_message) / n, static_cast<double>(n_answer) / n,
+                static_cast<double>(n_computed) / n, recomputed, fresh > 0 ? recomputed / fresh : 0.0);
+  }
 };
 
 constexpr const char* k_help =
@@ -33,9 +62,11 @@ int run_chat(ChatArgs a) {
   if (!engine.ok()) return report(engine.error());
 
   const bool tty = ::isatty(STDIN_FILENO) != 0;
-  std::fprintf(stderr, "kvchat: %s | chat template: %s | context %lld | %s\n", m.path().c_str(),
-               tmpl.describe().c_str(), static_cast<long long>(engine->n_ctx()),
-               std::string(m.backend().name()).c_str());
+  std::fprintf(stderr, "kvchat: %s | chat template: %s | context %lld (trained %lld; KV %s, --ctx-memory %lld MiB) | %s\n",
+               m.path().c_str(), tmpl.describe().c_str(), static_cast<long long>(engine->n_ctx()),
+               static_cast<long long>(m.config().n_ctx_train),
+               human_bytes(model::context_kv_bytes(m.config(), engine->n_ctx())).c_str(),
+               static_cast<long long>(a.model.ctx_memory_mib), std::string(m.backend().name()).c_str());
   if (demo) {
     std::fprintf(stderr,
                  "This is the built-in demo model: random weights, so its replies are gibberish. It shows the\n"
@@ -47,34 +78,56 @@ int run_chat(ChatArgs a) {
   opt.max_tokens = a.n_predict;
   opt.sampling = a.sampling;
   opt.stop_strings = tmpl.stop_strings();
-  std::vector<int32_t> conversation;  // the append-only token stream: the source of truth
-  int64_t conversation_id = 1;        // the engine's sequence for it; /reset starts another
-  std::vector<chat::ChatMessage> history;  // its messages, replies as generated (for the template)
+  chat::WindowPolicy policy;
+  policy.n_ctx = engine->n_ctx();
+  policy.n_reserve = chat::answer_reserve(policy.n_ctx, a.n_predict);
+  struct Stored {
+    std::string role, text;
+    std::vector<int32_t> tokens;  // the stream's tokens of this message (source of truth)
+  };
+  std::vector<Stored> stored;  // the conversation, never truncated
+  size_t cut = 0;              // the model's view begins at stored[cut]
+  int64_t conversation_id = 1; // the engine's sequence for it; /reset starts another
+  TurnTotals totals;
   std::string line;
   for (;;) {
     if (tty) std::fprintf(stderr, "\n> ");
     if (!std::getline(std::cin, line)) break;
     if (line == "/exit" || line == "/quit") break;
     if (line == "/reset") {
-      conversation.clear();
+      stored.clear();
+      cut = 0;
       ++conversation_id;
-      history.clear();
       std::fprintf(stderr, "(new conversation)\n");
       continue;
     }
     if (line == "/stats") {
-      std::fprintf(stderr, "conversation: %zu tokens of %lld\n", conversation.size(), static_cast<long long>(engine->n_ctx()));
+      int64_t n = 0;
+      for (const Stored& s : stored) n += static_cast<int64_t>(s.tokens.size());
+      std::fprintf(stderr, "conversation: %zu messages, %lld tokens; context %lld%s%s\n", stored.size(),
+                   static_cast<long long>(n), static_cast<long long>(engine->n_ctx()), cut > 0 ? "; " : "",
+                   chat::outside_context_note(static_cast<int64_t>(cut)).c_str());
       continue;
     }
     if (line.empty()) continue;
     // Only the new segment is rendered and tokenized; the history's tokens are reused as is.
+    std::vector<chat::ChatMessage> history;
+    for (const Stored& s : stored) history.emplace_back(s.role, s.text);
     auto seg = app::build_user_turn(tok, tmpl, a.system, history, line);
     if (!seg.ok()) {
       report(seg.error());
       continue;
     }
-    std::vector<int32_t> prompt = conversation;
-    prompt.insert(prompt.end(), seg->tokens.begin(), seg->tokens.end());
+    std::vector<app::StreamMessage> messages;
+    for (const Stored& s : stored) messages.push_back({s.role, s.text, s.tokens});
+    messages.push_back({"user", line, seg->tokens});
+    auto window = app::plan_chat_window(tok, tmpl, a.system, messages, policy, cut);
+    if (!window.ok()) {
+      report(window.error());
+      continue;
+    }
+    if (window->moved) std::fprintf(stderr, "(%s)\n", chat::outside_context_note(static_cast<int64_t>(window->first)).c_str());
+    const std::vector<int32_t>& prompt = window->prompt;
     auto r = engine->run(conversation_id, prompt, opt, [](std::string_view piece) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
@@ -82,22 +135,19 @@ int run_chat(ChatArgs a) {
     });
     if (!r.ok()) {
       report(r.error());
-      if (static_cast<int64_t>(prompt.size()) >= engine->n_ctx()) {
-        std::fprintf(stderr, "(the conversation no longer fits the context; /reset starts a new one)\n");
-        continue;
-      }
       return 1;
     }
     std::fputc('\n', stdout);
     std::fflush(stdout);
-    conversation = prompt;
-    conversation.insert(conversation.end(), r->tokens.begin(), r->tokens.end());
-    history.emplace_back("user", line);
-    history.emplace_back("assistant", r->text);
+    cut = window->first;
+    stored.push_back({"user", line, seg->tokens});
+    stored.push_back({"assistant", r->text, r->tokens});
     // An end-of-turn token is not in the stream; the next segment starts with the template's
     // closing text instead (build_user_turn), so the stream stays identical to a full render.
+    const auto n_prompt = static_cast<int64_t>(prompt.size());
+    totals.add(static_cast<int64_t>(seg->tokens.size()), static_cast<int64_t>(r->tokens.size()),
+               n_prompt - r->prefix.n_cached, window->moved);
     if (!a.model.quiet) {
-      const auto n_prompt = static_cast<int64_t>(prompt.size());
       std::fprintf(stderr,
                    "[%zu tokens | TTFT %.0f ms | %.1f tok/s | prompt %lld tokens, %lld from cache (T0 %lld, T1 %lld, "
                    "T2 %lld), %lld computed]\n",
@@ -108,6 +158,7 @@ int run_chat(ChatArgs a) {
                    static_cast<long long>(n_prompt - r->prefix.n_cached));
     }
   }
+  if (a.summary) totals.print();
   return 0;
 }
 
@@ -121,6 +172,8 @@ void register_chat(CLI::App& app) {
   cmd->add_option("--system", a->system, "system prompt");
   cmd->add_option("-n,--n-predict", a->n_predict, "most tokens per reply")->capture_default_str();
   add_sampling_options(*cmd, a->sampling);
+  cmd->add_flag("--summary", a->summary,
+                "at the end, print what the turns cost on stdout: new tokens against prompt tokens computed per turn");
   cmd->callback([a] {
     if (int rc = run_chat(*a); rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -9,6 +9,7 @@
 
 #include "app/common/chat_turn.h"
 #include "app/common/demo_model.h"
+#include "core/model/context_budget.h"
 #include "storage/data_dir.h"
 #include "storage/data_dir_lock.h"
 
@@ -169,11 +170,13 @@ void ChatController::set_tier_budgets(ui::TierBudgets budgets) {
     state_.engine.budgets = budgets;
     if (!model_) return;
     runner_.reset();
+    state_.model.n_ctx = context_for(model_->config());
     if (!make_runner()) {
       fail(make_error(ErrorCode::invalid_argument, "these tier budgets do not work (" + state_.model.error +
                                                        "); back to the defaults"));
       state_.engine.budgets = {};
       state_.model.error.clear();
+      state_.model.n_ctx = context_for(model_->config());
       if (!make_runner()) return;
     }
     if (state_.chat.conversation_id != 0) do_open(state_.chat.conversation_id);
@@ -293,6 +296,14 @@ void ChatController::start() {
   do_open(state_.conversations.front().id);
 }
 
+int64_t ChatController::context_for(const model::ModelConfig& c) {
+  int64_t budget = state_.engine.budgets.ctx_kv_bytes > 0 ? state_.engine.budgets.ctx_kv_bytes : options_.ctx_kv_bytes;
+  if (budget <= 0) budget = model::k_default_ctx_kv_budget_bytes;
+  state_.engine.ctx_kv_budget_bytes = budget;
+  state_.engine.ctx_fixed = options_.n_ctx > 0;
+  return options_.n_ctx > 0 ? options_.n_ctx : model::default_context(c, budget);
+}
+
 bool ChatController::make_runner() {
   EngineRunnerOptions ro;
   ro.n_ctx = state_.model.n_ctx;
@@ -365,7 +376,7 @@ void ChatController::do_load_model(const std::string& requested) {
   }
   model_ = std::move(*m);
   const model::ModelConfig& c = model_->config();
-  ms.n_ctx = options_.n_ctx > 0 ? options_.n_ctx : std::min<int64_t>(c.n_ctx_train, 4096);
+  ms.n_ctx = context_for(c);
   if (!make_runner()) {
     model_.reset();
     ms.status = ui::ModelStatus::failed;
@@ -411,7 +422,7 @@ void ChatController::do_open(int64_t id) {
   if (runner_) {
     std::vector<int32_t> tokens;
     if (!state_.chat.messages.empty()) {
-      auto stream = stream_until(state_.chat.messages.back().id);
+      auto stream = window_until(state_.chat.messages.back().id);
       if (!stream.ok()) return (void)fail(stream.error());
       tokens = std::move(*stream);
     }
@@ -455,6 +466,7 @@ void ChatController::reload_chat() {
     chat.n_stream_tokens += static_cast<int64_t>(m.tokens.size());
     chat.messages.push_back(std::move(v));
   }
+  show_cut(*c);
 }
 
 Result<std::vector<int32_t>> ChatController::stream_until(int64_t message_id) {
@@ -490,9 +502,7 @@ void ChatController::do_send(const std::string& text) {
   if (state_.chat.conversation_id == 0) do_new_conversation();
   const int64_t conv = state_.chat.conversation_id;
   const int64_t leaf = state_.chat.messages.empty() ? 0 : state_.chat.messages.back().id;
-  auto stream = stream_until(leaf);
-  if (!stream.ok()) return (void)fail(stream.error());
-  std::vector<int32_t> history = std::move(*stream);
+  if (auto stream = stream_until(leaf); !stream.ok()) return (void)fail(stream.error());
   auto seg = build_user_turn(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt,
                              messages_until(leaf), text);
   if (!seg.ok()) return (void)fail(seg.error());
@@ -502,7 +512,7 @@ void ChatController::do_send(const std::string& text) {
   if (state_.chat.title == k_new_title || (state_.chat.title == k_welcome_title && leaf == 0)) {
     if (auto st = store_->rename_conversation(conv, title_from(text)); !st.ok()) fail(st.error());
   }
-  run_reply(conv, *user_id, std::move(history), seg->tokens);
+  run_reply(conv, *user_id);
 }
 
 void ChatController::do_regenerate() {
@@ -510,9 +520,7 @@ void ChatController::do_regenerate() {
   const ui::MessageView& last = state_.chat.messages.back();
   const int64_t parent = last.role == ui::Role::assistant ? last.parent_id : last.id;
   if (parent == 0) return;
-  auto stream = stream_until(parent);
-  if (!stream.ok()) return (void)fail(stream.error());
-  run_reply(state_.chat.conversation_id, parent, std::move(*stream), {});
+  run_reply(state_.chat.conversation_id, parent);
 }
 
 void ChatController::do_edit(int64_t message_id, const std::string& text) {
@@ -520,19 +528,24 @@ void ChatController::do_edit(int64_t message_id, const std::string& text) {
   auto m = store_->message(message_id);
   if (!m.ok()) return (void)fail(m.error());
   if (m->role != storage::Role::user) return;
-  auto stream = stream_until(m->parent_id);
-  if (!stream.ok()) return (void)fail(stream.error());
-  std::vector<int32_t> history = std::move(*stream);
+  if (auto stream = stream_until(m->parent_id); !stream.ok()) return (void)fail(stream.error());
   auto seg = build_user_turn(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt,
                              messages_until(m->parent_id), text);
   if (!seg.ok()) return (void)fail(seg.error());
   auto edited = store_->edit_message(message_id, text, seg->tokens);
   if (!edited.ok()) return (void)fail(edited.error());
-  run_reply(state_.chat.conversation_id, *edited, std::move(history), seg->tokens);
+  run_reply(state_.chat.conversation_id, *edited);
 }
 
-void ChatController::run_reply(int64_t conv, int64_t parent_id, std::vector<int32_t> history,
-                               std::vector<int32_t> segment) {
+void ChatController::run_reply(int64_t conv, int64_t parent_id) {
+  // The prompt: the path under the overflow policy (the stored cut, moved on an overflow).
+  int64_t first_id = 0;
+  auto window = plan_turn(conv, parent_id, state_.chat.sampling.max_tokens, first_id);
+  if (!window.ok()) {
+    fail(window.error());
+    reload_chat();
+    return;
+  }
   auto asst = store_->begin_assistant_message(conv, parent_id);
   if (!asst.ok()) return (void)fail(asst.error());
   const int64_t asst_id = *asst;
@@ -544,8 +557,7 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id, std::vector<int3
   const ui::SamplingView& sv = state_.chat.sampling;
   TurnRequest req;
   req.conversation_id = conv;
-  req.history = std::move(history);
-  req.segment = std::move(segment);
+  req.history = std::move(window->prompt);
   req.options.max_tokens = sv.max_tokens;
   req.options.sampling.temperature = sv.temperature;
   req.options.sampling.top_k = sv.top_k;
@@ -573,19 +585,14 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id, std::vector<int3
   if (!r.ok()) {
     if (auto st = store_->append_streamed(asst_id, pending, {}); !st.ok()) fail(st.error());
     if (auto st = store_->finish_message(asst_id); !st.ok()) fail(st.error());
-    const int64_t n = static_cast<int64_t>(req.history.size() + req.segment.size());
-    if (r.error().code == ErrorCode::invalid_argument && model_ && n >= state_.model.n_ctx) {
-      fail(make_error(r.error().code, "this conversation (" + std::to_string(n) + " tokens) no longer fits the context of " +
-                                          std::to_string(state_.model.n_ctx) + " tokens: start a new chat (Ctrl+N)"));
-    } else {
-      fail(r.error());
-    }
+    fail(r.error());
     reload_chat();
     return;
   }
   // The streamed text is a prefix of the final text (which is cut before a stop string).
   if (auto st = store_->append_streamed(asst_id, pending, r->tokens); !st.ok()) fail(st.error());
   if (auto st = store_->finish_message(asst_id); !st.ok()) fail(st.error());
+  keep_cut(conv, first_id);
   stats_[asst_id] = r->stats;
   const ui::TurnStats& s = r->stats;
   const double n_dec = static_cast<double>(s.n_tokens > 1 ? s.n_tokens - 1 : 0);

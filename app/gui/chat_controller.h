@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "app/common/chat_window.h"
 #include "app/gui/engine_turn_runner.h"
 #include "app/gui/turn_runner.h"
 #include "core/backend/backend.h"
@@ -32,7 +33,8 @@ class ChatController final : public ui::AppCommands {
     std::string data_dir;    // --data-dir; empty: the default data directory
     std::string model_path;  // -m; empty: the demo model, built on first use
     int n_threads = 0;       // 0: one per physical core
-    int64_t n_ctx = 0;       // 0: the model's training context, at most 4096
+    int64_t n_ctx = 0;       // 0: the model's training context, cut to what the KV budget holds
+    int64_t ctx_kv_bytes = 0;  // that budget (0: model::k_default_ctx_kv_budget_bytes); the Engine window changes it
     std::string replay_answer;  // --replay-answer: non-empty: every turn streams this text (replay_turn_runner.h)
   };
 
@@ -72,14 +74,22 @@ class ChatController final : public ui::AppCommands {
   void start();
   void do_load_model(const std::string& path);
   bool make_runner();  // (re)creates runner_ for model_ with state_.engine.budgets; false: failed
+  int64_t context_for(const model::ModelConfig& c);  // -c, else the trained context within the KV budget
   void do_restart_engine();
   void do_new_conversation();
   void do_open(int64_t id);
   void do_send(const std::string& text);
   void do_regenerate();
   void do_edit(int64_t message_id, const std::string& text);
-  void run_reply(int64_t conversation_id, int64_t parent_id, std::vector<int32_t> history,
-                 std::vector<int32_t> segment);
+  // Answers the user message `user_id` (the active path's last) with a new assistant message.
+  void run_reply(int64_t conversation_id, int64_t user_id);
+  // The prompt of the turn answering user_id under the overflow policy, with the conversation's
+  // stored cut (chat_controller_window.cpp).
+  Result<ChatWindow> plan_turn(int64_t conversation_id, int64_t user_id, int64_t max_tokens, int64_t& first_id);
+  // Records a window's first message as the conversation's cut when it moved.
+  void keep_cut(int64_t conversation_id, int64_t first_id);
+  // What the next turn's prompt starts with (the window before its new message), for prefetch.
+  Result<std::vector<int32_t>> window_until(int64_t message_id);
   void refresh_list();
   void reload_chat();
   void do_export_kv(bool chrome_trace);  // into DATA_DIR/exports/ (chat_controller_export.cpp)
@@ -87,6 +97,8 @@ class ChatController final : public ui::AppCommands {
   // Tokens of the path to the message, message included; an error when the store cannot read it.
   Result<std::vector<int32_t>> stream_until(int64_t message_id);
   std::vector<chat::ChatMessage> messages_until(int64_t message_id);  // its user and assistant messages
+  // ChatState's cut fields for the path shown (a cut that is not on it: none shown).
+  void show_cut(const storage::Conversation& c);
 
   Options options_;
 

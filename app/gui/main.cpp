@@ -33,6 +33,7 @@ struct Args {
   std::string screenshot_dir = ".";
   int threads = 0;
   int64_t n_ctx = 0;
+  int64_t ctx_memory_mib = 0;
   std::string demo;
   bool presenter = false;
   bool demo_play = false;  // start playing at once
@@ -133,7 +134,7 @@ int run(const Args& a) {
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
 
-  kvc::app::ChatController controller({a.data_dir, a.model, a.threads, a.n_ctx, replay});
+  kvc::app::ChatController controller({a.data_dir, a.model, a.threads, a.n_ctx, a.ctx_memory_mib << 20, replay});
   kvc::ui::ScriptHooks hooks;
   kvc::ui::Shell shell;
   if (const char* home = std::getenv("HOME")) shell.model.home = home;
@@ -229,8 +230,11 @@ int main(int argc, char** argv) {
   app.add_option("-m,--model", a.model, "GGUF model file (default: the built-in demo model, built on first launch)");
   app.add_option("--data-dir", a.data_dir, "kvchat's data directory (default: $KVCHAT_DATA_DIR or ~/.local/share/kvchat)");
   app.add_option("-t,--threads", a.threads, "compute threads (default: one per physical core)")->check(CLI::Range(0, 1024));
-  app.add_option("-c,--ctx-size", a.n_ctx, "context length (default: the model's, at most 4096)")
+  app.add_option("-c,--ctx-size", a.n_ctx, "context length (default: the model's trained context, cut to what --ctx-memory holds)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  app.add_option("--ctx-memory", a.ctx_memory_mib,
+                 "MiB that one context's KV cache (F16) may take (default 1024; also in Engine > Tier budgets)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   app.add_option("--window-size", a.window_size, "window width and height in points (default: 1600 1000)")
       ->expected(2)->check(CLI::Range(320, 16384));
   auto* script = app.add_option("--script", a.script, "run a JSON script of UI steps, then exit (script mode)");

@@ -15,12 +15,14 @@
 
 namespace kvc::app {
 
-// One request: conversation C's stored token stream plus the new segment to append.
+// One request: conversation C's prompt, history then the new segment to append.
 //   prompt = history ++ segment; the reply continues it.
 struct TurnRequest {
   int64_t conversation_id = 0;
-  std::vector<int32_t> history;  // the stored, append-only stream (never re-tokenized)
-  std::vector<int32_t> segment;  // the new user turn (empty for a regenerate)
+  // The stored stream (never re-tokenized), or the window of it that the context overflow
+  // policy keeps (app/common/chat_window.h), which may end with the new turn already.
+  std::vector<int32_t> history;
+  std::vector<int32_t> segment;  // the new user turn, when not in history
   model::GenerateOptions options;
 };
 

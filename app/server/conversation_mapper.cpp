@@ -46,6 +46,7 @@ Result<MappedPrompt> ConversationMapper::map(std::span<const chat::ChatMessage> 
   auto user_turn = [&](std::string_view text) -> Status {
     auto seg = render_user_segment(tok, tmpl, system, history, text);
     if (!seg.ok()) return seg.error();
+    out.messages.push_back({"user", std::string(text), out.tokens.size(), out.tokens.size() + seg->tokens.size()});
     out.tokens.insert(out.tokens.end(), seg->tokens.begin(), seg->tokens.end());
     history.emplace_back("user", std::string(text));
     user_open = true;
@@ -63,6 +64,7 @@ Result<MappedPrompt> ConversationMapper::map(std::span<const chat::ChatMessage> 
     if (!user_open) KVC_TRY(user_turn(""));  // an answer with no question before it
     history.emplace_back("assistant", msg.content);
     ++out.n_answers;
+    const size_t begin = out.tokens.size();
     if (auto ids = answers_.recall(storage::AnswerStore::key_of(out.tokens, msg.content))) {
       ++out.n_answers_recalled;
       out.tokens.insert(out.tokens.end(), ids->begin(), ids->end());
@@ -70,6 +72,7 @@ Result<MappedPrompt> ConversationMapper::map(std::span<const chat::ChatMessage> 
       const std::vector<int32_t> ids_afresh = tok.encode_continuation(msg.content, false);
       out.tokens.insert(out.tokens.end(), ids_afresh.begin(), ids_afresh.end());
     }
+    out.messages.push_back({"assistant", msg.content, begin, out.tokens.size()});
     user_open = false;
   }
   return out;

@@ -34,8 +34,16 @@ Result<app::TurnSegment> render_user_segment(const tokenizer::Tokenizer& tok, co
                                              std::string_view system, std::span<const chat::ChatMessage> history,
                                              std::string_view user);
 
+// One rendered message of the history: its tokens are MappedPrompt::tokens[begin, end).
+struct MappedMessage {
+  std::string role;  // "user" or "assistant"
+  std::string text;
+  size_t begin = 0, end = 0;
+};
+
 struct MappedPrompt {
-  std::vector<int32_t> tokens;
+  std::vector<int32_t> tokens;           // the whole conversation's stream
+  std::vector<MappedMessage> messages;   // its user and assistant messages, in order
   int64_t conversation = 0;
   int64_t n_answers = 0;           // assistant messages in the history
   int64_t n_answers_recalled = 0;  // of them, mapped to the engine's own ids

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <random>
 
+#include "core/chat/context_window.h"
 #include "core/kv/block_key.h"
 
 namespace kvc::server {
@@ -34,7 +35,9 @@ json kvchat_json(const engine::RequestResult& r, const HistoryInfo& h) {
               {"ttft_ms", r.ttft_ms},
               {"conversation", h.conversation == 0 ? std::string() : k.hex().substr(16)},
               {"history_answers", h.n_answers},
-              {"history_answers_mapped", h.n_answers_mapped}};
+              {"history_answers_mapped", h.n_answers_mapped},
+              {"messages_outside_context", h.n_outside_context},
+              {"context_note", chat::outside_context_note(h.n_outside_context)}};
 }
 
 json chat_completion(const ResponseIds& ids, const engine::RequestResult& r, int64_t n_prompt, const HistoryInfo& h) {

@@ -24,6 +24,7 @@ struct HistoryInfo {
   int64_t conversation = 0;
   int64_t n_answers = 0;
   int64_t n_answers_mapped = 0;
+  int64_t n_outside_context = 0;  // earlier messages the context overflow policy left out
 };
 
 // "stop" (end of generation, a stop string) or "length" (max_tokens, the context).
@@ -32,7 +33,9 @@ const char* finish_reason(model::StopReason r);
 // {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details": {"cached_tokens"}}
 nlohmann::json usage_json(const engine::RequestResult& r, int64_t n_prompt);
 // kvchat's own figures, beside usage: {"cached_tokens_by_tier": {"t0", "t1", "t2"}, "ttft_ms",
-// "conversation" (16 hex digits, "" for none), "history_answers", "history_answers_mapped"}
+// "conversation" (16 hex digits, "" for none), "history_answers", "history_answers_mapped",
+// "messages_outside_context" (the oldest messages left out of a history longer than the context;
+// 0 when it fits) and "context_note" (what that means in words, "" for none)}
 nlohmann::json kvchat_json(const engine::RequestResult& r, const HistoryInfo& h);
 
 nlohmann::json chat_completion(const ResponseIds& ids, const engine::RequestResult& r, int64_t n_prompt, const HistoryInfo& h);

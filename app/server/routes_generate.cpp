@@ -1,6 +1,7 @@
 // POST /v1/chat/completions and POST /v1/completions: parse, map to tokens, admit, answer.
 #include <algorithm>
 
+#include "app/common/chat_window.h"
 #include "app/server/openai_json.h"
 #include "app/server/server_context.h"
 #include "app/server/streaming.h"
@@ -34,6 +35,30 @@ Parsed<engine::RequestOptions> request_options(const ServerContext& ctx, const G
   o.stop_strings.insert(o.stop_strings.end(), p.stop.begin(), p.stop.end());
   o.stop_at_eog = true;
   return Parsed<engine::RequestOptions>::success(std::move(o));
+}
+
+// The prompt of a chat request under the context overflow policy (app/common/chat_window.h).
+// The client resends the history, so the cut is replayed from it on every request: the same
+// history gives the same window, before and after a restart, and its turns hit the cache.
+// The room kept for answers is the server's --max-tokens (at most a quarter of the context),
+// not the request's, so that every request of a conversation replays the same cuts.
+Parsed<app::ChatWindow> context_window(const ServerContext& ctx, const ChatRequest& cr, const MappedPrompt& mapped) {
+  std::vector<app::StreamMessage> messages;
+  for (const MappedMessage& m : mapped.messages) {
+    messages.push_back({m.role, m.text, std::span(mapped.tokens).subspan(m.begin, m.end - m.begin)});
+  }
+  const std::string_view system =
+      !cr.messages.empty() && cr.messages[0].role == "system" ? std::string_view(cr.messages[0].content) : std::string_view();
+  chat::WindowPolicy policy;
+  policy.n_ctx = ctx.host.n_ctx();
+  policy.n_reserve = chat::answer_reserve(policy.n_ctx, ctx.options.limits.max_tokens);
+  auto w = app::plan_chat_window(ctx.model.tokenizer(), ctx.model.chat_template(), system, messages, policy, std::nullopt);
+  if (!w.ok()) {
+    ApiError e = bad_request(w.error().message + " (kvchat-cli serve -c)", "messages");
+    if (w.error().code == ErrorCode::invalid_argument) e.code = "context_length_exceeded";
+    return Parsed<app::ChatWindow>::failure(e);
+  }
+  return Parsed<app::ChatWindow>::success(std::move(*w));
 }
 
 // Admits the generation and answers it, whole or streamed.
@@ -71,18 +96,23 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   if (cr.model != ctx.options.model_id) return send_error(res, unknown_model(ctx, cr.model));
   auto mapped = ctx.mapper.map(cr.messages);
   if (!mapped.ok()) return send_error(res, bad_request(mapped.error().message, "messages"));
-  auto options = request_options(ctx, cr.params, static_cast<int64_t>(mapped->tokens.size()),
+  auto window = context_window(ctx, cr, *mapped);
+  if (!window.ok) return send_error(res, window.error);
+  auto options = request_options(ctx, cr.params, static_cast<int64_t>(window.value.prompt.size()),
                                  ctx.model.chat_template().stop_strings(), "messages");
   if (!options.ok) return send_error(res, options.error);
 
   GenerationJob job;
   job.endpoint = Endpoint::chat;
   job.ids = ResponseIds{new_response_id("chatcmpl-"), unix_now(), ctx.options.model_id};
-  job.n_prompt = static_cast<int64_t>(mapped->tokens.size());
-  job.history = HistoryInfo{mapped->conversation, mapped->n_answers, mapped->n_answers_recalled};
-  std::vector<int32_t> prompt = mapped->tokens;
-  job.on_finished = [&mapper = ctx.mapper, prompt](const engine::RequestResult& r) { mapper.remember(prompt, r.text, r.tokens); };
-  GenerationRequest gr{mapped->conversation, std::move(mapped->tokens), std::move(options.value)};
+  job.n_prompt = static_cast<int64_t>(window.value.prompt.size());
+  job.history = HistoryInfo{mapped->conversation, mapped->n_answers, mapped->n_answers_recalled,
+                            static_cast<int64_t>(window.value.first)};
+  // An answer is remembered after the whole stream (what the next request maps it back after),
+  // whatever window of it the engine ran.
+  std::vector<int32_t> stream = std::move(mapped->tokens);
+  job.on_finished = [&mapper = ctx.mapper, stream](const engine::RequestResult& r) { mapper.remember(stream, r.text, r.tokens); };
+  GenerationRequest gr{mapped->conversation, std::move(window.value.prompt), std::move(options.value)};
   run(ctx, req, res, std::move(gr), cr.params, std::move(job));
 }
 

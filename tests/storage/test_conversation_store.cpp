@@ -229,3 +229,38 @@ TEST_CASE("conversations: export a path to JSON and Markdown", "[storage]") {
   const int64_t other = f.create("o");
   CHECK_FALSE(f.store->export_json(other, *a).ok());
 }
+
+TEST_CASE("conversations: the context cut is kept per conversation and across reopening", "[storage]") {
+  Fixture f;
+  const int64_t a = f.create("a"), b = f.create("b");
+  const int64_t u1 = f.say(a, 0, Role::user, "one", {1, 2});
+  const int64_t r1 = f.say(a, u1, Role::assistant, "reply", {3});
+  const int64_t u2 = f.say(a, r1, Role::user, "two", {4});
+  const int64_t other = f.say(b, 0, Role::user, "elsewhere", {5});
+  auto c = f.store->conversation(a);
+  REQUIRE(c.ok());
+  CHECK(c->context_cut == 0);
+  REQUIRE(f.store->set_context_cut(a, u2).ok());
+  CHECK(f.store->conversation(a)->context_cut == u2);
+  CHECK(f.store->conversation(b)->context_cut == 0);
+  // A message of another conversation, or no conversation at all, is refused.
+  auto st = f.store->set_context_cut(a, other);
+  REQUIRE_FALSE(st.ok());
+  CHECK_THAT(st.error().message, Catch::Contains("another conversation"));
+  CHECK_FALSE(f.store->set_context_cut(999, 0).ok());
+  // It survives reopening; the messages before it are all still there.
+  f.store.reset();
+  f.store = f.open();
+  CHECK(f.store->conversation(a)->context_cut == u2);
+  CHECK(f.store->path_to(u2)->size() == 3);
+  {
+    kvc::storage::DatabaseOptions o;
+    o.mode = kvc::storage::OpenMode::read_only;
+    auto db = kvc::storage::Database::open(f.store->path(), o);
+    REQUIRE(db.ok());
+    CHECK(*db->query_int("PRAGMA user_version") == 2);
+  }
+  // 0 clears it.
+  REQUIRE(f.store->set_context_cut(a, 0).ok());
+  CHECK(f.store->conversation(a)->context_cut == 0);
+}
