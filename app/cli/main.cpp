@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   kvc::cli::register_convert_vocab(app);
   kvc::cli::register_serve(app);
   kvc::cli::register_render_chat(app);
+  kvc::cli::register_pull(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
