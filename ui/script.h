@@ -8,7 +8,7 @@
 //     {"do": "frames", "n": 5},
 //     {"do": "screenshot", "name": "chat", "window": "Chat"},
 //     {"do": "assert", "state": "n_messages", "op": ">=", "value": 2},
-//     {"do": "command", "name": "set_tier_budgets", "t0_bytes": 163840, "t1_bytes": 81920},
+//     {"do": "command", "name": "set_tier_budgets", "t0_bytes": 163840, "t1_bytes": 81920, "t2_bytes": 0},
 //     {"do": "command", "name": "restart_engine"},
 //     {"do": "quit"}
 //   ]}
@@ -46,6 +46,7 @@ struct ScriptStep {
   int n_frames = 1;       // frames
   int64_t t0_bytes = 0;   // command set_tier_budgets (0: default)
   int64_t t1_bytes = 0;
+  int64_t t2_bytes = 0;
 };
 
 struct Script {

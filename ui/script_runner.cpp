@@ -63,6 +63,7 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
   }
   m["model_status"] = std::string(status);
   m["model_name"] = s.model.name;
+  m["model_path"] = s.model.path;
   m["model_chat_template"] = s.model.chat_template;
   m["chat_title"] = s.chat.title;
   m["error"] = s.error;
@@ -75,6 +76,17 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
     }
   }
   m["n_restarts"] = static_cast<double>(s.engine.n_restarts);
+  m["t0_default_bytes"] = static_cast<double>(s.engine.defaults.t0_bytes);
+  m["t1_default_bytes"] = static_cast<double>(s.engine.defaults.t1_bytes);
+  m["t2_default_bytes"] = static_cast<double>(s.engine.defaults.t2_bytes);
+  m["mem_available_bytes"] = static_cast<double>(s.engine.mem_available_bytes);
+  m["disk_free_bytes"] = static_cast<double>(s.engine.disk_free_bytes);
+  m["fit_warning"] = s.engine.fit_warning;
+  m["download_status"] = std::string(to_string(s.download.status));
+  m["download_path"] = s.download.path;
+  m["download_error"] = s.download.error;
+  m["n_downloads"] = static_cast<double>(s.download.n_completed);
+  m["conversation_export_path"] = s.conversation_export_path;
   double n_branch_points = 0;
   for (const auto& msg : s.chat.messages) n_branch_points += msg.n_siblings > 1 ? 1 : 0;
   m["n_branch_points"] = n_branch_points;
@@ -172,7 +184,16 @@ void ScriptRunner::before_frame(const AppSnapshot& snap, AppCommands& cmd, Scrip
       screenshot_due_ = true;
       return;
     case StepKind::assert_state: {
-      const auto state = script_state(snap);
+      auto state = script_state(snap);
+      // "window.TITLE.x" / .y / .w / .h: where a window is on screen, in points.
+      if (s.state.rfind("window.", 0) == 0 && s.state.size() > 9) {
+        const std::string title = s.state.substr(7, s.state.size() - 9);
+        if (const auto r = hooks.window_rect(title)) {
+          const char c = s.state.back();
+          state[s.state] = static_cast<double>(c == 'x' ? r->min.x : c == 'y' ? r->min.y : c == 'w' ? r->max.x - r->min.x
+                                                                                                      : r->max.y - r->min.y);
+        }
+      }
       auto it = state.find(s.state);
       if (it == state.end()) {
         std::string names;
@@ -193,7 +214,10 @@ void ScriptRunner::before_frame(const AppSnapshot& snap, AppCommands& cmd, Scrip
     }
     case StepKind::command:
       if (s.name == "restart_engine") cmd.restart_engine();
-      if (s.name == "set_tier_budgets") cmd.set_tier_budgets(TierBudgets{s.t0_bytes, s.t1_bytes});
+      if (s.name == "set_tier_budgets") cmd.set_tier_budgets(TierBudgets{s.t0_bytes, s.t1_bytes, s.t2_bytes});
+      // The open conversation, as its menu's Export items do.
+      if (s.name == "export_conversation_md") cmd.export_conversation(snap.chat.conversation_id, true);
+      if (s.name == "export_conversation_json") cmd.export_conversation(snap.chat.conversation_id, false);
       return advance();
     case StepKind::quit:
       finished_ = true;

@@ -79,8 +79,8 @@ int run_pull(const PullArgs& a) {
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   if (!r.ok()) {
-    report(r.error());
-    return g_cancel ? 130 : 1;
+    const int rc = report(r.error());
+    return g_cancel ? 130 : rc;
   }
   if (!a.quiet) {
     if (r->already_present) {

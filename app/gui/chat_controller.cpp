@@ -8,6 +8,7 @@
 
 #include "app/common/chat_turn.h"
 #include "app/common/demo_model.h"
+#include "core/util/machine_budget.h"
 #include "storage/data_dir.h"
 
 namespace kvc::app {
@@ -89,6 +90,8 @@ ChatController::ChatController(Options options)
 
 ChatController::~ChatController() {
   cancel_ = true;
+  download_cancel_ = true;
+  if (download_thread_.joinable()) download_thread_.join();
   {
     std::lock_guard lock(q_mu_);
     quit_ = true;
@@ -118,12 +121,15 @@ void ChatController::worker_loop() {
       std::unique_lock lock(q_mu_);
       // Idle, the engine may still change what the memory view shows (a prefetch finishing):
       // look a few times a second.
-      if (!q_cv_.wait_for(lock, std::chrono::milliseconds(150), [&] { return quit_ || !queue_.empty(); })) {
+      // A download's progress wakes it too.
+      const bool woke = q_cv_.wait_for(lock, std::chrono::milliseconds(150),
+                                       [&] { return quit_ || !queue_.empty() || dl_dirty_.load(); });
+      if (quit_) return;
+      if (!woke || queue_.empty()) {
         lock.unlock();
-        if (runner_ && runner_->memory_version() != shown_memory_version_) publish(true);
+        if (dl_dirty_.load() || (runner_ && runner_->memory_version() != shown_memory_version_)) publish(true);
         continue;
       }
-      if (quit_) return;
       task = std::move(queue_.front());
       queue_.pop_front();
     }
@@ -138,6 +144,11 @@ void ChatController::publish(bool force) {
   if (!force && t - last_publish_us_ < k_publish_interval_us) return;
   last_publish_us_ = t;
   ++state_.version;
+  {
+    std::lock_guard lock(dl_mu_);
+    dl_dirty_ = false;
+    state_.download = dl_;
+  }
   if (runner_) {
     shown_memory_version_ = runner_->memory_version();
     runner_->fill_memory(state_.memory);
@@ -255,6 +266,7 @@ void ChatController::update_settings(std::string system_prompt, ui::SamplingView
 // ---- worker thread ----
 
 void ChatController::start() {
+  load_offers();
   auto store = storage::ConversationStore::open_in(storage::resolve_data_dir(options_.data_dir));
   if (store.ok()) {
     store_ = std::move(*store);
@@ -276,9 +288,25 @@ void ChatController::start() {
 bool ChatController::make_runner() {
   EngineRunnerOptions ro;
   ro.n_ctx = state_.model.n_ctx;
-  ro.cold_dir = storage::resolve_data_dir(options_.data_dir) / "kv-cache";
-  ro.t0_bytes = state_.engine.budgets.t0_bytes;  // 0: the default
-  if (state_.engine.budgets.t1_bytes > 0) ro.t1_bytes = state_.engine.budgets.t1_bytes;
+
+  // Defaults from the machine as it is now; a budget set in the Engine window wins.
+  const std::filesystem::path data_dir = storage::resolve_data_dir(options_.data_dir);
+  const MachineResources machine = read_machine_resources(data_dir);
+  const double kv_per_token = model_->config().kv_bytes_per_token(2.0);  // F16 KV, the runner's format
+  const BudgetDefaults d = default_budgets(machine, model_->weight_bytes(), true, static_cast<uint64_t>(kv_per_token),
+                                           state_.model.n_ctx);
+  ui::EngineState& es = state_.engine;
+  es.defaults = ui::TierBudgets{d.t0_bytes, d.t1_bytes, d.t2_bytes};
+  es.mem_total_bytes = machine.mem_total_bytes;
+  es.mem_available_bytes = machine.mem_available_bytes;
+  es.disk_free_bytes = machine.disk_free_bytes;
+  es.fit_warning = d.warning;
+  ro.t0_bytes = es.budgets.t0_bytes;  // 0: t0_contexts contexts, rounded up to whole blocks by the cache
+  ro.t0_contexts = d.t0_contexts;
+  ro.t1_bytes = es.budgets.t1_bytes > 0 ? es.budgets.t1_bytes : d.t1_bytes;
+  ro.cold_bytes = es.budgets.t2_bytes > 0 ? es.budgets.t2_bytes : d.t2_bytes;
+  ro.cold_dir = data_dir / "kv-cache";
+  ro.model_path = state_.model.path;
   auto runner = EngineTurnRunner::create(*model_, ro);
   if (!runner.ok()) {
     state_.model.error = runner.error().message;

@@ -58,7 +58,10 @@ class ChatController final : public ui::AppCommands {
   void restart_engine() override;
   void export_kv_trace() override;
   void export_kv_csv() override;
-  bool busy() const override { return n_busy_.load() > 0; }
+  void export_conversation(int64_t id, bool markdown) override;
+  void start_download(std::string source) override;
+  void cancel_download() override { download_cancel_ = true; }
+  bool busy() const override { return n_busy_.load() > 0 || download_running_.load() || dl_dirty_.load(); }
 
  private:
   void post(std::function<void()> task);
@@ -81,6 +84,9 @@ class ChatController final : public ui::AppCommands {
   void reload_chat();
   void do_export_kv(bool chrome_trace);  // into DATA_DIR/exports/ (chat_controller_export.cpp)
   bool fail(const Error& e);  // records e for the UI; returns false
+  void load_offers();  // worker thread: assets/models/catalog.json into dl_.offers
+  void run_download(const std::string& source);  // download thread (chat_controller_download.cpp)
+  void download_changed();  // any thread, dl_mu_ held: the worker publishes the new state soon
   // Tokens of the path to the message, message included; an error when the store cannot read it.
   Result<std::vector<int32_t>> stream_until(int64_t message_id);
   std::vector<chat::ChatMessage> messages_until(int64_t message_id);  // its user and assistant messages
@@ -107,6 +113,15 @@ class ChatController final : public ui::AppCommands {
   ui::AppSnapshot state_;
   std::map<int64_t, ui::TurnStats> stats_;  // assistant message id -> what its turn cost
   int64_t last_publish_us_ = 0;
+
+  // The download thread: one download at a time. It writes dl_ under dl_mu_ and wakes the
+  // worker, whose publish() copies dl_ into the snapshot.
+  std::mutex dl_mu_;
+  ui::DownloadState dl_;
+  std::atomic<bool> dl_dirty_{false};
+  std::atomic<bool> download_cancel_{false};
+  std::atomic<bool> download_running_{false};
+  std::thread download_thread_;
 
   std::thread worker_;  // last: starts after every member above exists
 };

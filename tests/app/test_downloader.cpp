@@ -307,7 +307,7 @@ TEST_CASE("kvchat-cli pull: a disk that fills keeps the partial file, and the ne
   // A file-size limit of 512 blocks (256 KiB in dash's 512-byte blocks, 512 KiB in bash's) fills "the disk".
   auto full = shell("ulimit -f 512 && exec " + cli);
   INFO(full.out);
-  CHECK(full.exit_code == 1);
+  CHECK(full.exit_code == 3);
   CHECK(full.out.find("cannot write the partial file: File too large") != std::string::npos);
   const auto kept = size_or_zero(tmp.path() / "data" / "models" / "m.gguf.part");
   CHECK(kept > 0);
@@ -340,7 +340,7 @@ TEST_CASE("kvchat-cli pull: Ctrl-C cancels with status 130 and keeps the partial
   CHECK(size_or_zero(tmp.path() / "data" / "models" / "m.gguf.part") > 0);
 
   auto bad = shell(kvc::test::quoted(KVC_CLI_PATH) + " pull just-a-name.gguf --data-dir " + kvc::test::quoted(tmp.file("data")));
-  CHECK(bad.exit_code == 1);
+  CHECK(bad.exit_code == 2);
   CHECK(bad.out.find("OWNER/REPO/FILE.gguf") != std::string::npos);
   auto list = shell(kvc::test::quoted(KVC_CLI_PATH) + " pull --list");
   CHECK(list.exit_code == 0);
