@@ -91,6 +91,10 @@ struct ChatState {
   std::vector<MessageView> messages;  // the active branch, root first
   bool generating = false;
   int64_t n_stream_tokens = 0;        // tokens in the conversation's stream
+  // While an answer's first token is awaited: the prompt tokens beyond what this conversation's
+  // last stream shares with it (an estimate of what is computed), and since when (epoch ms).
+  int64_t n_prefill_tokens = 0;
+  int64_t prefill_started_ms = 0;
 };
 
 // One tier of the KV cache, as the engine will report it.

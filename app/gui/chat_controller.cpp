@@ -420,6 +420,7 @@ void ChatController::do_open(int64_t id) {
       if (!stream.ok()) return (void)fail(stream.error());
       tokens = std::move(*stream);
     }
+    last_stream_[id] = tokens;
     runner_->prefetch(id, tokens);
   }
 }
@@ -560,11 +561,22 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id, std::vector<int3
   req.options.sampling.seed = sv.seed >= 0 ? static_cast<uint64_t>(sv.seed) : std::random_device{}();
   req.options.stop_strings = model_->chat_template().stop_strings();
   cancel_ = false;
+  {
+    // What the cache has not seen of this conversation: the prompt past its common prefix
+    // with the stream last opened or answered ("prefilling N new tokens" until the first token).
+    const std::vector<int32_t>& seen = last_stream_[conv];
+    size_t common = 0;
+    while (common < seen.size() && common < req.history.size() && seen[common] == req.history[common]) ++common;
+    state_.chat.n_prefill_tokens = static_cast<int64_t>(req.history.size() + req.segment.size() - common);
+    state_.chat.prefill_started_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  }
 
   std::string pending;  // streamed text not yet on disk
   int64_t last_flush = now_us();
   auto r = runner_->run(req, [&](const TurnDelta& d) {
     if (!state_.chat.messages.empty()) state_.chat.messages.back().text += d.text;
+    if (!d.text.empty()) state_.chat.n_prefill_tokens = 0;
     pending += d.text;
     if (!pending.empty() && now_us() - last_flush > k_flush_interval_us) {
       if (auto st = store_->append_streamed(asst_id, pending, {}); !st.ok()) fail(st.error());
@@ -575,6 +587,13 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id, std::vector<int3
     return !cancel_.load();
   });
   state_.chat.generating = false;
+  state_.chat.n_prefill_tokens = 0;
+  if (r.ok()) {
+    std::vector<int32_t>& stream = last_stream_[conv];
+    stream = req.history;
+    stream.insert(stream.end(), req.segment.begin(), req.segment.end());
+    stream.insert(stream.end(), r->tokens.begin(), r->tokens.end());
+  }
   if (!r.ok()) {
     if (auto st = store_->append_streamed(asst_id, pending, {}); !st.ok()) fail(st.error());
     if (auto st = store_->finish_message(asst_id); !st.ok()) fail(st.error());

@@ -112,6 +112,7 @@ class ChatController final : public ui::AppCommands {
   std::string requested_model_;  // what the last load_model asked for (empty: the demo model)
   ui::AppSnapshot state_;
   std::map<int64_t, ui::TurnStats> stats_;  // assistant message id -> what its turn cost
+  std::map<int64_t, std::vector<int32_t>> last_stream_;  // conversation -> the tokens last opened or answered
   int64_t last_publish_us_ = 0;
 
   // The download thread: one download at a time. It writes dl_ under dl_mu_ and wakes the

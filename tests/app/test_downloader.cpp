@@ -323,7 +323,7 @@ TEST_CASE("kvchat-cli pull: a disk that fills keeps the partial file, and the ne
   CHECK(kvc::test::read_file(tmp.path() / "data" / "models" / "m.gguf") == model_bytes());
 }
 
-TEST_CASE("kvchat-cli pull: Ctrl-C cancels with status 130 and keeps the partial file; bad sources are refused", "[app][e2e]") {
+TEST_CASE("kvchat-cli pull: Ctrl-C cancels with status 130 and keeps the partial file, bad sources are refused", "[app][e2e]") {
   LoopbackHttpServer server([&](const HttpRequest& req) {
     HttpResponse r = kvc::test::serve_file(req, model_bytes());
     r.chunk_bytes = 16 * 1024;

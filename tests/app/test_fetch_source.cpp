@@ -43,7 +43,7 @@ TEST_CASE("pull sources: URLs as given, Hugging Face OWNER/REPO/FILE as a resolv
   CHECK(resolve_source("model.gguf").error().message.find("OWNER/REPO/FILE.gguf") != std::string::npos);
 }
 
-TEST_CASE("pull file names: the URL's last part, percent-decoded; unsafe names refused", "[app]") {
+TEST_CASE("pull file names: the URL's last part, percent-decoded, unsafe names refused", "[app]") {
   CHECK(*file_name_from_url("https://h/x/Model-Q8_0.gguf?download=true") == "Model-Q8_0.gguf");
   CHECK(*file_name_from_url("https://h/x/My%20Model.gguf") == "My Model.gguf");
   for (const char* bad : {"https://h/x/", "https://h/x/%2e%2e", "https://h/a%2Fb.gguf", "https://h/.hidden", "https://h/a%00b"}) {
