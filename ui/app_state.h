@@ -201,6 +201,8 @@ class AppCommands {
   virtual void dismiss_error() = 0;
   // Recreates the runner with these RAM tier budgets (0: default).
   virtual void set_tier_budgets(TierBudgets budgets) = 0;
+  // The same, remembered for later runs (DATA_DIR/settings.json): the Engine window's Apply.
+  virtual void save_tier_budgets(TierBudgets budgets) = 0;
   // An in-process restart: drops the runner, its RAM tiers and the disk tier's handle, reopens
   // them from the files on disk and reopens the current conversation.
   virtual void restart_engine() = 0;

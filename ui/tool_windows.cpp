@@ -145,7 +145,7 @@ void EngineView::draw(ViewContext& ctx) {
   ImGui::SameLine();
   ImGui::TextDisabled("default %s", format_bytes(static_cast<double>(e.defaults.t2_bytes)).c_str());
   if (named_button(ctx.hooks, "engine.apply", "Apply")) {
-    ctx.cmd.set_tier_budgets(TierBudgets{int64_t{t0_kib_} * 1024, int64_t{t1_kib_} * 1024, int64_t{t2_mib_} << 20});
+    ctx.cmd.save_tier_budgets(TierBudgets{int64_t{t0_kib_} * 1024, int64_t{t1_kib_} * 1024, int64_t{t2_mib_} << 20});
   }
   ImGui::SameLine();
   ImGui::TextDisabled("recreates the KV cache: T0 and T1 start empty, T2 keeps its blocks");

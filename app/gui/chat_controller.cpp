@@ -8,6 +8,7 @@
 
 #include "app/common/chat_turn.h"
 #include "app/common/demo_model.h"
+#include "app/gui/app_settings.h"
 #include "core/util/machine_budget.h"
 #include "storage/data_dir.h"
 
@@ -173,6 +174,20 @@ void ChatController::load_model(std::string path) { post([this, p = std::move(pa
 void ChatController::dismiss_error() { post([this] { state_.error.clear(); }); }
 void ChatController::restart_engine() { post([this] { do_restart_engine(); }); }
 
+std::filesystem::path ChatController::settings_path() const {
+  return storage::resolve_data_dir(options_.data_dir) / "settings.json";
+}
+
+void ChatController::save_settings() {
+  // A failure to remember is not worth an error the user must dismiss: the app works without.
+  (void)save_app_settings(settings_path(), AppSettings{requested_model_, saved_budgets_});
+}
+
+void ChatController::save_tier_budgets(ui::TierBudgets budgets) {
+  post([this, budgets] { saved_budgets_ = budgets; });
+  set_tier_budgets(budgets);
+}
+
 void ChatController::set_tier_budgets(ui::TierBudgets budgets) {
   post([this, budgets] {
     state_.engine.budgets = budgets;
@@ -184,7 +199,12 @@ void ChatController::set_tier_budgets(ui::TierBudgets budgets) {
       state_.engine.budgets = {};
       state_.model.error.clear();
       if (!make_runner()) return;
+      const ui::TierBudgets& sb = saved_budgets_;
+      if (sb.t0_bytes == budgets.t0_bytes && sb.t1_bytes == budgets.t1_bytes && sb.t2_bytes == budgets.t2_bytes) {
+        saved_budgets_ = {};  // remembered budgets that do not work are forgotten
+      }
     }
+    save_settings();
     if (state_.chat.conversation_id != 0) do_open(state_.chat.conversation_id);
   });
 }
@@ -275,7 +295,15 @@ void ChatController::start() {
   }
   refresh_list();
   publish(true);
-  do_load_model(options_.model_path);
+  // No -m: the model of the last run, if it is still there (else the demo model).
+  const AppSettings saved = load_app_settings(settings_path());
+  state_.engine.budgets = saved_budgets_ = saved.budgets;
+  std::string first = options_.model_path;
+  std::error_code ec;
+  if (first.empty() && !saved.last_model.empty() && std::filesystem::is_regular_file(saved.last_model, ec)) {
+    first = saved.last_model;
+  }
+  do_load_model(first);
   if (!store_) return;
   if (state_.conversations.empty()) {
     auto id = store_->create_conversation(k_welcome_title, default_settings(state_.model));
@@ -391,6 +419,7 @@ void ChatController::do_load_model(const std::string& requested) {
   for (const auto& t : model_->file().tensors()) ms.n_params += t.n_elements();
   ms.progress = 1;
   ms.status = ui::ModelStatus::ready;
+  save_settings();
   state_.memory.weight_bytes = ms.weight_bytes;
 }
 

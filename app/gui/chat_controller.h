@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -55,6 +56,7 @@ class ChatController final : public ui::AppCommands {
   void load_model(std::string path) override;
   void dismiss_error() override;
   void set_tier_budgets(ui::TierBudgets budgets) override;
+  void save_tier_budgets(ui::TierBudgets budgets) override;
   void restart_engine() override;
   void export_kv_trace() override;
   void export_kv_csv() override;
@@ -84,6 +86,8 @@ class ChatController final : public ui::AppCommands {
   void reload_chat();
   void do_export_kv(bool chrome_trace);  // into DATA_DIR/exports/ (chat_controller_export.cpp)
   bool fail(const Error& e);  // records e for the UI; returns false
+  std::filesystem::path settings_path() const;  // DATA_DIR/settings.json (app_settings.h)
+  void save_settings();                         // the model loaded and the budgets set
   void load_offers();  // worker thread: assets/models/catalog.json into dl_.offers
   void run_download(const std::string& source);  // download thread (chat_controller_download.cpp)
   void download_changed();  // any thread, dl_mu_ held: the worker publishes the new state soon
@@ -110,6 +114,7 @@ class ChatController final : public ui::AppCommands {
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<TurnRunner> runner_;  // uses model_; reset before it
   std::string requested_model_;  // what the last load_model asked for (empty: the demo model)
+  ui::TierBudgets saved_budgets_;  // as remembered in settings.json (demos set budgets without saving)
   ui::AppSnapshot state_;
   std::map<int64_t, ui::TurnStats> stats_;  // assistant message id -> what its turn cost
   std::map<int64_t, std::vector<int32_t>> last_stream_;  // conversation -> the tokens last opened or answered

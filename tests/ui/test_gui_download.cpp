@@ -111,7 +111,7 @@ TEST_CASE("kvchat GUI: a model downloaded in the Model window is listed at once 
   CHECK(n_md == 1);
 }
 
-TEST_CASE("kvchat GUI: the window layout persists across a restart in DATA_DIR/imgui.ini", "[ui][e2e]") {
+TEST_CASE("kvchat GUI: the window layout and the last model persist across a restart", "[ui][e2e]") {
   if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
   const std::string model = kvc::test::model_path("stories260K.gguf");
   kvc::test::TempDir tmp;
@@ -139,4 +139,12 @@ TEST_CASE("kvchat GUI: the window layout persists across a restart in DATA_DIR/i
   INFO(out);
   CHECK(rc == 0);
   CHECK(kvc::test::read_file(ini).find("Pos=123,456") != std::string::npos);  // saved again on exit
+
+  // Without -m, the next run opens the model of the last one (DATA_DIR/settings.json), not the demo.
+  { std::ofstream(tmp.file("layout.json")) << R"({"steps": [{"do": "wait_model", "timeout_s": 120},
+      {"do": "assert", "state": "model_is_demo", "value": 0},
+      {"do": "assert", "state": "model_path", "op": "contains", "value": "stories260K.gguf"}, {"do": "quit"}]})"; }
+  const int rc3 = run_gui("-t 2 --data-dir '" + tmp.file("data") + "' --script '" + tmp.file("layout.json") + "'", out);
+  INFO(out);
+  CHECK(rc3 == 0);
 }
