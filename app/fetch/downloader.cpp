@@ -326,6 +326,7 @@ Result<Downloaded> download_model(const DownloadRequest& request,
     if (!n.ok()) return n.error();
     name = *n;
   }
+  KVC_TRY(check_file_name(name));
   if (!request.expected_sha256.empty() && !is_sha256_hex(request.expected_sha256)) {
     return make_error(ErrorCode::invalid_argument, "--sha256 wants 64 hex digits, got \"" + request.expected_sha256 + "\"");
   }

@@ -81,13 +81,22 @@ Result<std::string> file_name_from_url(const std::string& url) {
       name += raw[i];
     }
   }
-  bool bad = name.empty() || name == "." || name == ".." || name[0] == '.';
-  for (char c : name) bad = bad || c == '/' || c == '\\' || static_cast<unsigned char>(c) < ' ';
-  if (bad) {
+  if (!check_file_name(name).ok()) {
     return make_error(ErrorCode::invalid_argument,
                       "cannot name the download after \"" + url + "\": give a file name with --output NAME.gguf");
   }
   return name;
+}
+
+Status check_file_name(const std::string& name) {
+  bool bad = name.empty() || name == "." || name == ".." || name[0] == '.';
+  for (char c : name) bad = bad || c == '/' || c == '\\' || static_cast<unsigned char>(c) < ' ';
+  if (bad) {
+    return make_error(ErrorCode::invalid_argument, "\"" + name +
+                                                       "\" cannot be a file name in the models folder: --output wants a plain name "
+                                                       "such as model-Q4_K_M.gguf");
+  }
+  return {};
 }
 
 std::string sha256_from_etag(const std::string& value) {

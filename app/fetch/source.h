@@ -17,6 +17,10 @@ Result<std::string> resolve_source(const std::string& source);
 // "..", or holds a '/', a '\\' or a control character.
 Result<std::string> file_name_from_url(const std::string& url);
 
+// A name to save a download under in the models folder: not empty, ".", ".." or hidden, no '/',
+// '\\' or control character. The error names --output.
+Status check_file_name(const std::string& name);
+
 // The sha256 an ETag-like header value holds (Hugging Face's X-Linked-Etag for its LFS files,
 // '"1a2b..."'): 64 hex digits once W/ and quotes are stripped, returned lowercase; else empty.
 std::string sha256_from_etag(const std::string& value);

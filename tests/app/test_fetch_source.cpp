@@ -52,6 +52,19 @@ TEST_CASE("pull file names: the URL's last part, percent-decoded, unsafe names r
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().message.find("--output") != std::string::npos);
   }
+  CHECK(check_file_name("model-Q4_K_M.gguf").ok());
+  for (const char* bad : {"../x.gguf", "a/b.gguf", "", "..", ".x", "a\\b"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(check_file_name(bad).ok());
+  }
+  // --output is checked like a name from the URL: nothing lands outside the models folder.
+  DownloadRequest req;
+  req.url = "http://127.0.0.1:1/x.gguf";
+  req.file_name = "../escape.gguf";
+  req.models_dir = "/nonexistent-kvchat-models";
+  auto r = download_model(req);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == kvc::ErrorCode::invalid_argument);
 }
 
 TEST_CASE("published sha256: Hugging Face's quoted ETags, nothing from other ETags", "[app]") {
