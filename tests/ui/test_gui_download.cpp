@@ -1,5 +1,6 @@
 // The real kvchat app under Xvfb downloads a GGUF from a loopback HTTP server the test starts:
-// typed into the Model window's Download tab, listed under On this machine at once, loaded;
+// typed into the Model window's Download tab (a 404, a cancel, then the real one), listed
+// under On this machine at once, loaded;
 // the tier defaults from free RAM and disk; Ctrl+Up/Down between conversations; and a window
 // layout that persists across a restart (imgui.ini in the data directory).
 #include <catch2/catch.hpp>
@@ -34,6 +35,12 @@ TEST_CASE("kvchat GUI: a model downloaded in the Model window is listed at once 
   const std::string model = kvc::test::model_path("stories260K.gguf");
   const std::string bytes = kvc::test::read_file(model);
   kvc::test::LoopbackHttpServer server([&](const kvc::test::HttpRequest& req) {
+    if (req.path == "/files/slow.gguf") {  // about 3 s: time to press Cancel
+      kvc::test::HttpResponse r = kvc::test::serve_file(req, bytes);
+      r.chunk_bytes = 32 * 1024;
+      r.chunk_delay_ms = 80;
+      return r;
+    }
     if (req.path != "/files/stories-dl.gguf") {
       kvc::test::HttpResponse r;
       r.status = 404;
@@ -57,6 +64,13 @@ TEST_CASE("kvchat GUI: a model downloaded in the Model window is listed at once 
     {"do": "wait_idle", "timeout_s": 30},
     {"do": "assert", "state": "download_status", "value": "failed"},
     {"do": "assert", "state": "download_error", "op": "contains", "value": "HTTP 404"},
+    {"do": "type", "widget": "model.download_url", "text": ")" + server.url("/files/slow.gguf") + R"("},
+    {"do": "click", "widget": "model.download"},
+    {"do": "frames", "n": 10},
+    {"do": "click", "widget": "model.download_cancel", "timeout_s": 10},
+    {"do": "wait_idle", "timeout_s": 30},
+    {"do": "assert", "state": "download_status", "value": "cancelled"},
+    {"do": "assert", "state": "download_error", "op": "contains", "value": "cancelled"},
     {"do": "type", "widget": "model.download_url", "text": ")" + server.url("/files/stories-dl.gguf") + R"("},
     {"do": "click", "widget": "model.download"},
     {"do": "wait_idle", "timeout_s": 60},
@@ -99,6 +113,9 @@ TEST_CASE("kvchat GUI: a model downloaded in the Model window is listed at once 
   CHECK(out.find("script passed") != std::string::npos);
   CHECK(kvc::test::read_file(tmp.path() / "data" / "models" / "stories-dl.gguf") == bytes);
   CHECK(std::filesystem::exists(tmp.path() / "data" / "models" / "stories-dl.gguf.sha256"));
+  // The cancelled one left its partial file for a later resume, and no model.
+  CHECK(std::filesystem::exists(tmp.path() / "data" / "models" / "slow.gguf.part"));
+  CHECK_FALSE(std::filesystem::exists(tmp.path() / "data" / "models" / "slow.gguf"));
   CHECK(std::filesystem::file_size(tmp.path() / "shots" / "model-download.png") > 1000);
   // The conversation export (its menu's Export as Markdown) landed in DATA_DIR/exports/.
   int n_md = 0;
