@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <system_error>
 
 #include "storage/data_dir.h"
 #include "storage/migrations.h"
@@ -165,7 +168,53 @@ Result<std::unique_ptr<ConversationStore>> ConversationStore::open(const std::fi
 Result<std::unique_ptr<ConversationStore>> ConversationStore::open_in(const std::filesystem::path& data_dir,
                                                                       Options options) {
   KVC_TRY(ensure_dir(data_dir));
-  return open(data_dir / "kvchat.db", std::move(options));
+  const std::filesystem::path path = data_dir / "kvchat.db";
+  auto store = open(path, options);
+  Error damage;
+  if (store.ok()) {
+    Status checked = (*store)->db_.verify();
+    if (checked.ok()) return store;
+    if (checked.error().code != ErrorCode::invalid_file) return checked.error();
+    damage = checked.error();
+  } else if (store.error().code == ErrorCode::invalid_file) {
+    damage = store.error();
+  } else {
+    return store.error();
+  }
+  store = Error{};  // closes the damaged file before it moves
+
+  const int64_t now_ms = options.now_ms ? options.now_ms()
+                                        : std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              std::chrono::system_clock::now().time_since_epoch())
+                                              .count();
+  const std::time_t t = static_cast<std::time_t>(now_ms / 1000);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  std::filesystem::path aside = path;
+  aside += std::string(".damaged-") + stamp;
+  for (int n = 2; std::filesystem::exists(aside); ++n) {
+    aside = path;
+    aside += std::string(".damaged-") + stamp + "-" + std::to_string(n);
+  }
+  std::error_code ec;
+  std::filesystem::rename(path, aside, ec);
+  if (ec) {
+    return make_error(ErrorCode::io, damage.message + "; moving it aside to " + aside.string() + " failed (" +
+                                         ec.message() + "): move or delete it yourself, or choose another --data-dir");
+  }
+  for (const char* suffix : {"-wal", "-shm"}) {
+    std::filesystem::path from = path, to = aside;
+    from += suffix;
+    to += suffix;
+    if (std::filesystem::exists(from, ec)) std::filesystem::rename(from, to, ec);
+  }
+  auto fresh = open(path, std::move(options));
+  if (!fresh) return fresh.error();
+  (*fresh)->notice_ = damage.message + ". It was moved to " + aside.string() +
+                      " (kept as it was, for recovery) and a new, empty conversations database was started.";
+  return fresh;
 }
 
 int64_t ConversationStore::now() const {

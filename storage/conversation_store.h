@@ -36,9 +36,14 @@ class ConversationStore {
   };
 
   static Result<std::unique_ptr<ConversationStore>> open(const std::filesystem::path& db_path, Options options = {});
-  // DIR/kvchat.db, creating DIR.
+  // DIR/kvchat.db, creating DIR. A file that is damaged or not a database (it fails to open or
+  // PRAGMA quick_check) is renamed aside to kvchat.db.damaged-YYYYMMDD-HHMMSS (with its -wal and
+  // -shm) and a new database starts; notice() then says so. Any other failure (no permission, a
+  // full disk, a newer schema) is an error and leaves the file alone.
   static Result<std::unique_ptr<ConversationStore>> open_in(const std::filesystem::path& data_dir,
                                                             Options options = {});
+  // What open_in had to do that the user should know (a damaged file moved aside); "" if nothing.
+  const std::string& notice() const { return notice_; }
 
   Result<int64_t> create_conversation(std::string_view title, const ConversationSettings& settings);
   Result<Conversation> conversation(int64_t id);
@@ -100,6 +105,7 @@ class ConversationStore {
   Database db_;
   Options options_;
   SyncMode sync_ = SyncMode::full;
+  std::string notice_;
 };
 
 }  // namespace kvc::storage

@@ -201,6 +201,16 @@ Status Database::read_blobs(const char* table, const char* column, std::span<con
   return {};
 }
 
+Status Database::verify() {
+  auto st = prepare("PRAGMA quick_check(1)");
+  if (!st) return st.error();
+  auto row = st->step();
+  if (!row) return row.error();
+  const std::string finding = *row ? st->column_text(0) : std::string("no answer");
+  if (finding == "ok") return {};
+  return make_error(ErrorCode::invalid_file, what_ + " " + path_.string() + " is damaged: " + finding);
+}
+
 int64_t Database::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }
 int64_t Database::changes() const { return sqlite3_changes64(db_); }
 

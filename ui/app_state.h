@@ -1,9 +1,9 @@
 // What the views draw (an immutable snapshot of the app) and what they may ask for (commands).
 //
 // The views never touch the model, the engine or the disk: each frame they read the latest
-// AppSnapshot and push commands through AppCommands, which only queue work (DESIGN.md §7).
-// Today the chat controller in app/gui fills the snapshot from a model::Session; the paged
-// KV engine will fill the same structs (MemoryState::tiers is its seam).
+// AppSnapshot and push commands through AppCommands, which only queue work
+// (docs/ARCHITECTURE.md §9). The chat controller in app/gui fills the snapshot; its memory
+// part comes from the engine's KV cache through app/gui's MemoryFeed (§3.8 there).
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,7 @@ struct ModelState {
   std::string backend;      // "cpu (avx512_vnni, 2 threads)"
   std::string chat_template;
   int64_t n_params = 0;
-  int64_t n_ctx = 0;        // context of the running session
+  int64_t n_ctx = 0;        // context the engine runs each conversation with
   int64_t n_ctx_train = 0;
   int64_t n_layer = 0;
   int64_t n_head = 0;       // query heads
@@ -113,13 +113,13 @@ struct TurnPoint {
 
 struct MemoryState {
   size_t weight_bytes = 0;
-  size_t kv_capacity_bytes = 0;  // the session's KV buffer
-  size_t kv_used_bytes = 0;      // of it, the positions holding tokens
+  size_t kv_capacity_bytes = 0;  // KV bytes of one conversation at the full context (n_ctx)
+  size_t kv_used_bytes = 0;      // of it, the last turn's prompt and reply
   double kv_bytes_per_token = 0;
   int64_t n_ctx = 0;
   int64_t n_session_tokens = 0;
   std::vector<TurnPoint> turns;  // every answer of this run, oldest first
-  std::vector<TierView> tiers;   // empty until the paged engine reports tiers
+  std::vector<TierView> tiers;   // T0, T1 and (with a disk tier) T2; empty before a model is loaded
   std::string tier_warning;      // e.g. the disk tier is read-only or full: KV stays in RAM
   KvPicture kv;                  // blocks, prefix tree, shares (memory_state.h)
   KvTimelines timelines;

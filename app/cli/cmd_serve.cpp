@@ -1,8 +1,6 @@
 // kvchat-cli serve: the OpenAI-compatible HTTP server, until SIGINT or SIGTERM.
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +13,7 @@
 #include "app/server/server.h"
 #include "storage/answer_store.h"
 #include "storage/data_dir.h"
+#include "storage/data_dir_lock.h"
 
 namespace kvc::cli {
 
@@ -29,20 +28,6 @@ struct ServeArgs {
   int64_t t1_mib = 512;
   int64_t disk_mib = 4096;
 };
-
-// Holds an exclusive lock on DIR/lock for the life of the process: two servers on one data
-// directory would share its cold store and answer database behind each other's backs.
-Result<int> lock_data_dir(const std::filesystem::path& dir) {
-  const std::string path = (dir / "lock").string();
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return make_error(ErrorCode::io, "cannot create " + path + "; check that the --data-dir is writable");
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    ::close(fd);
-    return make_error(ErrorCode::invalid_argument, "another kvchat-cli serve uses " + dir.string() +
-                                                       "; stop it or give this one another --data-dir");
-  }
-  return fd;
-}
 
 int run_serve(ServeArgs a) {
   // Signals go to the watcher thread alone: blocked here, before any thread exists, so every
@@ -61,7 +46,8 @@ int run_serve(ServeArgs a) {
 
   const std::filesystem::path dir = storage::resolve_data_dir(a.model.data_dir) / "serve";
   if (Status st = storage::ensure_dir(dir); !st.ok()) return report(st.error());
-  auto lock = lock_data_dir(dir);
+  // Two servers on one data directory would share its cold store and answer database.
+  auto lock = storage::DataDirLock::acquire(dir, "kvchat-cli serve");
   if (!lock.ok()) return report(lock.error());
 
   auto answers = storage::AnswerStore::open(dir / "answers.db");
@@ -112,7 +98,6 @@ int run_serve(ServeArgs a) {
   srv.reset();    // stops (if the listener ended by itself) before what it serves goes
   host->reset();  // the engine stops, blocks still queued for disk are written
   answers->reset();
-  ::close(*lock);
   if (!ran.ok()) return report(ran.error());
   std::fprintf(stderr, "kvchat-cli serve: stopped; the KV cache and the answers are on disk in %s\n", dir.c_str());
   return 0;

@@ -1,4 +1,4 @@
-// How one user turn extends a conversation's append-only token stream (shared by the CLI chat and the GUI).
+// How one user turn extends a conversation's append-only token stream (the GUI, the CLI chat, the server).
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,7 @@ namespace kvc::app {
 
 // The text and tokens a user turn appends to the stream. Only this segment is tokenized; the
 // history's tokens are reused as they are, so the stream stays identical to the model's own
-// sampled ids (DESIGN.md section 2).
+// sampled ids (docs/ARCHITECTURE.md §2).
 //
 // With the model's own template (ChatTemplate::runs_template()) the segment is cut from full
 // renders of the conversation:

@@ -11,6 +11,7 @@
 #include "app/gui/app_settings.h"
 #include "core/util/machine_budget.h"
 #include "storage/data_dir.h"
+#include "storage/data_dir_lock.h"
 
 namespace kvc::app {
 
@@ -286,10 +287,28 @@ void ChatController::update_settings(std::string system_prompt, ui::SamplingView
 // ---- worker thread ----
 
 void ChatController::start() {
+  // A second app on this data directory would write the same database and cold store: it
+  // shows who holds the directory and touches nothing in it (no model built, nothing opened).
+  // A directory that cannot be made or locked at all fails below, where the store opens.
+  const std::filesystem::path dir = storage::resolve_data_dir(options_.data_dir);
+  if (storage::ensure_dir(dir).ok()) {
+    auto lock = storage::DataDirLock::acquire(dir, "the kvchat app");
+    if (lock.ok()) {
+      data_lock_.emplace(std::move(*lock));
+    } else if (lock.error().code == ErrorCode::invalid_argument) {
+      fail(lock.error());
+      state_.model.status = ui::ModelStatus::failed;
+      state_.model.path = options_.model_path.empty() ? "the demo model" : options_.model_path;
+      state_.model.error = lock.error().message;
+      publish(true);
+      return;
+    }
+  }
   load_offers();
-  auto store = storage::ConversationStore::open_in(storage::resolve_data_dir(options_.data_dir));
+  auto store = storage::ConversationStore::open_in(dir);
   if (store.ok()) {
     store_ = std::move(*store);
+    if (!store_->notice().empty()) fail(make_error(ErrorCode::invalid_file, store_->notice()));
   } else {
     fail(make_error(store.error().code, "conversations cannot be saved: " + store.error().message));
   }

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -18,6 +19,7 @@
 #include "core/backend/backend.h"
 #include "core/model/model.h"
 #include "storage/conversation_store.h"
+#include "storage/data_dir_lock.h"
 #include "ui/app_state.h"
 
 namespace kvc::app {
@@ -109,6 +111,7 @@ class ChatController final : public ui::AppCommands {
   std::atomic<bool> cancel_{false};
   std::atomic<uint64_t> search_serial_{0};
 
+  std::optional<storage::DataDirLock> data_lock_;  // held for the controller's life: one app per data dir
   std::unique_ptr<storage::ConversationStore> store_;
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<model::Model> model_;

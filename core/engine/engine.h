@@ -10,7 +10,7 @@
 //
 // A request whose history is on disk while others are running is staged first: a worker
 // thread reads its T2 blocks into host RAM (T1) while the engine keeps stepping the others;
-// it is admitted when the read is done (DESIGN.md §3: promotion overlaps with compute).
+// it is admitted when the read is done (docs/ARCHITECTURE.md §3.7: staging).
 //
 // step() may be called directly (tests, benchmarks) or from the engine thread (start()).
 // submit() and cancel() are thread-safe; the callbacks run on the thread calling step().

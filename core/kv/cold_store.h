@@ -33,8 +33,9 @@ struct ColdStoreStats {
   std::string warning;         // why not healthy, in words for the user
 };
 
-// Implementations are thread-safe. The engine never waits on disk for put(); read() is
-// called off the engine thread by the promotion worker.
+// Implementations are thread-safe. The engine never waits on disk for put(). Reads happen on
+// the engine thread when it promotes in place (KvCache::prepare / prefetch, batched through
+// ColdRunReader) and on the engine's staging threads (read_many; docs/ARCHITECTURE.md §3.7).
 class ColdStore {
  public:
   virtual ~ColdStore() = default;

@@ -33,7 +33,7 @@ enum class KvEventType : uint8_t {
   block_promoted,     // from -> to (faster); n_bytes copied
   block_demoted,      // from -> to (slower); n_bytes copied (0 when the target already had it, e.g. written behind to t2)
   block_evicted,      // dropped from tier `from` for good (to: none); n_bytes freed
-  block_copied_on_write,  // a shared partial block was copied for one sequence; to: tier of the copy
+  block_copied_on_write,  // a shared block a sequence keeps only part of was copied for it; to: tier of the copy
   cold_write_queued,  // write-behind to t2 scheduled; from: source tier
   cold_write_done,    // write-behind finished; from: source tier, to: t2; n_bytes written
   block_corrupt,      // checksum failed; from: tier it was read from; the block is dropped and recomputed

@@ -1,10 +1,12 @@
-// KV cache metrics: tier usage, counters, fragmentation (KvMetrics, published as a Snapshot),
+// KV cache metrics: tier usage, counters, fragmentation (KvMetrics, published inside a KvView),
 // and the per-turn TTFT / hit timeline and tier bandwidth that the memory view plots.
 //
 // Producer: the KV cache manager fills a KvMetrics (state it alone knows: usage, shares,
 // fragmentation) and keeps its counters with KvCounters::apply() on every event it emits, so
-// counters and the event stream agree by construction. Consumers: the UI and kvchat-cli read
-// the KvMetrics snapshot, and feed the events they read into TurnTimeline and BandwidthMeter.
+// counters and the event stream agree by construction. Consumers: the app reads the metrics in
+// the Snapshot<KvView> the engine thread publishes and feeds the events it reads into
+// TurnTimeline and BandwidthMeter (app/gui/memory_feed.h); the server copies the counters after
+// engine steps (/metrics); the trace export builds its own TurnTimeline (docs/ARCHITECTURE.md §3.8).
 #pragma once
 
 #include <array>

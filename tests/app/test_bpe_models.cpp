@@ -72,11 +72,7 @@ TEST_CASE("bpe models: a reply stops at the vocabulary's end-of-generation token
   const auto prompt = tok.encode(k_prompt, tok.wants_bos(), false);
   auto s = model::Session::create(**model, 256);
   REQUIRE(s.ok());
-  model::GenerateOptions opt;
-  opt.max_tokens = 12;
-  opt.sampling.temperature = 0;
-  opt.sampling.repeat_penalty = 1.0f;
-  opt.stop_at_eog = false;
+  const model::GenerateOptions opt = test::greedy_options(12);
   auto greedy = model::generate(*s, prompt, opt);
   REQUIRE(greedy.ok());
   const auto& g = greedy->tokens;

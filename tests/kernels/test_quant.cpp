@@ -7,31 +7,12 @@
 #include <vector>
 
 #include "kernels/cpu/quant.h"
+#include "kernels/quant_test_helpers.h"
 
 using namespace kvc::kernels;
+using namespace kvc::kernels::test;
 
 namespace {
-
-constexpr uint16_t k_half_one = 0x3c00;  // 1.0
-constexpr uint16_t k_half_two = 0x4000;  // 2.0
-constexpr uint16_t k_half_0_5 = 0x3800;  // 0.5
-
-std::vector<float> dequant(DType t, const void* src, int64_t n) {
-  std::vector<float> y(static_cast<size_t>(n));
-  dequantize_row(t, src, y.data(), n);
-  return y;
-}
-
-// Q4_K sub-block j's scale and min, read bit by bit from the format's description.
-void q4k_scale_min(const uint8_t* s, int j, int& sc, int& m) {
-  if (j < 4) {
-    sc = s[j] % 64;
-    m = s[j + 4] % 64;
-    return;
-  }
-  sc = (s[j + 4] % 16) + 16 * (s[j - 4] / 64);
-  m = (s[j + 4] / 16) + 16 * (s[j] / 64);
-}
 
 // Element i of a Q4_K block: sub-block j = i / 32; byte 32 * (j / 2) + i % 32; low nibble
 // for even j, high for odd.

@@ -287,7 +287,7 @@ TEST_CASE("serve: a second server on the same port or data directory is refused"
   CHECK_THAT(r.err, Catch::Contains("cannot listen on 127.0.0.1:" + std::to_string(s.port())));
   r = test::cli("serve -q -m " + test::quoted(model) + " --port 0 --data-dir " + test::quoted(tmp.file("data")), tmp);
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Catch::Contains("another kvchat-cli serve uses"));
+  CHECK_THAT(r.err, Catch::Contains("another kvchat (pid ") && Catch::Contains(", kvchat-cli serve) is using the data directory"));
   httplib::Client c = client_for(s);
   auto h = c.Get("/health");
   REQUIRE(h);

@@ -61,10 +61,38 @@ std::vector<float> read_f16_file(const std::filesystem::path& path) {
   return v;
 }
 
-std::vector<float> reference_logits(const std::string& model) {
+model::GenerateOptions greedy_options(int max_tokens) {
+  model::GenerateOptions opt;
+  opt.max_tokens = max_tokens;
+  opt.sampling.temperature = 0;
+  opt.sampling.repeat_penalty = 1.0f;
+  opt.stop_at_eog = false;
+  return opt;
+}
+
+std::vector<float> ReferenceLogits::same_rows(std::span<const float> all, int64_t n_vocab) const {
+  std::vector<float> out;
+  out.reserve(rows.size() * static_cast<size_t>(n_vocab));
+  for (const int64_t r : rows) {
+    INFO("reference row " << r << " of logits at " << all.size() / static_cast<size_t>(n_vocab) << " positions");
+    REQUIRE(static_cast<size_t>((r + 1) * n_vocab) <= all.size());
+    out.insert(out.end(), all.begin() + r * n_vocab, all.begin() + (r + 1) * n_vocab);
+  }
+  return out;
+}
+
+ReferenceLogits reference_logits(const std::string& model) {
+  ReferenceLogits ref;
   const auto f32 = data_dir() / "references" / (model + ".reference.logits.f32");
-  if (std::filesystem::exists(f32)) return read_f32_file(f32);
-  return read_f16_file(reference_path(model + ".logits.f16"));
+  ref.values = std::filesystem::exists(f32) ? read_f32_file(f32) : read_f16_file(reference_path(model + ".logits.f16"));
+  const auto txt = reference_path(model + ".reference.txt");
+  const bool listed = read_file(txt).find("\nlogit_rows:") != std::string::npos;
+  const std::vector<int> rows = read_reference_ids(txt, listed ? "logit_rows" : "prompt");
+  for (size_t i = 0; i < rows.size(); ++i) ref.rows.push_back(listed ? rows[i] : static_cast<int64_t>(i));
+  INFO(model << ": " << ref.values.size() << " reference logits for " << ref.rows.size() << " rows");
+  REQUIRE(!ref.rows.empty());
+  REQUIRE(ref.values.size() % ref.rows.size() == 0);
+  return ref;
 }
 
 std::vector<int> read_reference_ids(const std::filesystem::path& path, const std::string& key) {

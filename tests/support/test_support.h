@@ -1,9 +1,13 @@
 // Helpers shared by tests: where the test models and references live, skips, temporary directories.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
+
+#include "core/model/session.h"
 
 namespace kvc::test {
 
@@ -20,9 +24,17 @@ std::filesystem::path reference_path(const std::string& file);
 // Reads a whole binary file of float32 / float16 values (reference logits); fails if unreadable.
 std::vector<float> read_f32_file(const std::filesystem::path& path);
 std::vector<float> read_f16_file(const std::filesystem::path& path);
-// llama.cpp's logits at every prompt position of a model's reference prompt (n_tokens x n_vocab,
-// row-major): <model>.logits.f16, or <model>.reference.logits.f32 where float32 is small enough.
-std::vector<float> reference_logits(const std::string& model);
+// llama.cpp's logits at prompt positions of a model's reference prompt: <model>.logits.f16 holds
+// the rows its reference.txt's "logit_rows:" line lists (every prompt position when there is
+// none), <model>.reference.logits.f32 every position where float32 is small enough.
+struct ReferenceLogits {
+  std::vector<int64_t> rows;  // prompt positions, ascending
+  std::vector<float> values;  // (rows.size(), n_vocab), row-major
+  // The same rows of logits computed at every prompt position: (n_positions, n_vocab) ->
+  // (rows.size(), n_vocab). Fails the test if `all` has too few positions.
+  std::vector<float> same_rows(std::span<const float> all, int64_t n_vocab) const;
+};
+ReferenceLogits reference_logits(const std::string& model);
 // Reads a whole file as bytes; fails the test if unreadable.
 std::string read_file(const std::filesystem::path& path);
 // Reads "key: v v v" lines of a <model>.reference.txt into ids.
@@ -36,6 +48,10 @@ std::vector<int> read_reference_ids(const std::filesystem::path& path, const std
     WARN("kvc-test-skipped: " << reason);                \
     return;                                              \
   } while (false)
+
+// Greedy decoding of exactly max_tokens tokens (no repeat penalty, end-of-generation tokens do
+// not stop it): how the reference continuations were made.
+model::GenerateOptions greedy_options(int max_tokens);
 
 // n samples of N(0, scale^2) from a fixed seed.
 std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f);

@@ -10,6 +10,7 @@
 
 #include "core/tokenizer/tokenizer.h"
 #include "storage/conversation_store.h"
+#include "storage/data_dir_lock.h"
 #include "support/test_support.h"
 
 namespace {
@@ -154,6 +155,46 @@ TEST_CASE("kvchat GUI: a disk tier that cannot be opened leaves chat working fro
   CHECK(is_png(tmp.path() / "shots/disk-tier-off.png"));
 }
 
+TEST_CASE("kvchat GUI: a data directory another kvchat holds is refused with who holds it, and left untouched",
+          "[ui][e2e]") {
+  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  kvc::test::TempDir tmp;
+  std::filesystem::create_directories(tmp.path() / "data");
+  // The same flock a running app or server takes (storage/data_dir_lock.h), held by this test.
+  auto held = kvc::storage::DataDirLock::acquire(tmp.path() / "data", "the test");
+  REQUIRE(held.ok());
+  std::string out;
+  const int rc = run_script(kvc::test::model_path("stories260K.gguf"), tmp.file("data"), "data-dir-busy.json",
+                            tmp.file("shots"), out);
+  INFO(out);
+  REQUIRE(rc == 0);  // the script asserts the error (with "is using the data directory") and no conversation
+  CHECK(is_png(tmp.path() / "shots/data-dir-busy.png"));
+  CHECK_FALSE(std::filesystem::exists(tmp.path() / "data/kvchat.db"));
+  CHECK_FALSE(std::filesystem::exists(tmp.path() / "data/kv-cache"));
+}
+
+TEST_CASE("kvchat GUI: a damaged kvchat.db is moved aside, the user is told, and chat starts afresh", "[ui][e2e]") {
+  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  kvc::test::TempDir tmp;
+  std::filesystem::create_directories(tmp.path() / "data");
+  { std::ofstream(tmp.path() / "data/kvchat.db") << std::string(8192, 'x'); }
+  std::string out;
+  const int rc = run_script(kvc::test::model_path("stories260K.gguf"), tmp.file("data"), "damaged-db.json",
+                            tmp.file("shots"), out);
+  INFO(out);
+  REQUIRE(rc == 0);  // the script asserts the notice and a reply
+  int n_aside = 0;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path() / "data")) {
+    if (e.path().filename().string().starts_with("kvchat.db.damaged-") && e.file_size() == 8192) ++n_aside;
+  }
+  CHECK(n_aside == 1);
+  auto store = kvc::storage::ConversationStore::open_in(tmp.path() / "data");
+  REQUIRE(store.ok());
+  auto list = (*store)->list_conversations(0, 10);
+  REQUIRE(list.ok());
+  CHECK(list->size() == 1);
+}
+
 TEST_CASE("kvchat GUI: the restart demo plays to the end, after the restart the next turn comes from T2", "[ui][e2e]") {
   if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
   kvc::test::TempDir tmp;
@@ -173,7 +214,12 @@ TEST_CASE("kvchat GUI: a broken demo file is an error message and exit status 2"
   kvc::test::TempDir tmp;
   { std::ofstream(tmp.path() / "bad.json") << R"({"scenes": [{"say": "x", "steps": [{"do": "click"}]}]})"; }
   std::string out;
-  const int rc = run_command("'" + std::string(KVC_GUI_PATH) + "' --demo '" + tmp.file("bad.json") + "'", out);
+  std::string cmd = "'";
+  cmd += KVC_GUI_PATH;
+  cmd += "' --demo '";
+  cmd += tmp.file("bad.json");
+  cmd += "'";
+  const int rc = run_command(cmd, out);
   INFO(out);
   CHECK(rc == 2);
   CHECK(out.find("scene 1: step 1 (click)") != std::string::npos);
