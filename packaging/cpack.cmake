@@ -1,6 +1,6 @@
 # Installed layout and CPack packages (.deb, .tar.gz): binaries in bin/, shipped assets in
 # share/kvchat/assets (found next to the executable's prefix), a desktop entry and an icon.
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/assets/demo ${PROJECT_SOURCE_DIR}/assets/scripts
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/assets/demo ${PROJECT_SOURCE_DIR}/assets/scripts ${PROJECT_SOURCE_DIR}/assets/models
   DESTINATION share/kvchat/assets PATTERN "*.py" EXCLUDE)
 install(FILES ${PROJECT_SOURCE_DIR}/assets/kvchat.desktop DESTINATION share/applications)
 install(FILES ${PROJECT_SOURCE_DIR}/assets/icons/kvchat.svg DESTINATION share/icons/hicolor/scalable/apps)

@@ -19,7 +19,7 @@ trap 'rm -rf "$root"' EXIT
 dpkg -x "$deb" "$root"
 for f in usr/bin/kvchat usr/bin/kvchat-cli usr/share/applications/kvchat.desktop \
          usr/share/icons/hicolor/scalable/apps/kvchat.svg usr/share/kvchat/assets/demo/corpus.txt \
-         usr/share/kvchat/assets/scripts/smoke.json; do
+         usr/share/kvchat/assets/scripts/smoke.json usr/share/kvchat/assets/models/catalog.json; do
   [ -e "$root/$f" ] || { echo "kvchat: the package lacks $f" >&2; exit 1; }
 done
 

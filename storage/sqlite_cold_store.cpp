@@ -30,6 +30,13 @@ const Migration k_schema[] = {
      "  payload_rowid INTEGER NOT NULL"   // > 0: payloads.id; 0: a file in kv_blocks/
      ") WITHOUT ROWID;"
      "CREATE TABLE payloads(id INTEGER PRIMARY KEY, data BLOB NOT NULL);"},
+    // Which model file each fingerprint came from: blocks of a model deleted from disk go first.
+    {2,
+     "CREATE TABLE models("
+     "  fingerprint BLOB PRIMARY KEY NOT NULL,"
+     "  path TEXT NOT NULL,"
+     "  file_bytes INTEGER NOT NULL"
+     ") WITHOUT ROWID;"},
 };
 
 using Key16 = std::array<uint8_t, 16>;
@@ -119,7 +126,26 @@ SqliteColdStore::~SqliteColdStore() {
 }
 
 Status SqliteColdStore::load_index() {
-  auto st = reader_db_->prepare("SELECT key, n_bytes, checksum, last_use, payload_rowid FROM blocks");
+  // Fingerprints of model files that are gone (or were replaced by a file of another size).
+  std::set<kv::BlockKey> gone;
+  {
+    auto models = reader_db_->prepare("SELECT fingerprint, path, file_bytes FROM models");
+    if (!models) return models.error();
+    for (;;) {
+      auto row = models->step();
+      if (!row) return row.error();
+      if (!*row) break;
+      const std::string path = models->column_text(1);
+      const int64_t n_bytes = models->column_int64(2);
+      const bool present = options_.model_present ? options_.model_present(path, n_bytes) : [&] {
+        std::error_code ec;
+        const auto size = std::filesystem::file_size(path, ec);
+        return !ec && static_cast<int64_t>(size) == n_bytes;
+      }();
+      if (!present) gone.insert(decode(models->column_blob(0)));
+    }
+  }
+  auto st = reader_db_->prepare("SELECT key, n_bytes, checksum, last_use, payload_rowid, fingerprint FROM blocks");
   if (!st) return st.error();
   std::lock_guard lock(mu_);
   for (;;) {
@@ -133,11 +159,30 @@ Status SqliteColdStore::load_index() {
     m.last_use = static_cast<uint64_t>(st->column_int64(3));
     m.payload_rowid = st->column_int64(4);
     clock_ = std::max(clock_, m.last_use);
+    // A block of a model no longer on disk counts as the oldest: collected before any other.
+    if (!gone.empty() && gone.count(decode(st->column_blob(5)))) {
+      m.last_use = 0;
+      ++extra_.n_blocks_of_missing_models;
+    }
     index_[key] = m;
     lru_.insert({m.last_use, key});
     stats_.used_bytes += m.n_bytes;
   }
   return {};
+}
+
+void SqliteColdStore::register_model(const kv::BlockKey& fingerprint, const std::string& model_path) {
+  if (!writer_db_ || model_path.empty()) return;
+  std::error_code ec;
+  const auto n_bytes = std::filesystem::file_size(model_path, ec);
+  if (ec) return;
+  const Key16 fp = encode(fingerprint);
+  // The read connection may write (the database is writable): a row, outside the writer's batches.
+  std::lock_guard lock(read_mu_);
+  auto st = reader_db_->prepare("INSERT OR REPLACE INTO models(fingerprint, path, file_bytes) VALUES(?, ?, ?)");
+  if (!st) return;
+  st->bind_blob(1, fp).bind(2, std::string_view(model_path)).bind(3, static_cast<int64_t>(n_bytes));
+  (void)st->step();  // bookkeeping: a busy database only means these blocks are not collected first
 }
 
 bool SqliteColdStore::put(const kv::BlockKey& key, const kv::BlockKey& parent, const kv::BlockKey& fingerprint,

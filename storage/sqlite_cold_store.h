@@ -4,10 +4,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -31,6 +33,9 @@ struct ColdStoreOptions {
   int64_t max_queue_bytes = int64_t{64} << 20;   // put() drops (and counts) beyond this much queued
   int64_t max_db_bytes = 0;                      // > 0: cap on the index database file
   bool read_only = false;                        // serve what exists, accept no puts
+  // Whether the model file registered for a fingerprint is still there (tests inject it);
+  // empty: the file exists with the size it had.
+  std::function<bool(const std::string& path, int64_t file_bytes)> model_present;
 };
 
 // Counters beyond kv::ColdStoreStats.
@@ -38,6 +43,7 @@ struct ColdStoreExtraStats {
   int64_t n_dropped = 0;          // puts refused: queue full, unhealthy, or too large
   int64_t n_orphans_removed = 0;  // payload files without an index row, removed at open
   int64_t n_batches = 0;          // write transactions committed
+  int64_t n_blocks_of_missing_models = 0;  // at open: blocks whose model file is gone, collected first
 };
 
 // Files under the data dir:
@@ -58,6 +64,9 @@ class SqliteColdStore final : public kv::ColdStore {
 
   bool put(const kv::BlockKey& key, const kv::BlockKey& parent, const kv::BlockKey& fingerprint,
            std::span<const uint8_t> payload) override;
+  // Records that blocks rooted in `fingerprint` come from the model file `model_path`. When a
+  // later open finds that file gone (or of another size), those blocks are collected first.
+  void register_model(const kv::BlockKey& fingerprint, const std::string& model_path);
   bool contains(const kv::BlockKey& key) const override;
   // On `corrupt` the contents of `out` are unspecified.
   kv::ColdRead read(const kv::BlockKey& key, std::span<uint8_t> out) override;

@@ -95,6 +95,10 @@ struct ChatState {
   // first) and the n_outside_context messages before it stay shown, outside the context.
   int64_t context_first_id = 0;
   int64_t n_outside_context = 0;
+  // While an answer's first token is awaited: the prompt tokens beyond what this conversation's
+  // last stream shares with it (an estimate of what is computed), and since when (epoch ms).
+  int64_t n_prefill_tokens = 0;
+  int64_t prefill_started_ms = 0;
 };
 
 // One tier of the KV cache, as the engine will report it.
@@ -127,6 +131,45 @@ struct MemoryState {
   std::string export_error;      // why it failed
 };
 
+// A model offered for download (assets/models/catalog.json).
+struct DownloadOffer {
+  std::string name;
+  std::string source;  // URL or OWNER/REPO/FILE.gguf
+  uint64_t size_bytes = 0;
+  std::string licence;
+  std::string needs;
+  std::string notes;
+  std::string sha256;  // optional: checked when the server publishes none
+};
+
+enum class DownloadStatus { idle, running, done, failed, cancelled };
+inline const char* to_string(DownloadStatus s) {
+  switch (s) {
+    case DownloadStatus::idle: return "idle";
+    case DownloadStatus::running: return "running";
+    case DownloadStatus::done: return "done";
+    case DownloadStatus::failed: return "failed";
+    case DownloadStatus::cancelled: return "cancelled";
+  }
+  return "";
+}
+
+// The Model window's Download tab: one download at a time, on its own thread.
+struct DownloadState {
+  std::vector<DownloadOffer> offers;
+  std::string catalog_error;  // the catalog could not be read
+  DownloadStatus status = DownloadStatus::idle;
+  std::string source;         // what is (or was last) downloaded
+  uint64_t done_bytes = 0;
+  uint64_t total_bytes = 0;   // 0: unknown
+  std::string progress_text;  // " 41% 1.1 GiB / 2.6 GiB  12.3 MiB/s  2 min 5 s left"
+  std::string path;           // done: the file in DATA_DIR/models
+  std::string sha256;         // done
+  std::string note;           // done: where the hash came from, or why kvchat cannot run the model
+  std::string error;          // failed / cancelled
+  int64_t n_completed = 0;    // downloads finished in this run (the Model window rescans on change)
+};
+
 struct AppSnapshot {
   uint64_t version = 0;
   ModelState model;
@@ -136,6 +179,8 @@ struct AppSnapshot {
   ChatState chat;
   MemoryState memory;
   EngineState engine;
+  DownloadState download;
+  std::string conversation_export_path;  // the last conversation exported (DATA_DIR/exports/)
   std::string error;  // the last failure a user should see; empty when none
 };
 
@@ -160,6 +205,8 @@ class AppCommands {
   virtual void dismiss_error() = 0;
   // Recreates the runner with these RAM tier budgets (0: default).
   virtual void set_tier_budgets(TierBudgets budgets) = 0;
+  // The same, remembered for later runs (DATA_DIR/settings.json): the Engine window's Apply.
+  virtual void save_tier_budgets(TierBudgets budgets) = 0;
   // An in-process restart: drops the runner, its RAM tiers and the disk tier's handle, reopens
   // them from the files on disk and reopens the current conversation.
   virtual void restart_engine() = 0;
@@ -167,7 +214,13 @@ class AppCommands {
   // the error shows up in MemoryState::export_path / export_error.
   virtual void export_kv_trace() = 0;
   virtual void export_kv_csv() = 0;
-  // True while a command is queued or running (script mode waits on it).
+  // Writes a conversation's active branch to DATA_DIR/exports/ as Markdown or JSON; the path
+  // shows up in AppSnapshot::conversation_export_path, a failure in AppSnapshot::error.
+  virtual void export_conversation(int64_t id, bool markdown) = 0;
+  // Downloads a model into DATA_DIR/models on a thread of its own (status in DownloadState).
+  virtual void start_download(std::string source) = 0;
+  virtual void cancel_download() = 0;
+  // True while a command is queued or running, or a download runs (script mode waits on it).
   virtual bool busy() const = 0;
 };
 

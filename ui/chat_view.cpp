@@ -88,7 +88,12 @@ void ChatView::draw_message(ViewContext& ctx, const MessageView& m, bool last) {
     ImGui::SameLine();
     if (ImGui::Button("Cancel")) editing_id_ = 0;
   } else if (m.text.empty() && m.streaming) {
-    ImGui::TextDisabled(chat.generating && last ? "thinking..." : "(no text)");
+    if (chat.generating && last && chat.n_prefill_tokens > 0) {
+      const double elapsed = static_cast<double>(ctx.now_ms - chat.prefill_started_ms);
+      ImGui::TextDisabled("%s", format_prefill(chat.n_prefill_tokens, elapsed).c_str());
+    } else if (m.role == Role::assistant) {
+      ImGui::TextDisabled(chat.generating && last ? "thinking..." : "(no text)");
+    }
   } else if (m.role == Role::assistant) {
     // SentencePiece replies start with the space of their first word; not worth showing.
     const size_t lead = std::min(m.text.find_first_not_of(' '), m.text.size());

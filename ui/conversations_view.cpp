@@ -52,6 +52,8 @@ void ConversationsView::draw(ViewContext& ctx) {
           rename_id_ = c.id;
           rename_text_ = c.title;
         }
+        if (ImGui::MenuItem("Export as Markdown")) ctx.cmd.export_conversation(c.id, true);
+        if (ImGui::MenuItem("Export as JSON")) ctx.cmd.export_conversation(c.id, false);
         if (ImGui::MenuItem("Delete")) delete_id_ = c.id;
         ImGui::EndPopup();
       }

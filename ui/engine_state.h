@@ -1,23 +1,30 @@
-// What the views see of the inference engine's settings: the tier budgets and restarts.
+// What the views see of the inference engine's settings: the tier budgets, the machine's free
+// RAM and disk they default from, and restarts.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace kvc::ui {
 
-// Budgets of the RAM tiers; 0 means the app's default (T0: room for two conversations of the
-// full context, T1: 512 MiB).
-// Applying new budgets recreates the runner (its RAM tiers start empty; T2 on disk stays).
+// Budgets of the tiers; 0 means the default from the machine (EngineState::defaults).
+// Applying new budgets recreates the runner (its RAM tiers start empty; T2's blocks stay).
 struct TierBudgets {
   int64_t t0_bytes = 0;
   int64_t t1_bytes = 0;
+  int64_t t2_bytes = 0;
   // What one context's KV (F16) may take: sizes the default context, the model's trained
   // context cut to fit (0: --ctx-memory, else 1 GiB). No effect when -c sets the context.
   int64_t ctx_kv_bytes = 0;
 };
 
 struct EngineState {
-  TierBudgets budgets;
+  TierBudgets budgets;   // as set in the Engine window (0: default)
+  TierBudgets defaults;  // from free RAM and free disk for the loaded model (app/common/machine_budget.h)
+  uint64_t mem_total_bytes = 0;
+  uint64_t mem_available_bytes = 0;  // when the model was loaded
+  uint64_t disk_free_bytes = 0;      // of the data directory
+  std::string fit_warning;           // the loaded model and its KV crowd the free RAM
   int64_t n_restarts = 0;  // in-process restarts of this run (every RAM tier dropped, T2 reopened)
   int64_t ctx_kv_budget_bytes = 0;  // the budget in force (the default resolved)
   bool ctx_fixed = false;           // -c set the context: the budget does not size it

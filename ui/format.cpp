@@ -18,6 +18,17 @@ std::string format_bytes(double n) {
   return buf;
 }
 
+std::string format_prefill(int64_t n_tokens, double elapsed_ms) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "prefilling %lld new token%s...", static_cast<long long>(n_tokens), n_tokens == 1 ? "" : "s");
+  std::string s = buf;
+  if (elapsed_ms >= 500) {
+    s += ' ';
+    s += format_duration_ms(elapsed_ms);
+  }
+  return s;
+}
+
 std::string format_duration_ms(double ms) {
   char buf[32];
   if (ms < 10.0) {

@@ -17,6 +17,10 @@ std::string format_params(int64_t n);
 // How long ago, from two epoch-millisecond clocks: "just now", "5 min ago", "3 h ago", "2 days ago".
 std::string format_age(int64_t then_ms, int64_t now_ms);
 
+// The line shown while a long prompt is computed: "prefilling 1234 new tokens... 3.2 s" (no
+// time for the first half second).
+std::string format_prefill(int64_t n_tokens, double elapsed_ms);
+
 // Removes the last UTF-8 code point of s (nothing when empty), so shortened text never ends
 // inside a multi-byte character.
 void utf8_pop_back(std::string& s);

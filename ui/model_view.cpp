@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "core/kv/kv_format.h"
+#include "core/util/machine_budget.h"
 #include "ui/format.h"
 #include "ui/views.h"
 
@@ -109,12 +110,14 @@ void ModelView::draw_current(ViewContext& ctx) {
   }
 }
 
-void ModelView::draw_found(ViewContext&) {
+void ModelView::rescan() {
+  found_.reset();
+  scan_ = std::async(std::launch::async, [s = default_model_sources(home, data_dir)] { return discover_models(s); });
+}
+
+void ModelView::draw_found(ViewContext& ctx) {
   if (ready(scan_)) found_ = scan_.get();
-  if (ImGui::SmallButton("Rescan")) {
-    found_.reset();
-    scan_ = std::async(std::launch::async, [s = default_model_sources(home, data_dir)] { return discover_models(s); });
-  }
+  if (ImGui::SmallButton("Rescan")) rescan();
   ImGui::SameLine();
   text_disabled_wrapped("kvchat, Ollama, LM Studio, Hugging Face folders");
   if (!found_) {
@@ -130,7 +133,10 @@ void ModelView::draw_found(ViewContext&) {
     const FoundModel& f = (*found_)[i];
     ImGui::PushID(static_cast<int>(i));
     const std::string label = f.display_name + "##" + std::to_string(i);
-    if (ImGui::Selectable(label.c_str(), selected_ == f.path)) select(f.path);
+    // Named for script mode: "model.found.FILE".
+    const std::string hook = "model.found." + f.path.filename().string();
+    ctx.hooks.note_widget(hook);
+    if (ImGui::Selectable(label.c_str(), selected_ == f.path) || ctx.hooks.take_click(hook)) select(f.path);
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", f.path.string().c_str());
     ImGui::SameLine(ImGui::GetContentRegionAvail().x - 150.0f);
     ImGui::TextDisabled("%s  %s", f.source.c_str(), format_bytes(static_cast<double>(f.file_bytes)).c_str());
@@ -206,6 +212,16 @@ void ModelView::draw_selected(ViewContext& ctx) {
   const double kv = i.kv_bytes_per_token_f16 / 2.0 * elem * estimate_ctx_;
   row("memory", format_bytes(memory_estimate_bytes(i, estimate_ctx_, elem)) + " (weights " +
                     format_bytes(static_cast<double>(i.weight_bytes)) + " + KV " + format_bytes(kv) + ")");
+  // Free RAM as of the last load, plus the loaded model's weights, which loading this one frees.
+  const EngineState& es = ctx.snap.engine;
+  MachineResources m{es.mem_total_bytes, es.mem_available_bytes + ctx.snap.model.weight_bytes, es.disk_free_bytes};
+  if (const std::string w = fit_warning(m, i.weight_bytes, static_cast<uint64_t>(kv), estimate_ctx_); !w.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::warning);
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextUnformatted(("This model " + w + ".").c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::PopStyleColor();
+  }
   const bool busy = ctx.snap.model.status == ModelStatus::loading || ctx.snap.model.status == ModelStatus::building_demo;
   ImGui::BeginDisabled(busy || ctx.snap.chat.generating);
   if (named_button(ctx.hooks, "model.load", "Load this model")) ctx.cmd.load_model(selected_.string());
@@ -215,7 +231,13 @@ void ModelView::draw_selected(ViewContext& ctx) {
 void ModelView::draw(ViewContext& ctx) {
   if (!started_) {
     started_ = true;
-    scan_ = std::async(std::launch::async, [s = default_model_sources(home, data_dir)] { return discover_models(s); });
+    rescan();
+  }
+  // A finished download is listed (and selected) at once.
+  if (ctx.snap.download.n_completed != seen_downloads_) {
+    seen_downloads_ = ctx.snap.download.n_completed;
+    rescan();
+    if (!ctx.snap.download.path.empty()) select(ctx.snap.download.path);
   }
   if (!ImGui::Begin(k_model_window)) {
     ImGui::End();
@@ -225,7 +247,10 @@ void ModelView::draw(ViewContext& ctx) {
   draw_current(ctx);
   ImGui::Separator();
   if (ImGui::BeginTabBar("##model_tabs")) {
-    if (ImGui::BeginTabItem("On this machine")) {
+    ImGuiTabItemFlags found_flags = 0;
+    ctx.hooks.note_widget("model.tab.found");
+    if (ctx.hooks.take_click("model.tab.found")) found_flags = ImGuiTabItemFlags_SetSelected;
+    if (ImGui::BeginTabItem("On this machine", nullptr, found_flags)) {
       draw_found(ctx);
       ImGui::EndTabItem();
     }
@@ -236,6 +261,14 @@ void ModelView::draw(ViewContext& ctx) {
     }
     if (ImGui::BeginTabItem("Browse", nullptr, browse_flags)) {
       draw_browser(ctx);
+      ImGui::EndTabItem();
+    }
+    // Named for script mode: clicking "model.tab.download" opens the tab.
+    ImGuiTabItemFlags download_flags = 0;
+    ctx.hooks.note_widget("model.tab.download");
+    if (ctx.hooks.take_click("model.tab.download")) download_flags = ImGuiTabItemFlags_SetSelected;
+    if (ImGui::BeginTabItem("Download", nullptr, download_flags)) {
+      draw_download(ctx);
       ImGui::EndTabItem();
     }
     ImGui::EndTabBar();

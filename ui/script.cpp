@@ -30,8 +30,9 @@ struct OpName {
 constexpr OpName k_ops[] = {{CompareOp::eq, "=="}, {CompareOp::ne, "!="}, {CompareOp::ge, ">="}, {CompareOp::le, "<="},
                             {CompareOp::gt, ">"},  {CompareOp::lt, "<"},  {CompareOp::contains, "contains"}};
 
-const char* const k_keys[] = {"ctrl+n", "ctrl+enter", "escape", "ctrl+f"};
-const char* const k_commands[] = {"restart_engine", "set_tier_budgets", "set_chat_settings"};
+const char* const k_keys[] = {"ctrl+n", "ctrl+enter", "escape", "ctrl+f", "ctrl+up", "ctrl+down"};
+const char* const k_commands[] = {"restart_engine", "set_tier_budgets", "set_chat_settings", "export_conversation_md",
+                                  "export_conversation_json"};
 
 
 Error step_error(int index, const std::string& kind, const std::string& what) {
@@ -103,7 +104,7 @@ Result<ScriptStep> parse_step(const json& j, int index) {
       s.text = *k;
       bool ok = false;
       for (const char* name : k_keys) ok = ok || s.text == name;
-      if (!ok) return step_error(index, kind, "unknown key \"" + s.text + "\"; known: ctrl+n, ctrl+enter, escape, ctrl+f");
+      if (!ok) return step_error(index, kind, "unknown key \"" + s.text + "\"; known: ctrl+n, ctrl+enter, escape, ctrl+f, ctrl+up, ctrl+down");
       break;
     }
     case StepKind::frames: {
@@ -165,15 +166,21 @@ Result<ScriptStep> parse_step(const json& j, int index) {
       s.name = *n;
       bool ok = false;
       for (const char* name : k_commands) ok = ok || s.name == name;
-      if (!ok) return step_error(index, kind, "unknown command \"" + s.name + "\"; known: restart_engine, set_tier_budgets, set_chat_settings");
+      if (!ok) {
+        return step_error(index, kind, "unknown command \"" + s.name + "\"; known: restart_engine, set_tier_budgets, "
+                                       "set_chat_settings, export_conversation_md, export_conversation_json");
+      }
       auto t0 = optional_bytes(j, "t0_bytes", index, kind);
       if (!t0.ok()) return t0.error();
       auto t1 = optional_bytes(j, "t1_bytes", index, kind);
       if (!t1.ok()) return t1.error();
       auto ctx_kv = optional_bytes(j, "ctx_kv_bytes", index, kind);
       if (!ctx_kv.ok()) return ctx_kv.error();
+      auto t2 = optional_bytes(j, "t2_bytes", index, kind);
+      if (!t2.ok()) return t2.error();
       s.t0_bytes = *t0;
       s.t1_bytes = *t1;
+      s.t2_bytes = *t2;
       s.ctx_kv_bytes = *ctx_kv;
       if (s.name == "set_chat_settings") {
         if (auto it = j.find("max_tokens"); it != j.end()) {

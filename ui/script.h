@@ -9,7 +9,7 @@
 //     {"do": "screenshot", "name": "chat", "window": "Chat"},
 //     {"do": "assert", "state": "n_messages", "op": ">=", "value": 2},
 //     {"do": "wait_state", "state": "md_tables", "op": ">=", "value": 1, "timeout_s": 30},
-//     {"do": "command", "name": "set_tier_budgets", "t0_bytes": 163840, "t1_bytes": 81920, "ctx_kv_bytes": 65536},
+//     {"do": "command", "name": "set_tier_budgets", "t0_bytes": 163840, "t1_bytes": 81920, "t2_bytes": 0, "ctx_kv_bytes": 65536},
 //     {"do": "command", "name": "restart_engine"},
 //     {"do": "command", "name": "set_chat_settings", "max_tokens": 48, "system_prompt": "..."},
 //                                          (the open conversation's; each field optional)
@@ -50,6 +50,7 @@ struct ScriptStep {
   int n_frames = 1;       // frames
   int64_t t0_bytes = 0;   // command set_tier_budgets (0: default)
   int64_t t1_bytes = 0;
+  int64_t t2_bytes = 0;
   int64_t ctx_kv_bytes = 0;  // set_tier_budgets: the context's KV budget (0: default)
   int64_t max_tokens = 0; // command set_chat_settings (0: unchanged; its system_prompt: text, when value_is_string)
 };

@@ -69,6 +69,7 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
   }
   m["model_status"] = std::string(status);
   m["model_name"] = s.model.name;
+  m["model_path"] = s.model.path;
   m["model_chat_template"] = s.model.chat_template;
   m["chat_title"] = s.chat.title;
   m["error"] = s.error;
@@ -81,6 +82,17 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
     }
   }
   m["n_restarts"] = static_cast<double>(s.engine.n_restarts);
+  m["t0_default_bytes"] = static_cast<double>(s.engine.defaults.t0_bytes);
+  m["t1_default_bytes"] = static_cast<double>(s.engine.defaults.t1_bytes);
+  m["t2_default_bytes"] = static_cast<double>(s.engine.defaults.t2_bytes);
+  m["mem_available_bytes"] = static_cast<double>(s.engine.mem_available_bytes);
+  m["disk_free_bytes"] = static_cast<double>(s.engine.disk_free_bytes);
+  m["fit_warning"] = s.engine.fit_warning;
+  m["download_status"] = std::string(to_string(s.download.status));
+  m["download_path"] = s.download.path;
+  m["download_error"] = s.download.error;
+  m["n_downloads"] = static_cast<double>(s.download.n_completed);
+  m["conversation_export_path"] = s.conversation_export_path;
   double n_branch_points = 0;
   for (const auto& msg : s.chat.messages) n_branch_points += msg.n_siblings > 1 ? 1 : 0;
   m["n_branch_points"] = n_branch_points;
@@ -116,6 +128,15 @@ std::string check_state(const ScriptStep& s, const AppSnapshot& snap, const Scri
   auto state = script_state(snap);
   for (const auto& [k, v] : hooks.number_facts()) state[k] = v;
   for (const auto& [k, v] : hooks.string_facts()) state[k] = v;
+  // "window.TITLE.x" / .y / .w / .h: where a window is on screen, in points.
+  if (s.state.rfind("window.", 0) == 0 && s.state.size() > 9) {
+    const std::string title = s.state.substr(7, s.state.size() - 9);
+    if (const auto r = hooks.window_rect(title)) {
+      const char c = s.state.back();
+      state[s.state] = static_cast<double>(c == 'x' ? r->min.x : c == 'y' ? r->min.y : c == 'w' ? r->max.x - r->min.x
+                                                                                                  : r->max.y - r->min.y);
+    }
+  }
   auto it = state.find(s.state);
   if (it == state.end()) {
     std::string names;
@@ -220,12 +241,17 @@ void ScriptRunner::before_frame(const AppSnapshot& snap, AppCommands& cmd, Scrip
     }
     case StepKind::command:
       if (s.name == "restart_engine") cmd.restart_engine();
-      if (s.name == "set_tier_budgets") cmd.set_tier_budgets(TierBudgets{s.t0_bytes, s.t1_bytes, s.ctx_kv_bytes});
+      if (s.name == "set_tier_budgets") {
+        cmd.set_tier_budgets(TierBudgets{s.t0_bytes, s.t1_bytes, s.t2_bytes, s.ctx_kv_bytes});
+      }
       if (s.name == "set_chat_settings") {
         SamplingView v = snap.chat.sampling;
         if (s.max_tokens > 0) v.max_tokens = s.max_tokens;
         cmd.update_settings(s.value_is_string ? s.text : snap.chat.system_prompt, v);
       }
+      // The open conversation, as its menu's Export items do.
+      if (s.name == "export_conversation_md") cmd.export_conversation(snap.chat.conversation_id, true);
+      if (s.name == "export_conversation_json") cmd.export_conversation(snap.chat.conversation_id, false);
       return advance();
     case StepKind::quit:
       finished_ = true;

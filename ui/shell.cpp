@@ -1,9 +1,11 @@
-// Menu bar, shortcuts (Ctrl+N, Ctrl+Enter, Esc, Ctrl+F) and window layouts (normal, presenter).
+// Menu bar, shortcuts (Ctrl+N, Ctrl+Enter, Esc, Ctrl+F, Ctrl+Up/Down) and window layouts (normal, presenter).
 #include "ui/shell.h"
 
 #define GLFW_INCLUDE_NONE
 #include <GLFW/glfw3.h>
 #include <imgui.h>
+
+#include <algorithm>
 
 #include "ui/demo_mode.h"
 
@@ -32,6 +34,19 @@ void Shell::shortcuts(ViewContext& ctx) {
   if ((ctrl && letter(GLFW_KEY_F)) || ctx.hooks.take_key("ctrl+f")) conversations.focus_search = true;
   if (pressed(ImGuiKey_Escape) || ctx.hooks.take_key("escape")) {
     if (ctx.snap.chat.generating) ctx.cmd.stop();
+  }
+  // Ctrl+Up / Ctrl+Down: the previous / next conversation of the list (most recent first).
+  const int step = ((ctrl && pressed(ImGuiKey_UpArrow)) || ctx.hooks.take_key("ctrl+up"))       ? -1
+                   : ((ctrl && pressed(ImGuiKey_DownArrow)) || ctx.hooks.take_key("ctrl+down")) ? 1
+                                                                                               : 0;
+  if (step != 0 && !ctx.snap.conversations.empty()) {
+    const auto& list = ctx.snap.conversations;
+    int at = -1;
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (list[i].id == ctx.snap.chat.conversation_id) at = static_cast<int>(i);
+    }
+    const int next = at < 0 ? 0 : std::clamp(at + step, 0, static_cast<int>(list.size()) - 1);
+    if (next != at) ctx.cmd.open_conversation(list[static_cast<size_t>(next)].id);
   }
   // Ctrl+Enter inside the input box is handled by the chat view; from anywhere else it sends too.
   if ((ctrl && pressed(ImGuiKey_Enter) && !io.WantTextInput) || ctx.hooks.take_key("ctrl+enter")) chat.send(ctx);
@@ -136,6 +151,10 @@ void Shell::draw(ViewContext& outer) {
     reset_layout = true;
     last_display_ = d;
     was_presenter_ = presenter;
+  }
+  if (restore_layout) {  // the layout of the last run (imgui.ini) stands
+    reset_layout = false;
+    restore_layout = false;
   }
   // Windows must exist before SetWindowPos by name works: draw first, lay out after.
   if (demo) demo->draw(ctx);

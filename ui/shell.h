@@ -26,6 +26,7 @@ struct Shell {
   std::vector<std::filesystem::path> demo_files;        // the Demo menu
   std::optional<std::filesystem::path> demo_requested;  // picked in the Demo menu; the app starts it
   bool reset_layout = true;  // place the windows on the next frame (first frame, View > Reset layout, resize)
+  bool restore_layout = false;  // the first frame keeps the windows where imgui.ini put them
   bool quit = false;
 
   void draw(ViewContext& ctx);

@@ -115,18 +115,38 @@ void EngineView::draw(ViewContext& ctx) {
     return;
   }
   ctx.hooks.note_window(k_engine_window);
-  const TierBudgets& b = ctx.snap.engine.budgets;
+  const EngineState& e = ctx.snap.engine;
+  const TierBudgets& b = e.budgets;
   if (!seeded_) {
     t0_kib_ = static_cast<int>(b.t0_bytes / 1024);
     t1_kib_ = static_cast<int>(b.t1_bytes / 1024);
+    t2_mib_ = static_cast<int>(b.t2_bytes >> 20);
     ctx_mib_ = static_cast<int>(ctx.snap.engine.ctx_kv_budget_bytes >> 20);
     seeded_ = true;
   }
-  ImGui::TextUnformatted("RAM tier budgets (KiB, 0: default)");
-  int_input("T0 compute", t0_kib_, 0, 1 << 30);
-  int_input("T1 host RAM", t1_kib_, 0, 1 << 30);
+  ImGui::Text("This machine: %s of %s RAM free, %s free on the data directory's disk",
+              format_bytes(static_cast<double>(e.mem_available_bytes)).c_str(),
+              format_bytes(static_cast<double>(e.mem_total_bytes)).c_str(),
+              format_bytes(static_cast<double>(e.disk_free_bytes)).c_str());
+  if (!e.fit_warning.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::warning);
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 36.0f);
+    ImGui::TextUnformatted(("The loaded model " + e.fit_warning + ".").c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::PopStyleColor();
+  }
+  ImGui::TextUnformatted("Tier budgets (0: the default from free RAM and disk)");
+  int_input("T0 compute, KiB", t0_kib_, 0, 1 << 30);
+  ImGui::SameLine();
+  ImGui::TextDisabled("default %s", format_bytes(static_cast<double>(e.defaults.t0_bytes)).c_str());
+  int_input("T1 host RAM, KiB", t1_kib_, 0, 1 << 30);
+  ImGui::SameLine();
+  ImGui::TextDisabled("default %s", format_bytes(static_cast<double>(e.defaults.t1_bytes)).c_str());
+  int_input("T2 disk, MiB", t2_mib_, 0, 1 << 30);
+  ImGui::SameLine();
+  ImGui::TextDisabled("default %s", format_bytes(static_cast<double>(e.defaults.t2_bytes)).c_str());
   // The context: the model's trained context, cut to what this budget of F16 KV holds.
-  int_input("Context KV (MiB)", ctx_mib_, 0, 1 << 20);
+  int_input("Context KV, MiB", ctx_mib_, 0, 1 << 20);
   const ModelState& ms = ctx.snap.model;
   if (ms.n_ctx > 0) {
     ImGui::TextDisabled("context %lld tokens (trained %lld): KV %s%s", static_cast<long long>(ms.n_ctx),
@@ -135,10 +155,11 @@ void EngineView::draw(ViewContext& ctx) {
                         ctx.snap.engine.ctx_fixed ? ", set by -c" : "");
   }
   if (named_button(ctx.hooks, "engine.apply", "Apply")) {
-    ctx.cmd.set_tier_budgets(TierBudgets{int64_t{t0_kib_} * 1024, int64_t{t1_kib_} * 1024, int64_t{ctx_mib_} << 20});
+    ctx.cmd.save_tier_budgets(TierBudgets{int64_t{t0_kib_} * 1024, int64_t{t1_kib_} * 1024, int64_t{t2_mib_} << 20,
+                                          int64_t{ctx_mib_} << 20});
   }
   ImGui::SameLine();
-  ImGui::TextDisabled("recreates the KV cache: T0 and T1 start empty, T2 stays");
+  ImGui::TextDisabled("recreates the KV cache: T0 and T1 start empty, T2 keeps its blocks");
   for (const TierView& t : ctx.snap.memory.tiers) {
     ImGui::Text("%s: %s of %s", t.name.c_str(), format_bytes(static_cast<double>(t.used_bytes)).c_str(),
                 format_bytes(static_cast<double>(t.capacity_bytes)).c_str());

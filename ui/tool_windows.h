@@ -33,7 +33,7 @@ struct EngineView {
 
  private:
   bool seeded_ = false;
-  int t0_kib_ = 0, t1_kib_ = 0, ctx_mib_ = 0;
+  int t0_kib_ = 0, t1_kib_ = 0, t2_mib_ = 0, ctx_mib_ = 0;
 };
 
 }  // namespace kvc::ui

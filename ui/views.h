@@ -82,6 +82,8 @@ struct ModelView {
   void draw_found(ViewContext& ctx);
   void draw_browser(ViewContext& ctx);
   void draw_selected(ViewContext& ctx);
+  void draw_download(ViewContext& ctx);  // model_download_view.cpp
+  void rescan();
   void select(const std::filesystem::path& p);
   void list_dir(const std::filesystem::path& dir);
 
@@ -101,6 +103,8 @@ struct ModelView {
   int estimate_ctx_ = 4096;
   int estimate_kv_format_ = 0;  // F16, INT8, INT4
   bool started_ = false;
+  std::string download_url_;
+  int64_t seen_downloads_ = 0;  // DownloadState::n_completed last seen: a new file to list and select
 };
 
 struct MemoryView {

@@ -88,6 +88,8 @@ void register_bench_cache(CLI::App& app);
 void register_convert_vocab(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_render_chat(CLI::App& app);
+void register_pull(CLI::App& app);
+void register_export(CLI::App& app);
 
 // The demo model: built on first use under the data directory from assets/demo/corpus.txt.
 Result<std::string> ensure_demo_model(const std::string& data_dir, bool quiet);

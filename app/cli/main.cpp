@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   kvc::cli::register_convert_vocab(app);
   kvc::cli::register_serve(app);
   kvc::cli::register_render_chat(app);
+  kvc::cli::register_pull(app);
+  kvc::cli::register_export(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -10,6 +10,8 @@
 #include "app/common/chat_turn.h"
 #include "app/common/demo_model.h"
 #include "core/model/context_budget.h"
+#include "app/gui/app_settings.h"
+#include "core/util/machine_budget.h"
 #include "storage/data_dir.h"
 #include "storage/data_dir_lock.h"
 
@@ -92,6 +94,8 @@ ChatController::ChatController(Options options)
 
 ChatController::~ChatController() {
   cancel_ = true;
+  download_cancel_ = true;
+  if (download_thread_.joinable()) download_thread_.join();
   {
     std::lock_guard lock(q_mu_);
     quit_ = true;
@@ -121,12 +125,15 @@ void ChatController::worker_loop() {
       std::unique_lock lock(q_mu_);
       // Idle, the engine may still change what the memory view shows (a prefetch finishing):
       // look a few times a second.
-      if (!q_cv_.wait_for(lock, std::chrono::milliseconds(150), [&] { return quit_ || !queue_.empty(); })) {
+      // A download's progress wakes it too.
+      const bool woke = q_cv_.wait_for(lock, std::chrono::milliseconds(150),
+                                       [&] { return quit_ || !queue_.empty() || dl_dirty_.load(); });
+      if (quit_) return;
+      if (!woke || queue_.empty()) {
         lock.unlock();
-        if (runner_ && runner_->memory_version() != shown_memory_version_) publish(true);
+        if (dl_dirty_.load() || (runner_ && runner_->memory_version() != shown_memory_version_)) publish(true);
         continue;
       }
-      if (quit_) return;
       task = std::move(queue_.front());
       queue_.pop_front();
     }
@@ -141,6 +148,11 @@ void ChatController::publish(bool force) {
   if (!force && t - last_publish_us_ < k_publish_interval_us) return;
   last_publish_us_ = t;
   ++state_.version;
+  {
+    std::lock_guard lock(dl_mu_);
+    dl_dirty_ = false;
+    state_.download = dl_;
+  }
   if (runner_) {
     shown_memory_version_ = runner_->memory_version();
     runner_->fill_memory(state_.memory);
@@ -165,6 +177,20 @@ void ChatController::load_model(std::string path) { post([this, p = std::move(pa
 void ChatController::dismiss_error() { post([this] { state_.error.clear(); }); }
 void ChatController::restart_engine() { post([this] { do_restart_engine(); }); }
 
+std::filesystem::path ChatController::settings_path() const {
+  return storage::resolve_data_dir(options_.data_dir) / "settings.json";
+}
+
+void ChatController::save_settings() {
+  // A failure to remember is not worth an error the user must dismiss: the app works without.
+  (void)save_app_settings(settings_path(), AppSettings{requested_model_, saved_budgets_});
+}
+
+void ChatController::save_tier_budgets(ui::TierBudgets budgets) {
+  post([this, budgets] { saved_budgets_ = budgets; });
+  set_tier_budgets(budgets);
+}
+
 void ChatController::set_tier_budgets(ui::TierBudgets budgets) {
   post([this, budgets] {
     state_.engine.budgets = budgets;
@@ -178,7 +204,12 @@ void ChatController::set_tier_budgets(ui::TierBudgets budgets) {
       state_.model.error.clear();
       state_.model.n_ctx = context_for(model_->config());
       if (!make_runner()) return;
+      const ui::TierBudgets& sb = saved_budgets_;
+      if (sb.t0_bytes == budgets.t0_bytes && sb.t1_bytes == budgets.t1_bytes && sb.t2_bytes == budgets.t2_bytes) {
+        saved_budgets_ = {};  // remembered budgets that do not work are forgotten
+      }
     }
+    save_settings();
     if (state_.chat.conversation_id != 0) do_open(state_.chat.conversation_id);
   });
 }
@@ -277,6 +308,7 @@ void ChatController::start() {
       return;
     }
   }
+  load_offers();
   auto store = storage::ConversationStore::open_in(dir);
   if (store.ok()) {
     store_ = std::move(*store);
@@ -286,7 +318,15 @@ void ChatController::start() {
   }
   refresh_list();
   publish(true);
-  do_load_model(options_.model_path);
+  // No -m: the model of the last run, if it is still there (else the demo model).
+  const AppSettings saved = load_app_settings(settings_path());
+  state_.engine.budgets = saved_budgets_ = saved.budgets;
+  std::string first = options_.model_path;
+  std::error_code ec;
+  if (first.empty() && !saved.last_model.empty() && std::filesystem::is_regular_file(saved.last_model, ec)) {
+    first = saved.last_model;
+  }
+  do_load_model(first);
   if (!store_) return;
   if (state_.conversations.empty()) {
     auto id = store_->create_conversation(k_welcome_title, default_settings(state_.model));
@@ -307,9 +347,25 @@ int64_t ChatController::context_for(const model::ModelConfig& c) {
 bool ChatController::make_runner() {
   EngineRunnerOptions ro;
   ro.n_ctx = state_.model.n_ctx;
-  ro.cold_dir = storage::resolve_data_dir(options_.data_dir) / "kv-cache";
-  ro.t0_bytes = state_.engine.budgets.t0_bytes;  // 0: the default
-  if (state_.engine.budgets.t1_bytes > 0) ro.t1_bytes = state_.engine.budgets.t1_bytes;
+
+  // Defaults from the machine as it is now; a budget set in the Engine window wins.
+  const std::filesystem::path data_dir = storage::resolve_data_dir(options_.data_dir);
+  const MachineResources machine = read_machine_resources(data_dir);
+  const double kv_per_token = model_->config().kv_bytes_per_token(2.0);  // F16 KV, the runner's format
+  const BudgetDefaults d = default_budgets(machine, model_->weight_bytes(), true, static_cast<uint64_t>(kv_per_token),
+                                           state_.model.n_ctx);
+  ui::EngineState& es = state_.engine;
+  es.defaults = ui::TierBudgets{d.t0_bytes, d.t1_bytes, d.t2_bytes};
+  es.mem_total_bytes = machine.mem_total_bytes;
+  es.mem_available_bytes = machine.mem_available_bytes;
+  es.disk_free_bytes = machine.disk_free_bytes;
+  es.fit_warning = d.warning;
+  ro.t0_bytes = es.budgets.t0_bytes;  // 0: t0_contexts contexts, rounded up to whole blocks by the cache
+  ro.t0_contexts = d.t0_contexts;
+  ro.t1_bytes = es.budgets.t1_bytes > 0 ? es.budgets.t1_bytes : d.t1_bytes;
+  ro.cold_bytes = es.budgets.t2_bytes > 0 ? es.budgets.t2_bytes : d.t2_bytes;
+  ro.cold_dir = data_dir / "kv-cache";
+  ro.model_path = state_.model.path;
   auto runner = EngineTurnRunner::create(*model_, ro);
   if (!runner.ok()) {
     state_.model.error = runner.error().message;
@@ -397,6 +453,7 @@ void ChatController::do_load_model(const std::string& requested) {
   for (const auto& t : model_->file().tensors()) ms.n_params += t.n_elements();
   ms.progress = 1;
   ms.status = ui::ModelStatus::ready;
+  save_settings();
   state_.memory.weight_bytes = ms.weight_bytes;
 }
 
@@ -426,6 +483,7 @@ void ChatController::do_open(int64_t id) {
       if (!stream.ok()) return (void)fail(stream.error());
       tokens = std::move(*stream);
     }
+    last_stream_[id] = tokens;
     runner_->prefetch(id, tokens);
   }
 }
@@ -567,11 +625,22 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
   req.options.sampling.seed = sv.seed >= 0 ? static_cast<uint64_t>(sv.seed) : std::random_device{}();
   req.options.stop_strings = model_->chat_template().stop_strings();
   cancel_ = false;
+  {
+    // What the cache has not seen of this conversation: the prompt past its common prefix
+    // with the stream last opened or answered ("prefilling N new tokens" until the first token).
+    const std::vector<int32_t>& seen = last_stream_[conv];
+    size_t common = 0;
+    while (common < seen.size() && common < req.history.size() && seen[common] == req.history[common]) ++common;
+    state_.chat.n_prefill_tokens = static_cast<int64_t>(req.history.size() + req.segment.size() - common);
+    state_.chat.prefill_started_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  }
 
   std::string pending;  // streamed text not yet on disk
   int64_t last_flush = now_us();
   auto r = runner_->run(req, [&](const TurnDelta& d) {
     if (!state_.chat.messages.empty()) state_.chat.messages.back().text += d.text;
+    if (!d.text.empty()) state_.chat.n_prefill_tokens = 0;
     pending += d.text;
     if (!pending.empty() && now_us() - last_flush > k_flush_interval_us) {
       if (auto st = store_->append_streamed(asst_id, pending, {}); !st.ok()) fail(st.error());
@@ -582,6 +651,13 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
     return !cancel_.load();
   });
   state_.chat.generating = false;
+  state_.chat.n_prefill_tokens = 0;
+  if (r.ok()) {
+    std::vector<int32_t>& stream = last_stream_[conv];
+    stream = req.history;
+    stream.insert(stream.end(), req.segment.begin(), req.segment.end());
+    stream.insert(stream.end(), r->tokens.begin(), r->tokens.end());
+  }
   if (!r.ok()) {
     if (auto st = store_->append_streamed(asst_id, pending, {}); !st.ok()) fail(st.error());
     if (auto st = store_->finish_message(asst_id); !st.ok()) fail(st.error());

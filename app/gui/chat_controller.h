@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -60,10 +61,14 @@ class ChatController final : public ui::AppCommands {
   void load_model(std::string path) override;
   void dismiss_error() override;
   void set_tier_budgets(ui::TierBudgets budgets) override;
+  void save_tier_budgets(ui::TierBudgets budgets) override;
   void restart_engine() override;
   void export_kv_trace() override;
   void export_kv_csv() override;
-  bool busy() const override { return n_busy_.load() > 0; }
+  void export_conversation(int64_t id, bool markdown) override;
+  void start_download(std::string source) override;
+  void cancel_download() override { download_cancel_ = true; }
+  bool busy() const override { return n_busy_.load() > 0 || download_running_.load() || dl_dirty_.load(); }
 
  private:
   void post(std::function<void()> task);
@@ -94,6 +99,11 @@ class ChatController final : public ui::AppCommands {
   void reload_chat();
   void do_export_kv(bool chrome_trace);  // into DATA_DIR/exports/ (chat_controller_export.cpp)
   bool fail(const Error& e);  // records e for the UI; returns false
+  std::filesystem::path settings_path() const;  // DATA_DIR/settings.json (app_settings.h)
+  void save_settings();                         // the model loaded and the budgets set
+  void load_offers();  // worker thread: assets/models/catalog.json into dl_.offers
+  void run_download(const std::string& source);  // download thread (chat_controller_download.cpp)
+  void download_changed();  // any thread, dl_mu_ held: the worker publishes the new state soon
   // Tokens of the path to the message, message included; an error when the store cannot read it.
   Result<std::vector<int32_t>> stream_until(int64_t message_id);
   std::vector<chat::ChatMessage> messages_until(int64_t message_id);  // its user and assistant messages
@@ -120,9 +130,20 @@ class ChatController final : public ui::AppCommands {
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<TurnRunner> runner_;  // uses model_; reset before it
   std::string requested_model_;  // what the last load_model asked for (empty: the demo model)
+  ui::TierBudgets saved_budgets_;  // as remembered in settings.json (demos set budgets without saving)
   ui::AppSnapshot state_;
   std::map<int64_t, ui::TurnStats> stats_;  // assistant message id -> what its turn cost
+  std::map<int64_t, std::vector<int32_t>> last_stream_;  // conversation -> the tokens last opened or answered
   int64_t last_publish_us_ = 0;
+
+  // The download thread: one download at a time. It writes dl_ under dl_mu_ and wakes the
+  // worker, whose publish() copies dl_ into the snapshot.
+  std::mutex dl_mu_;
+  ui::DownloadState dl_;
+  std::atomic<bool> dl_dirty_{false};
+  std::atomic<bool> download_cancel_{false};
+  std::atomic<bool> download_running_{false};
+  std::thread download_thread_;
 
   std::thread worker_;  // last: starts after every member above exists
 };

@@ -1,8 +1,10 @@
-// The chat controller's KV event exports: Chrome trace JSON and CSV, written into DATA_DIR/exports/.
+// The chat controller's exports into DATA_DIR/exports/: KV events (Chrome trace JSON, CSV) and
+// conversations (Markdown, JSON).
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 
 #include "app/gui/chat_controller.h"
@@ -28,6 +30,27 @@ std::string timestamp_now() {
 }
 
 }  // namespace
+
+void ChatController::export_conversation(int64_t id, bool markdown) {
+  post([this, id, markdown] {
+    if (!store_) return;
+    auto c = store_->conversation(id);
+    if (!c.ok()) return (void)fail(c.error());
+    auto text = markdown ? store_->export_markdown(id, c->active_leaf) : store_->export_json(id, c->active_leaf);
+    if (!text.ok()) return (void)fail(text.error());
+    const std::filesystem::path dir = storage::resolve_data_dir(options_.data_dir) / "exports";
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    const std::filesystem::path path =
+        dir / ("conversation-" + std::to_string(id) + "-" + timestamp_now() + (markdown ? ".md" : ".json"));
+    std::ofstream out(path, std::ios::binary);
+    out << *text;
+    if (ec || !out.flush()) {
+      return (void)fail(make_error(ErrorCode::io, "cannot write " + path.string() + "; check the data directory's permissions"));
+    }
+    state_.conversation_export_path = path.string();
+  });
+}
 
 void ChatController::export_kv_trace() {
   post([this] { do_export_kv(true); });

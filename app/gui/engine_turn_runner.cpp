@@ -33,12 +33,13 @@ Result<std::unique_ptr<EngineTurnRunner>> EngineTurnRunner::create(const model::
   }
   model::KvSetup ks;
   ks.t0_bytes = o.t0_bytes;
-  ks.t0_tokens = 2 * o.n_ctx;
+  ks.t0_tokens = std::max(1, o.t0_contexts) * o.n_ctx;
   ks.t1_bytes = o.t1_bytes;
   ks.cold = runner->cold_.get();
   auto cache = model::create_kv_cache(m, ks);
   if (!cache.ok()) return cache.error();
   runner->cache_ = std::move(*cache);
+  if (runner->cold_) runner->cold_->register_model(runner->cache_->fingerprint(), o.model_path);
 
   engine::EngineOptions eo;
   eo.n_ctx = o.n_ctx;

@@ -24,9 +24,11 @@ namespace kvc::app {
 
 struct EngineRunnerOptions {
   int64_t n_ctx = 4096;        // most tokens of one conversation
-  int64_t t0_bytes = 0;        // the compute pool; 0: room for 2 conversations of n_ctx
+  int64_t t0_bytes = 0;        // the compute pool; 0: room for t0_contexts conversations of n_ctx
+  int t0_contexts = 2;
   int64_t t1_bytes = int64_t{512} << 20;
   std::filesystem::path cold_dir;  // empty: no disk tier
+  std::string model_path;          // recorded with the KV fingerprint: its blocks go first once the file is gone
   int64_t cold_bytes = int64_t{4} << 30;
 };
 

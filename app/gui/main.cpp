@@ -126,7 +126,12 @@ int run(const Args& a) {
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
   ImGuiIO& io = ImGui::GetIO();
-  io.IniFilename = nullptr;  // the layout is ours; View > Reset layout restores it
+  // The window layout persists in DATA_DIR/imgui.ini; View > Reset layout restores the default.
+  const std::filesystem::path data_dir = kvc::storage::resolve_data_dir(a.data_dir);
+  const std::string ini_path = (data_dir / "imgui.ini").string();
+  std::error_code ini_ec;
+  const bool saved_layout = std::filesystem::exists(ini_path, ini_ec);
+  io.IniFilename = kvc::storage::ensure_dir(data_dir).ok() ? ini_path.c_str() : nullptr;
   io.ConfigFlags |= ImGuiConfigFlags_NavEnableKeyboard;
   kvc::ui::apply_theme(scale);
   const kvc::ui::Fonts fonts = kvc::ui::load_fonts(scale);
@@ -138,7 +143,8 @@ int run(const Args& a) {
   kvc::ui::ScriptHooks hooks;
   kvc::ui::Shell shell;
   if (const char* home = std::getenv("HOME")) shell.model.home = home;
-  shell.model.data_dir = kvc::storage::resolve_data_dir(a.data_dir);
+  shell.model.data_dir = data_dir;
+  shell.restore_layout = saved_layout && !a.presenter && a.demo.empty();
   shell.presenter = a.presenter;
   shell.presenter_fonts = &presenter_fonts;
   shell.demo_files = kvc::ui::list_demos(kvc::app::asset_dir() / "demo");

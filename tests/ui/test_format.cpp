@@ -54,3 +54,9 @@ TEST_CASE("utf8 pop back: removes whole code points", "[ui]") {
   utf8_pop_back(empty);
   CHECK(empty.empty());
 }
+
+TEST_CASE("prefill line: the tokens to compute, and the time once it is worth showing", "[ui]") {
+  CHECK(format_prefill(1234, 120) == "prefilling 1234 new tokens...");
+  CHECK(format_prefill(1, 0) == "prefilling 1 new token...");
+  CHECK(format_prefill(5000, 3200) == "prefilling 5000 new tokens... " + format_duration_ms(3200));
+}

@@ -1,0 +1,43 @@
+// DATA_DIR/settings.json, written whole to a temporary file and renamed over the old one.
+#include "app/gui/app_settings.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+namespace kvc::app {
+
+AppSettings load_app_settings(const std::filesystem::path& file) {
+  AppSettings s;
+  std::ifstream in(file);
+  if (!in) return s;
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object()) return s;
+  if (auto it = j.find("last_model"); it != j.end() && it->is_string()) s.last_model = it->get<std::string>();
+  if (auto b = j.find("tier_budgets"); b != j.end() && b->is_object()) {
+    auto bytes = [&](const char* key) -> int64_t {
+      const auto v = b->find(key);
+      return v != b->end() && v->is_number_integer() && v->get<int64_t>() > 0 ? v->get<int64_t>() : 0;
+    };
+    s.budgets = ui::TierBudgets{bytes("t0_bytes"), bytes("t1_bytes"), bytes("t2_bytes")};
+  }
+  return s;
+}
+
+Status save_app_settings(const std::filesystem::path& file, const AppSettings& s) {
+  const nlohmann::json j = {
+      {"last_model", s.last_model},
+      {"tier_budgets", {{"t0_bytes", s.budgets.t0_bytes}, {"t1_bytes", s.budgets.t1_bytes}, {"t2_bytes", s.budgets.t2_bytes}}}};
+  const std::filesystem::path tmp = file.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << j.dump(2) << "\n";
+    if (!out.flush()) return make_error(ErrorCode::io, "cannot write " + tmp.string());
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, file, ec);
+  if (ec) return make_error(ErrorCode::io, "cannot replace " + file.string() + ": " + ec.message());
+  return {};
+}
+
+}  // namespace kvc::app

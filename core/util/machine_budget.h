@@ -1,0 +1,47 @@
+// Tier budgets that fit the machine: T0/T1 defaults from free RAM (/proc/meminfo MemAvailable),
+// T2 from free disk (statvfs of the data directory), and whether a model plus its KV would fit.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace kvc {
+
+// What the machine has free; every figure can be injected (tests).
+struct MachineResources {
+  uint64_t mem_total_bytes = 0;
+  uint64_t mem_available_bytes = 0;  // MemAvailable: reclaimable page cache included
+  uint64_t disk_free_bytes = 0;      // of the data directory's file system
+};
+
+// MemTotal and MemAvailable from /proc/meminfo's text ("MemAvailable:  1234 kB"); 0 when absent.
+MachineResources parse_meminfo(std::string_view text);
+// /proc/meminfo (or `meminfo`) and statvfs(data_dir).
+MachineResources read_machine_resources(const std::filesystem::path& data_dir,
+                                        const std::filesystem::path& meminfo = "/proc/meminfo");
+
+// What the KV tiers get by default, for a model with `weight_bytes` of weights (already in
+// RAM when `weights_loaded`) and a context of n_ctx tokens at kv_bytes_per_token:
+//   spare = MemAvailable - weights (unless loaded) - headroom (max(1 GiB, MemTotal / 10))
+//   T0 = room for 2 contexts, or 1 if only that fits in spare / 2 (never below one context)
+//   T1 = half of what is spare after T0, in [64 MiB, 8 GiB]
+//   T2 = a quarter of the free disk, in [256 MiB, 64 GiB], never past free disk - 1 GiB
+//        (at least 64 MiB when the disk is nearly full)
+struct BudgetDefaults {
+  int t0_contexts = 2;
+  int64_t t0_bytes = 0;  // t0_contexts * n_ctx * kv_bytes_per_token
+  int64_t t1_bytes = 0;
+  int64_t t2_bytes = 0;
+  std::string warning;  // the model and its KV would not fit in free RAM: what to do
+};
+BudgetDefaults default_budgets(const MachineResources& m, uint64_t weight_bytes, bool weights_loaded,
+                               uint64_t kv_bytes_per_token, int64_t n_ctx);
+
+// Empty when weights + KV for n_ctx tokens + headroom fit in MemAvailable; else a warning that
+// names the figures ("needs about 5.2 GiB (weights 4.1 GiB + KV 1.0 GiB at 8192 tokens), 3.0 GiB
+// of RAM is free: ...").
+std::string fit_warning(const MachineResources& m, uint64_t weight_bytes, uint64_t kv_bytes_for_ctx, int64_t n_ctx);
+
+}  // namespace kvc

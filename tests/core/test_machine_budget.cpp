@@ -1,0 +1,62 @@
+// Tier budgets from the machine's free RAM and disk, with injected figures, and the real /proc/meminfo.
+#include <catch2/catch.hpp>
+
+#include "core/util/machine_budget.h"
+#include "support/test_support.h"
+
+using kvc::MachineResources;
+
+namespace {
+constexpr uint64_t MiB = uint64_t{1} << 20;
+constexpr uint64_t GiB = uint64_t{1} << 30;
+}  // namespace
+
+TEST_CASE("meminfo: MemTotal and MemAvailable in bytes", "[core]") {
+  const auto m = kvc::parse_meminfo(
+      "MemTotal:       16303948 kB\nMemFree:          512000 kB\nMemAvailable:    8151974 kB\nBuffers: 1 kB\n");
+  CHECK(m.mem_total_bytes == uint64_t{16303948} * 1024);
+  CHECK(m.mem_available_bytes == uint64_t{8151974} * 1024);
+  CHECK(kvc::parse_meminfo("garbage\n").mem_available_bytes == 0);
+  kvc::test::TempDir tmp;
+  const auto real = kvc::read_machine_resources(tmp.path() / "not" / "made" / "yet");
+  CHECK(real.mem_total_bytes > 0);
+  CHECK(real.mem_available_bytes > 0);
+  CHECK(real.mem_available_bytes <= real.mem_total_bytes);
+  CHECK(real.disk_free_bytes > 0);  // the nearest existing parent's file system
+}
+
+TEST_CASE("budgets: a roomy machine gets two contexts in T0, half the spare RAM in T1, a quarter of the disk in T2", "[core]") {
+  MachineResources m{32 * GiB, 20 * GiB, 400 * GiB};
+  // 1 GiB of weights not loaded yet; 128 KiB per token, 4096 tokens: 512 MiB per context.
+  const auto b = kvc::default_budgets(m, GiB, false, 128 * 1024, 4096);
+  const uint64_t headroom = 32 * GiB / 10;
+  const uint64_t spare = 20 * GiB - GiB - headroom;
+  CHECK(b.t0_bytes == static_cast<int64_t>(1024 * MiB));
+  CHECK(b.t1_bytes == static_cast<int64_t>((spare - 1024 * MiB) / 2));
+  CHECK(b.t2_bytes == static_cast<int64_t>(64 * GiB));  // 100 GiB capped
+  CHECK(b.warning.empty());
+}
+
+TEST_CASE("budgets: a small machine shrinks every tier to its floor and warns before the model would not fit", "[core]") {
+  MachineResources m{4 * GiB, 1536 * MiB, 2 * GiB};
+  const auto b = kvc::default_budgets(m, 1200 * MiB, false, 64 * 1024, 4096);  // 256 MiB per context
+  CHECK(b.t0_bytes == static_cast<int64_t>(256 * MiB));  // one context: nothing is spare
+  CHECK(b.t1_bytes == static_cast<int64_t>(64 * MiB));
+  CHECK(b.t2_bytes == static_cast<int64_t>(512 * MiB));  // a quarter of 2 GiB, under free - 1 GiB
+  CHECK(b.warning.find("needs about 1.4 GiB") != std::string::npos);
+  CHECK(b.warning.find("1.5 GiB of RAM is free") != std::string::npos);
+  CHECK(b.warning.find("less than 1.0 GiB for the rest") != std::string::npos);
+
+  // Far too big: says it would not fit and what to do.
+  const std::string w = kvc::fit_warning(m, 4 * GiB, 512 * MiB, 8192);
+  CHECK(w.find("would not fit") != std::string::npos);
+  CHECK(w.find("8192 tokens") != std::string::npos);
+  CHECK(kvc::fit_warning(MachineResources{64 * GiB, 60 * GiB, 0}, 4 * GiB, 512 * MiB, 8192).empty());
+  CHECK(kvc::fit_warning(MachineResources{}, 4 * GiB, 512 * MiB, 8192).empty());  // unknown RAM: no guess
+
+  // A nearly full disk still gets a small T2; T2 never eats the last GiB when there is more.
+  CHECK(kvc::default_budgets(MachineResources{4 * GiB, 3 * GiB, 300 * MiB}, 0, true, 1024, 16).t2_bytes ==
+        static_cast<int64_t>(64 * MiB));
+  CHECK(kvc::default_budgets(MachineResources{4 * GiB, 3 * GiB, 1200 * MiB}, 0, true, 1024, 16).t2_bytes ==
+        static_cast<int64_t>(176 * MiB));
+}
