@@ -8,6 +8,10 @@
 // request at a time, turn 1 of every conversation, then turn 2 of every one, ... (more
 // conversations than a server has slots shows whether it keeps their prefixes).
 // HISTORY_WORDS pads each conversation's first message to a long history.
+// Environment: LOAD_STATE=FILE continues the conversations saved in FILE (if it exists) and saves
+// them there at the end (a second run after a server restart); LOAD_BAN_TOKENS=A-B sends a
+// logit_bias of -100 for ids A..B (llama-server answers 500 on a random model's stray bytes).
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { performance } from 'node:perf_hooks';
 
@@ -17,7 +21,19 @@ const mode = modeArg ?? 'concurrent', historyWords = Number(historyArg ?? 0);
 const require = createRequire(nodeModules.replace(/\/?$/, '/'));
 const mod = require('openai');
 const OpenAI = mod.OpenAI ?? mod.default ?? mod;
-const client = new OpenAI({ baseURL, apiKey: process.env.KVC_API_KEY ?? 'none', maxRetries: 0, timeout: 120000 });
+// A fresh connection per request: llama-server closes idle keep-alive connections, which a
+// reused socket reports as a connection error.
+const http = require('node:http');
+const client = new OpenAI({ baseURL, apiKey: process.env.KVC_API_KEY ?? 'none', maxRetries: 0, timeout: 120000,
+                            httpAgent: new http.Agent({ keepAlive: false }) });
+
+let logitBias = null;
+if (process.env.LOAD_BAN_TOKENS) {
+  const [a, b] = process.env.LOAD_BAN_TOKENS.split('-').map(Number);
+  logitBias = {};
+  for (let t = a; t <= b; ++t) logitBias[t] = -100;
+}
+const stateFile = process.env.LOAD_STATE ?? '';
 
 const words = ['the', 'little', 'cat', 'saw', 'a', 'big', 'red', 'ball', 'and', 'ran', 'to', 'play', 'with', 'it'];
 const system = {
@@ -36,7 +52,7 @@ async function turn(messages, seed) {
   const t0 = performance.now();
   const stream = await client.chat.completions.create({
     model, messages, stream: true, stream_options: { include_usage: true }, max_tokens: maxTokens,
-    temperature: 0.8, seed,
+    temperature: 0.8, seed, ...(logitBias ? { logit_bias: logitBias } : {}),
   });
   let content = '', ttft = null, usage = null, timings = null;
   for await (const chunk of stream) {
@@ -54,16 +70,18 @@ async function turn(messages, seed) {
            completion: usage?.completion_tokens ?? 0, cached };
 }
 
+const saved = stateFile && existsSync(stateFile) ? JSON.parse(readFileSync(stateFile, 'utf8')) : null;
 const conversations = Array.from({ length: nConv }, (_, c) => {
   const pad = historyWords > 0
     ? ' ' + Array.from({ length: historyWords }, (_, i) => words[(i * 7 + c) % words.length]).join(' ') : '';
-  return { id: c, messages: [system], first: `Conversation ${c + 1}: tell me a story.${pad}`, turns: [] };
+  return { id: c, messages: saved?.[c] ?? [system], first: `Conversation ${c + 1}: tell me a story.${pad}`, turns: [] };
 });
 const errors = [];
 let nRequests = 0;
 
 async function step(conv, t) {
-  conv.messages.push({ role: 'user', content: t === 0 ? conv.first : `Question ${t + 1}: what happened next?` });
+  const first = conv.messages.length === 1;
+  conv.messages.push({ role: 'user', content: first ? conv.first : `Question ${conv.messages.length}: what happened next?` });
   ++nRequests;
   try {
     const r = await turn(conv.messages, 1000 * conv.id + t);
@@ -82,6 +100,7 @@ if (mode === 'round-robin') {
   await Promise.all(conversations.map(async (conv) => { for (let t = 0; t < nTurns; ++t) await step(conv, t); }));
 }
 const wallS = (performance.now() - start) / 1e3;
+if (stateFile) writeFileSync(stateFile, JSON.stringify(conversations.map((c) => c.messages)));
 
 const all = conversations.flatMap((c) => c.turns);
 const perTurn = Array.from({ length: nTurns }, (_, t) => {
