@@ -1,7 +1,10 @@
 // KV block geometry and the position writes of kv_block.h.
 #include "kernels/cpu/kv_block.h"
 
+#include <algorithm>
+
 #include "kernels/cpu/ops_impl.h"
+#include "kernels/cpu/quant.h"
 
 namespace kvc::kernels {
 
@@ -12,7 +15,8 @@ bool KvBlockLayout::check_invariants() const {
   const int64_t n_elems = static_cast<int64_t>(n_kv_head) * head_dim;
   return k_row_bytes == row_bytes(k_type, group, n_elems) && v_row_bytes == row_bytes(v_type, group, n_elems) &&
          k_row_bytes % 2 == 0 && v_row_bytes % 2 == 0 &&
-         layer_bytes == block_tokens * (k_row_bytes + v_row_bytes) &&
+         k_anchor_bytes == (kv_type_anchored(k_type) ? 2 * n_elems : 0) &&
+         layer_bytes == k_anchor_bytes + block_tokens * (k_row_bytes + v_row_bytes) &&
          block_bytes == n_layer * layer_bytes;
 }
 
@@ -31,19 +35,61 @@ std::optional<KvBlockLayout> make_kv_block_layout(int n_layer, int n_kv_head, in
   const int64_t n_elems = static_cast<int64_t>(n_kv_head) * head_dim;
   l.k_row_bytes = row_bytes(k_type, l.group, n_elems);
   l.v_row_bytes = row_bytes(v_type, l.group, n_elems);
-  l.layer_bytes = block_tokens * (l.k_row_bytes + l.v_row_bytes);
+  l.k_anchor_bytes = kv_type_anchored(k_type) ? 2 * n_elems : 0;
+  l.layer_bytes = l.k_anchor_bytes + block_tokens * (l.k_row_bytes + l.v_row_bytes);
   l.block_bytes = n_layer * l.layer_bytes;
   if (!l.check_invariants()) return std::nullopt;
   return l;
 }
+
+namespace {
+
+// Rows of anchored formats go through a stack buffer this many floats at a time.
+constexpr int64_t k_anchor_chunk = 256;
+
+// One row of `type` at `out`; anchor non-null (anchored K): the row minus the anchor there
+// (F16, n), which row 0 sets first.
+void store_row(KvType type, int group, const float* x, int64_t n, int row, uint8_t* anchor, uint8_t* out) {
+  if (anchor == nullptr) {
+    encode_row(type, group, x, n, out);
+    return;
+  }
+  uint16_t* a = reinterpret_cast<uint16_t*>(anchor);
+  if (row == 0) f32_to_f16_row(x, a, n);
+  float diff[k_anchor_chunk];
+  for (int64_t i = 0; i < n; i += k_anchor_chunk) {
+    const int64_t m = std::min(k_anchor_chunk, n - i);  // a multiple of group: chunks are
+    for (int64_t j = 0; j < m; ++j) diff[j] = x[i + j] - fp16_to_f32(a[i + j]);
+    encode_row(type, group, diff, m, out + row_bytes(type, group, i));
+  }
+}
+
+void load_row(KvType type, int group, const uint8_t* in, int64_t n, const uint8_t* anchor, float* out) {
+  decode_row(type, group, in, n, out);
+  if (anchor == nullptr) return;
+  const uint16_t* a = reinterpret_cast<const uint16_t*>(anchor);
+  for (int64_t i = 0; i < n; ++i) out[i] += fp16_to_f32(a[i]);
+}
+
+}  // namespace
 
 void kv_store(const KvBlockLayout& layout, uint8_t* block, int layer, int row, const float* k,
               const float* v) {
   KVC_KERNEL_CHECK(block != nullptr && 0 <= layer && layer < layout.n_layer && 0 <= row &&
                    row < layout.block_tokens);
   const int64_t n = static_cast<int64_t>(layout.n_kv_head) * layout.head_dim;
-  encode_row(layout.k_type, layout.group, k, n, block + layout.k_row_offset(layer, row));
-  encode_row(layout.v_type, layout.group, v, n, block + layout.v_row_offset(layer, row));
+  uint8_t* anchor = layout.k_anchor_bytes > 0 ? block + layout.k_anchor_offset(layer) : nullptr;
+  store_row(layout.k_type, layout.group, k, n, row, anchor, block + layout.k_row_offset(layer, row));
+  store_row(layout.v_type, layout.group, v, n, row, nullptr, block + layout.v_row_offset(layer, row));
+}
+
+void kv_load(const KvBlockLayout& layout, const uint8_t* block, int layer, int row, float* k, float* v) {
+  KVC_KERNEL_CHECK(block != nullptr && 0 <= layer && layer < layout.n_layer && 0 <= row &&
+                   row < layout.block_tokens);
+  const int64_t n = static_cast<int64_t>(layout.n_kv_head) * layout.head_dim;
+  const uint8_t* anchor = layout.k_anchor_bytes > 0 ? block + layout.k_anchor_offset(layer) : nullptr;
+  load_row(layout.k_type, layout.group, block + layout.k_row_offset(layer, row), n, anchor, k);
+  load_row(layout.v_type, layout.group, block + layout.v_row_offset(layer, row), n, nullptr, v);
 }
 
 void kv_store_at(const KvBlockLayout& layout, uint8_t* const* blocks, int layer, int64_t t,
