@@ -2,7 +2,9 @@
 #include "kernels/cpu/kv_block.h"
 
 #include <algorithm>
+#include <vector>
 
+#include "kernels/cpu/kv_ops.h"
 #include "kernels/cpu/ops_impl.h"
 #include "kernels/cpu/quant.h"
 
@@ -48,19 +50,21 @@ namespace {
 constexpr int64_t k_anchor_chunk = 256;
 
 // One row of `type` at `out`; anchor non-null (anchored K): the row minus the anchor there
-// (F16, n), which row 0 sets first.
-void store_row(KvType type, int group, const float* x, int64_t n, int row, uint8_t* anchor, uint8_t* out) {
+// (F16, n), which is set to the row itself first when set_anchor.
+void store_row(KvType type, int group, const float* x, int64_t n, bool set_anchor, uint8_t* anchor, uint8_t* out) {
   if (anchor == nullptr) {
     encode_row(type, group, x, n, out);
     return;
   }
   uint16_t* a = reinterpret_cast<uint16_t*>(anchor);
-  if (row == 0) f32_to_f16_row(x, a, n);
+  if (set_anchor) f32_to_f16_row(x, a, n);
   float diff[k_anchor_chunk];
   for (int64_t i = 0; i < n; i += k_anchor_chunk) {
     const int64_t m = std::min(k_anchor_chunk, n - i);  // a multiple of group: chunks are
     for (int64_t j = 0; j < m; ++j) diff[j] = x[i + j] - fp16_to_f32(a[i + j]);
-    encode_row(type, group, diff, m, out + row_bytes(type, group, i));
+    // q4h K: rotated, then each group's scale fitted (kv_format.h); the same bytes on every ISA.
+    kv_rotate_groups(diff, m, group);
+    detail::encode_row_q4_fitted(group, diff, m, out + row_bytes(type, group, i));
   }
 }
 
@@ -71,16 +75,21 @@ void load_row(KvType type, int group, const uint8_t* in, int64_t n, const uint8_
   for (int64_t i = 0; i < n; ++i) out[i] += fp16_to_f32(a[i]);
 }
 
-}  // namespace
-
-void kv_store(const KvBlockLayout& layout, uint8_t* block, int layer, int row, const float* k,
-              const float* v) {
+void store(const KvBlockLayout& layout, uint8_t* block, int layer, int row, const float* k, const float* v,
+           bool anchor_set) {
   KVC_KERNEL_CHECK(block != nullptr && 0 <= layer && layer < layout.n_layer && 0 <= row &&
                    row < layout.block_tokens);
   const int64_t n = static_cast<int64_t>(layout.n_kv_head) * layout.head_dim;
   uint8_t* anchor = layout.k_anchor_bytes > 0 ? block + layout.k_anchor_offset(layer) : nullptr;
-  store_row(layout.k_type, layout.group, k, n, row, anchor, block + layout.k_row_offset(layer, row));
-  store_row(layout.v_type, layout.group, v, n, row, nullptr, block + layout.v_row_offset(layer, row));
+  store_row(layout.k_type, layout.group, k, n, row == 0 && !anchor_set, anchor, block + layout.k_row_offset(layer, row));
+  store_row(layout.v_type, layout.group, v, n, false, nullptr, block + layout.v_row_offset(layer, row));
+}
+
+}  // namespace
+
+void kv_store(const KvBlockLayout& layout, uint8_t* block, int layer, int row, const float* k,
+              const float* v) {
+  store(layout, block, layer, row, k, v, false);
 }
 
 void kv_load(const KvBlockLayout& layout, const uint8_t* block, int layer, int row, float* k, float* v) {
@@ -96,7 +105,23 @@ void kv_store_at(const KvBlockLayout& layout, uint8_t* const* blocks, int layer,
                  const float* k, const float* v) {
   KVC_KERNEL_CHECK(t >= 0);
   const KvSlot s = kv_slot(layout, t);
-  kv_store(layout, blocks[s.block], layer, s.row, k, v);
+  const uint8_t* prev = s.block > 0 ? blocks[s.block - 1] : nullptr;
+  if (layout.k_anchor_bytes == 0 || s.row != 0 || prev == nullptr) {
+    kv_store(layout, blocks[s.block], layer, s.row, k, v);
+    return;
+  }
+  // The anchor of a block after the first: the mean of the previous block's K as stored.
+  const int64_t n = static_cast<int64_t>(layout.n_kv_head) * layout.head_dim;
+  std::vector<float> mean(static_cast<size_t>(n), 0.0f), kr(static_cast<size_t>(n)), vr(static_cast<size_t>(n));
+  for (int r = 0; r < layout.block_tokens; ++r) {
+    kv_load(layout, prev, layer, r, kr.data(), vr.data());
+    for (int64_t i = 0; i < n; ++i) mean[static_cast<size_t>(i)] += kr[static_cast<size_t>(i)];
+  }
+  const float inv = 1.0f / static_cast<float>(layout.block_tokens);
+  for (float& x : mean) x *= inv;
+  KVC_KERNEL_CHECK(blocks[s.block] != nullptr);
+  f32_to_f16_row(mean.data(), reinterpret_cast<uint16_t*>(blocks[s.block] + layout.k_anchor_offset(layer)), n);
+  store(layout, blocks[s.block], layer, 0, k, v, true);
 }
 
 }  // namespace kvc::kernels

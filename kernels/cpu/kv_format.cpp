@@ -74,12 +74,7 @@ void encode_row_with(const KvOpsTable& t, KvType type, int group, const float* x
       const int64_t m = n - i < k_rotate_chunk ? n - i : k_rotate_chunk;  // a multiple of group
       for (int64_t j = 0; j < m; ++j) tmp[j] = x[i + j];
       kv_rotate_groups(tmp, m, group);
-      uint8_t* o = out + row_bytes(base, group, i);
-      if (base == KvType::q4) {
-        detail::encode_row_q4_fitted(group, tmp, m, o);
-      } else {
-        encode_row_with(t, base, group, tmp, m, o);
-      }
+      encode_row_with(t, base, group, tmp, m, out + row_bytes(base, group, i));
     }
     return;
   }
