@@ -117,7 +117,7 @@ int run_perplexity(PerplexityArgs a) {
               static_cast<double>(lt.block_bytes) / static_cast<double>(lr.block_bytes), lt.group);
   std::printf("ppl f16     %.4f\n", std::exp(nll_ref / ns));
   std::printf("ppl %-7s %.4f\n", kv_name.c_str(), std::exp(nll_test / ns));
-  std::printf("KL(f16 || %s)  %.6f nats/token (mean)\n", kv_name.c_str(), kl / ns);
+  std::printf("KL(f16 || %s)  %.8f nats/token (mean)\n", kv_name.c_str(), kl / ns);
   std::printf("top-1 agree %.2f %%\n", 100.0 * static_cast<double>(n_top1_same) / ns);
   if (a.greedy > 0) {
     // Greedy continuations of the prompt with F16 KV and with the tested formats, from empty caches.
