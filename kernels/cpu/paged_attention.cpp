@@ -10,15 +10,6 @@
 
 namespace kvc::kernels {
 
-namespace {
-
-// Kv head h's part of an anchor row (F16, kv_block.h) as floats.  out: (head_dim).
-void load_anchor(const uint8_t* anchor_row, int h, int head_dim, float* out) {
-  const uint16_t* a = reinterpret_cast<const uint16_t*>(anchor_row) + static_cast<int64_t>(h) * head_dim;
-  for (int i = 0; i < head_dim; ++i) out[i] = fp16_to_f32(a[i]);
-}
-
-}  // namespace
 
 void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView& kv, int64_t n_kv,
                           const AttentionShape& s, int kv_head_begin, int kv_head_end, float* out,
@@ -58,7 +49,7 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
   const bool int_k = table_group && ((k_type == KvType::q8 && t.score_range_q8_int != nullptr) ||
                                      (k_type == KvType::q4 && t.score_range_q4_int != nullptr));
   float* q_rot = scratch + n_group * (n_att + s.head_dim / 2 + 1);  // (n_group, head_dim)
-  float* anchor = q_rot + group_floats;  // (head_dim): one block's K anchor in floats
+  float* anchor_dots = q_rot + group_floats;  // (n_group): scale q . a for one block's K anchor a
   const bool k_anchored = l.k_anchor_bytes > 0;
   if (int_k && s.head_dim <= k_max_int_head_dim && n_att > 0) {
     float* rest = scratch + n_group * n_att;
@@ -117,13 +108,12 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
         case KvType::q4h:
           KVC_KERNEL_CHECK(false);  // kv_storage_type never returns a rotated type
       }
-      if (k_anchored) {  // scores of the block's rows x - a: add q . a
-        load_anchor(kv.blocks[b] + l.k_anchor_offset(kv.layer), h, s.head_dim, anchor);
+      if (k_anchored) {  // scores of the block's rows x - a: add scale q . a (the anchor is an F16 row)
+        const auto* a = reinterpret_cast<const uint16_t*>(kv.blocks[b] + l.k_anchor_offset(kv.layer)) +
+                        static_cast<int64_t>(h) * s.head_dim;
+        ops.score_range_f16(q_in, n_group, s.head_dim, a, 0, 1, s.scale, anchor_dots, 1);
         for (int j = 0; j < n_group; ++j) {
-          const float* qj = q_in + static_cast<int64_t>(j) * s.head_dim;
-          float dot = 0.0f;
-          for (int i = 0; i < s.head_dim; ++i) dot += qj[i] * anchor[i];
-          dot *= s.scale;
+          const float dot = anchor_dots[j];
           for (int64_t i = 0; i < t1 - t0; ++i) sb[j * n_att + i] += dot;
         }
       }

@@ -45,11 +45,11 @@ void attention_paged_reference(const float* q, const PagedKvView& kv, int64_t n_
                                const AttentionShape& s, int kv_head_begin, int kv_head_end,
                                float* out, float* scratch);
 
-// (n_head / n_kv_head) * (n_attended + 3 head_dim / 2 + 1) + head_dim: one score row per
-// query head of a kv head, room for those query heads quantized to int8 (integer K scores)
-// and rotated (Hadamard-rotated K, kv_format.h), and one K anchor in floats.
+// (n_head / n_kv_head) * (n_attended + 3 head_dim / 2 + 2): one score row per query head of
+// a kv head, room for those query heads quantized to int8 (integer K scores) and rotated
+// (Hadamard-rotated K, kv_format.h), and their dots with one block's K anchor.
 inline int64_t paged_attention_scratch_floats(const AttentionShape& s, int64_t n_attended) {
-  return static_cast<int64_t>(s.n_head / s.n_kv_head) * (n_attended + 3 * s.head_dim / 2 + 1) + s.head_dim;
+  return static_cast<int64_t>(s.n_head / s.n_kv_head) * (n_attended + 3 * s.head_dim / 2 + 2);
 }
 
 }  // namespace kvc::kernels
