@@ -21,7 +21,8 @@ using KvFormat = kernels::KvType;
 constexpr int kv_group_for_head_dim(int64_t head_dim) { return kernels::kv_group_for_head_dim(head_dim); }
 
 // Bytes per element of format f with groups of `group` elements; 0 when f needs a group and
-// `group` is none (0) or not a valid group.
+// `group` is none (0) or not a valid group. (int4h K also keeps an F16 anchor row per block of
+// B tokens, 2 / B bytes per K element more: KvBlockLayout::block_bytes counts it.)
 constexpr double kv_bytes_per_element(KvFormat f, int group) {
   if (f != KvFormat::f16 && !kernels::kv_group_valid(group)) return 0.0;
   switch (f) {

@@ -208,7 +208,7 @@ TEST_CASE("kv cache: keys of another KV format never match", "[core][kv]") {
   CHECK(s8->last_prefix().n_cached == 0);
 }
 
-TEST_CASE("kv cache: every K/V format pair has its own fingerprint; int4 blocks never serve int4h", "[core][kv]") {
+TEST_CASE("kv cache: every K/V format pair has its own fingerprint, and int4 blocks never serve int4h", "[core][kv]") {
   // The rotated formats store the bytes of int8 / int4 (plus int4h's K anchor): only the
   // fingerprint keeps a block of one from being read as the other.
   Fixture f;
