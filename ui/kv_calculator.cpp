@@ -10,8 +10,10 @@ namespace kvc::ui {
 double kv_element_bytes(kv::KvFormat format, int group) {
   switch (format) {
     case kv::KvFormat::f16: return 2.0;
-    case kv::KvFormat::int8: return 1.0 + 2.0 / group;
-    case kv::KvFormat::int4: return 0.5 + 2.0 / group;
+    case kv::KvFormat::int8:
+    case kv::KvFormat::int8h: return 1.0 + 2.0 / group;
+    case kv::KvFormat::int4:
+    case kv::KvFormat::int4h: return 0.5 + 2.0 / group;
   }
   return 2.0;
 }

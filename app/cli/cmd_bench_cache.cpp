@@ -181,7 +181,7 @@ model::SessionOptions bench_session_options(const BenchCacheArgs& a, kv::KvForma
 int run_restart_child(BenchCacheArgs a) {
   a.model.quiet = true;
   auto fmt = kv::parse_kv_format(a.kv_type);
-  if (!fmt) return report(make_error(ErrorCode::invalid_argument, "--kv-type must be f16, int8 or int4"));
+  if (!fmt) return report(make_error(ErrorCode::invalid_argument, "--kv-type must be " + std::string(kv::k_kv_format_names) + ", got " + a.kv_type));
   auto prompts = read_prompts(a.restart_child, 2);
   if (!prompts.ok()) return report(prompts.error());
   const std::vector<int32_t>& prompt = (*prompts)[0];
@@ -250,7 +250,7 @@ int run_bench_cache(BenchCacheArgs a) {
   if (!a.restart_child.empty()) return run_restart_child(std::move(a));
   a.model.quiet = a.model.quiet || a.json;
   auto fmt = kv::parse_kv_format(a.kv_type);
-  if (!fmt) return report(make_error(ErrorCode::invalid_argument, "--kv-type must be f16, int8 or int4"));
+  if (!fmt) return report(make_error(ErrorCode::invalid_argument, "--kv-type must be " + std::string(kv::k_kv_format_names) + ", got " + a.kv_type));
   auto loaded = load_model(a.model);
   if (!loaded.ok()) return report(loaded.error());
   const model::Model& m = *loaded->model;
@@ -475,7 +475,7 @@ void register_bench_cache(CLI::App& app) {
   cmd->add_option("--history", a->n_history, "tokens of conversation history")->capture_default_str();
   cmd->add_option("--new", a->n_new, "tokens of the new message")->capture_default_str();
   cmd->add_option("--block", a->block_tokens, "tokens per KV block")->capture_default_str()->check(CLI::Range(1, 256));
-  cmd->add_option("--kv-type", a->kv_type, "KV format: f16, int8, int4")->capture_default_str();
+  cmd->add_option("--kv-type", a->kv_type, "KV format: f16, int8, int4, int8h, int4h")->capture_default_str();
   cmd->add_option("--conversations", a->conversations, "conversations in the multi-turn scenario")->capture_default_str();
   cmd->add_option("--turns", a->turns, "turns per conversation in the scenario")->capture_default_str();
   cmd->add_option("-r,--repetitions", a->repetitions, "repetitions of each cached case (median reported)")

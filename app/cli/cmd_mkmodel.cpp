@@ -131,6 +131,11 @@ void register_mkmodel(CLI::App& app) {
   cmd->add_option("--std", a->spec.weight_std, "standard deviation of the matrices' weights (near-normal)")
       ->capture_default_str();
   cmd->add_option("--qk-std", a->spec.qk_std, "standard deviation of attn_q / attn_k (default: --std); larger is sharper attention");
+  cmd->add_option("--k-outliers", a->spec.k_outliers,
+                  "outlier key channels per KV head (chosen from --seed): their attn_k rows are --k-outlier-scale times larger")
+      ->capture_default_str();
+  cmd->add_option("--k-outlier-scale", a->spec.k_outlier_scale, "how much larger the outlier key channels are")
+      ->capture_default_str();
   cmd->add_option("--norm-std", a->spec.norm_std, "standard deviation of the norm weights around 1")->capture_default_str();
   cmd->add_option("--bias-std", a->spec.bias_std, "standard deviation of qwen2's Q/K/V biases")->capture_default_str();
   auto* vf = cmd->add_option("--vocab-from", a->vocab_from, "copy the tokenizer of this GGUF (a model or a vocabulary-only file)");

@@ -1,5 +1,7 @@
 // kvchat-cli perplexity: perplexity of a text, and how a quantized KV cache changes the logits.
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -16,7 +18,10 @@ struct PerplexityArgs {
   ModelOptions model;
   std::string file;
   std::string kv_type = "f16";
+  std::string k_type, v_type;  // override kv_type for K or V alone
   int64_t max_chunks = 0;
+  int64_t greedy = 0;                    // > 0: also compare greedy continuations of `prompt`
+  std::string prompt = "Once upon a time";
 };
 
 // log-softmax of one row into out; returns nothing, out[i] = log p(i).
@@ -31,8 +36,19 @@ void log_softmax(std::span<const float> row, std::vector<double>& out) {
 }
 
 int run_perplexity(PerplexityArgs a) {
-  auto fmt = kv::parse_kv_format(a.kv_type);
-  if (!fmt) return report(make_error(ErrorCode::invalid_argument, "--kv-type must be f16, int8 or int4, got " + a.kv_type));
+  auto parse = [](const std::string& flag, const std::string& v) -> Result<kv::KvFormat> {
+    auto f = kv::parse_kv_format(v);
+    if (!f) return make_error(ErrorCode::invalid_argument, flag + " must be " + std::string(kv::k_kv_format_names) + ", got " + v);
+    return *f;
+  };
+  auto fmt = parse("--kv-type", a.kv_type);
+  if (!fmt.ok()) return report(fmt.error());
+  auto k_fmt = a.k_type.empty() ? fmt : parse("--k-type", a.k_type);
+  auto v_fmt = a.v_type.empty() ? fmt : parse("--v-type", a.v_type);
+  if (!k_fmt.ok()) return report(k_fmt.error());
+  if (!v_fmt.ok()) return report(v_fmt.error());
+  const std::string kv_name = *k_fmt == *v_fmt ? std::string(kv::kv_format_name(*k_fmt))
+                                               : std::string(kv::kv_format_name(*k_fmt)) + "/" + std::string(kv::kv_format_name(*v_fmt));
   auto text = read_text_file(a.file, "text file");
   if (!text.ok()) return report(text.error());
   auto loaded = load_model(a.model);
@@ -47,7 +63,8 @@ int run_perplexity(PerplexityArgs a) {
   o.n_ctx = n_ctx;
   o.n_batch = std::min<int64_t>(a.model.n_batch, n_ctx);
   auto ref = model::Session::create(m, o);  // F16 KV, the reference
-  o.k_format = o.v_format = *fmt;
+  o.k_format = *k_fmt;
+  o.v_format = *v_fmt;
   auto test = model::Session::create(m, o);
   if (!ref.ok()) return report(ref.error());
   if (!test.ok()) return report(test.error());
@@ -95,13 +112,57 @@ int run_perplexity(PerplexityArgs a) {
   const kernels::KvBlockLayout& lr = ref->cache().layout();
   const kernels::KvBlockLayout& lt = test->cache().layout();
   std::printf("kv bytes    f16 %.1f, %s %.1f per token (%.4fx; scale group %d)\n",
-              static_cast<double>(lr.block_bytes) / lr.block_tokens, a.kv_type.c_str(),
+              static_cast<double>(lr.block_bytes) / lr.block_tokens, kv_name.c_str(),
               static_cast<double>(lt.block_bytes) / lt.block_tokens,
               static_cast<double>(lt.block_bytes) / static_cast<double>(lr.block_bytes), lt.group);
   std::printf("ppl f16     %.4f\n", std::exp(nll_ref / ns));
-  std::printf("ppl %-7s %.4f\n", a.kv_type.c_str(), std::exp(nll_test / ns));
-  std::printf("KL(f16 || %s)  %.6f nats/token (mean)\n", a.kv_type.c_str(), kl / ns);
+  std::printf("ppl %-7s %.4f\n", kv_name.c_str(), std::exp(nll_test / ns));
+  std::printf("KL(f16 || %s)  %.8f nats/token (mean)\n", kv_name.c_str(), kl / ns);
   std::printf("top-1 agree %.2f %%\n", 100.0 * static_cast<double>(n_top1_same) / ns);
+  if (a.greedy > 0) {
+    // Greedy continuations of the prompt with F16 KV and with the tested formats, from empty caches.
+    const auto prompt = m.tokenizer().encode(a.prompt, m.tokenizer().wants_bos(), false);
+    model::SessionOptions go = o;
+    go.n_ctx = static_cast<int64_t>(prompt.size()) + a.greedy + 1;
+    go.n_batch = std::min<int64_t>(a.model.n_batch, go.n_ctx);
+    std::vector<model::Session> sessions;
+    for (int i = 0; i < 2; ++i) {
+      go.k_format = i == 0 ? kv::KvFormat::f16 : *k_fmt;
+      go.v_format = i == 0 ? kv::KvFormat::f16 : *v_fmt;
+      auto sess = model::Session::create(m, go);
+      if (!sess.ok()) return report(sess.error());
+      sessions.push_back(std::move(*sess));
+    }
+    // Both runs follow the F16 run's tokens, so the test run's choice is compared at every step.
+    std::vector<int32_t> step(prompt.begin(), prompt.end());
+    int64_t same = 0, n_agree = 0;
+    bool on_track = true;
+    double margin_at_split = 0;
+    for (int64_t i = 0; i < a.greedy; ++i) {
+      auto gr = i == 0 ? sessions[0].evaluate(step) : sessions[0].append(step);
+      if (!gr.ok()) return report(gr.error());
+      const std::vector<float> ref_row(gr->begin(), gr->end());
+      auto gt = i == 0 ? sessions[1].evaluate(step) : sessions[1].append(step);
+      if (!gt.ok()) return report(gt.error());
+      const auto top_r = std::max_element(ref_row.begin(), ref_row.end()) - ref_row.begin();
+      const auto top_t = std::max_element(gt->begin(), gt->end()) - gt->begin();
+      if (top_r == top_t) {
+        ++n_agree;
+        same += on_track;
+      } else if (on_track) {
+        on_track = false;
+        std::vector<float> sorted = ref_row;
+        std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+        margin_at_split = sorted[0] - sorted[1];
+      }
+      step.assign(1, static_cast<int32_t>(top_r));
+    }
+    std::printf("greedy      %lld of %lld tokens on the F16 continuation (prompt \"%s\")", static_cast<long long>(same),
+                static_cast<long long>(a.greedy), a.prompt.c_str());
+    if (!on_track) std::printf("; F16's top-2 logit margin there %.4f", margin_at_split);
+    std::printf("\n            %lld of %lld greedy choices agree along the F16 continuation\n",
+                static_cast<long long>(n_agree), static_cast<long long>(a.greedy));
+  }
   return 0;
 }
 
@@ -112,8 +173,13 @@ void register_perplexity(CLI::App& app) {
   auto* cmd = app.add_subcommand("perplexity", "perplexity of a text with a KV format, against F16 KV (KL, top-1)");
   add_model_options(*cmd, a->model);
   cmd->add_option("-f,--file", a->file, "text file")->required();
-  cmd->add_option("--kv-type", a->kv_type, "KV cache format: f16, int8, int4")->capture_default_str();
+  cmd->add_option("--kv-type", a->kv_type, "KV cache format: f16, int8, int4, int8h, int4h")->capture_default_str();
+  cmd->add_option("--k-type", a->k_type, "K format, overriding --kv-type for K");
+  cmd->add_option("--v-type", a->v_type, "V format, overriding --kv-type for V");
   cmd->add_option("--chunks", a->max_chunks, "score at most this many chunks (0: all)");
+  cmd->add_option("--greedy", a->greedy, "also generate this many greedy tokens of --prompt with F16 and the tested KV, "
+                                         "and count how long they agree")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-p,--prompt", a->prompt, "prompt of the greedy comparison")->capture_default_str();
   cmd->callback([a] {
     if (int rc = run_perplexity(*a); rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -104,13 +104,28 @@ class CpuBackend final : public Backend {
   void kv_store(const kernels::KvBlockLayout& layout, int layer, std::span<const SeqSlice> seqs, const float* k,
                 const float* v) override {
     const int64_t width = int64_t{layout.n_kv_head} * layout.head_dim;
+    auto store = [&](const SeqSlice& sq, int64_t i) {
+      const int64_t row = sq.row_begin + i;
+      kernels::kv_store_at(layout, sq.blocks.data(), layer, sq.pos0 + i, k + row * width, v + row * width);
+    };
     for (const SeqSlice& sq : seqs) {
-      pool_.parallel_for(sq.n_tokens, 8, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          const int64_t row = sq.row_begin + i;
-          kernels::kv_store_at(layout, sq.blocks.data(), layer, sq.pos0 + i, k + row * width, v + row * width);
-        }
-      });
+      if (layout.k_anchor_bytes == 0) {
+        pool_.parallel_for(sq.n_tokens, 8, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) store(sq, i);
+        });
+        continue;
+      }
+      // Anchored K (kv_block.h): block by block, each block's row 0 before its other rows.
+      const int64_t B = layout.block_tokens;
+      for (int64_t i0 = 0; i0 < sq.n_tokens;) {
+        const int64_t i1 = std::min(sq.n_tokens, i0 + B - (sq.pos0 + i0) % B);
+        int64_t first = i0;
+        if ((sq.pos0 + i0) % B == 0) store(sq, first++);
+        pool_.parallel_for(i1 - first, 4, [&](int64_t b, int64_t e) {
+          for (int64_t i = first + b; i < first + e; ++i) store(sq, i);
+        });
+        i0 = i1;
+      }
     }
   }
 

@@ -120,6 +120,7 @@ class CudaBackend final : public Backend {
 
   void kv_store(const kernels::KvBlockLayout& layout, int layer, std::span<const SeqSlice> seqs, const float* k,
                 const float* v) override {
+    if (!supported_kv(layout)) return;
     host_targets_.clear();
     for (const SeqSlice& sq : seqs) {
       if (static_cast<int64_t>(host_targets_.size()) < sq.row_begin) host_targets_.resize(static_cast<size_t>(sq.row_begin));
@@ -137,6 +138,7 @@ class CudaBackend final : public Backend {
 
   void attention(const kernels::KvBlockLayout& layout, int layer, std::span<const SeqSlice> seqs, const float* q,
                  const kernels::AttentionShape& s, int64_t window, float* out) override {
+    if (!supported_kv(layout)) return;
     if (s.head_dim > kc::k_max_attention_head_dim) {
       note({false, "head_dim " + std::to_string(s.head_dim) + " exceeds the CUDA attention kernel's limit of " +
                        std::to_string(kc::k_max_attention_head_dim)});
@@ -171,6 +173,13 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // The CUDA kernels read f16 / q8 / q4 rows; the rotated formats are CPU-only for now.
+  bool supported_kv(const kernels::KvBlockLayout& l) {
+    if (!kernels::kv_type_rotated(l.k_type) && !kernels::kv_type_rotated(l.v_type)) return true;
+    if (error_.empty()) error_ = "the Hadamard-rotated KV formats (int8h, int4h) are not supported on CUDA yet; use --backend cpu";
+    return false;
+  }
+
   static kc::KvGeometry geometry(const kernels::KvBlockLayout& l, int layer) {
     return kc::KvGeometry{l.k_type, l.v_type, l.n_kv_head, l.head_dim, l.block_tokens, l.group,
                           l.k_row_bytes, l.v_row_bytes, l.k_offset(layer), l.v_offset(layer)};

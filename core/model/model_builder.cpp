@@ -49,7 +49,8 @@ void generate_rows(const TensorPlan& t, uint64_t seed, int64_t row_begin, int64_
   scratch.resize(static_cast<size_t>(n_cols));
   for (int64_t r = row_begin; r < row_end; ++r) {
     uint64_t s = seed ^ hash_name(t.name) ^ (static_cast<uint64_t>(r) * 0xd1b54a32d192ed03ull);
-    const float std = t.std2_from_row >= 0 && r >= t.std2_from_row ? t.std2 : t.std;
+    float std = t.std2_from_row >= 0 && r >= t.std2_from_row ? t.std2 : t.std;
+    if (!t.row_std_scale.empty()) std *= t.row_std_scale[static_cast<size_t>(r)];
     for (int64_t c = 0; c < n_cols; ++c) {
       scratch[static_cast<size_t>(c)] = t.values.empty() ? t.mean + std * near_normal(splitmix64(s))
                                                          : t.values[static_cast<size_t>(r * n_cols + c)];
@@ -109,6 +110,10 @@ Status ModelSpec::validate(int64_t n_vocab) const {
     return bad("standard deviations must lie in [0, 10) (and --std above 0)");
   }
   if (!(rope_freq_base > 0)) return bad("--rope-base must be positive");
+  if (k_outliers < 0 || k_outliers > head_size()) {
+    return bad("--k-outliers must lie in [0, head size " + std::to_string(head_size()) + "], got " + std::to_string(k_outliers));
+  }
+  if (!(k_outlier_scale >= 1 && k_outlier_scale <= 100)) return bad("--k-outlier-scale must lie in [1, 100]");
   if (n_layer > 512 || n_embd > 65536 || n_ff > 262144) return bad("the model is implausibly large");
   return {};
 }
@@ -190,6 +195,23 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   add_vocabulary(w, vocab);
   if (!spec.chat_template.empty()) w.set_string("tokenizer.chat_template", spec.chat_template);
 
+  // Outlier key channels: in each KV head, k_outliers channels (drawn from the seed) whose K
+  // rows have k_outlier_scale times the deviation, so those channels of K are that much larger.
+  // k_rows[r] scales row r of the kv_width K rows.
+  std::vector<float> k_rows;
+  if (spec.k_outliers > 0) {
+    k_rows.assign(static_cast<size_t>(kv_width), 1.0f);
+    uint64_t s = spec.seed ^ 0x6b2d6f75746c6965ull;  // "k-outlie"
+    for (int64_t h = 0; h < spec.n_head_kv; ++h) {
+      for (int64_t j = 0; j < spec.k_outliers;) {
+        const auto c = static_cast<int64_t>(splitmix64(s) % static_cast<uint64_t>(head_dim));
+        float& f = k_rows[static_cast<size_t>(h * head_dim + c)];
+        if (f != 1.0f) continue;  // already an outlier: draw again
+        f = spec.k_outlier_scale;
+        ++j;
+      }
+    }
+  }
   // Matrices near-normal around 0 (attn_q / attn_k with their own deviation), norms near 1.
   const float qk_std = spec.qk_std > 0 ? spec.qk_std : spec.weight_std;
   std::vector<TensorPlan> plans;
@@ -218,9 +240,14 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
       matrix(b + "attn_qkv.weight", q_width + 2 * kv_width, spec.n_embd, qk_std);
       plans.back().std2_from_row = q_width + kv_width;
       plans.back().std2 = spec.weight_std;
+      if (!k_rows.empty()) {
+        plans.back().row_std_scale.assign(static_cast<size_t>(q_width + 2 * kv_width), 1.0f);
+        std::copy(k_rows.begin(), k_rows.end(), plans.back().row_std_scale.begin() + q_width);
+      }
     } else {
       matrix(b + "attn_q.weight", q_width, spec.n_embd, qk_std);
       matrix(b + "attn_k.weight", kv_width, spec.n_embd, qk_std);
+      plans.back().row_std_scale = k_rows;
       matrix(b + "attn_v.weight", kv_width, spec.n_embd, spec.weight_std);
     }
     if (spec.arch == "qwen2") {

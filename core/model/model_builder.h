@@ -39,6 +39,8 @@ struct ModelSpec {
                                 // values sharpen attention, so position errors show in logits
   float norm_std = 0.02f;       // norm weights: near-normal around 1 with this std
   float bias_std = 0.1f;        // qwen2's Q/K/V biases: near-normal around 0
+  int64_t k_outliers = 0;       // outlier channels per KV head: their attn_k rows have
+  float k_outlier_scale = 20.0f;  // this many times the deviation (trained models' K outliers)
   bool tied = false;            // no output.weight: the output reuses token_embd
   std::string chat_template;    // tokenizer.chat_template; empty: none
   int n_threads = 0;            // 0: one per physical core

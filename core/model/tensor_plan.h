@@ -20,6 +20,7 @@ struct TensorPlan {
   std::vector<float> values = {};  // when not empty: these values, row-major, instead of random ones
   int64_t std2_from_row = -1;      // rows from here on use std2 (the V part of a fused QKV)
   float std2 = 0.0f;
+  std::vector<float> row_std_scale = {};  // when not empty: row r's deviation times row_std_scale[r]
 };
 
 }  // namespace kvc::model

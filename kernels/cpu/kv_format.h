@@ -1,15 +1,59 @@
 // Element formats of the KV cache rows (F16, INT8, INT4 with one scale per group of 32, 16 or 8
-// elements) and the conversion of one row between float and its stored bytes.
+// elements, and their Hadamard-rotated variants) and the conversion of one row between float
+// and its stored bytes.
 #pragma once
 
 #include <cstdint>
 
 namespace kvc::kernels {
 
-// The same order as core's kv::KvFormat (f16, int8, int4), so the mapping is one cast.
 // One enum for the KV element format everywhere: the kernels say q8 / q4, the cache and the
-// user-facing code int8 / int4 (kv::KvFormat is this type), for the same values.
-enum class KvType : uint8_t { f16 = 0, q8 = 1, q4 = 2, int8 = q8, int4 = q4 };
+// user-facing code int8 / int4 (kv::KvFormat is this type), for the same values. q8h / q4h
+// (int8h / int4h) store each group rotated by a Walsh-Hadamard transform (below) in the bytes
+// of q8 / q4. The values are part of the KV fingerprint: never renumber them.
+enum class KvType : uint8_t {
+  f16 = 0,
+  q8 = 1,
+  q4 = 2,
+  q8h = 3,
+  q4h = 4,
+  int8 = q8,
+  int4 = q4,
+  int8h = q8h,
+  int4h = q4h,
+};
+
+// Rotated formats: a group x of g elements is stored as Q(H_g x), H_g the normalized
+// Walsh-Hadamard matrix of order g (entries +-1/sqrt(g); symmetric, orthogonal, its own
+// inverse). An outlier channel (a key channel 10-30x the others, as trained models have) then
+// spreads over the g values of its group instead of taking the group's whole scale, so the
+// small values keep their precision. Attention reads the rotated bytes directly: scores use
+// q . k = (H q) . (H k), so q is rotated once per head instead of every k un-rotated, and the
+// weighted sum of rotated V rows is rotated back once at the end (H sum w v = sum w H v).
+//
+// q4h K is also anchored: a block keeps the first K row it holds of each layer in F16, its
+// anchor a, and every K row of the block stores x - a (kv_block.h). Trained models' key
+// channels carry large offsets that change slowly with position (stories260K: channel means
+// of 10-18 against a spread of 2-5); the difference to the anchor leaves the spread. Attention
+// adds q . a to the block's scores. q4h K groups take the scale that minimises their squared
+// error, not the plain Q4 rule (kv_store; encode_row uses the plain rule, as V does: the
+// fitted scale shrinks values a little on average, and V's weighted sums keep that bias
+// where its random errors average out; measured on a synthetic model, V KL 0.00063 fitted
+// against 0.00039 plain).
+// True when K rows of type t are anchored (V rows never are).
+constexpr bool kv_type_anchored(KvType t) { return t == KvType::q4h; }
+constexpr bool kv_type_rotated(KvType t) { return t == KvType::q8h || t == KvType::q4h; }
+// The type whose bytes a format uses: q8 for q8h, q4 for q4h, the type itself otherwise.
+constexpr KvType kv_storage_type(KvType t) {
+  return t == KvType::q8h ? KvType::q8 : t == KvType::q4h ? KvType::q4 : t;
+}
+constexpr bool kv_type_quantized(KvType t) { return t != KvType::f16; }
+constexpr bool kv_type_valid(KvType t) { return static_cast<uint8_t>(t) <= static_cast<uint8_t>(KvType::q4h); }
+
+// x := H_g x for each of the n / g groups of x (g a valid group dividing n): the normalized
+// fast Walsh-Hadamard transform, log2(g) butterfly stages. Applying it twice gives x back (up
+// to float rounding). The same scalar code on every ISA, so encoded bytes do not depend on it.
+void kv_rotate_groups(float* x, int64_t n, int group);
 
 // Elements of one head at one position that share a scale (g below): the largest of 32, 16,
 // 8 that divides the head size, so a group never straddles two heads. The fast SIMD kernels
@@ -55,8 +99,10 @@ constexpr int kv_group_for_head_dim(int64_t head_dim) {
 constexpr int64_t kv_group_bytes(KvType type, int group) {
   switch (type) {
     case KvType::f16: return 2 * group;
-    case KvType::q8: return 2 + group;
-    case KvType::q4: return 2 + group / 2;
+    case KvType::q8:
+    case KvType::q8h: return 2 + group;
+    case KvType::q4:
+    case KvType::q4h: return 2 + group / 2;
   }
   return 0;
 }
@@ -68,7 +114,8 @@ constexpr int64_t row_bytes(KvType type, int group, int64_t n_elems) {
 
 const char* kv_type_name(KvType type);
 
-// out: row_bytes(type, group, n) bytes.  For q8 / q4, group must be valid and divide n (a bug
+// out: row_bytes(type, group, n) bytes.  For q8h / q4h the groups are rotated first (and
+// decode_row rotates them back).  For quantized types, group must be valid and divide n (a bug
 // otherwise); F16 ignores group. Non-finite inputs produce unspecified (but in-bounds) bytes.
 void encode_row(KvType type, int group, const float* x, int64_t n, uint8_t* out);
 // out: n floats.

@@ -100,6 +100,9 @@ void score_range_q4_vnni(const int8_t* q8, const float* q_scale, const int32_t* 
 // loops above with groups of `group` elements (type q8 or q4, head_dim a multiple of group).
 // kv_ops_scalar()'s entries are these at group 32 (and for small groups); every ISA encodes
 // and decodes groups of 16 and 8 with them.
+// Q4 bytes (any valid group) with each group's scale fitted to minimise its squared error
+// (q4h rows, kv_format.h); scalar on every ISA, so the bytes never depend on the CPU.
+void encode_row_q4_fitted(int group, const float* x, int64_t n, uint8_t* out);
 void encode_row_any_group(KvType type, int group, const float* x, int64_t n, uint8_t* out);
 void decode_row_any_group(KvType type, int group, const uint8_t* in, int64_t n, float* out);
 void score_range_any_group(KvType type, int group, const float* q, int n_q, int head_dim, const uint8_t* k,

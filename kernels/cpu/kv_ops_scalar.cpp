@@ -99,6 +99,62 @@ void encode_q4(const float* x, int64_t n, int group, uint8_t* out) {
   }
 }
 
+// The Q4 bytes of a group with the scale that minimises the group's squared error: candidate
+// scales d = m / s (m the value of largest magnitude, s in +-[6.5, 9] in steps of 1/4) each
+// pick levels, the least-squares scale for those levels is rounded to F16, and the levels are
+// chosen again for it; the F16 scale with the smallest error wins (the first on a tie). The
+// plain rule d = -m / 8 is among the candidates, so the error never exceeds its error.
+void encode_q4_fitted(const float* x, int64_t n, int group, uint8_t* out) {
+  const int64_t group_bytes = kv_group_bytes(KvType::q4, group);
+  const int half = group / 2;
+  for (int64_t g = 0; g < n / group; ++g, x += group, out += group_bytes) {
+    float mx = x[0];
+    float mn = x[0];
+    for (int i = 1; i < group; ++i) {
+      mx = std::fmax(mx, x[i]);
+      mn = std::fmin(mn, x[i]);
+    }
+    const float m = mx >= -mn ? mx : mn;
+    uint16_t best_bits = 0;
+    float best_id = detail::kv_group_scale(m / -8.0f, &best_bits);
+    auto error_of = [&](float id, float d) {
+      float e = 0.0f;
+      for (int i = 0; i < group; ++i) {
+        const float r = x[i] - d * std::nearbyint(clamp(x[i] * id, -8.0f, 7.0f));
+        e += r * r;
+      }
+      return e;
+    };
+    float best_err = error_of(best_id, fp16_to_f32(best_bits));
+    for (int c = 0; c < 22; ++c) {
+      const float sdiv = c < 11 ? -(6.5f + 0.25f * static_cast<float>(c)) : 6.5f + 0.25f * static_cast<float>(c - 11);
+      const float id0 = m != 0.0f ? sdiv / m : 0.0f;
+      float sxq = 0.0f;
+      float sqq = 0.0f;
+      for (int i = 0; i < group; ++i) {
+        const float q = std::nearbyint(clamp(x[i] * id0, -8.0f, 7.0f));
+        sxq += x[i] * q;
+        sqq += q * q;
+      }
+      if (sqq == 0.0f) continue;
+      uint16_t bits = 0;
+      const float id = detail::kv_group_scale(sxq / sqq, &bits);
+      const float e = error_of(id, fp16_to_f32(bits));
+      if (e < best_err) {
+        best_err = e;
+        best_bits = bits;
+        best_id = id;
+      }
+    }
+    store_u16(out, best_bits);
+    uint8_t nib[k_kv_group_max];
+    for (int i = 0; i < group; ++i) {
+      nib[i] = static_cast<uint8_t>(std::nearbyint(clamp(x[i] * best_id, -8.0f, 7.0f)) + 8.0f);
+    }
+    for (int j = 0; j < half; ++j) out[2 + j] = static_cast<uint8_t>(nib[j] | nib[j + half] << 4);
+  }
+}
+
 // Element i of the group at p (of `group` elements), dequantized.
 float q8_at(const uint8_t* p, float d, int i) { return d * static_cast<float>(static_cast<int8_t>(p[2 + i])); }
 float q4_at(const uint8_t* p, float d, int i, int group) {
@@ -201,6 +257,8 @@ constexpr KvOpsTable k_scalar_table = {
 const KvOpsTable& kv_ops_scalar() { return k_scalar_table; }
 
 namespace detail {
+
+void encode_row_q4_fitted(int group, const float* x, int64_t n, uint8_t* out) { encode_q4_fitted(x, n, group, out); }
 
 void encode_row_any_group(KvType type, int group, const float* x, int64_t n, uint8_t* out) {
   if (type == KvType::q8) {

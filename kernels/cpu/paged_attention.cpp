@@ -6,8 +6,10 @@
 
 #include "kernels/cpu/ops_impl.h"
 #include "kernels/cpu/paged_attention_impl.h"
+#include "kernels/cpu/quant.h"
 
 namespace kvc::kernels {
+
 
 void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView& kv, int64_t n_kv,
                           const AttentionShape& s, int kv_head_begin, int kv_head_end, float* out,
@@ -40,8 +42,15 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
   } q_int;
   // The table's main loops take groups of 32; smaller groups take its small-group loops.
   const bool table_group = l.group == k_kv_group_max;
-  const bool int_k = table_group && ((l.k_type == KvType::q8 && t.score_range_q8_int != nullptr) ||
-                                     (l.k_type == KvType::q4 && t.score_range_q4_int != nullptr));
+  // Rotated formats (kv_format.h) store q8 / q4 bytes: q is rotated like K before scoring, the
+  // output rotated back after the V sum.
+  const KvType k_type = kv_storage_type(l.k_type);
+  const KvType v_type = kv_storage_type(l.v_type);
+  const bool int_k = table_group && ((k_type == KvType::q8 && t.score_range_q8_int != nullptr) ||
+                                     (k_type == KvType::q4 && t.score_range_q4_int != nullptr));
+  float* q_rot = scratch + n_group * (n_att + s.head_dim / 2 + 1);  // (n_group, head_dim)
+  float* anchor_dots = q_rot + group_floats;  // (n_group): scale q . a for one block's K anchor a
+  const bool k_anchored = l.k_anchor_bytes > 0;
   if (int_k && s.head_dim <= k_max_int_head_dim && n_att > 0) {
     float* rest = scratch + n_group * n_att;
     q_int.q8 = reinterpret_cast<int8_t*>(rest);
@@ -50,11 +59,17 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
   }
 
   for (int h = kv_head_begin; h < kv_head_end; ++h) {
-    const float* q_group = q + h * group_floats;  // (n_group, head_dim)
+    const float* q_in = q + h * group_floats;     // (n_group, head_dim)
+    const float* q_group = q_in;                  // rotated K: q_rot
     float* out_group = out + h * group_floats;    // (n_group, head_dim)
     float* scores = scratch;                      // (n_group, n_att)
     std::memset(out_group, 0, static_cast<size_t>(group_floats) * sizeof(float));
     if (n_att == 0) continue;
+    if (kv_type_rotated(l.k_type)) {
+      std::memcpy(q_rot, q_in, static_cast<size_t>(group_floats) * sizeof(float));
+      kv_rotate_groups(q_rot, group_floats, l.group);
+      q_group = q_rot;
+    }
     if (q_int.q8 != nullptr) detail::quantize_q_heads(q_group, n_group, s.head_dim, q_int.q8, q_int.scale, q_int.sums);
     for (int64_t b = block_begin; b < block_end; ++b) {
       const int64_t t0 = b * B > begin ? b * B : begin;
@@ -62,7 +77,7 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
       const uint8_t* k = kv.blocks[b] + l.k_row_offset(kv.layer, static_cast<int>(t0 - b * B)) +
                          l.k_head_offset(h);
       float* sb = scores + (t0 - begin);
-      switch (l.k_type) {
+      switch (k_type) {
         case KvType::f16:
           ops.score_range_f16(q_group, n_group, s.head_dim, reinterpret_cast<const uint16_t*>(k),
                               l.k_row_bytes / 2, t1 - t0, s.scale, sb, n_att);
@@ -72,7 +87,7 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
             t.score_range_q8_int(q_int.q8, q_int.scale, q_int.sums, n_group, s.head_dim, k, l.k_row_bytes,
                                  t1 - t0, s.scale, sb, n_att);
           } else if (!table_group) {
-            t.score_range_small_group(l.k_type, l.group, q_group, n_group, s.head_dim, k, l.k_row_bytes,
+            t.score_range_small_group(k_type, l.group, q_group, n_group, s.head_dim, k, l.k_row_bytes,
                                       t1 - t0, s.scale, sb, n_att);
           } else {
             t.score_range_q8(q_group, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
@@ -83,12 +98,24 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
             t.score_range_q4_int(q_int.q8, q_int.scale, q_int.sums, n_group, s.head_dim, k, l.k_row_bytes,
                                  t1 - t0, s.scale, sb, n_att);
           } else if (!table_group) {
-            t.score_range_small_group(l.k_type, l.group, q_group, n_group, s.head_dim, k, l.k_row_bytes,
+            t.score_range_small_group(k_type, l.group, q_group, n_group, s.head_dim, k, l.k_row_bytes,
                                       t1 - t0, s.scale, sb, n_att);
           } else {
             t.score_range_q4(q_group, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
           }
           break;
+        case KvType::q8h:
+        case KvType::q4h:
+          KVC_KERNEL_CHECK(false);  // kv_storage_type never returns a rotated type
+      }
+      if (k_anchored) {  // scores of the block's rows x - a: add scale q . a (the anchor is an F16 row)
+        const auto* a = reinterpret_cast<const uint16_t*>(kv.blocks[b] + l.k_anchor_offset(kv.layer)) +
+                        static_cast<int64_t>(h) * s.head_dim;
+        ops.score_range_f16(q_in, n_group, s.head_dim, a, 0, 1, s.scale, anchor_dots, 1);
+        for (int j = 0; j < n_group; ++j) {
+          const float dot = anchor_dots[j];
+          for (int64_t i = 0; i < t1 - t0; ++i) sb[j * n_att + i] += dot;
+        }
       }
     }
     for (int j = 0; j < n_group; ++j) ops.softmax_inplace(scores + j * n_att, n_att);
@@ -98,7 +125,7 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
       const uint8_t* v = kv.blocks[b] + l.v_row_offset(kv.layer, static_cast<int>(t0 - b * B)) +
                          l.v_head_offset(h);
       const float* w = scores + (t0 - begin);
-      switch (l.v_type) {
+      switch (v_type) {
         case KvType::f16:
           ops.accumulate_range_f16(w, n_att, n_group, reinterpret_cast<const uint16_t*>(v),
                                    l.v_row_bytes / 2, t1 - t0, s.head_dim, out_group);
@@ -106,16 +133,21 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
         case KvType::q8:
         case KvType::q4:
           if (!table_group) {
-            t.accumulate_range_small_group(l.v_type, l.group, w, n_att, n_group, v, l.v_row_bytes, t1 - t0,
+            t.accumulate_range_small_group(v_type, l.group, w, n_att, n_group, v, l.v_row_bytes, t1 - t0,
                                            s.head_dim, out_group);
-          } else if (l.v_type == KvType::q8) {
+          } else if (v_type == KvType::q8) {
             t.accumulate_range_q8(w, n_att, n_group, v, l.v_row_bytes, t1 - t0, s.head_dim, out_group);
           } else {
             t.accumulate_range_q4(w, n_att, n_group, v, l.v_row_bytes, t1 - t0, s.head_dim, out_group);
           }
           break;
+        case KvType::q8h:
+        case KvType::q4h:
+          KVC_KERNEL_CHECK(false);
       }
     }
+    if (kv_type_rotated(l.v_type)) kv_rotate_groups(out_group, group_floats, l.group);
+
   }
 }
 

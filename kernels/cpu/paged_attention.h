@@ -1,5 +1,5 @@
-// Attention of one query token over a paged KV cache whose blocks hold F16, INT8 or INT4 rows,
-// read in place (no row is dequantized to memory).
+// Attention of one query token over a paged KV cache whose blocks hold F16, INT8 or INT4 rows
+// (plain or Hadamard-rotated), read in place (no row is dequantized to memory).
 #pragma once
 
 #include <cstdint>
@@ -45,10 +45,11 @@ void attention_paged_reference(const float* q, const PagedKvView& kv, int64_t n_
                                const AttentionShape& s, int kv_head_begin, int kv_head_end,
                                float* out, float* scratch);
 
-// (n_head / n_kv_head) * (n_attended + head_dim / 2 + 1): one score row per query head of a
-// kv head, and room for those query heads quantized to int8 (integer K scores).
+// (n_head / n_kv_head) * (n_attended + 3 head_dim / 2 + 2): one score row per query head of
+// a kv head, room for those query heads quantized to int8 (integer K scores) and rotated
+// (Hadamard-rotated K, kv_format.h), and their dots with one block's K anchor.
 inline int64_t paged_attention_scratch_floats(const AttentionShape& s, int64_t n_attended) {
-  return static_cast<int64_t>(s.n_head / s.n_kv_head) * (n_attended + s.head_dim / 2 + 1);
+  return static_cast<int64_t>(s.n_head / s.n_kv_head) * (n_attended + 3 * s.head_dim / 2 + 2);
 }
 
 }  // namespace kvc::kernels

@@ -5,6 +5,7 @@
 
 #include "core/backend/backend.h"
 #include "core/kv/cold_store.h"
+#include "core/kv/kv_format.h"
 #include "core/model/model.h"
 #include "core/model/session.h"
 #include "support/test_support.h"
@@ -205,6 +206,45 @@ TEST_CASE("kv cache: keys of another KV format never match", "[core][kv]") {
   CHECK(s8->cache().fingerprint() != s16->cache().fingerprint());
   REQUIRE(s8->evaluate(all).ok());
   CHECK(s8->last_prefix().n_cached == 0);
+}
+
+TEST_CASE("kv cache: every K/V format pair has its own fingerprint, and int4 blocks never serve int4h", "[core][kv]") {
+  // The rotated formats store the bytes of int8 / int4 (plus int4h's K anchor): only the
+  // fingerprint keeps a block of one from being read as the other.
+  Fixture f;
+  std::vector<kv::BlockKey> seen;
+  for (kv::KvFormat k : kv::k_kv_formats) {
+    for (kv::KvFormat v : kv::k_kv_formats) {
+      model::SessionOptions o;
+      o.n_ctx = 64;
+      o.k_format = k;
+      o.v_format = v;
+      auto s = model::Session::create(*f.m, o);
+      REQUIRE(s.ok());
+      for (const kv::BlockKey& other : seen) CHECK(s->cache().fingerprint() != other);
+      seen.push_back(s->cache().fingerprint());
+    }
+  }
+  CHECK(seen.size() == 25);
+  const auto all = tokens_of(40);
+  kv::MemoryColdStore cold(64 << 20);
+  model::SessionOptions o;
+  o.n_ctx = 128;
+  o.cold = &cold;
+  o.k_format = o.v_format = kv::KvFormat::int4;
+  auto s4 = model::Session::create(*f.m, o);
+  REQUIRE(s4.ok());
+  REQUIRE(s4->evaluate(all).ok());
+  o.k_format = o.v_format = kv::KvFormat::int4h;
+  auto s4h = model::Session::create(*f.m, o);
+  REQUIRE(s4h.ok());
+  REQUIRE(s4h->evaluate(all).ok());
+  CHECK(s4h->last_prefix().n_cached == 0);
+  // The same format in a second session does find its blocks in the cold store.
+  auto again = model::Session::create(*f.m, o);
+  REQUIRE(again.ok());
+  REQUIRE(again->evaluate(all).ok());
+  CHECK(again->last_prefix().n_cached > 0);
 }
 
 TEST_CASE("kv cache: INT8 and INT4 KV stay close to F16", "[core][kv]") {
