@@ -27,6 +27,12 @@ namespace detail {
 float kv_group_scale(float d, uint16_t* d_bits) {
   *d_bits = f32_to_fp16(d);
   const float d16 = fp16_to_f32(*d_bits);
+  // A group holding an infinity (or a scale past F16's range) would decode to inf * 0 = NaN:
+  // it is stored as zeros instead, so every group decodes to finite values.
+  if (!std::isfinite(d16)) {
+    *d_bits = 0;
+    return 0.0f;
+  }
   return d16 != 0.0f ? 1.0f / d16 : 0.0f;
 }
 void quantize_q_heads(const float* q, int n_q, int head_dim, int8_t* q8, float* q_scale,

@@ -40,6 +40,7 @@ TEST_CASE("engine turn runner: streams, reuses history, matches a session, cance
 
   std::vector<int32_t> stream;  // the conversation's stored token stream
   std::vector<int32_t> second_reply;
+  std::vector<int32_t> before_second, second_message;  // turn 2's history and message
   {
     auto r = app::EngineTurnRunner::create(**m, o);
     REQUIRE(r.ok());
@@ -60,6 +61,8 @@ TEST_CASE("engine turn runner: streams, reuses history, matches a session, cance
     stream.insert(stream.end(), a1->tokens.begin(), a1->tokens.end());
 
     app::TurnRequest t2{5, stream, some_tokens(10, 2), greedy(12)};
+    before_second = t2.history;
+    second_message = t2.segment;
     auto a2 = runner.run(t2, [](const app::TurnDelta&) { return true; });
     REQUIRE(a2.ok());
     // Everything but the last sampled token (never evaluated) comes from the cache.
@@ -106,4 +109,11 @@ TEST_CASE("engine turn runner: streams, reuses history, matches a session, cance
   runner.fill_memory(ms);
   REQUIRE(ms.tiers.size() == 3);
   CHECK(ms.tiers[2].used_bytes > 0);
+  // Turn 2 asked again over the restored history (a regenerate after the restart): the blocks
+  // read back from disk give the reply computed before the restart, token for token.
+  auto again = runner.run({5, before_second, second_message, greedy(12)}, [](const app::TurnDelta&) { return true; });
+  REQUIRE(again.ok());
+  CHECK(again->stats.n_from_tier[2] + again->stats.n_from_tier[1] + again->stats.n_from_tier[0] >=
+        static_cast<int64_t>(before_second.size()) / 16 * 16);
+  CHECK(again->tokens == second_reply);
 }
