@@ -7,6 +7,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <set>
+#include <vector>
+
+#include <stb/stb_image.h>
+#include <stb/stb_image_write.h>
 
 #include <unistd.h>
 
@@ -51,13 +56,35 @@ int run_script(const std::string& model, const std::string& data_dir, const std:
   return run_command(cmd, output);
 }
 
+// A real screenshot: a PNG that decodes, with at least 16 distinct colours (a blank or
+// single-colour frame, which a broken render loop or a missed swap gives, has a handful).
 bool is_png(const std::filesystem::path& p) {
   std::ifstream f(p, std::ios::binary);
   char sig[8] = {};
-  return f.read(sig, 8) && std::string(sig, 8) == "\x89PNG\r\n\x1a\n" && std::filesystem::file_size(p) > 1000;
+  if (!f.read(sig, 8) || std::string(sig, 8) != "\x89PNG\r\n\x1a\n") return false;
+  int w = 0, h = 0, n = 0;
+  unsigned char* px = stbi_load(p.c_str(), &w, &h, &n, 3);
+  if (px == nullptr) return false;
+  std::set<uint32_t> colours;
+  for (int64_t i = 0; i < int64_t{w} * h && colours.size() < 16; ++i) {
+    colours.insert(uint32_t{px[3 * i]} << 16 | uint32_t{px[3 * i + 1]} << 8 | px[3 * i + 2]);
+  }
+  stbi_image_free(px);
+  INFO(p << ": " << w << "x" << h << ", " << colours.size() << (colours.size() < 16 ? "" : "+") << " colours");
+  return colours.size() >= 16;
 }
 
 }  // namespace
+
+TEST_CASE("screenshot check: a blank frame is refused, a drawn one passes", "[ui]") {
+  kvc::test::TempDir tmp;
+  std::vector<unsigned char> px(64 * 64 * 3, 30);  // the window's background colour, nothing drawn
+  REQUIRE(stbi_write_png(tmp.file("blank.png").c_str(), 64, 64, 3, px.data(), 64 * 3));
+  CHECK_FALSE(is_png(tmp.path() / "blank.png"));
+  for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<unsigned char>((i * 37) % 251);
+  REQUIRE(stbi_write_png(tmp.file("drawn.png").c_str(), 64, 64, 3, px.data(), 64 * 3));
+  CHECK(is_png(tmp.path() / "drawn.png"));
+}
 
 TEST_CASE("kvchat GUI: smoke script, then a restart resumes the conversation", "[ui][e2e]") {
   if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
