@@ -95,7 +95,8 @@ TEST_CASE("conversation delete: private blocks released, the shared system promp
     REQUIRE(a_keys.size() == 4 + 3);
     for (const auto& k : a_keys) REQUIRE((*cold)->contains(k));
 
-    // What ChatController's delete does: streams read before the rows go, the conversation
+    // The steps of ChatController::delete_conversation (tested itself in
+    // tests/app/test_chat_controller_delete.cpp): streams read before the rows go, the conversation
     // deleted, the remaining streams read, the difference released.
     REQUIRE(cs.delete_conversation(*a).ok());
     auto live = cs.token_streams_except(0);
