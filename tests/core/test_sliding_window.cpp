@@ -81,6 +81,15 @@ TEST_CASE("sliding window: read from GGUF, part of the KV fingerprint, and it bo
       REQUIRE(all_full[static_cast<size_t>(p * n_vocab + v)] == all_win[static_cast<size_t>(p * n_vocab + v)]);
     }
   }
+  // The edge, exactly: position k_window is the first whose window (k_window positions, itself
+  // included) leaves out position 0, so its logits are the first to change. A window one
+  // longer would leave them equal; one shorter would already change position k_window - 1.
+  double edge_diff = 0;
+  for (int64_t v = 0; v < n_vocab; ++v) {
+    const size_t i = static_cast<size_t>(k_window * n_vocab + v);
+    edge_diff = std::max(edge_diff, std::abs(static_cast<double>(all_full[i]) - static_cast<double>(all_win[i])));
+  }
+  CHECK(edge_diff > 1e-4);
   // Later positions forget the start: the logits change.
   double diff = 0;
   for (int64_t v = 0; v < n_vocab; ++v) {
