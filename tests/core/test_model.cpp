@@ -163,6 +163,11 @@ TEST_CASE("synthetic models: logits along the prompt match llama.cpp's", "[core]
                         {"tiny-gqa-q4_k_m", 0.05, 3},   {"tiny-mqa-q8_0", 0.05, 4},     {"tiny-qwen2-q8_0", 0.05, 4},
                         {"tiny-llama3-f16", 0.01, 90},  {"tiny-llama3-q8_0", 0.05, 75}, {"tiny-qwen3-f16", 0.01, 90},
                         {"tiny-qwen3-q8_0", 0.05, 70},
+                        // qwen2's Q/K/V biases (std 0.5), F16 with sharp attention, 486 positions:
+                        // measured 0.0005 (rows 121 of 123 on all three ISAs); with one bias left
+                        // out of forward.cpp 0.13 (Q), 0.080 (K), 1.46 (V). tiny-qwen2-q8_0's
+                        // looser bound does not see a missing K bias (its effect is below 0.05).
+                        {"tiny-qwen2-f16", 0.005, 90},
                         // phi3 (fused QKV and gate/up): "long" runs its long factors and
                         // attn_factor 1.354, which scales every score by 1.83 and so llama.cpp's
                         // F16 KV rounding with it (measured 0.0105 worst row); "short" 0.0035.

@@ -115,7 +115,7 @@ for m in "$work"/models/*.gguf; do
   name=$(basename "$m" .gguf)
   case $name in
     # 486 positions of 512 columns: every 4th row. 20 positions of 32,000: every 3rd.
-    tiny-llama3-* | tiny-qwen3-* | tiny-phi3-* | tiny-smollm3-*) reference "$m" "$name" "$long_prompt" 16 f16-every-4 ;;
+    tiny-llama3-* | tiny-qwen3-* | tiny-phi3-* | tiny-smollm3-* | tiny-qwen2-f16) reference "$m" "$name" "$long_prompt" 16 f16-every-4 ;;
     tiny-q-* | tiny-w320-*) reference "$m" "$name" "$synthetic_prompt" 16 f16-every-1 ;;
     *) reference "$m" "$name" "$synthetic_prompt" 16 f16-every-3 ;;
   esac

@@ -25,6 +25,7 @@ models=(
   "tiny-gqa-q4_k_m  --type q4_k_m --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 768"
   "tiny-mqa-q8_0    --type q8_0   --dim 256 --layers 2 --heads 4 --kv-heads 1 --ffn 512 --tied --rope-base 500000"
   "tiny-qwen2-q8_0  --type q8_0   --dim 256 --layers 2 --heads 8 --kv-heads 2 --ffn 512 --arch qwen2 --tied --rope-base 1000000"
+  "tiny-qwen2-f16   --type f16  --qk-std 0.1  --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --ffn 512 --arch qwen2 --rope-base 1000000 --bias-std 0.5"
   "tiny-llama3-f16  --type f16  --qk-std 0.1  --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --ffn 512 --arch llama3 --rope-scale-factor 8 --rope-orig-ctx 64"
   "tiny-llama3-q8_0 --type q8_0 --qk-std 0.02 --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --ffn 512 --arch llama3 --rope-scale-factor 8 --rope-orig-ctx 64"
   "tiny-qwen3-f16   --type f16  --qk-std 0.1  --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch qwen3 --rope-base 1000000"
