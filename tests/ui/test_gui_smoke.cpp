@@ -274,3 +274,32 @@ TEST_CASE("kvchat GUI: --replay-answer with a missing file is a clear error", "[
   CHECK(out.find("--replay-answer") != std::string::npos);
   CHECK(out.find("cannot read it") != std::string::npos);
 }
+
+TEST_CASE("kvchat GUI: a reasoning answer shows 'thinking...' while it streams, then a collapsed, expandable header",
+          "[ui][e2e]") {
+  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  kvc::test::TempDir tmp;
+  std::string out;
+  // --replay-answer streams a <think>...</think> answer: a model small enough for CI cannot reason.
+  const std::string answer_file = std::string(KVC_ASSET_DIR) + "/scripts/reasoning-answer.md";
+  const int rc = run_script(kvc::test::model_path("stories260K.gguf"), tmp.file("data"), "reasoning.json", tmp.file("shots"),
+                            out, "", " --replay-answer '" + answer_file + "'");
+  INFO(out);
+  REQUIRE(rc == 0);
+  CHECK(out.find("script passed") != std::string::npos);
+  CHECK(is_png(tmp.path() / "shots/reasoning-collapsed.png"));
+  CHECK(is_png(tmp.path() / "shots/reasoning-expanded.png"));
+  // The stored answers keep their reasoning whole.
+  auto store = kvc::storage::ConversationStore::open_in(tmp.path() / "data");
+  REQUIRE(store.ok());
+  auto convs = (*store)->list_conversations(0, 10);
+  REQUIRE(convs.ok());
+  const std::string answer = kvc::test::read_file(answer_file);
+  int n_found = 0;
+  for (const auto& c : *convs) {
+    auto p = (*store)->path_to(c.active_leaf);
+    if (!p.ok() || p->size() != 4) continue;
+    for (const auto& m : *p) n_found += m.role == kvc::storage::Role::assistant && m.text == answer;
+  }
+  CHECK(n_found == 2);
+}
