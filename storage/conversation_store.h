@@ -65,6 +65,9 @@ class ConversationStore {
   // Appends streamed text and token ids to a streaming message (committed before returning).
   Status append_streamed(int64_t message_id, std::string_view text, std::span<const int32_t> tokens);
   Status finish_message(int64_t message_id);
+  // The ids the model sees of a finished message from now on, its text unchanged: a reply whose
+  // reasoning the chat template leaves out of later prompts (app/common/chat_turn.h).
+  Status set_message_tokens(int64_t message_id, std::span<const int32_t> tokens);
   // An edit of an earlier message: a new sibling (same parent, same role) holding the new text;
   // it becomes the active leaf. The original and its replies stay.
   Result<int64_t> edit_message(int64_t message_id, std::string_view text, std::span<const int32_t> tokens);

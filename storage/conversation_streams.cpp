@@ -1,4 +1,4 @@
-// ConversationStore's token streams: every root-to-leaf path of the message trees, as token ids.
+// ConversationStore's token streams: every root-to-leaf path of the message trees, as token ids, and a message's ids replaced.
 #include <map>
 
 #include "storage/conversation_store.h"
@@ -13,6 +13,20 @@ Result<std::vector<std::vector<int32_t>>> ConversationStore::token_streams(int64
 Result<std::vector<std::vector<int32_t>>> ConversationStore::token_streams_except(int64_t except_id) {
   std::lock_guard lock(mu_);
   return streams_locked("conversation_id <> ?", except_id);
+}
+
+Status ConversationStore::set_message_tokens(int64_t message_id, std::span<const int32_t> tokens) {
+  std::lock_guard lock(mu_);
+  KVC_TRY(set_sync_locked(SyncMode::full));
+  auto st = db_.prepare("UPDATE messages SET tokens = ? WHERE id = ? AND state = 'complete'");
+  if (!st) return st.error();
+  const std::vector<uint8_t> blob = tokens_to_blob(tokens);
+  KVC_TRY(st->bind_blob(1, blob).bind(2, message_id).run());
+  if (db_.changes() == 0) {
+    return make_error(ErrorCode::invalid_argument,
+                      "message " + std::to_string(message_id) + " does not exist or is still streaming");
+  }
+  return {};
 }
 
 Result<std::vector<std::vector<int32_t>>> ConversationStore::streams_locked(std::string_view where, int64_t id) {

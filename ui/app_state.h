@@ -64,6 +64,7 @@ struct MessageView {
   int64_t prev_sibling = 0;  // message ids; 0 when there is none
   int64_t next_sibling = 0;
   TurnStats stats;           // assistant messages answered in this run of the app
+  int64_t n_reasoning_tokens = -1;  // tokens of its <think> reasoning; -1: not counted (no model, or streaming)
 };
 
 struct ConversationSummary {

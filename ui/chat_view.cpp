@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/chat/context_window.h"
+#include "core/chat/reasoning.h"
 #include "ui/format.h"
 #include "ui/views.h"
 
@@ -95,12 +96,18 @@ void ChatView::draw_message(ViewContext& ctx, const MessageView& m, bool last) {
       ImGui::TextDisabled(chat.generating && last ? "thinking..." : "(no text)");
     }
   } else if (m.role == Role::assistant) {
-    // SentencePiece replies start with the space of their first word; not worth showing.
-    const size_t lead = std::min(m.text.find_first_not_of(' '), m.text.size());
     const bool streaming = m.streaming && chat.generating;
-    if (streaming && last) answers_.watch_stream(m.id);
-    RenderedAnswer& a = answers_.get(m.id, lead ? m.text.substr(lead) : m.text, streaming);
-    answers_.draw(ctx, a, m.id, last);
+    const chat::ReasoningSplit split = chat::split_reasoning(m.text);
+    if (split.has_reasoning) draw_reasoning(ctx, m, split.reasoning, split.open && streaming, last);
+    if (last && !split.has_reasoning) ctx.hooks.set_fact("reasoning_state", std::string("none"));
+    const std::string& answer = split.has_reasoning ? split.answer : m.text;
+    // SentencePiece replies start with the space of their first word; not worth showing.
+    const size_t lead = std::min(answer.find_first_not_of(' '), answer.size());
+    if (!split.has_reasoning || lead < answer.size()) {
+      if (streaming && last) answers_.watch_stream(m.id);
+      RenderedAnswer& a = answers_.get(m.id, lead ? answer.substr(lead) : answer, streaming);
+      answers_.draw(ctx, a, m.id, last);
+    }
   } else {
     // What you typed is what is shown: no Markdown.
     ImGui::PushTextWrapPos(0.0f);
@@ -140,6 +147,41 @@ void ChatView::draw_message(ViewContext& ctx, const MessageView& m, bool last) {
     }
   }
   ImGui::PopID();
+}
+
+void ChatView::draw_reasoning(ViewContext& ctx, const MessageView& m, const std::string& reasoning, bool thinking,
+                              bool last) {
+  bool& open = reasoning_open_[m.id];
+  std::string label = open ? "v " : "> ";
+  if (thinking) {
+    label += "thinking...";
+  } else if (m.n_reasoning_tokens >= 0) {
+    label += "Reasoning (" + std::to_string(m.n_reasoning_tokens) + " tokens)";
+  } else {
+    label += "Reasoning";
+  }
+  const std::string name = last ? "chat.reasoning" : "chat.reasoning." + std::to_string(m.id);
+  ImGui::PushStyleColor(ImGuiCol_Button, ImVec4(0, 0, 0, 0));
+  ImGui::PushStyleColor(ImGuiCol_Text, colors::muted);
+  if (named_button(ctx.hooks, name, (label + "###" + name).c_str())) open = !open;
+  ImGui::PopStyleColor(2);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip(open ? "Hide the model's reasoning" : "Show the model's reasoning");
+  if (open) {
+    ImGui::Indent();
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::muted);
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextUnformatted(reasoning.c_str(), reasoning.c_str() + reasoning.size());
+    ImGui::PopTextWrapPos();
+    ImGui::PopStyleColor();
+    ImGui::Unindent();
+  }
+  if (!last) return;
+  // For scripts: what the last reply shows of its reasoning.
+  ctx.hooks.set_fact("reasoning_state", std::string(thinking ? (open ? "thinking-expanded" : "thinking")
+                                                             : (open ? "expanded" : "collapsed")));
+  ctx.hooks.set_fact("reasoning_label", label.substr(2));
+  ctx.hooks.set_fact("reasoning_tokens", static_cast<double>(m.n_reasoning_tokens));
+  ctx.hooks.set_fact("reasoning_shown_chars", open ? static_cast<double>(reasoning.size()) : 0.0);
 }
 
 void ChatView::start_edit(const MessageView& m) {
@@ -246,6 +288,7 @@ void ChatView::draw(ViewContext& ctx) {
   if (chat.conversation_id != shown_conversation_) {
     heights_.clear();
     answers_.clear();
+    reasoning_open_.clear();
   }
   if (changed || grew) {
     if (changed) stick_to_bottom_ = stick_to_bottom_ || chat.generating || chat.conversation_id != shown_conversation_;
@@ -266,7 +309,7 @@ void ChatView::draw(ViewContext& ctx) {
     const bool last = i + 1 == chat.messages.size();
     const uint64_t key = (static_cast<uint64_t>(m.text.size()) << 20) ^ static_cast<uint64_t>(width) ^
                          (m.stats.valid ? 1u : 0u) ^ (editing_id_ == m.id ? 2u : 0u) ^
-                         (chat.context_first_id == m.id ? 4u : 0u);
+                         (chat.context_first_id == m.id ? 4u : 0u) ^ (reasoning_open_[m.id] ? 8u : 0u);
     const float y = ImGui::GetCursorPosY();
     auto it = heights_.find(m.id);
     if (m.role == Role::user) ++n_user;

@@ -53,6 +53,8 @@ struct ChatView {
 
  private:
   void draw_message(ViewContext& ctx, const MessageView& m, bool last);
+  // The reply's <think> reasoning: a collapsed header above the answer, expanded on a click.
+  void draw_reasoning(ViewContext& ctx, const MessageView& m, const std::string& reasoning, bool thinking, bool last);
   void start_edit(const MessageView& m);
   void draw_settings(ViewContext& ctx);
   std::string input_;
@@ -67,6 +69,7 @@ struct ChatView {
   // replaced by empty space of that height (variable-height list clipping).
   std::map<int64_t, std::pair<uint64_t, float>> heights_;
   MarkdownAnswers answers_;  // assistant messages, parsed once per change
+  std::map<int64_t, bool> reasoning_open_;  // message id -> its reasoning is expanded
   std::string settings_system_;
   SamplingView settings_sampling_;
 };

@@ -9,6 +9,8 @@
 #include "app/cli/cli_engine.h"
 #include "app/common/chat_turn.h"
 #include "app/common/chat_window.h"
+#include "app/common/reasoning_marker.h"
+#include "core/chat/reasoning.h"
 #include "core/model/context_budget.h"
 
 namespace kvc::cli {
@@ -62,6 +64,7 @@ int run_chat(ChatArgs a) {
   if (!engine.ok()) return report(engine.error());
 
   const bool tty = ::isatty(STDIN_FILENO) != 0;
+  const bool out_tty = ::isatty(STDOUT_FILENO) != 0;
   std::fprintf(stderr, "kvchat: %s | chat template: %s | context %lld (trained %lld; KV %s, --ctx-memory %lld MiB) | %s\n",
                m.path().c_str(), tmpl.describe().c_str(), static_cast<long long>(engine->n_ctx()),
                static_cast<long long>(m.config().n_ctx_train),
@@ -118,6 +121,8 @@ int run_chat(ChatArgs a) {
       report(seg.error());
       continue;
     }
+    // The template shows the last reply without its reasoning: so does the stream (the text keeps it).
+    if (seg->reply_tokens) stored.back().tokens = *seg->reply_tokens;
     std::vector<app::StreamMessage> messages;
     for (const Stored& s : stored) messages.push_back({s.role, s.text, s.tokens});
     messages.push_back({"user", line, seg->tokens});
@@ -128,8 +133,13 @@ int run_chat(ChatArgs a) {
     }
     if (window->moved) std::fprintf(stderr, "(%s)\n", chat::outside_context_note(static_cast<int64_t>(window->first)).c_str());
     const std::vector<int32_t>& prompt = window->prompt;
-    auto r = engine->run(conversation_id, prompt, opt, [](std::string_view piece) {
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
+    // Reasoning is marked: dimmed on a terminal, "[reasoning] " lines in a pipe.
+    const std::string_view seg_text = std::string_view(seg->text).substr(0, seg->text.find_last_not_of('\n') + 1);
+    const bool starts_open = seg_text.ends_with(chat::k_think_open);
+    app::ReasoningMarker marker(out_tty, starts_open);
+    auto r = engine->run(conversation_id, prompt, opt, [&marker](std::string_view piece) {
+      const std::string marked = marker.feed(piece);
+      std::fwrite(marked.data(), 1, marked.size(), stdout);
       std::fflush(stdout);
       return true;
     });
@@ -137,6 +147,8 @@ int run_chat(ChatArgs a) {
       report(r.error());
       return 1;
     }
+    const std::string rest = marker.finish();
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
     std::fputc('\n', stdout);
     std::fflush(stdout);
     cut = window->first;

@@ -2,6 +2,10 @@
 #include "app/common/chat_turn.h"
 
 #include <ctime>
+#include <optional>
+#include <utility>
+
+#include "core/chat/reasoning.h"
 
 namespace kvc::app {
 namespace {
@@ -30,6 +34,29 @@ std::string closing_text(const chat::ChatTemplate& tmpl, std::vector<chat::ChatM
   if (!r.ok()) return tmpl.assistant_suffix();
   const size_t at = r->rfind(marker);
   return at == std::string::npos ? tmpl.assistant_suffix() : r->substr(at + marker.size());
+}
+
+// When the template shows the last reply without its reasoning, and otherwise as generated after
+// the prompt it was generated from: {the reply as shown, what follows it}, cut from `after` with
+// the reply replaced by a marker. Nothing for a reply without reasoning, or any other rewrite.
+std::optional<std::pair<std::string, std::string>> visible_reply(const chat::ChatTemplate& tmpl,
+                                                                 std::vector<chat::ChatMessage> messages,
+                                                                 std::string_view user, const std::string& before,
+                                                                 const std::string& after, const chat::RenderOptions& opt) {
+  static const std::string marker = "\x01kvchat-reply\x01";
+  if (!chat::split_reasoning(messages.back().content).has_reasoning || !starts_with(after, before)) return std::nullopt;
+  messages.back().content = marker;
+  messages.back().reasoning_content.reset();
+  messages.emplace_back("user", std::string(user));
+  auto marked = tmpl.render_prompt(messages, opt);
+  if (!marked.ok()) return std::nullopt;
+  const size_t at = marked->find(marker);
+  if (at == std::string::npos || marked->compare(0, at, before) != 0 || at != before.size()) return std::nullopt;
+  const std::string tail = marked->substr(at + marker.size());
+  if (after.size() < before.size() + tail.size() || after.compare(after.size() - tail.size(), tail.size(), tail) != 0) {
+    return std::nullopt;
+  }
+  return std::pair{after.substr(before.size(), after.size() - before.size() - tail.size()), tail};
 }
 
 }  // namespace
@@ -68,6 +95,13 @@ Result<TurnSegment> build_user_turn(const tokenizer::Tokenizer& tok, const chat:
   const std::string stream_text = *before + messages.back().content;
   if (starts_with(*after, stream_text)) {
     s.text = after->substr(stream_text.size());
+    s.exact = true;
+  } else if (auto visible = visible_reply(tmpl, messages, user, *before, *after, opt)) {
+    // The template shows the reply as its answer, right after the generation prompt the reply
+    // was generated from: the reply's tokens are replaced, and the stream is the template's render.
+    s.reply_text = std::move(visible->first);
+    s.reply_tokens = tok.encode_continuation(s.reply_text, true);
+    s.text = std::move(visible->second);
     s.exact = true;
   } else {
     // The template rewrites the last reply (drops its reasoning, trims it): keep it as generated,

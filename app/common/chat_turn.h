@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26,10 +27,20 @@ namespace kvc::app {
 //
 //   turn 0:  [BOS] render(system, u1, generation prompt)   (a BOS text dropped when the tokenizer adds BOS)
 //
-// A template that renders earlier replies differently from how they were generated (one that
-// drops earlier reasoning, or trims replies) cannot be extended exactly: the stream keeps the reply
-// as generated, and the segment is the template's closing text of a reply followed by what it
-// adds for the new turn (exact false). Without the model's template, the family segments:
+// A template that drops the reasoning of earlier replies (Qwen 3) shows the last reply as its
+// visible answer from the next turn on. The prompt follows the template: the reply's tokens in the
+// stream are replaced by the answer's (reply_tokens), so the stream is again the template's render
+// and the cache serves everything up to the reply's generation prompt:
+//
+//   stream before:  ...<|im_start|>assistant\n | <think>\n...\n</think>\n\n4.          (as generated)
+//   stream after:   ...<|im_start|>assistant\n | 4. | <|im_end|>\n<|im_start|>user\n...  (exact)
+//                   |<---- cached ------------>| reply_tokens | segment
+//
+// Any other rewrite of the last reply (a template that trims replies, or DeepSeek-R1's, whose
+// generation prompt holds the "<think>\n" that its render of the reply drops) cannot be extended
+// exactly: the stream keeps the reply as generated, and the segment is the template's closing text
+// of a reply followed by what it adds for the new turn (exact false). Without the model's
+// template, the family segments:
 //
 //   turn 0:  [BOS] render_user_turn(system, user, first=true)
 //   turn k:  assistant_suffix() render_user_turn("", user, first=false)
@@ -38,6 +49,11 @@ struct TurnSegment {
   std::string text;
   std::vector<int32_t> tokens;
   bool exact = false;  // the stream plus this segment is the template's render of the conversation
+  // Set when the template shows the last reply without its reasoning: its tokens in the stream
+  // from now on (the visible answer as the template writes it, in reply_text). The caller
+  // replaces the reply's tokens with them; the stored text keeps the reasoning.
+  std::optional<std::vector<int32_t>> reply_tokens;
+  std::string reply_text;
 };
 
 // `history`: the user and assistant messages so far, replies as generated (the stream's text);

@@ -9,6 +9,7 @@
 
 #include "app/common/chat_turn.h"
 #include "app/common/demo_model.h"
+#include "core/chat/reasoning.h"
 #include "core/model/context_budget.h"
 #include "app/gui/app_settings.h"
 #include "core/util/machine_budget.h"
@@ -511,6 +512,13 @@ void ChatController::reload_chat() {
     v.role = to_ui(m.role);
     v.text = m.text;
     v.streaming = m.state == storage::MessageState::streaming;
+    if (m.role == storage::Role::assistant && model_ && !v.streaming) {
+      // The message's stored tokens may be its answer only (chat_turn.h): count its reasoning afresh.
+      const chat::ReasoningSplit split = chat::split_reasoning(m.text);
+      if (split.has_reasoning) {
+        v.n_reasoning_tokens = static_cast<int64_t>(model_->tokenizer().encode_continuation(split.reasoning, false).size());
+      }
+    }
     if (auto sib = store_->siblings(m.id); sib.ok()) {
       v.n_siblings = static_cast<int>(sib->size());
       for (size_t i = 0; i < sib->size(); ++i) {
@@ -564,6 +572,10 @@ void ChatController::do_send(const std::string& text) {
   auto seg = build_user_turn(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt,
                              messages_until(leaf), text);
   if (!seg.ok()) return (void)fail(seg.error());
+  // The template shows the previous reply without its reasoning: so does the stream from now on.
+  // Where that fails (a reply cut off by a crash is still "streaming"), the reply stays as
+  // generated: the segment closes it either way.
+  if (seg->reply_tokens) (void)store_->set_message_tokens(leaf, *seg->reply_tokens).ok();
   // Durable before generation starts.
   auto user_id = store_->append_message(conv, leaf, storage::Role::user, text, seg->tokens);
   if (!user_id.ok()) return (void)fail(user_id.error());
@@ -590,6 +602,7 @@ void ChatController::do_edit(int64_t message_id, const std::string& text) {
   auto seg = build_user_turn(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt,
                              messages_until(m->parent_id), text);
   if (!seg.ok()) return (void)fail(seg.error());
+  if (seg->reply_tokens) (void)store_->set_message_tokens(m->parent_id, *seg->reply_tokens).ok();
   auto edited = store_->edit_message(message_id, text, seg->tokens);
   if (!edited.ok()) return (void)fail(edited.error());
   run_reply(state_.chat.conversation_id, *edited);

@@ -46,6 +46,13 @@ Result<MappedPrompt> ConversationMapper::map(std::span<const chat::ChatMessage> 
   auto user_turn = [&](std::string_view text) -> Status {
     auto seg = render_user_segment(tok, tmpl, system, history, text);
     if (!seg.ok()) return seg.error();
+    if (seg->reply_tokens && !out.messages.empty() && out.messages.back().role == "assistant") {
+      // The template shows the previous answer without its reasoning: so does the prompt.
+      MappedMessage& answer = out.messages.back();
+      out.tokens.resize(answer.begin);
+      out.tokens.insert(out.tokens.end(), seg->reply_tokens->begin(), seg->reply_tokens->end());
+      answer.end = out.tokens.size();
+    }
     out.messages.push_back({"user", std::string(text), out.tokens.size(), out.tokens.size() + seg->tokens.size()});
     out.tokens.insert(out.tokens.end(), seg->tokens.begin(), seg->tokens.end());
     history.emplace_back("user", std::string(text));

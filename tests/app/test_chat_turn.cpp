@@ -42,6 +42,12 @@ Conversation run_turns(const kvc::tokenizer::Tokenizer& tok, const ChatTemplate&
     REQUIRE(seg.ok());
     CHECK(seg->tokens == (c.history.empty() ? tok.encode(seg->text, tok.wants_bos(), true)
                                             : tok.encode_continuation(seg->text, true)));
+    if (seg->reply_tokens) {
+      // The template shows the last reply without its reasoning: the stream follows it.
+      CHECK(*seg->reply_tokens == tok.encode_continuation(seg->reply_text, true));
+      c.stream.resize(c.stream.size() - c.history.back().content.size());
+      c.stream += seg->reply_text;
+    }
     c.stream += seg->text + reply;
     c.exact.push_back(seg->exact);
     c.history.emplace_back("user", user);
@@ -75,14 +81,18 @@ TEST_CASE("chat turn: with the model's template the segments add up to its rende
 
 TEST_CASE("chat turn: a template that rewrites earlier replies keeps the stream and closes the reply", "[app]") {
   const auto tok = tokenizer_of("ggml-vocab-llama-spm.gguf");
-  // Qwen 3 drops the reasoning of earlier replies: the stream keeps it as generated.
+  // Qwen 3 drops the reasoning of earlier replies: the stream shows the answer only, as the template does.
   const ChatTemplate t = load("Qwen-Qwen3-0.6B", tok);
   const std::string thought = "<think>\nadd them\n</think>\n\n4.";
   const Conversation c = run_turns(tok, t, "", {{"What is 2 + 2?", thought}, {"And 3 + 3?", "6."}});
-  CHECK(c.exact == std::vector<bool>{true, false});
+  CHECK(c.exact == std::vector<bool>{true, true});
   CHECK(c.stream ==
-        "<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n<|im_start|>assistant\n" + thought +
-            "<|im_end|>\n<|im_start|>user\nAnd 3 + 3?<|im_end|>\n<|im_start|>assistant\n6.");
+        "<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n<|im_start|>assistant\n4."
+        "<|im_end|>\n<|im_start|>user\nAnd 3 + 3?<|im_end|>\n<|im_start|>assistant\n6.");
+  // A reply without reasoning is kept as generated.
+  const Conversation plain = run_turns(tok, t, "", {{"Hi", "Hello."}, {"Bye", "Bye."}});
+  CHECK(plain.exact == std::vector<bool>{true, true});
+  CHECK_THAT(plain.stream, Catch::Contains("assistant\nHello.<|im_end|>"));
   // DeepSeek-R1's generation prompt opens the reasoning ("<think>\n"), and its render of an earlier
   // reply keeps only what follows "</think>".
   const ChatTemplate r1 = load("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", tok);

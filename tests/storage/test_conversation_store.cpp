@@ -127,6 +127,30 @@ TEST_CASE("conversations: streamed assistant text is saved as it arrives", "[sto
   CHECK(f.store->conversation(c)->active_leaf == *a);
 }
 
+TEST_CASE("conversations: a finished reply's tokens can be replaced, its text kept", "[storage]") {
+  Fixture f;
+  const int64_t c = f.create("t");
+  const int64_t u = f.say(c, 0, Role::user, "hi", {5});
+  auto a = f.store->begin_assistant_message(c, u);
+  REQUIRE(a.ok());
+  REQUIRE(f.store->append_streamed(*a, "<think>x</think>4.", std::vector<int32_t>{10, 11, 12, 13}).ok());
+  // Still streaming: not replaceable.
+  auto early = f.store->set_message_tokens(*a, std::vector<int32_t>{13});
+  REQUIRE_FALSE(early.ok());
+  CHECK_THAT(early.error().message, Catch::Contains("still streaming"));
+  REQUIRE(f.store->finish_message(*a).ok());
+  REQUIRE(f.store->set_message_tokens(*a, std::vector<int32_t>{13}).ok());
+  auto reopened = f.open();
+  auto m = reopened->message(*a);
+  REQUIRE(m.ok());
+  CHECK(m->text == "<think>x</think>4.");
+  CHECK(m->tokens == std::vector<int32_t>{13});
+  auto streams = reopened->token_streams(c);
+  REQUIRE(streams.ok());
+  CHECK(*streams == std::vector<std::vector<int32_t>>{{5, 13}});
+  CHECK_FALSE(reopened->set_message_tokens(9999, std::vector<int32_t>{1}).ok());
+}
+
 TEST_CASE("conversations: editing makes a branch, paths, siblings and leaves navigate it", "[storage]") {
   Fixture f;
   const int64_t c = f.create("t");

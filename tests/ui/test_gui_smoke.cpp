@@ -15,6 +15,10 @@
 
 #include <unistd.h>
 
+#include "core/chat/reasoning.h"
+#include "core/gguf/gguf_file.h"
+#include "core/model/model.h"
+#include "core/model/model_builder.h"
 #include "core/tokenizer/tokenizer.h"
 #include "storage/conversation_store.h"
 #include "storage/data_dir_lock.h"
@@ -300,4 +304,53 @@ TEST_CASE("kvchat GUI: --replay-answer with a missing file is a clear error", "[
   CHECK(rc == 2);
   CHECK(out.find("--replay-answer") != std::string::npos);
   CHECK(out.find("cannot read it") != std::string::npos);
+}
+
+TEST_CASE("kvchat GUI: a reasoning answer shows 'thinking...' while it streams, then a collapsed, expandable header",
+          "[ui][e2e]") {
+  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  kvc::test::TempDir tmp;
+  // A Qwen 3 architecture model with the Qwen 3 chat template (stories260K's vocabulary).
+  auto f = kvc::gguf::GgufFile::open(kvc::test::model_path("stories260K.gguf"));
+  REQUIRE(f.ok());
+  auto vocab = kvc::model::vocabulary_from_gguf(*f);
+  REQUIRE(vocab.ok());
+  const std::string qwen3 = kvc::test::read_file(kvc::test::data_dir() / "templates" / "Qwen-Qwen3-0.6B.jinja");
+  REQUIRE(kvc::model::write_vocabulary_file(*vocab, qwen3, tmp.file("vocab.gguf")).ok());
+  const auto made = kvc::test::cli("mkmodel --arch qwen3 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 128 --type q8_0 -q "
+                                   "--vocab-from " + kvc::test::quoted(tmp.file("vocab.gguf")) + " -o " +
+                                       kvc::test::quoted(tmp.file("qwen3.gguf")),
+                                   tmp);
+  INFO(made.err);
+  REQUIRE(made.exit_code == 0);
+  std::string out;
+  // --replay-answer streams a <think>...</think> answer: a model small enough for CI cannot reason.
+  const std::string answer_file = std::string(KVC_ASSET_DIR) + "/scripts/reasoning-answer.md";
+  const int rc = run_script(tmp.file("qwen3.gguf"), tmp.file("data"), "reasoning.json", tmp.file("shots"), out, "",
+                            " --replay-answer '" + answer_file + "'");
+  INFO(out);
+  REQUIRE(rc == 0);
+  CHECK(out.find("script passed") != std::string::npos);
+  CHECK(is_png(tmp.path() / "shots/reasoning-collapsed.png"));
+  CHECK(is_png(tmp.path() / "shots/reasoning-expanded.png"));
+  // The stored answers keep their reasoning whole; the first one, followed by a question, is in
+  // the stream as Qwen 3's template shows it: its answer only.
+  auto tok = kvc::tokenizer::Tokenizer::create(*vocab);
+  REQUIRE(tok.ok());
+  auto store = kvc::storage::ConversationStore::open_in(tmp.path() / "data");
+  REQUIRE(store.ok());
+  auto convs = (*store)->list_conversations(0, 10);
+  REQUIRE(convs.ok());
+  const std::string answer = kvc::test::read_file(answer_file);
+  std::vector<kvc::storage::Message> chat;
+  for (const auto& c : *convs) {
+    auto p = (*store)->path_to(c.active_leaf);
+    if (p.ok() && p->size() == 4) chat = std::move(*p);
+  }
+  REQUIRE(chat.size() == 4);
+  CHECK(chat[1].text == answer);
+  CHECK(chat[3].text == answer);
+  const std::string visible = kvc::chat::split_reasoning(answer).answer;
+  CHECK(chat[1].tokens == tok->encode_continuation(visible, true));
+  CHECK(chat[3].tokens == tok->encode_continuation(answer, false));
 }

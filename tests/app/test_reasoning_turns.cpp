@@ -1,0 +1,124 @@
+// Reasoning replies over a 6-turn conversation: the prompt is the template's visible history, and the cache serves all but the new message and the previous answer.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+
+#include "app/common/chat_turn.h"
+#include "app/gui/engine_turn_runner.h"
+#include "core/backend/backend.h"
+#include "core/chat/reasoning.h"
+#include "core/model/model.h"
+#include "support/test_support.h"
+
+using namespace kvc;
+
+namespace {
+
+model::GenerateOptions one_token() {
+  model::GenerateOptions o;
+  o.max_tokens = 1;
+  o.sampling.temperature = 0;
+  o.sampling.repeat_penalty = 1.0f;
+  o.stop_at_eog = false;
+  return o;
+}
+
+struct Turn {
+  std::string user, reasoning, answer;
+};
+
+const std::vector<Turn> k_turns = {
+    {"What is 2 + 2?", "The user wants a sum. Two and two make four.", "2 + 2 = 4."},
+    {"And times three?", "Four times three: twelve. Check: 4 + 4 + 4 = 12.", "12."},
+    {"Name a prime above 12.", "13 has no divisors but 1 and itself.", "13 is prime."},
+    {"Is 91 prime?", "91 = 7 * 13, so it is not prime.", "No: 91 = 7 x 13."},
+    {"Sum of the first five odd numbers?", "1 + 3 + 5 + 7 + 9 = 25, a square as always.", "25."},
+    {"Thanks!", "A thank-you: a short, friendly reply will do.", "You are welcome."},
+};
+
+}  // namespace
+
+TEST_CASE("reasoning turns: a Qwen 3 conversation recomputes only the new message and the previous answer",
+          "[app][engine]") {
+  auto be = backend::make_cpu_backend(2);
+  // A Qwen 3 architecture model with the Qwen 3 chat template (its vocabulary is stories260K's).
+  auto m = model::Model::load(test::model_path("tiny-qwen3-f16.gguf"), *be);
+  REQUIRE(m.ok());
+  const tokenizer::Tokenizer& tok = (*m)->tokenizer();
+  const auto text = test::read_file(test::data_dir() / "templates" / "Qwen-Qwen3-0.6B.jinja");
+  const chat::ChatTemplate tmpl = chat::ChatTemplate::load(text, model::template_tokens(tok));
+  REQUIRE(tmpl.runs_template());
+
+  app::EngineRunnerOptions o;
+  o.n_ctx = 2048;
+  auto runner = app::EngineTurnRunner::create(**m, o);
+  REQUIRE(runner.ok());
+
+  struct Stored {
+    std::string text;             // as generated: the reasoning kept
+    std::vector<int32_t> tokens;  // in the stream
+    std::string stream_text;      // what those tokens are, as text
+  };
+  std::vector<Stored> stored;
+  std::vector<chat::ChatMessage> history;
+  int64_t n_as_generated = 0;  // the stream's tokens had every reply kept whole, for the report
+  for (size_t k = 0; k < k_turns.size(); ++k) {
+    INFO("turn " << k + 1);
+    const Turn& t = k_turns[k];
+    auto seg = app::build_user_turn(tok, tmpl, "", history, t.user);
+    REQUIRE(seg.ok());
+    CHECK(seg->exact);
+    int64_t n_previous_answer = 0;
+    if (k > 0) {
+      // The template drops the previous reply's reasoning: so does the stream.
+      REQUIRE(seg->reply_tokens.has_value());
+      CHECK(seg->reply_text == k_turns[k - 1].answer);
+      stored.back().tokens = *seg->reply_tokens;
+      stored.back().stream_text = seg->reply_text;
+      n_previous_answer = static_cast<int64_t>(seg->reply_tokens->size());
+    }
+    std::vector<int32_t> stream;
+    std::string stream_text;
+    for (const Stored& s : stored) {
+      stream.insert(stream.end(), s.tokens.begin(), s.tokens.end());
+      stream_text += s.stream_text;
+    }
+    // The prompt is the template's render of the visible history: no reasoning in it.
+    std::vector<chat::ChatMessage> next = history;
+    next.emplace_back("user", t.user);
+    const auto expected = tmpl.render_prompt(next, {});
+    REQUIRE(expected.ok());
+    CHECK(stream_text + seg->text == *expected);
+    CHECK(expected->find("<think>") == std::string::npos);
+
+    auto r = (*runner)->run({7, stream, seg->tokens, one_token()}, [](const app::TurnDelta&) { return true; });
+    REQUIRE(r.ok());
+    const int64_t n_message = static_cast<int64_t>(seg->tokens.size());
+    const int64_t n_recomputed = r->stats.n_prompt - r->stats.n_prompt_reused;
+    n_as_generated += n_message + (k > 0 ? static_cast<int64_t>(tok.encode_continuation(stored.back().text, false).size()) : 0);
+    std::printf("reasoning turns: turn %zu: prompt %lld tokens (kept whole: %lld), %lld from cache, recomputed %lld "
+                "<= message %lld + previous answer %lld + 16\n",
+                k + 1, static_cast<long long>(r->stats.n_prompt), static_cast<long long>(n_as_generated),
+                static_cast<long long>(r->stats.n_prompt_reused), static_cast<long long>(n_recomputed),
+                static_cast<long long>(n_message), static_cast<long long>(n_previous_answer));
+    CHECK(n_recomputed <= n_message + n_previous_answer + 16);
+    if (k > 0) CHECK(r->stats.n_prompt_reused > 0);
+
+    // The "model" answers with reasoning: its tokens go through the engine as a generated reply
+    // would (evaluated after the prompt), so the cache holds them.
+    const std::string reply = "<think>\n" + t.reasoning + "\n</think>\n\n" + t.answer;
+    REQUIRE(chat::split_reasoning(reply).answer == t.answer);
+    const std::vector<int32_t> reply_tokens = tok.encode_continuation(reply, false);
+    std::vector<int32_t> with_reply = stream;
+    with_reply.insert(with_reply.end(), seg->tokens.begin(), seg->tokens.end());
+    with_reply.insert(with_reply.end(), reply_tokens.begin(), reply_tokens.end());
+    auto filled = (*runner)->run({7, with_reply, {}, one_token()}, [](const app::TurnDelta&) { return true; });
+    REQUIRE(filled.ok());
+    CHECK(filled->stats.n_prompt_reused >= static_cast<int64_t>(stream.size() + seg->tokens.size()) - 16);
+
+    stored.push_back({t.user, seg->tokens, seg->text});
+    stored.push_back({reply, reply_tokens, reply});
+    history.emplace_back("user", t.user);
+    history.emplace_back("assistant", reply);  // stored whole, reasoning included
+  }
+}
