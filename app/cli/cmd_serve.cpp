@@ -120,6 +120,8 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--host", s.host, "address to listen on (another than 127.0.0.1 exposes the model to the network)")
       ->capture_default_str();
   cmd->add_option("--port", s.port, "TCP port; 0 picks a free one")->capture_default_str()->check(CLI::Range(0, 65535));
+  cmd->add_option("--cors-origin", s.cors_origins,
+                  "let web pages of this origin (https://host:port, or * for any) call the API from a browser; repeatable");
   cmd->add_option("--api-key", s.api_key, "require \"Authorization: Bearer KEY\" on every route but /health")
       ->envname("KVCHAT_API_KEY");
   cmd->add_option("--alias", a->alias, "the model id clients name (default: the model file's name without .gguf)");

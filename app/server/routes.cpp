@@ -1,5 +1,6 @@
 // The server's routes: authentication, errors for unknown routes and bad HTTP, /v1/models,
 // /health and /metrics (the generating routes are in routes_generate.cpp).
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -19,8 +20,37 @@ bool same_secret(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+// CORS, before authentication: browsers send a preflight OPTIONS without the API key. An
+// allowed origin gets Access-Control-Allow-Origin on every answer (errors too, so a page can
+// read them); a preflight from any other origin is refused with what to do.
+bool answer_cors(const ServerOptions& o, const httplib::Request& req, httplib::Response& res) {
+  const std::string origin = req.get_header_value("Origin");
+  const bool any = std::find(o.cors_origins.begin(), o.cors_origins.end(), "*") != o.cors_origins.end();
+  const bool allowed =
+      !origin.empty() && (any || std::find(o.cors_origins.begin(), o.cors_origins.end(), origin) != o.cors_origins.end());
+  if (allowed) {
+    res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
+    res.set_header("Vary", "Origin");
+  }
+  if (req.method != "OPTIONS") return false;
+  if (!allowed) {
+    send_error(res, ApiError{403,
+                             origin.empty() ? "OPTIONS is a CORS preflight and needs an Origin header"
+                                            : "origin " + origin + " may not call this server from a browser; start "
+                                                                    "it with --cors-origin " + origin,
+                             "invalid_request_error", "", "cors_origin_not_allowed"});
+    return true;
+  }
+  res.status = 204;
+  res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+  res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+  res.set_header("Access-Control-Max-Age", "600");
+  return true;
+}
+
 httplib::Server::HandlerResponse check_request(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const ServerOptions& o = ctx.options;
+  if (answer_cors(o, req, res)) return httplib::Server::HandlerResponse::Handled;
   if (!o.api_key.empty() && req.path != "/health") {
     const std::string auth = req.get_header_value("Authorization");
     constexpr std::string_view bearer = "Bearer ";

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "app/server/engine_host.h"
 #include "app/server/request_parsing.h"
@@ -17,6 +18,9 @@ struct ServerOptions {
   std::string host = "127.0.0.1";  // loopback only unless told otherwise
   int port = 8080;                 // 0: any free port (port() says which)
   std::string api_key;             // non-empty: every route but /health wants "Authorization: Bearer KEY"
+  // Web pages of these origins ("https://app.example", or "*" for any) may call the API from a
+  // browser (CORS). Empty: no CORS headers, so browsers keep other origins' pages out.
+  std::vector<std::string> cors_origins;
   std::string model_id;            // what /v1/models lists and requests must name
   int64_t model_created = 0;       // unix seconds, for /v1/models
   RequestLimits limits;

@@ -293,3 +293,59 @@ TEST_CASE("serve: a second server on the same port or data directory is refused"
   REQUIRE(h);
   CHECK(h->status == 200);
 }
+
+TEST_CASE("serve: --cors-origin lets that origin's pages call it (preflight without the key), others are refused",
+          "[app][server]") {
+  test::TempDir tmp;
+  test::ServeProcess s(test::model_path("stories260K.gguf"), tmp.file("data"),
+                       "--alias kvchat-test --api-key sesame --cors-origin http://app.example:3000", tmp);
+  httplib::Client c = client_for(s);
+  const httplib::Headers preflight = {{"Origin", "http://app.example:3000"},
+                                      {"Access-Control-Request-Method", "POST"},
+                                      {"Access-Control-Request-Headers", "authorization, content-type"}};
+  auto r = c.Options("/v1/chat/completions", preflight);
+  REQUIRE(r);
+  CHECK(r->status == 204);  // no key needed: browsers never send it on a preflight
+  CHECK(r->get_header_value("Access-Control-Allow-Origin") == "http://app.example:3000");
+  CHECK_THAT(r->get_header_value("Access-Control-Allow-Methods"), Catch::Contains("POST"));
+  CHECK_THAT(r->get_header_value("Access-Control-Allow-Headers"), Catch::Contains("Authorization"));
+
+  // The real request carries the origin's header, and so does its error when the key is wrong.
+  const std::string body = R"({"model":"kvchat-test","messages":[{"role":"user","content":"Hi"}],"max_tokens":2})";
+  r = c.Post("/v1/chat/completions", {{"Origin", "http://app.example:3000"}, {"Authorization", "Bearer sesame"}}, body,
+             "application/json");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  CHECK(r->get_header_value("Access-Control-Allow-Origin") == "http://app.example:3000");
+  r = c.Post("/v1/chat/completions", {{"Origin", "http://app.example:3000"}}, body, "application/json");
+  REQUIRE(r);
+  CHECK(r->status == 401);
+  CHECK(r->get_header_value("Access-Control-Allow-Origin") == "http://app.example:3000");
+
+  // Another origin: its preflight is refused with what to do, and nothing grants it access.
+  r = c.Options("/v1/chat/completions", {{"Origin", "http://evil.example"}, {"Access-Control-Request-Method", "POST"}});
+  REQUIRE(r);
+  CHECK(r->status == 403);
+  CHECK_THAT(r->body, Catch::Contains("--cors-origin http://evil.example"));
+  CHECK_FALSE(r->has_header("Access-Control-Allow-Origin"));
+  r = c.Post("/v1/chat/completions", {{"Origin", "http://evil.example"}, {"Authorization", "Bearer sesame"}}, body,
+             "application/json");
+  REQUIRE(r);
+  CHECK_FALSE(r->has_header("Access-Control-Allow-Origin"));
+  CHECK(s.stop() == 0);
+}
+
+TEST_CASE("serve: without --cors-origin no response grants a browser origin access", "[app][server]") {
+  test::TempDir tmp;
+  test::ServeProcess s(test::model_path("stories260K.gguf"), tmp.file("data"), "--alias kvchat-test", tmp);
+  httplib::Client c = client_for(s);
+  auto r = c.Options("/v1/models", {{"Origin", "http://localhost:8081"}, {"Access-Control-Request-Method", "GET"}});
+  REQUIRE(r);
+  CHECK(r->status == 403);
+  CHECK_FALSE(r->has_header("Access-Control-Allow-Origin"));
+  r = c.Get("/v1/models", {{"Origin", "http://localhost:8081"}});
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  CHECK_FALSE(r->has_header("Access-Control-Allow-Origin"));
+  CHECK(s.stop() == 0);
+}
