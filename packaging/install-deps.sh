@@ -11,8 +11,8 @@ packages=(
   libsentencepiece-dev libxxhash-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev libpcre2-dev
   # the OpenAI-compatible server (kvchat-cli serve): HTTP/1.1 server, header-only
   libcpp-httplib-dev
-  # model downloads (kvchat-cli pull, the Model window): HTTP(S) client
-  libcurl4-openssl-dev
+  # model downloads (kvchat-cli pull, the Model window): HTTP(S) client, SHA-256 (libcrypto)
+  libcurl4-openssl-dev libssl-dev
   # the desktop app: Dear ImGui (its GLFW/OpenGL3 backend sources), GLFW, stb (PNG screenshots), fonts
   libimgui-dev libglfw3-dev libstb-dev fonts-dejavu-core
   # answers rendered as Markdown (md4c parser)

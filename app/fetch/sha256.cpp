@@ -1,105 +1,41 @@
-// SHA-256 as FIPS 180-4 section 6.2 describes it: 64 rounds over 16 big-endian words per block.
+// SHA-256 through OpenSSL's EVP interface (libcrypto picks the CPU's SHA extensions).
 #include "app/fetch/sha256.h"
 
-#include <algorithm>
-#include <cstring>
+#include <openssl/evp.h>
+
+#include "core/util/assert.h"
 
 namespace kvc::fetch {
 
-namespace {
-
-// The first 32 bits of the fractional parts of the cube roots of the first 64 primes.
-constexpr uint32_t k_round[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-constexpr uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-}  // namespace
-
-Sha256::Sha256() { reset(); }
-
-void Sha256::reset() {
-  // The first 32 bits of the fractional parts of the square roots of the first 8 primes.
-  state_ = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  n_buffered_ = 0;
-  n_total_bytes_ = 0;
+Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
+  KVC_ASSERT(ctx_ != nullptr);
+  reset();
 }
 
-void Sha256::compress(const uint8_t* block) {
-  uint32_t w[64];
-  for (int i = 0; i < 16; ++i) {
-    w[i] = uint32_t{block[4 * i]} << 24 | uint32_t{block[4 * i + 1]} << 16 | uint32_t{block[4 * i + 2]} << 8 |
-           uint32_t{block[4 * i + 3]};
-  }
-  for (int i = 16; i < 64; ++i) {
-    const uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-    const uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-  }
-  uint32_t a = state_[0], b = state_[1], c = state_[2], d = state_[3];
-  uint32_t e = state_[4], f = state_[5], g = state_[6], h = state_[7];
-  for (int i = 0; i < 64; ++i) {
-    const uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + k_round[i] + w[i];
-    const uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-    h = g;
-    g = f;
-    f = e;
-    e = d + t1;
-    d = c;
-    c = b;
-    b = a;
-    a = t1 + t2;
-  }
-  state_[0] += a;
-  state_[1] += b;
-  state_[2] += c;
-  state_[3] += d;
-  state_[4] += e;
-  state_[5] += f;
-  state_[6] += g;
-  state_[7] += h;
+Sha256::~Sha256() { EVP_MD_CTX_free(ctx_); }
+
+// libcrypto fails these only on allocation failure or a digest it does not have: bugs here.
+void Sha256::reset() {
+  const int ok = EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr);
+  KVC_ASSERT(ok == 1);
 }
 
 void Sha256::update(const void* data, size_t n_bytes) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  n_total_bytes_ += n_bytes;
-  if (n_buffered_ > 0) {
-    const size_t take = std::min(n_bytes, buffer_.size() - n_buffered_);
-    std::memcpy(buffer_.data() + n_buffered_, p, take);
-    n_buffered_ += take;
-    p += take;
-    n_bytes -= take;
-    if (n_buffered_ < buffer_.size()) return;
-    compress(buffer_.data());
-    n_buffered_ = 0;
-  }
-  for (; n_bytes >= 64; p += 64, n_bytes -= 64) compress(p);
-  std::memcpy(buffer_.data(), p, n_bytes);
-  n_buffered_ = n_bytes;
+  const int ok = EVP_DigestUpdate(ctx_, data, n_bytes);
+  KVC_ASSERT(ok == 1);
 }
 
 std::string Sha256::hex_digest() {
-  // Padding: 0x80, zeros up to 56 mod 64, then the message length in bits, big-endian.
-  const uint64_t n_bits = n_total_bytes_ * 8;
-  const uint8_t one = 0x80;
-  update(&one, 1);
-  const uint8_t zero = 0;
-  while (n_buffered_ != 56) update(&zero, 1);
-  uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n_bits >> (56 - 8 * i));
-  update(len, 8);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  const int ok = EVP_DigestFinal_ex(ctx_, digest, &n);
+  KVC_ASSERT(ok == 1 && n == 32);
   static const char* const k_hex = "0123456789abcdef";
   std::string out;
   out.reserve(64);
-  for (uint32_t word : state_) {
-    for (int shift = 28; shift >= 0; shift -= 4) out += k_hex[(word >> shift) & 0xf];
+  for (unsigned int i = 0; i < n; ++i) {
+    out += k_hex[digest[i] >> 4];
+    out += k_hex[digest[i] & 0xf];
   }
   return out;
 }
