@@ -10,22 +10,15 @@
 #include <fstream>
 
 #include "support/loopback_http.h"
+#include "support/gui_support.h"
 #include "support/test_support.h"
 
 namespace {
 
-bool have_xvfb_run() { return std::system("command -v xvfb-run >/dev/null 2>&1") == 0; }
+using kvc::test::have_xvfb_run;
 
 int run_gui(const std::string& args, std::string& output) {
-  const std::string cmd = "timeout 150 xvfb-run -a -s '-screen 0 1600x1000x24' '" + std::string(KVC_GUI_PATH) + "' " + args +
-                          " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  output.clear();
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) output.append(buf, n);
-  const int status = ::pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return kvc::test::run_command(kvc::test::gui_command(150) + " " + args, output);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "core/chat/context_window.h"
 #include "storage/conversation_store.h"
+#include "support/gui_support.h"
 #include "support/test_support.h"
 
 using nlohmann::json;
@@ -21,28 +22,16 @@ namespace {
 // Long enough for two whole KV blocks: at a cut they still hit.
 const char* k_system = "You are a storyteller. You tell short, happy stories about animals, children and their friends.";
 
-bool have_xvfb_run() { return std::system("command -v xvfb-run >/dev/null 2>&1") == 0; }
-
-int run_command(const std::string& cmd, std::string& output) {
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  output.clear();
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) output.append(buf, n);
-  const int status = ::pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+using kvc::test::have_xvfb_run;
+using kvc::test::run_command;
 
 // The app on `model` with a script file, under Xvfb (as tests/ui/test_gui_smoke.cpp runs it).
 int run_app(const std::string& model, const std::string& data_dir, const std::string& script, std::string& output) {
-  std::string cmd = "timeout 400 xvfb-run -a -s '-screen 0 1600x1000x24' ";
-#if defined(__SANITIZE_ADDRESS__)
-  cmd += "env ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" ";
-#endif
+  std::string cmd = kvc::test::gui_command(400);
   // Appended piece by piece: GCC 12 misreads "literal" + std::string&& here (-Wrestrict).
-  for (const std::string& piece : {std::string("'"), std::string(KVC_GUI_PATH), std::string("' -m '"), model,
-                                   std::string("' -t 2 --data-dir '"), data_dir, std::string("' --script '"), script,
-                                   std::string("' --screenshot-dir '"), data_dir, std::string("/shots'")}) {
+  for (const std::string& piece : {std::string(" -m '"), model, std::string("' -t 2 --data-dir '"), data_dir,
+                                   std::string("' --script '"), script, std::string("' --screenshot-dir '"), data_dir,
+                                   std::string("/shots'")}) {
     cmd.append(piece);
   }
   return run_command(cmd, output);

@@ -22,33 +22,14 @@
 #include "core/tokenizer/tokenizer.h"
 #include "storage/conversation_store.h"
 #include "storage/data_dir_lock.h"
+#include "support/gui_support.h"
 #include "support/test_support.h"
 
 namespace {
 
-bool have_xvfb_run() { return std::system("command -v xvfb-run >/dev/null 2>&1") == 0; }
-
-// Runs a shell command line; its stdout and stderr go to output. Returns the exit status.
-int run_command(const std::string& cmd, std::string& output) {
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  output.clear();
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) output.append(buf, n);
-  const int status = ::pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-// The GUI under Xvfb, given at most timeout_s. Under AddressSanitizer its leak check is off:
-// the GL driver, dlclose()d at exit, leaves allocations only its unmapped data pointed to,
-// which LSan reports as leaks (the same run with dlclose() stubbed out reports none).
-std::string gui_command(int timeout_s) {
-  std::string cmd = "timeout " + std::to_string(timeout_s) + " xvfb-run -a -s '-screen 0 1600x1000x24' ";
-#if defined(__SANITIZE_ADDRESS__)
-  cmd += "env ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" ";
-#endif
-  return cmd + "'" + std::string(KVC_GUI_PATH) + "'";
-}
+using kvc::test::gui_command;
+using kvc::test::have_xvfb_run;
+using kvc::test::run_command;
 
 // model: empty for the built-in demo model. extra: more options for kvchat.
 int run_script(const std::string& model, const std::string& data_dir, const std::string& script,

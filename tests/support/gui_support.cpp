@@ -1,0 +1,41 @@
+// Running the real app under Xvfb from a test.
+#include "support/gui_support.h"
+
+#include <catch2/catch.hpp>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace kvc::test {
+
+bool have_xvfb_run() { return std::system("command -v xvfb-run >/dev/null 2>&1") == 0; }
+
+int run_command(const std::string& cmd, std::string& output) {
+  std::string line = cmd;
+  line += " 2>&1";
+  FILE* p = ::popen(line.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  output.clear();
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) output.append(buf, n);
+  const int status = ::pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string gui_command(int timeout_s, const std::string& screen) {
+  std::string cmd = "timeout ";
+  cmd += std::to_string(timeout_s);
+  cmd += " xvfb-run -a -s '-screen 0 ";
+  cmd += screen;
+  cmd += "' ";
+#if defined(__SANITIZE_ADDRESS__)
+  cmd += "env ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" ";
+#endif
+  cmd += "'";
+  cmd += KVC_GUI_PATH;
+  cmd += "'";
+  return cmd;
+}
+
+}  // namespace kvc::test
