@@ -92,7 +92,7 @@ for name in $models; do
     app_rate=$(state "$out" last_tokens_per_s $nth)
     n_prompt=$(state "$out" last_prompt_tokens $nth)
     cli_tps=$(cli_rate "$model" "$n_prompt")
-    ratio=$(awk -v a="$app_rate" -v c="$cli_tps" 'BEGIN { printf "%.3f", c > 0 ? a / c : 0 }')
+    ratio=$(awk -v a="$app_rate" -v c="$cli_tps" 'BEGIN { printf "%.3f", (c > 0 ? a / c : 0) }')
     printf '%-10s %5s %8s %9.1f %9.1f %7s %9.1f %10.1f %10.1f %10.1f\n' "$name" "$turn" "$n_prompt" "$app_rate" "$cli_tps" \
       "$ratio" "$(state "$out" last_ttft_ms $nth)" "$(state "$out" frame_ms_stream_p50 $nth)" \
       "$(state "$out" frame_ms_stream_p99 $nth)" "$(state "$out" frame_ms_stream_max $nth)"
