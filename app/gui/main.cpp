@@ -42,7 +42,7 @@ struct Args {
   double demo_hold_s = -1;  // < 0: each scene's own
   std::vector<int> window_size = {1600, 1000};
   std::string replay_answer;  // a file: every turn streams its text instead of the model's
-  double busy_fps = 30;       // frames a second at most while the worker is busy (an answer streams)
+  double busy_fps = 10;       // frames a second at most while the worker is busy (an answer streams)
 };
 
 // Loads a demo and starts it in the presenter layout; a bad file is reported, never fatal.
@@ -286,7 +286,7 @@ int main(int argc, char** argv) {
                    ->excludes(script);
   app.add_option("--replay-answer", a.replay_answer,
                  "answer every message with this file's text, streamed (screenshots and tests of rendering)");
-  app.add_option("--stream-fps", a.busy_fps, "frames a second at most while an answer streams (default 30)")
+  app.add_option("--stream-fps", a.busy_fps, "frames a second at most while an answer streams (default 10)")
       ->check(CLI::Range(1.0, 240.0));
   app.add_option("--screenshot-dir", a.screenshot_dir, "where script and demo mode write their screenshots");
   app.add_flag("--presenter", a.presenter, "start in the presenter layout (large fonts, chat and memory side by side)");
