@@ -53,6 +53,12 @@ struct TurnStats {
   std::string stop_reason;
 };
 
+// Tokens after the first over the time after the first (kvchat-cli generate's figure); 0 when
+// there are fewer than two tokens.
+inline double decode_tokens_per_s(const TurnStats& s) {
+  return s.n_tokens > 1 && s.decode_ms > 0 ? 1000.0 * static_cast<double>(s.n_tokens - 1) / s.decode_ms : 0.0;
+}
+
 struct MessageView {
   int64_t id = 0;
   int64_t parent_id = 0;

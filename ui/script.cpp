@@ -21,6 +21,7 @@ constexpr KindName k_kinds[] = {
     {StepKind::key, "key"},               {StepKind::wait_idle, "wait_idle"}, {StepKind::frames, "frames"},
     {StepKind::screenshot, "screenshot"}, {StepKind::assert_state, "assert"}, {StepKind::command, "command"},
     {StepKind::quit, "quit"},             {StepKind::wait_state, "wait_state"},
+    {StepKind::print, "print"},
 };
 
 struct OpName {
@@ -195,6 +196,12 @@ Result<ScriptStep> parse_step(const json& j, int index) {
           s.value_is_string = true;  // a system prompt was given (it may be empty)
         }
       }
+      break;
+    }
+    case StepKind::print: {
+      auto st = need_string(j, "state", index, kind);
+      if (!st.ok()) return st.error();
+      s.state = *st;
       break;
     }
     case StepKind::wait_model:

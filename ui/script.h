@@ -13,6 +13,7 @@
 //     {"do": "command", "name": "restart_engine"},
 //     {"do": "command", "name": "set_chat_settings", "max_tokens": 48, "system_prompt": "..."},
 //                                          (the open conversation's; each field optional)
+//     {"do": "print", "state": "last_tokens_per_s"},   (writes "kvchat: state NAME = VALUE" to stdout)
 //     {"do": "quit"}
 //   ]}
 #pragma once
@@ -28,7 +29,7 @@
 namespace kvc::ui {
 
 // wait_state: an assert that waits (up to timeout_s) for its comparison to hold.
-enum class StepKind { wait_model, type, click, key, wait_idle, frames, screenshot, assert_state, command, quit, wait_state };
+enum class StepKind { wait_model, type, click, key, wait_idle, frames, screenshot, assert_state, command, quit, wait_state, print };
 const char* to_string(StepKind k);
 
 enum class CompareOp { eq, ne, ge, le, gt, lt, contains };
@@ -41,7 +42,7 @@ struct ScriptStep {
   std::string text;       // type; key: "ctrl+n", "ctrl+enter", "escape", "ctrl+f"
   std::string name;       // screenshot file name (without .png)
   std::string window;     // screenshot: crop to this window; empty: the whole frame
-  std::string state;      // assert, wait_state: which app state (or view fact)
+  std::string state;      // assert, wait_state, print: which app state (or view fact)
   CompareOp op = CompareOp::eq;
   bool value_is_string = false;
   double value = 0;

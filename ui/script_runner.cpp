@@ -40,6 +40,10 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
   m["n_turns"] = static_cast<double>(s.memory.turns.size());
   m["n_stream_tokens"] = static_cast<double>(s.chat.n_stream_tokens);
   m["last_prompt_tokens"] = last && last->stats.valid ? static_cast<double>(last->stats.n_prompt) : 0.0;
+  // The last answer's speed, as kvchat-cli generate counts it: tokens after the first over the
+  // time after the first; and its time to first token.
+  m["last_tokens_per_s"] = last && last->stats.valid ? decode_tokens_per_s(last->stats) : 0.0;
+  m["last_ttft_ms"] = last && last->stats.valid ? last->stats.ttft_ms : 0.0;
   // The context overflow policy's cut: messages outside the model's view, and the chat's marker.
   m["n_outside_context"] = static_cast<double>(s.chat.n_outside_context);
   m["context_marker"] = chat::outside_context_note(s.chat.n_outside_context);
@@ -124,10 +128,21 @@ Status write_screenshot(const std::filesystem::path& file, int fb_w, int fb_h, i
 // are states too.
 namespace {
 
-std::string check_state(const ScriptStep& s, const AppSnapshot& snap, const ScriptHooks& hooks) {
+std::map<std::string, StateValue> all_state(const AppSnapshot& snap, const ScriptHooks& hooks) {
   auto state = script_state(snap);
   for (const auto& [k, v] : hooks.number_facts()) state[k] = v;
   for (const auto& [k, v] : hooks.string_facts()) state[k] = v;
+  return state;
+}
+
+std::string known_names(const std::map<std::string, StateValue>& state) {
+  std::string names;
+  for (const auto& [k, v] : state) names += (names.empty() ? "" : ", ") + k;
+  return names;
+}
+
+std::string check_state(const ScriptStep& s, const AppSnapshot& snap, const ScriptHooks& hooks) {
+  auto state = all_state(snap, hooks);
   // "window.TITLE.x" / .y / .w / .h: where a window is on screen, in points.
   if (s.state.rfind("window.", 0) == 0 && s.state.size() > 9) {
     const std::string title = s.state.substr(7, s.state.size() - 9);
@@ -138,11 +153,7 @@ std::string check_state(const ScriptStep& s, const AppSnapshot& snap, const Scri
     }
   }
   auto it = state.find(s.state);
-  if (it == state.end()) {
-    std::string names;
-    for (const auto& [k, v] : state) names += (names.empty() ? "" : ", ") + k;
-    return "unknown state \"" + s.state + "\"; known: " + names;
-  }
+  if (it == state.end()) return "unknown state \"" + s.state + "\"; known: " + known_names(state);
   if (const double* d = std::get_if<double>(&it->second)) {
     if (s.value_is_string) return "\"" + s.state + "\" is a number, the script compares it to a string";
     if (compare(*d, s.op, s.value)) return {};
@@ -253,6 +264,18 @@ void ScriptRunner::before_frame(const AppSnapshot& snap, AppCommands& cmd, Scrip
       if (s.name == "export_conversation_md") cmd.export_conversation(snap.chat.conversation_id, true);
       if (s.name == "export_conversation_json") cmd.export_conversation(snap.chat.conversation_id, false);
       return advance();
+    case StepKind::print: {
+      const auto state = all_state(snap, hooks);
+      const auto it = state.find(s.state);
+      if (it == state.end()) return fail("unknown state \"" + s.state + "\"; known: " + known_names(state));
+      if (const double* d = std::get_if<double>(&it->second)) {
+        std::printf("kvchat: state %s = %.6g\n", s.state.c_str(), *d);
+      } else {
+        std::printf("kvchat: state %s = \"%s\"\n", s.state.c_str(), std::get<std::string>(it->second).c_str());
+      }
+      std::fflush(stdout);
+      return advance();
+    }
     case StepKind::quit:
       finished_ = true;
       message_ = "script passed: quit at step " + std::to_string(s.index);

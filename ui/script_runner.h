@@ -18,6 +18,10 @@ namespace kvc::ui {
 //   model_is_demo, model_status, model_name, model_chat_template, chat_title, last_reply, error,
 //   t0_used_bytes, t1_used_bytes, t2_used_bytes (0 for a tier the engine does not report), n_restarts,
 //   n_branch_points (messages on the active branch that have other versions), last_prompt_tokens,
+//   last_tokens_per_s and last_ttft_ms (the last answer's decode speed, counted as kvchat-cli
+//   generate counts it, and its time to first token; 0 before an answer of this run),
+//   frame_ms_p50/p99/max and frame_ms_stream_p50/p99/max (the main loop's work per frame over
+//   its last frames, all and while an answer streamed; facts main.cpp sets),
 //   n_outside_context and context_marker (the overflow policy's cut: messages outside the model's
 //   context, and the chat's marker text, "" for none), model_n_ctx,
 //   and the facts views report through ScriptHooks::set_fact (the chat view's md_*: what the

@@ -23,6 +23,7 @@ namespace {
 constexpr const char* k_new_title = "New chat";
 constexpr const char* k_welcome_title = "Welcome to kvchat";
 constexpr int64_t k_publish_interval_us = 30'000;   // streamed text reaches the UI at ~30 Hz
+constexpr int64_t k_memory_interval_us = 250'000;  // the memory picture, while text streams
 constexpr int64_t k_flush_interval_us = 250'000;    // and the disk at 4 Hz
 
 int64_t now_us() {
@@ -154,7 +155,10 @@ void ChatController::publish(bool force) {
     dl_dirty_ = false;
     state_.download = dl_;
   }
-  if (runner_) {
+  // Streamed text publishes at ~30 Hz; the memory picture (a copy of every block) at most every
+  // k_memory_interval_us of it, and on every forced publish (a task's end, the engine's news).
+  if (runner_ && (force || t - last_memory_fill_us_ >= k_memory_interval_us)) {
+    last_memory_fill_us_ = t;
     shown_memory_version_ = runner_->memory_version();
     runner_->fill_memory(state_.memory);
   }

@@ -135,6 +135,7 @@ class ChatController final : public ui::AppCommands {
   std::map<int64_t, ui::TurnStats> stats_;  // assistant message id -> what its turn cost
   std::map<int64_t, std::vector<int32_t>> last_stream_;  // conversation -> the tokens last opened or answered
   int64_t last_publish_us_ = 0;
+  int64_t last_memory_fill_us_ = 0;  // worker thread: when the memory picture was last filled
 
   // The download thread: one download at a time. It writes dl_ under dl_mu_ and wakes the
   // worker, whose publish() copies dl_ into the snapshot.

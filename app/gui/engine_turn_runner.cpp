@@ -1,6 +1,7 @@
 // EngineTurnRunner: turns submitted to the engine thread, their text relayed to the caller.
 #include "app/gui/engine_turn_runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -14,7 +15,10 @@ namespace kvc::app {
 
 namespace {
 
-constexpr int64_t k_publish_interval_us = 30'000;  // the UI redraws at most ~60 Hz anyway
+// While a turn runs the memory view is described at most 4 times a second: its blocks change
+// once per block of tokens, and each description walks the whole cache on the engine thread.
+// Idle, it is described at once (the turn's end, a prefetch).
+constexpr int64_t k_publish_interval_us = 250'000;
 
 }  // namespace
 
@@ -63,7 +67,7 @@ void EngineTurnRunner::observe(const kv::KvCache& cache) {
     std::lock_guard lock(streams_mu_);
     std::vector<kv::KvOwner> owners;
     owners.reserve(streams_.size());
-    for (const auto& [id, tokens] : streams_) owners.push_back(kv::KvOwner{id, tokens});
+    for (const auto& [id, st] : streams_) owners.push_back(kv::KvOwner{id, st.tokens, st.keys});
     kv::KvViewOptions o;
     o.owners = owners;
     cache.describe(v, o);
@@ -73,8 +77,28 @@ void EngineTurnRunner::observe(const kv::KvCache& cache) {
 }
 
 void EngineTurnRunner::set_stream(int64_t conversation, std::vector<int32_t> tokens) {
+  const auto B = static_cast<size_t>(cache_->block_tokens());
+  Stream st;
+  {
+    // A new turn extends the stream last seen: its blocks' keys are kept, only the new ones hashed.
+    std::lock_guard lock(streams_mu_);
+    if (const auto it = streams_.find(conversation); it != streams_.end()) {
+      const std::vector<int32_t>& old = it->second.tokens;
+      const size_t n = std::min(old.size(), tokens.size());
+      const size_t common = static_cast<size_t>(std::mismatch(old.begin(), old.begin() + static_cast<std::ptrdiff_t>(n),
+                                                              tokens.begin()).first - old.begin());
+      const size_t n_keep = std::min(common / B, it->second.keys.size());
+      st.keys.assign(it->second.keys.begin(), it->second.keys.begin() + static_cast<std::ptrdiff_t>(n_keep));
+    }
+  }
+  kv::BlockKey key = st.keys.empty() ? cache_->fingerprint() : st.keys.back();
+  for (size_t p = st.keys.size() * B; p + B <= tokens.size(); p += B) {
+    key = kv::chain_key(key, std::span<const int32_t>(tokens).subspan(p, B));
+    st.keys.push_back(key);
+  }
+  st.tokens = std::move(tokens);
   std::lock_guard lock(streams_mu_);
-  streams_[conversation] = std::move(tokens);
+  streams_[conversation] = std::move(st);
 }
 
 Result<TurnResult> EngineTurnRunner::run(const TurnRequest& request,

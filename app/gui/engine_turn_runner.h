@@ -66,9 +66,15 @@ class EngineTurnRunner final : public TurnRunner {
   std::atomic<int64_t> n_turn_tokens_{0};  // the last turn's prompt and reply
 
   // Conversations' token streams as last seen (opened, or history ++ segment ++ reply): the
-  // block map's owners. Written by the caller, read by the engine thread's observer.
+  // block map's owners, with their full blocks' chain keys (computed on the caller's thread,
+  // extending the previous stream's, so the engine thread never hashes a history). Written by
+  // the caller, read by the engine thread's observer.
+  struct Stream {
+    std::vector<int32_t> tokens;
+    std::vector<kv::BlockKey> keys;
+  };
   std::mutex streams_mu_;
-  std::map<int64_t, std::vector<int32_t>> streams_;
+  std::map<int64_t, Stream> streams_;
   int64_t last_publish_us_ = 0;  // engine thread
   Snapshot<kv::KvView> view_;
   kv::KvView view_copy_;  // caller's thread: reused by fill_memory

@@ -21,6 +21,7 @@
 #include "app/gui/chat_controller.h"
 #include "storage/data_dir.h"
 #include "ui/demo_mode.h"
+#include "ui/frame_stats.h"
 #include "ui/script_runner.h"
 #include "ui/shell.h"
 
@@ -41,6 +42,7 @@ struct Args {
   double demo_hold_s = -1;  // < 0: each scene's own
   std::vector<int> window_size = {1600, 1000};
   std::string replay_answer;  // a file: every turn streams its text instead of the model's
+  double busy_fps = 10;       // frames a second at most while the worker is busy (an answer streams)
 };
 
 // Loads a demo and starts it in the presenter layout; a bad file is reported, never fatal.
@@ -151,15 +153,38 @@ int run(const Args& a) {
   std::unique_ptr<kvc::ui::DemoMode> demo;
   if (!a.demo.empty()) demo = start_demo(a.demo, a, shell);
   const auto t0 = std::chrono::steady_clock::now();
+  // Frame work times (events in to buffers swapped, the waits left out), all and while an
+  // answer streams; script mode reads them as frame_ms_* and frame_ms_stream_*.
+  kvc::ui::FrameStats frames_all, frames_stream;
+  auto last_frame = std::chrono::steady_clock::now();
+  std::shared_ptr<const kvc::ui::AppSnapshot> drawn;  // the snapshot the last frame drew
 
   while (!glfwWindowShouldClose(window) && !shell.quit) {
-    // Headless runs poll; an interactive window waits for input but wakes for streamed text.
-    if (runner || demo) {
+    // While the worker is busy (an answer streaming) frames come at most --stream-fps a second,
+    // headless runs too: the cores go to the engine. Idle, headless runs poll (scripts step
+    // frame by frame); an interactive window waits for input.
+    const bool busy = controller.busy();
+    const double since_last = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_frame).count();
+    if (busy) {
+      const double left = 1.0 / a.busy_fps - since_last;
+      if (left > 0) {
+        glfwWaitEventsTimeout(left);
+      } else {
+        glfwPollEvents();
+      }
+    } else if (runner || demo) {
       glfwPollEvents();
     } else {
-      glfwWaitEventsTimeout(controller.busy() ? 1.0 / 60.0 : 0.25);
+      glfwWaitEventsTimeout(0.25);
     }
+    const auto frame_start = std::chrono::steady_clock::now();
     const std::shared_ptr<const kvc::ui::AppSnapshot> snap = controller.snapshot();
+    // An interactive window that woke early (input) during a stream draws at once; one whose
+    // wait ran out with nothing new to show skips the redraw and waits another period.
+    const bool timed_out = std::chrono::duration<double>(frame_start - last_frame).count() >= 1.0 / a.busy_fps;
+    last_frame = frame_start;
+    if (busy && !runner && !demo && snap == drawn && timed_out) continue;
+    drawn = snap;
     const double now_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     hooks.begin_frame();
     if (runner) {
@@ -197,6 +222,19 @@ int run(const Args& a) {
       if (runner && runner->finished()) break;
     }
     glfwSwapBuffers(window);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - frame_start).count();
+    frames_all.add(ms);
+    if (snap->chat.generating) frames_stream.add(ms);
+    if (runner) {
+      const kvc::ui::FrameSummary all = frames_all.summary(), stream = frames_stream.summary();
+      hooks.set_fact("frame_ms_p50", all.p50_ms);
+      hooks.set_fact("frame_ms_p99", all.p99_ms);
+      hooks.set_fact("frame_ms_max", all.max_ms);
+      hooks.set_fact("frame_ms_stream_p50", stream.p50_ms);
+      hooks.set_fact("frame_ms_stream_p99", stream.p99_ms);
+      hooks.set_fact("frame_ms_stream_max", stream.max_ms);
+      hooks.set_fact("n_frames_stream", static_cast<double>(stream.n));
+    }
   }
 
   int rc = 0;
@@ -248,6 +286,8 @@ int main(int argc, char** argv) {
                    ->excludes(script);
   app.add_option("--replay-answer", a.replay_answer,
                  "answer every message with this file's text, streamed (screenshots and tests of rendering)");
+  app.add_option("--stream-fps", a.busy_fps, "frames a second at most while an answer streams (default 10)")
+      ->check(CLI::Range(1.0, 240.0));
   app.add_option("--screenshot-dir", a.screenshot_dir, "where script and demo mode write their screenshots");
   app.add_flag("--presenter", a.presenter, "start in the presenter layout (large fonts, chat and memory side by side)");
   app.add_flag("--demo-play", a.demo_play, "start playing the demo at once (default: wait for Space or Step)")->needs(demo);

@@ -4,6 +4,7 @@
 
 #include "core/kv/kv_cache.h"
 #include "core/kv/kv_view.h"
+#include "core/util/assert.h"
 
 namespace kvc::kv {
 
@@ -28,12 +29,21 @@ void KvCache::describe(KvView& out, const KvViewOptions& options) const {
   std::vector<KvOwner> owners(options.owners.begin(), options.owners.end());
   const bool owners_are_seqs = owners.empty();
   if (owners_are_seqs) {
-    for (SeqId id : seq_ids) owners.push_back(KvOwner{id, seqs_.at(id).tokens});
+    for (SeqId id : seq_ids) owners.push_back(KvOwner{id, seqs_.at(id).tokens, {}});
   }
 
   // Full blocks: an owner holds the chain of indexed keys its tokens spell.
   std::unordered_map<uint32_t, std::vector<int64_t>> held;  // slab index -> owner ids
   for (const KvOwner& o : owners) {
+    if (!o.keys.empty()) {
+      KVC_ASSERT(o.keys.size() <= o.tokens.size() / static_cast<size_t>(B));
+      for (const BlockKey& key : o.keys) {
+        const std::optional<BlockHandle> h = index_.find(key);
+        if (!h) break;
+        held[h->index].push_back(o.id);
+      }
+      continue;
+    }
     BlockKey key = config_.fingerprint;
     for (int64_t p = 0; p + B <= static_cast<int64_t>(o.tokens.size()); p += B) {
       key = chain_key(key, o.tokens.subspan(static_cast<size_t>(p), static_cast<size_t>(B)));

@@ -21,6 +21,9 @@ namespace kvc::kv {
 struct KvOwner {
   int64_t id = -1;
   std::span<const int32_t> tokens;
+  // Optional: the chain keys of tokens' full blocks (stream_block_keys), computed once by the
+  // caller so that describe() does not hash the whole stream again on every call.
+  std::span<const BlockKey> keys;
 };
 
 struct KvViewOptions {

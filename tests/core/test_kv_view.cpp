@@ -7,6 +7,7 @@
 #include "core/kv/cold_store.h"
 #include "core/kv/kv_cache.h"
 #include "core/kv/kv_view.h"
+#include "core/kv/stream_keys.h"
 
 using namespace kvc;
 using kv::Tier;
@@ -156,7 +157,7 @@ TEST_CASE("kv view: demoted blocks show on T1, owners given by the caller colour
   c.cache->demote_all_unpinned(Tier::t1);
   REQUIRE(c.cache->check_invariants().ok());
 
-  const kv::KvOwner owners[] = {{7, a_tokens}, {9, b_tokens}};
+  const kv::KvOwner owners[] = {{7, a_tokens, {}}, {9, b_tokens, {}}};
   kv::KvViewOptions o;
   o.owners = owners;
   kv::KvView v;
@@ -180,6 +181,39 @@ TEST_CASE("kv view: demoted blocks show on T1, owners given by the caller colour
     }
   }
   CHECK(v.metrics.check_invariants());
+}
+
+TEST_CASE("kv view: owners' precomputed block keys colour the blocks as their tokens do", "[core][kv]") {
+  Cache c;
+  const auto a_tokens = seq(12, 1, 8);
+  const auto b_tokens = seq(12, 2, 8);
+  c.cache->park(c.run(a_tokens));
+  c.cache->park(c.run(b_tokens));
+  const auto a_keys = kv::stream_block_keys(c.cache->fingerprint(), k_b, a_tokens);
+  const auto b_keys = kv::stream_block_keys(c.cache->fingerprint(), k_b, b_tokens);
+  REQUIRE(a_keys.size() == 3);
+  const kv::KvOwner by_tokens[] = {{7, a_tokens, {}}, {9, b_tokens, {}}};
+  const kv::KvOwner by_keys[] = {{7, a_tokens, a_keys}, {9, b_tokens, b_keys}};
+  kv::KvView v1, v2;
+  kv::KvViewOptions o;
+  o.owners = by_tokens;
+  c.cache->describe(v1, o);
+  o.owners = by_keys;
+  c.cache->describe(v2, o);
+  REQUIRE(v1.blocks.size() == v2.blocks.size());
+  for (size_t i = 0; i < v1.blocks.size(); ++i) {
+    CHECK(v1.blocks[i].owner_id == v2.blocks[i].owner_id);
+    CHECK(v1.blocks[i].n_owners == v2.blocks[i].n_owners);
+  }
+  CHECK(v2.n_shared_blocks == 2);
+  CHECK(v1.metrics.shares[0].bytes == v2.metrics.shares[0].bytes);
+  // Keys that stop short (a stale list) attribute only the blocks they name.
+  const kv::KvOwner short_keys[] = {{7, a_tokens, std::span(a_keys).first(1)}};
+  o.owners = short_keys;
+  c.cache->describe(v2, o);
+  int n_owned = 0;
+  for (const auto& blk : v2.blocks) n_owned += !blk.is_private && blk.owner_id == 7;
+  CHECK(n_owned == 1);
 }
 
 TEST_CASE("kv view: blocks and nodes past the cap are counted, not listed", "[core][kv]") {

@@ -81,6 +81,7 @@ TEST_CASE("kvchat GUI: smoke script, then a restart resumes the conversation", "
   INFO(out);
   REQUIRE(rc == 0);
   CHECK(out.find("script passed") != std::string::npos);
+  CHECK(out.find("kvchat: state last_tokens_per_s = ") != std::string::npos);  // the print step
   for (const char* name : {"app", "chat", "memory", "model", "model-download"}) {
     CAPTURE(name);
     CHECK(is_png(std::filesystem::path(shots) / (std::string(name) + ".png")));

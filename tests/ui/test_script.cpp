@@ -29,9 +29,12 @@ TEST_CASE("parse_script reads every kind of step", "[ui]") {
     {"do": "assert", "state": "n_messages", "op": ">=", "value": 2},
     {"do": "assert", "state": "chat_title", "op": "contains", "value": "cat"},
     {"do": "quit"},
-    {"do": "wait_state", "state": "md_tables", "op": ">=", "value": 1, "timeout_s": 7}]})");
+    {"do": "wait_state", "state": "md_tables", "op": ">=", "value": 1, "timeout_s": 7},
+    {"do": "print", "state": "last_tokens_per_s"}]})");
   REQUIRE(s.ok());
-  REQUIRE(s->steps.size() == 11);
+  REQUIRE(s->steps.size() == 12);
+  CHECK(s->steps[11].kind == StepKind::print);
+  CHECK(s->steps[11].state == "last_tokens_per_s");
   CHECK(s->steps[10].kind == StepKind::wait_state);
   CHECK(s->steps[10].state == "md_tables");
   CHECK(s->steps[10].timeout_s == 7);
@@ -65,6 +68,7 @@ TEST_CASE("script errors name the step", "[ui]") {
             "step 1 (assert): \"op\"", 0) == 0);
   CHECK(error_of(R"({"steps": [{"do": "assert", "state": "n_messages"}]})") == "step 1 (assert): missing \"value\"");
   CHECK(error_of(R"({"steps": [{"do": "wait_state", "state": "md_tables"}]})") == "step 1 (wait_state): missing \"value\"");
+  CHECK(error_of(R"({"steps": [{"do": "print"}]})") == "step 1 (print): \"state\" must be a non-empty string");
   CHECK(error_of(R"({"steps": [{"do": "key", "key": "f13"}]})").rfind("step 1 (key): unknown key", 0) == 0);
 }
 
@@ -85,6 +89,8 @@ TEST_CASE("compare and script_state", "[ui]") {
   a.stats.valid = true;
   a.stats.n_tokens = 3;
   a.stats.n_prompt_reused = 7;
+  a.stats.ttft_ms = 40;
+  a.stats.decode_ms = 500;  // 2 tokens after the first in half a second
   s.chat.messages = {u, a};
   s.model.status = ModelStatus::ready;
   const auto st = script_state(s);
@@ -94,6 +100,8 @@ TEST_CASE("compare and script_state", "[ui]") {
   CHECK(std::get<double>(st.at("last_reply_chars")) == 11);
   CHECK(std::get<double>(st.at("last_reply_tokens")) == 3);
   CHECK(std::get<double>(st.at("last_prompt_reused")) == 7);
+  CHECK(std::get<double>(st.at("last_tokens_per_s")) == Approx(4.0));
+  CHECK(std::get<double>(st.at("last_ttft_ms")) == 40);
   CHECK(std::get<double>(st.at("model_ready")) == 1);
   CHECK(std::get<std::string>(st.at("model_status")) == "ready");
 }
