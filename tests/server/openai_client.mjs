@@ -128,7 +128,11 @@ const scenarios = {
     let chunks = 0;
     try {
       for await (const chunk of stream) {
-        if (chunk.choices[0]?.delta?.content && ++chunks === 2) stream.controller.abort();
+        // Stop reading at once: chunks already buffered would otherwise still arrive here.
+        if (chunk.choices[0]?.delta?.content && ++chunks === 2) {
+          stream.controller.abort();
+          break;
+        }
       }
     } catch (e) {
       if (e.name !== 'AbortError' && !/abort/i.test(e.message)) throw e;
