@@ -5,28 +5,11 @@
 
 #include <cstdio>
 
+#include "core/util/utf8.h"
+
 namespace kvc::ui {
 
 namespace {
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp == 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) cp = 0xFFFD;
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 // "&amp;" -> "&", "&#955;" -> "λ"; a named entity we do not know stays as written.
 std::string decode_entity(std::string_view e) {
@@ -48,6 +31,8 @@ std::string decode_entity(std::string_view e) {
       if (d < 0 || cp > 0x10FFFF) return std::string(e);
       cp = cp * (hex ? 16 : 10) + static_cast<uint32_t>(d);
     }
+    // As HTML does: NUL, surrogates and values past Unicode become U+FFFD.
+    if (cp == 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) cp = 0xFFFD;
     std::string out;
     append_utf8(out, cp);
     return out;
