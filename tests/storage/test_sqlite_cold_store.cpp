@@ -12,27 +12,18 @@
 #include <thread>
 
 #include "storage/database.h"
+#include "storage/cold_store_test_helpers.h"
 #include "storage/sqlite_cold_store.h"
 #include "support/test_support.h"
 
 using namespace kvc;
+using test::key_of;
+using test::open_store;
 using storage::ColdStoreOptions;
 using storage::PayloadPlacement;
 using storage::SqliteColdStore;
 
 namespace {
-
-std::unique_ptr<SqliteColdStore> open_store(const std::filesystem::path& dir, ColdStoreOptions opt = {}) {
-  auto s = SqliteColdStore::open(dir, opt);
-  INFO((s ? std::string() : s.error().message));
-  REQUIRE(s.ok());
-  return std::move(s.value());
-}
-
-kv::BlockKey key_of(int i) {
-  const int32_t t = i;
-  return kv::chain_key(kv::BlockKey{1, 2}, std::span(&t, 1));
-}
 
 std::vector<uint8_t> payload_of(int i, size_t n_bytes) {
   std::mt19937 rng(static_cast<unsigned>(i) + 100);
