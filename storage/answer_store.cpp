@@ -1,7 +1,6 @@
 // AnswerStore: an LRU of answers' token ids in memory, written through to SQLite.
 #include "storage/answer_store.h"
 
-
 #include "storage/migrations.h"
 
 namespace kvc::storage {
@@ -65,9 +64,7 @@ Status AnswerStore::load() {
   return del->bind(1, oldest_kept).run();
 }
 
-void AnswerStore::note_write_error(const Error& e) {
-  warning_ = e.message;
-}
+void AnswerStore::note_write_error(const Error& e) { warning_ = e.message; }
 
 void AnswerStore::write_locked(const Entry& e) {
   if (!db_) return;
@@ -80,7 +77,8 @@ void AnswerStore::write_locked(const Entry& e) {
 }
 
 void AnswerStore::evict_locked() {
-  while (!lru_.empty() && (static_cast<int64_t>(lru_.size()) > options_.max_answers || n_tokens_ > options_.max_tokens)) {
+  while (!lru_.empty() &&
+         (static_cast<int64_t>(lru_.size()) > options_.max_answers || n_tokens_ > options_.max_tokens)) {
     const Entry& e = lru_.back();
     if (db_) {
       auto st = db_->prepare("DELETE FROM answers WHERE key = ?");
@@ -145,7 +143,8 @@ Status AnswerStore::check_invariants() const {
   int64_t n = 0;
   for (auto it = lru_.begin(); it != lru_.end(); ++it) {
     auto m = map_.find(it->key);
-    if (m == map_.end() || m->second != it) return make_error(ErrorCode::internal, "answer store: an LRU entry is not mapped");
+    if (m == map_.end() || m->second != it)
+      return make_error(ErrorCode::internal, "answer store: an LRU entry is not mapped");
     n += static_cast<int64_t>(it->ids.size());
   }
   if (n != n_tokens_) return make_error(ErrorCode::internal, "answer store: token count is off");

@@ -30,7 +30,7 @@
 namespace kvc::storage {
 
 struct AnswerStoreOptions {
-  int64_t max_answers = 8192;          // entries kept (least recently used go first)
+  int64_t max_answers = 8192;             // entries kept (least recently used go first)
   int64_t max_tokens = int64_t{1} << 22;  // ids kept over all entries (16 MiB)
 };
 

@@ -187,10 +187,11 @@ Result<std::unique_ptr<ConversationStore>> ConversationStore::open_in(const std:
   }
   store = Error{};  // closes the damaged file before it moves
 
-  const int64_t now_ms = options.now_ms ? options.now_ms()
-                                        : std::chrono::duration_cast<std::chrono::milliseconds>(
-                                              std::chrono::system_clock::now().time_since_epoch())
-                                              .count();
+  const int64_t now_ms =
+      options.now_ms
+          ? options.now_ms()
+          : std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
   const std::time_t t = static_cast<std::time_t>(now_ms / 1000);
   std::tm tm{};
   localtime_r(&t, &tm);
@@ -308,7 +309,8 @@ Result<std::vector<SearchHit>> ConversationStore::search(std::string_view query,
                     texts->column_text(k_n_conversation_cols + 1)});
   }
   std::stable_sort(hits.begin(), hits.end(), [](const SearchHit& a, const SearchHit& b) {
-    if (a.conversation.updated_ms != b.conversation.updated_ms) return a.conversation.updated_ms > b.conversation.updated_ms;
+    if (a.conversation.updated_ms != b.conversation.updated_ms)
+      return a.conversation.updated_ms > b.conversation.updated_ms;
     return a.conversation.id > b.conversation.id;
   });
   if (static_cast<int64_t>(hits.size()) > limit) hits.resize(static_cast<size_t>(std::max<int64_t>(0, limit)));
@@ -369,8 +371,8 @@ Result<int64_t> ConversationStore::insert_message_locked(int64_t conversation_id
     auto parent = message_locked(parent_id);
     if (!parent) return parent.error();
     if (parent->conversation_id != conversation_id) {
-      return make_error(ErrorCode::invalid_argument, "message " + std::to_string(parent_id) +
-                                                         " belongs to another conversation");
+      return make_error(ErrorCode::invalid_argument,
+                        "message " + std::to_string(parent_id) + " belongs to another conversation");
     }
   }
   auto st = db_.prepare(
@@ -379,8 +381,10 @@ Result<int64_t> ConversationStore::insert_message_locked(int64_t conversation_id
   if (!st) return st.error();
   const int64_t t = now();
   st->bind(1, conversation_id);
-  if (parent_id != 0) st->bind(2, parent_id);
-  else st->bind_null(2);
+  if (parent_id != 0)
+    st->bind(2, parent_id);
+  else
+    st->bind_null(2);
   const auto blob = tokens_to_blob(tokens);
   st->bind(3, std::string_view(to_string(role))).bind(4, text).bind_blob(5, blob).bind(6, t);
   st->bind(7, std::string_view(to_string(state)));
@@ -473,8 +477,8 @@ Status ConversationStore::set_active_leaf(int64_t conversation_id, int64_t messa
   auto m = message_locked(message_id);
   if (!m) return m.error();
   if (m->conversation_id != conversation_id) {
-    return make_error(ErrorCode::invalid_argument, "message " + std::to_string(message_id) +
-                                                       " belongs to another conversation");
+    return make_error(ErrorCode::invalid_argument,
+                      "message " + std::to_string(message_id) + " belongs to another conversation");
   }
   auto st = db_.prepare("UPDATE conversations SET active_leaf = ? WHERE id = ?");
   if (!st) return st.error();
@@ -488,14 +492,16 @@ Status ConversationStore::set_context_cut(int64_t conversation_id, int64_t messa
     auto m = message_locked(message_id);
     if (!m) return m.error();
     if (m->conversation_id != conversation_id) {
-      return make_error(ErrorCode::invalid_argument, "message " + std::to_string(message_id) +
-                                                         " belongs to another conversation");
+      return make_error(ErrorCode::invalid_argument,
+                        "message " + std::to_string(message_id) + " belongs to another conversation");
     }
   }
   auto st = db_.prepare("UPDATE conversations SET context_cut = ? WHERE id = ?");
   if (!st) return st.error();
-  if (message_id != 0) st->bind(1, message_id);
-  else st->bind_null(1);
+  if (message_id != 0)
+    st->bind(1, message_id);
+  else
+    st->bind_null(1);
   st->bind(2, conversation_id);
   KVC_TRY(st->run());
   if (db_.changes() == 0) return no_conversation(conversation_id);
@@ -549,8 +555,10 @@ Result<std::vector<Message>> ConversationStore::siblings(int64_t message_id) {
                         " FROM messages m WHERE m.conversation_id = ? AND m.parent_id IS ? ORDER BY m.id");
   if (!st) return st.error();
   st->bind(1, m->conversation_id);
-  if (m->parent_id != 0) st->bind(2, m->parent_id);
-  else st->bind_null(2);
+  if (m->parent_id != 0)
+    st->bind(2, m->parent_id);
+  else
+    st->bind_null(2);
   std::vector<Message> out;
   for (;;) {
     auto row = st->step();
@@ -579,7 +587,7 @@ Result<int64_t> ConversationStore::newest_leaf_under(int64_t message_id) {
 
 // The conversation and the path from its root to `leaf_id` (empty when leaf_id is 0).
 Result<std::pair<Conversation, std::vector<Message>>> ConversationStore::export_path_locked(int64_t conversation_id,
-                                                                                          int64_t leaf_id) {
+                                                                                            int64_t leaf_id) {
   auto c = conversation_locked(conversation_id);
   if (!c) return c.error();
   std::vector<Message> path;
@@ -588,8 +596,8 @@ Result<std::pair<Conversation, std::vector<Message>>> ConversationStore::export_
     if (!p) return p.error();
     path = std::move(p.value());
     if (path.back().conversation_id != conversation_id) {
-      return make_error(ErrorCode::invalid_argument, "message " + std::to_string(leaf_id) +
-                                                         " belongs to another conversation");
+      return make_error(ErrorCode::invalid_argument,
+                        "message " + std::to_string(leaf_id) + " belongs to another conversation");
     }
   }
   return std::pair{std::move(c.value()), std::move(path)};

@@ -1,4 +1,5 @@
-// ConversationStore's token streams: every root-to-leaf path of the message trees, as token ids, and a message's ids replaced.
+// ConversationStore's token streams: every root-to-leaf path of the message trees, as token ids, and a message's ids
+// replaced.
 #include <map>
 
 #include "storage/conversation_store.h"

@@ -39,16 +39,14 @@ Result<DataDirLock> DataDirLock::acquire(const std::filesystem::path& dir, std::
     if (err != EWOULDBLOCK) {
       return make_error(ErrorCode::io, "cannot lock " + path.string() + ": " + std::strerror(err));
     }
-    return make_error(ErrorCode::invalid_argument,
-                      "another kvchat (" + (who.empty() ? std::string("a process that left no pid") : who) +
-                          ") is using the data directory " + dir.string() +
-                          "; close it, or start this one with another --data-dir");
+    return make_error(ErrorCode::invalid_argument, "another kvchat (" +
+                                                       (who.empty() ? std::string("a process that left no pid") : who) +
+                                                       ") is using the data directory " + dir.string() +
+                                                       "; close it, or start this one with another --data-dir");
   }
   // Ours now: say who holds it, for the message of the next one refused. Best effort.
   const std::string note = "pid " + std::to_string(::getpid()) + ", " + std::string(holder) + "\n";
-  if (::ftruncate(fd, 0) == 0) {
-    [[maybe_unused]] const ssize_t n = ::pwrite(fd, note.data(), note.size(), 0);
-  }
+  if (::ftruncate(fd, 0) == 0) { [[maybe_unused]] const ssize_t n = ::pwrite(fd, note.data(), note.size(), 0); }
   return DataDirLock(fd, std::move(path));
 }
 

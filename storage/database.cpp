@@ -167,8 +167,8 @@ Status Database::read_blob(const char* table, const char* column, int64_t rowid,
   }
   if (static_cast<size_t>(sqlite3_blob_bytes(blob)) != out.size()) {
     sqlite3_blob_close(blob);
-    return make_error(ErrorCode::invalid_file, "a stored value in " + what_ + " " + path_.string() +
-                                                   " has the wrong size");
+    return make_error(ErrorCode::invalid_file,
+                      "a stored value in " + what_ + " " + path_.string() + " has the wrong size");
   }
   rc = out.empty() ? SQLITE_OK : sqlite3_blob_read(blob, out.data(), static_cast<int>(out.size()), 0);
   sqlite3_blob_close(blob);
@@ -177,7 +177,7 @@ Status Database::read_blob(const char* table, const char* column, int64_t rowid,
 }
 
 Status Database::read_blobs(const char* table, const char* column, std::span<const int64_t> rowids,
-                           std::span<const std::span<uint8_t>> outs, std::vector<uint8_t>& ok) {
+                            std::span<const std::span<uint8_t>> outs, std::vector<uint8_t>& ok) {
   KVC_ASSERT(rowids.size() == outs.size());
   ok.assign(rowids.size(), 0);
   KVC_TRY(exec("BEGIN"));  // deferred: a read snapshot, no write lock
@@ -214,9 +214,7 @@ Status Database::verify() {
 int64_t Database::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }
 int64_t Database::changes() const { return sqlite3_changes64(db_); }
 
-Error Database::error(int rc, std::string_view doing) const {
-  return make_sqlite_error(db_, rc, doing, what_, path_);
-}
+Error Database::error(int rc, std::string_view doing) const { return make_sqlite_error(db_, rc, doing, what_, path_); }
 
 Statement::Statement(const Database& db, sqlite3_stmt* stmt) : stmt_(stmt), what_(db.what()), path_(db.path()) {}
 
@@ -249,8 +247,7 @@ Statement& Statement::bind(int index, double value) {
 }
 
 Statement& Statement::bind(int index, std::string_view text) {
-  KVC_ASSERT(sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT, SQLITE_UTF8) ==
-             SQLITE_OK);
+  KVC_ASSERT(sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT, SQLITE_UTF8) == SQLITE_OK);
   return *this;
 }
 
@@ -277,8 +274,8 @@ Result<bool> Statement::step() {
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  Error e = make_sqlite_error(sqlite3_db_handle(stmt_), rc, sqlite3_stmt_readonly(stmt_) ? "read" : "write to",
-                              what_, path_);
+  Error e =
+      make_sqlite_error(sqlite3_db_handle(stmt_), rc, sqlite3_stmt_readonly(stmt_) ? "read" : "write to", what_, path_);
   sqlite3_reset(stmt_);
   return e;
 }

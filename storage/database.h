@@ -98,8 +98,8 @@ class Statement {
 
   Statement& bind(int index, int64_t value);
   Statement& bind(int index, double value);
-  Statement& bind(int index, std::string_view text);  // copied
-  Statement& bind_blob(int index, std::span<const uint8_t> bytes);  // copied
+  Statement& bind(int index, std::string_view text);                       // copied
+  Statement& bind_blob(int index, std::span<const uint8_t> bytes);         // copied
   Statement& bind_blob_nocopy(int index, std::span<const uint8_t> bytes);  // keep alive until reset()
   Statement& bind_null(int index);
 

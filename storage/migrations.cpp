@@ -36,8 +36,8 @@ Result<Database> open_versioned(const std::filesystem::path& path, const Databas
     if (!tx) return tx.error();
     Status st = db.exec(steps[static_cast<size_t>(v - 1)].sql);
     if (!st) {
-      return make_error(st.error().code, "upgrading to schema version " + std::to_string(v) + ": " +
-                                             st.error().message);
+      return make_error(st.error().code,
+                        "upgrading to schema version " + std::to_string(v) + ": " + st.error().message);
     }
     KVC_TRY(db.exec("PRAGMA user_version=" + std::to_string(v)));
     KVC_TRY(tx->commit());

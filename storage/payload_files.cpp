@@ -74,8 +74,10 @@ bool PayloadFiles::read(const kv::BlockKey& key, std::span<uint8_t> out) const {
   while (ok && done < out.size()) {
     const ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) ok = false;
-    else done += static_cast<size_t>(n);
+    if (n <= 0)
+      ok = false;
+    else
+      done += static_cast<size_t>(n);
   }
   ::close(fd);
   return ok;

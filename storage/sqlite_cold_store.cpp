@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <array>
-#include <unordered_set>
 #include <cstring>
+#include <unordered_set>
 
 #include "core/util/assert.h"
 #include "storage/data_dir.h"
@@ -20,14 +20,14 @@ constexpr int64_t k_format_raw = 1;  // payload bytes exactly as put() received 
 const Migration k_schema[] = {
     {1,
      "CREATE TABLE blocks("
-     "  key BLOB PRIMARY KEY NOT NULL,"   // 16 bytes: hi then lo, big-endian
+     "  key BLOB PRIMARY KEY NOT NULL,"  // 16 bytes: hi then lo, big-endian
      "  parent BLOB NOT NULL,"
      "  fingerprint BLOB NOT NULL,"
      "  format INTEGER NOT NULL,"
      "  n_bytes INTEGER NOT NULL,"
-     "  checksum BLOB NOT NULL,"          // XXH3-128 of the payload, same encoding as key
-     "  last_use INTEGER NOT NULL,"       // logical clock; 0 (written by older releases) goes first
-     "  payload_rowid INTEGER NOT NULL"   // > 0: payloads.id; 0: a file in kv_blocks/
+     "  checksum BLOB NOT NULL,"         // XXH3-128 of the payload, same encoding as key
+     "  last_use INTEGER NOT NULL,"      // logical clock; 0 (written by older releases) goes first
+     "  payload_rowid INTEGER NOT NULL"  // > 0: payloads.id; 0: a file in kv_blocks/
      ") WITHOUT ROWID;"
      "CREATE TABLE payloads(id INTEGER PRIMARY KEY, data BLOB NOT NULL);"},
     // Which model file each fingerprint came from: blocks of a model deleted from disk go first.
@@ -100,9 +100,9 @@ Result<std::unique_ptr<SqliteColdStore>> SqliteColdStore::open(const std::filesy
   KVC_TRY(store->load_index());
   if (!store->writer_db_) {
     store->stats_.healthy = false;
-    store->stats_.warning =
-        "cold KV cache " + dir.string() + " is read-only" + (why_read_only.empty() ? "" : " (" + why_read_only + ")") +
-        "; blocks already on disk are still used, new ones stay in RAM";
+    store->stats_.warning = "cold KV cache " + dir.string() + " is read-only" +
+                            (why_read_only.empty() ? "" : " (" + why_read_only + ")") +
+                            "; blocks already on disk are still used, new ones stay in RAM";
   } else {
     if (options.placement == PayloadPlacement::files || !store->index_.empty()) {
       std::unordered_set<kv::BlockKey, kv::BlockKeyHash> in_files;
@@ -290,8 +290,10 @@ std::vector<kv::ColdRead> SqliteColdStore::read_many(std::span<const kv::BlockKe
     std::lock_guard lock(read_mu_);
     const bool started = reader_db_->read_blobs("payloads", "data", rowids, blob_outs, ok).ok();
     for (size_t b = 0; b < blob_of.size(); ++b) {
-      if (started) read_ok[blob_of[b]] = ok[b];
-      else unread[blob_of[b]] = 1;
+      if (started)
+        read_ok[blob_of[b]] = ok[b];
+      else
+        unread[blob_of[b]] = 1;
     }
   }
 
@@ -369,9 +371,7 @@ void SqliteColdStore::check_invariants() const {
   int64_t queued = 0;
   for (const auto& p : queue_) queued += static_cast<int64_t>(p->payload.size());
   KVC_ASSERT(queued <= queued_bytes_);  // in-flight batches are counted until they commit
-  if (!writer_busy_) {
-    KVC_ASSERT(released_in_flight_.empty());
-  }
+  if (!writer_busy_) { KVC_ASSERT(released_in_flight_.empty()); }
 }
 
 void SqliteColdStore::touch_locked(const kv::BlockKey& key, uint64_t last_use) {

@@ -28,11 +28,11 @@ namespace kvc::storage {
 enum class PayloadPlacement { blob, files };
 
 struct ColdStoreOptions {
-  int64_t capacity_bytes = int64_t{8} << 30;     // payload byte budget; LRU collection beyond it
+  int64_t capacity_bytes = int64_t{8} << 30;  // payload byte budget; LRU collection beyond it
   PayloadPlacement placement = PayloadPlacement::blob;
-  int64_t max_queue_bytes = int64_t{64} << 20;   // put() drops (and counts) beyond this much queued
-  int64_t max_db_bytes = 0;                      // > 0: cap on the index database file
-  bool read_only = false;                        // serve what exists, accept no puts
+  int64_t max_queue_bytes = int64_t{64} << 20;  // put() drops (and counts) beyond this much queued
+  int64_t max_db_bytes = 0;                     // > 0: cap on the index database file
+  bool read_only = false;                       // serve what exists, accept no puts
   // Whether the model file registered for a fingerprint is still there (tests inject it);
   // empty: the file exists with the size it had.
   std::function<bool(const std::string& path, int64_t file_bytes)> model_present;
@@ -40,9 +40,9 @@ struct ColdStoreOptions {
 
 // Counters beyond kv::ColdStoreStats.
 struct ColdStoreExtraStats {
-  int64_t n_dropped = 0;          // puts refused: queue full, unhealthy, or too large
-  int64_t n_orphans_removed = 0;  // payload files without an index row, removed at open
-  int64_t n_batches = 0;          // write transactions committed
+  int64_t n_dropped = 0;                   // puts refused: queue full, unhealthy, or too large
+  int64_t n_orphans_removed = 0;           // payload files without an index row, removed at open
+  int64_t n_batches = 0;                   // write transactions committed
   int64_t n_blocks_of_missing_models = 0;  // at open: blocks whose model file is gone, collected first
 };
 
@@ -105,8 +105,7 @@ class SqliteColdStore final : public kv::ColdStore {
   void writer_loop();
   Status write_batch(const std::vector<std::shared_ptr<const Pending>>& puts, const std::vector<uint64_t>& uses,
                      const std::vector<std::pair<kv::BlockKey, uint64_t>>& touches,
-                     const std::vector<std::pair<kv::BlockKey, int64_t>>& removals,
-                     std::vector<int64_t>& rowids);
+                     const std::vector<std::pair<kv::BlockKey, int64_t>>& removals, std::vector<int64_t>& rowids);
   void mark_unhealthy_locked(const std::string& why);
   void erase_locked(kv::BlockKey key);  // by value: callers may pass a reference into lru_
   void touch_locked(const kv::BlockKey& key, uint64_t last_use);
@@ -117,14 +116,14 @@ class SqliteColdStore final : public kv::ColdStore {
   PayloadFiles files_;
 
   mutable std::mutex mu_;
-  std::condition_variable work_cv_;   // writer waits for work
-  std::condition_variable idle_cv_;   // flush() waits for the writer
+  std::condition_variable work_cv_;  // writer waits for work
+  std::condition_variable idle_cv_;  // flush() waits for the writer
   std::unordered_map<kv::BlockKey, Meta, kv::BlockKeyHash> index_;
   std::set<std::pair<uint64_t, kv::BlockKey>> lru_;  // (last_use, key), oldest first
   std::unordered_map<kv::BlockKey, std::shared_ptr<const Pending>, kv::BlockKeyHash> pending_;
-  std::vector<std::shared_ptr<const Pending>> queue_;            // pending_, in arrival order
+  std::vector<std::shared_ptr<const Pending>> queue_;                     // pending_, in arrival order
   std::unordered_map<kv::BlockKey, uint64_t, kv::BlockKeyHash> touches_;  // last_use to persist
-  std::vector<std::pair<kv::BlockKey, int64_t>> removals_;       // (key, payload_rowid) to delete
+  std::vector<std::pair<kv::BlockKey, int64_t>> removals_;                // (key, payload_rowid) to delete
   std::set<kv::BlockKey> released_in_flight_;  // released while the writer had them in a batch
   int64_t queued_bytes_ = 0;
   bool writer_busy_ = false;
@@ -136,7 +135,7 @@ class SqliteColdStore final : public kv::ColdStore {
   std::optional<Database> writer_db_;  // used only by the writer thread; absent when read-only
   mutable std::mutex read_mu_;         // guards reader_db_
   std::optional<Database> reader_db_;
-  std::thread writer_;                 // running iff writer_db_
+  std::thread writer_;  // running iff writer_db_
 };
 
 }  // namespace kvc::storage

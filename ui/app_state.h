@@ -22,28 +22,28 @@ enum class Role { system, user, assistant };
 struct ModelState {
   ModelStatus status = ModelStatus::none;
   std::string path;
-  std::string name;         // general.name or the file name
+  std::string name;  // general.name or the file name
   std::string arch;
   std::string weight_type;  // "Q8_0", "mixed: Q4_K, Q6_K"
   std::string backend;      // "cpu (avx512_vnni, 2 threads)"
   std::string chat_template;
   int64_t n_params = 0;
-  int64_t n_ctx = 0;        // context the engine runs each conversation with
+  int64_t n_ctx = 0;  // context the engine runs each conversation with
   int64_t n_ctx_train = 0;
   int64_t n_layer = 0;
-  int64_t n_head = 0;       // query heads
+  int64_t n_head = 0;  // query heads
   int64_t n_kv_head = 0;
   int64_t head_dim = 0;
   size_t weight_bytes = 0;
-  double progress = 0;      // [0, 1] while building or loading
-  bool is_demo = false;     // the built-in model with random weights
-  std::string error;        // when failed
+  double progress = 0;   // [0, 1] while building or loading
+  bool is_demo = false;  // the built-in model with random weights
+  std::string error;     // when failed
 };
 
 // Per answer: what the turn cost. Invariant: n_prompt_reused <= n_prompt.
 struct TurnStats {
   bool valid = false;
-  int64_t n_tokens = 0;         // generated
+  int64_t n_tokens = 0;  // generated
   int64_t n_prompt = 0;
   int64_t n_prompt_reused = 0;  // served from the KV cache
   int64_t n_from_tier[3] = {};  // of them: found on T0 (compute pool), T1 (host RAM), T2 (disk)
@@ -69,7 +69,7 @@ struct MessageView {
   int n_siblings = 1;
   int64_t prev_sibling = 0;  // message ids; 0 when there is none
   int64_t next_sibling = 0;
-  TurnStats stats;           // assistant messages answered in this run of the app
+  TurnStats stats;                  // assistant messages answered in this run of the app
   int64_t n_reasoning_tokens = -1;  // tokens of its <think> reasoning; -1: not counted (no model, or streaming)
 };
 
@@ -86,8 +86,8 @@ struct SamplingView {
   float top_p = 0.95f;
   float min_p = 0.05f;
   float repeat_penalty = 1.1f;
-  int64_t seed = -1;        // -1: random
-  int64_t max_tokens = 256; // -1: until the end of the answer or the context
+  int64_t seed = -1;         // -1: random
+  int64_t max_tokens = 256;  // -1: until the end of the answer or the context
 };
 
 struct ChatState {
@@ -97,7 +97,7 @@ struct ChatState {
   SamplingView sampling;
   std::vector<MessageView> messages;  // the active branch, root first
   bool generating = false;
-  int64_t n_stream_tokens = 0;        // tokens in the conversation's stream
+  int64_t n_stream_tokens = 0;  // tokens in the conversation's stream
   // The context overflow policy's cut: the model's view begins at this message (0: at the
   // first) and the n_outside_context messages before it stay shown, outside the context.
   int64_t context_first_id = 0;
@@ -134,8 +134,8 @@ struct MemoryState {
   std::string tier_warning;      // e.g. the disk tier is read-only or full: KV stays in RAM
   KvPicture kv;                  // blocks, prefix tree, shares (memory_state.h)
   KvTimelines timelines;
-  std::string export_path;       // the last KV event export written, or
-  std::string export_error;      // why it failed
+  std::string export_path;   // the last KV event export written, or
+  std::string export_error;  // why it failed
 };
 
 // A model offered for download (assets/models/catalog.json).
@@ -166,7 +166,7 @@ struct DownloadState {
   std::vector<DownloadOffer> offers;
   std::string catalog_error;  // the catalog could not be read
   DownloadStatus status = DownloadStatus::idle;
-  std::string source;         // what is (or was last) downloaded
+  std::string source;  // what is (or was last) downloaded
   uint64_t done_bytes = 0;
   uint64_t total_bytes = 0;   // 0: unknown
   std::string progress_text;  // " 41% 1.1 GiB / 2.6 GiB  12.3 MiB/s  2 min 5 s left"
@@ -188,7 +188,7 @@ struct AppSnapshot {
   EngineState engine;
   DownloadState download;
   std::string conversation_export_path;  // the last conversation exported (DATA_DIR/exports/)
-  std::string error;  // the last failure a user should see; empty when none
+  std::string error;                     // the last failure a user should see; empty when none
 };
 
 // Commands only queue work and return at once; results show up in later snapshots.

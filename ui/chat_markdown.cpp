@@ -51,8 +51,8 @@ struct LinkHit {
 
 // Lays out spans word by word in [origin.x, origin.x + width), drawing when `draw`; returns the
 // height. Links under the mouse show their URL; a click on one is returned in `clicked`.
-float flow_spans(const ViewContext& ctx, const std::vector<MdSpan>& spans, const MdDocument& doc, ImVec2 origin, float width,
-                 ImFont* base, ImU32 color, bool draw, LinkHit* clicked) {
+float flow_spans(const ViewContext& ctx, const std::vector<MdSpan>& spans, const MdDocument& doc, ImVec2 origin,
+                 float width, ImFont* base, ImU32 color, bool draw, LinkHit* clicked) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float line_h = base->FontSize * 1.3f;
   const float right = origin.x + std::max(width, base->FontSize * 4.0f);
@@ -66,7 +66,7 @@ float flow_spans(const ViewContext& ctx, const std::vector<MdSpan>& spans, const
     }
     ImFont* font = font_for(ctx.fonts, s.style, base);
     const float dy = (base->FontSize - font->FontSize) * 0.6f;
-    const ImU32 col = (s.style & md_link) ? ImGui::ColorConvertFloat4ToU32(colors::accent)
+    const ImU32 col = (s.style & md_link)   ? ImGui::ColorConvertFloat4ToU32(colors::accent)
                       : (s.style & md_code) ? IM_COL32(230, 190, 140, 255)
                                             : color;
     const std::string_view t = s.text;
@@ -110,7 +110,8 @@ float flow_spans(const ViewContext& ctx, const std::vector<MdSpan>& spans, const
           dl->AddRectFilled(ImVec2(a.x - 2, a.y - 1), ImVec2(b.x + tail + 2, b.y + 1), IM_COL32(44, 48, 58, 255), 3.0f);
         }
         dl->AddText(font, font->FontSize, a, col, word.data(), word.data() + word.size());
-        if (s.style & md_strike) dl->AddLine(ImVec2(a.x, (a.y + b.y) * 0.5f), ImVec2(b.x, (a.y + b.y) * 0.5f), col, 1.0f);
+        if (s.style & md_strike)
+          dl->AddLine(ImVec2(a.x, (a.y + b.y) * 0.5f), ImVec2(b.x, (a.y + b.y) * 0.5f), col, 1.0f);
         if (s.style & md_link) {
           dl->AddLine(ImVec2(a.x, b.y), ImVec2(b.x, b.y), col, 1.0f);
           if (hover_ok && ImGui::IsMouseHoveringRect(a, b)) {
@@ -127,20 +128,22 @@ float flow_spans(const ViewContext& ctx, const std::vector<MdSpan>& spans, const
   return y + line_h - origin.y;
 }
 
-void draw_code_block(ViewContext& ctx, const MdBlock& b, const std::vector<CodeToken>& toks, float width, const std::string& copy_name,
-                     std::string& copied) {
+void draw_code_block(ViewContext& ctx, const MdBlock& b, const std::vector<CodeToken>& toks, float width,
+                     const std::string& copy_name, std::string& copied) {
   ImFont* mono = ctx.fonts.mono ? ctx.fonts.mono : ImGui::GetFont();
   const ImVec2 start = ImGui::GetCursorScreenPos();
   const float pad = 8.0f;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   // Header: the language, and Copy.
   const float header_h = ImGui::GetFrameHeight();
-  dl->AddRectFilled(start, ImVec2(start.x + width, start.y + header_h), IM_COL32(30, 33, 40, 255), 6.0f, ImDrawFlags_RoundCornersTop);
+  dl->AddRectFilled(start, ImVec2(start.x + width, start.y + header_h), IM_COL32(30, 33, 40, 255), 6.0f,
+                    ImDrawFlags_RoundCornersTop);
   ImGui::SetCursorScreenPos(ImVec2(start.x + pad, start.y + (header_h - ImGui::GetTextLineHeight()) * 0.5f));
   const std::string label = (b.language.empty() ? std::string("code") : b.language) + (b.closed ? "" : "  \u2026");
   ImGui::TextDisabled("%s", label.c_str());
   const float copy_w = ImGui::CalcTextSize("Copy").x + ImGui::GetStyle().FramePadding.x * 2;
-  ImGui::SetCursorScreenPos(ImVec2(start.x + width - copy_w - pad, start.y + (header_h - ImGui::GetFrameHeight()) * 0.5f));
+  ImGui::SetCursorScreenPos(
+      ImVec2(start.x + width - copy_w - pad, start.y + (header_h - ImGui::GetFrameHeight()) * 0.5f));
   ImGui::PushID(copy_name.c_str());
   const bool script_copy = !copy_name.empty() && ctx.hooks.take_click(copy_name);
   if (!copy_name.empty()) ctx.hooks.note_widget(copy_name);
@@ -164,12 +167,14 @@ void draw_code_block(ViewContext& ctx, const MdBlock& b, const std::vector<CodeT
   }
   max_w = std::max(max_w, line_w);
   const bool scrolls = max_w + 2 * pad > width;
-  const float body_h = static_cast<float>(n_lines) * line_h + 2 * pad + (scrolls ? ImGui::GetStyle().ScrollbarSize : 0.0f);
+  const float body_h =
+      static_cast<float>(n_lines) * line_h + 2 * pad + (scrolls ? ImGui::GetStyle().ScrollbarSize : 0.0f);
   ImGui::SetCursorScreenPos(ImVec2(start.x, start.y + header_h));
   ImGui::PushStyleColor(ImGuiCol_ChildBg, IM_COL32(18, 20, 24, 255));
   ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(pad, pad));
   ImGui::BeginChild(ImGui::GetID(&b), ImVec2(width, body_h), false,
-                    ImGuiWindowFlags_HorizontalScrollbar | ImGuiWindowFlags_NoScrollWithMouse | ImGuiWindowFlags_AlwaysUseWindowPadding);
+                    ImGuiWindowFlags_HorizontalScrollbar | ImGuiWindowFlags_NoScrollWithMouse |
+                        ImGuiWindowFlags_AlwaysUseWindowPadding);
   ImDrawList* cdl = ImGui::GetWindowDrawList();
   const ImVec2 o = ImGui::GetCursorScreenPos();
   float x = o.x, y = o.y;
@@ -210,7 +215,8 @@ void draw_table(const ViewContext& ctx, const MdTable& t, const MdDocument& doc,
   for (size_t r = 0; r < t.rows.size(); ++r) {
     ImFont* base = static_cast<int>(r) < t.n_header_rows ? bold : regular;
     for (size_t c = 0; c < widths.size(); ++c) {
-      row_h[r] = std::max(row_h[r], flow_spans(ctx, t.rows[r][c], doc, ImVec2(0, 0), widths[c] - 2 * pad, base, text, false, nullptr));
+      row_h[r] = std::max(
+          row_h[r], flow_spans(ctx, t.rows[r][c], doc, ImVec2(0, 0), widths[c] - 2 * pad, base, text, false, nullptr));
     }
     row_h[r] += 2 * pad;
     total_h += row_h[r];
@@ -317,7 +323,8 @@ void MarkdownAnswers::draw(ViewContext& ctx, RenderedAnswer& a, int64_t id, bool
     int n_code = 0;
     for (size_t i = 0; i < doc.blocks.size(); ++i) {
       const MdBlock& b = doc.blocks[i];
-      const float indent = static_cast<float>(b.list_depth) * k_list_indent + static_cast<float>(b.quote_depth) * k_quote_indent;
+      const float indent =
+          static_cast<float>(b.list_depth) * k_list_indent + static_cast<float>(b.quote_depth) * k_quote_indent;
       const float x = origin.x + indent;
       const float width = std::max(40.0f, avail - indent);
       const ImVec2 top(x, ImGui::GetCursorScreenPos().y);
@@ -357,7 +364,8 @@ void MarkdownAnswers::draw(ViewContext& ctx, RenderedAnswer& a, int64_t id, bool
         }
         case MdBlockKind::rule: {
           const float h = regular->FontSize * 0.8f;
-          dl->AddLine(ImVec2(x, top.y + h * 0.5f), ImVec2(x + width, top.y + h * 0.5f), IM_COL32(80, 86, 100, 255), 1.5f);
+          dl->AddLine(ImVec2(x, top.y + h * 0.5f), ImVec2(x + width, top.y + h * 0.5f), IM_COL32(80, 86, 100, 255),
+                      1.5f);
           ImGui::Dummy(ImVec2(width, h));
           break;
         }
@@ -374,7 +382,8 @@ void MarkdownAnswers::draw(ViewContext& ctx, RenderedAnswer& a, int64_t id, bool
       // Quote bars beside the block.
       for (int q = 0; q < b.quote_depth; ++q) {
         const float qx = origin.x + static_cast<float>(q) * k_quote_indent + 3.0f;
-        dl->AddLine(ImVec2(qx, top.y - 2.0f), ImVec2(qx, ImGui::GetCursorScreenPos().y), IM_COL32(90, 110, 150, 255), 3.0f);
+        dl->AddLine(ImVec2(qx, top.y - 2.0f), ImVec2(qx, ImGui::GetCursorScreenPos().y), IM_COL32(90, 110, 150, 255),
+                    3.0f);
       }
     }
     ImGui::SetCursorScreenPos(ImVec2(origin.x, ImGui::GetCursorScreenPos().y));
@@ -399,8 +408,10 @@ void MarkdownAnswers::draw(ViewContext& ctx, RenderedAnswer& a, int64_t id, bool
 
 void MarkdownAnswers::report(ViewContext& ctx, const RenderedAnswer& a) {
   const MdDocument& doc = a.doc;
-  double n_head = 0, n_par = 0, n_code = 0, n_open = 0, n_tables = 0, n_rows = 0, n_cols = 0, n_items = 0, max_depth = 0;
-  double n_done = 0, n_todo = 0, n_quote = 0, n_rules = 0, n_bold = 0, n_italic = 0, n_strike = 0, n_icode = 0, n_tokens = 0;
+  double n_head = 0, n_par = 0, n_code = 0, n_open = 0, n_tables = 0, n_rows = 0, n_cols = 0, n_items = 0,
+         max_depth = 0;
+  double n_done = 0, n_todo = 0, n_quote = 0, n_rules = 0, n_bold = 0, n_italic = 0, n_strike = 0, n_icode = 0,
+         n_tokens = 0;
   bool raw_markup = false;
   std::string langs;
   auto count_spans = [&](const std::vector<MdSpan>& spans) {

@@ -48,7 +48,10 @@ class MarkdownAnswers {
     if (watch_.id != id) watch_ = StreamWatch{id};
   }
   // Drops every cached message (another conversation opened).
-  void clear() { cache_.clear(); select_.clear(); }
+  void clear() {
+    cache_.clear();
+    select_.clear();
+  }
 
  private:
   void report(ViewContext& ctx, const RenderedAnswer& a);

@@ -37,8 +37,8 @@ std::string stats_line(const TurnStats& s) {
     tiers = " (T0 " + std::to_string(s.n_from_tier[0]) + " / T1 " + std::to_string(s.n_from_tier[1]) + " / T2 " +
             std::to_string(s.n_from_tier[2]) + ")";
   }
-  return format_tok_per_s(n_dec, s.decode_ms) + "  ·  TTFT " + format_duration_ms(s.ttft_ms) + "  ·  prompt: " +
-         std::to_string(s.n_prompt_reused) + " from cache" + tiers + ", " +
+  return format_tok_per_s(n_dec, s.decode_ms) + "  ·  TTFT " + format_duration_ms(s.ttft_ms) +
+         "  ·  prompt: " + std::to_string(s.n_prompt_reused) + " from cache" + tiers + ", " +
          std::to_string(s.n_prompt - s.n_prompt_reused) + " computed  ·  " + std::to_string(s.n_tokens) + " tokens (" +
          s.stop_reason + ")";
 }
@@ -58,7 +58,9 @@ void ChatView::draw_message(ViewContext& ctx, const MessageView& m, bool last) {
   const bool user = m.role == Role::user;
   ImGui::PushFont(ctx.fonts.regular);
   ImGui::TextColored(user ? colors::user : colors::assistant, "%s",
-                     user ? "You" : m.role == Role::assistant ? "Assistant" : "System");
+                     user                        ? "You"
+                     : m.role == Role::assistant ? "Assistant"
+                                                 : "System");
   ImGui::PopFont();
   if (m.n_siblings > 1) {
     ImGui::SameLine();
@@ -196,7 +198,8 @@ void ChatView::draw_settings(ViewContext& ctx) {
     settings_sampling_ = ctx.snap.chat.sampling;
   }
   ImGui::TextUnformatted("System prompt (used when the conversation starts)");
-  named_input(ctx.hooks, "chat.system", "##system", settings_system_, 0, ImVec2(420.0f, ImGui::GetTextLineHeight() * 4.0f));
+  named_input(ctx.hooks, "chat.system", "##system", settings_system_, 0,
+              ImVec2(420.0f, ImGui::GetTextLineHeight() * 4.0f));
   SamplingView& s = settings_sampling_;
   ImGui::SetNextItemWidth(260.0f);
   ImGui::SliderFloat("temperature", &s.temperature, 0.0f, 2.0f, "%.2f");
@@ -236,7 +239,8 @@ void ChatView::draw(ViewContext& ctx) {
                            2.0f * ImGui::GetStyle().FramePadding.x;
   ImGui::PushFont(ctx.fonts.large);
   ImGui::TextUnformatted(fit_width(chat.conversation_id ? chat.title : "No conversation",
-                                   settings_x - ImGui::GetCursorPosX() - ImGui::GetStyle().ItemSpacing.x).c_str());
+                                   settings_x - ImGui::GetCursorPosX() - ImGui::GetStyle().ItemSpacing.x)
+                             .c_str());
   ImGui::PopFont();
   ImGui::SameLine(settings_x);
   ImGui::BeginDisabled(chat.conversation_id == 0);
@@ -248,7 +252,8 @@ void ChatView::draw(ViewContext& ctx) {
   }
   // With a cut, the stream is longer than the context: say so instead of "688 tokens of 512".
   const std::string outside = kvc::chat::outside_context_note(chat.n_outside_context);
-  ImGui::TextDisabled("%s  ·  %lld tokens in this conversation%s", s.model.name.empty() ? "no model" : s.model.name.c_str(),
+  ImGui::TextDisabled("%s  ·  %lld tokens in this conversation%s",
+                      s.model.name.empty() ? "no model" : s.model.name.c_str(),
                       static_cast<long long>(chat.n_stream_tokens),
                       s.model.n_ctx ? (", context " + std::to_string(s.model.n_ctx)).c_str() : "");
   if (!outside.empty()) {
@@ -351,9 +356,10 @@ void ChatView::draw(ViewContext& ctx) {
   }
   const float button_w = 110.0f;
   // Enter adds a line; Ctrl+Enter returns true (and leaves the field, so focus comes back).
-  const bool ctrl_enter = named_input(ctx.hooks, "chat.input", "##input", input_, ImGuiInputTextFlags_EnterReturnsTrue,
-                                      ImVec2(ImGui::GetContentRegionAvail().x - button_w - ImGui::GetStyle().ItemSpacing.x,
-                                             ImGui::GetTextLineHeight() * 4.0f));
+  const bool ctrl_enter =
+      named_input(ctx.hooks, "chat.input", "##input", input_, ImGuiInputTextFlags_EnterReturnsTrue,
+                  ImVec2(ImGui::GetContentRegionAvail().x - button_w - ImGui::GetStyle().ItemSpacing.x,
+                         ImGui::GetTextLineHeight() * 4.0f));
   ImGui::SameLine();
   ImGui::BeginGroup();
   if (chat.generating) {
@@ -370,7 +376,8 @@ void ChatView::draw(ViewContext& ctx) {
     send(ctx);
     focus_input = true;
   }
-  ImGui::TextDisabled(chat.generating ? "generating...  Esc stops" : "Ctrl+Enter send  ·  Ctrl+N new chat  ·  Ctrl+F search");
+  ImGui::TextDisabled(chat.generating ? "generating...  Esc stops"
+                                      : "Ctrl+Enter send  ·  Ctrl+N new chat  ·  Ctrl+F search");
   ImGui::End();
 }
 

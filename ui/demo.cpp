@@ -44,7 +44,8 @@ Result<Demo> parse_demo(std::string_view text) {
   size_t index = 0;
   for (const auto& sj : j["scenes"]) {
     ++index;
-    if (!sj.is_object()) return scene_error(index, "a scene must be an object like {\"say\": \"...\", \"steps\": [...]}");
+    if (!sj.is_object())
+      return scene_error(index, "a scene must be an object like {\"say\": \"...\", \"steps\": [...]}");
     DemoScene scene;
     auto say = sj.find("say");
     if (say == sj.end() || !say->is_string() || say->get<std::string>().empty()) {

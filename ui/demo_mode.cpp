@@ -49,9 +49,9 @@ void DemoMode::draw(ViewContext& ctx) {
   }
   ctx.hooks.note_window(k_demo_window);
   const DemoState st = player_.state();
-  const std::string position = player_.current() ? std::to_string(*player_.current() + 1) + " / " +
-                                                       std::to_string(player_.n_scenes())
-                                                 : "0 / " + std::to_string(player_.n_scenes());
+  const std::string position = player_.current()
+                                   ? std::to_string(*player_.current() + 1) + " / " + std::to_string(player_.n_scenes())
+                                   : "0 / " + std::to_string(player_.n_scenes());
   ImGui::TextDisabled("%s  ·  scene %s  ·  %s", player_.demo().title.c_str(), position.c_str(),
                       st == DemoState::running ? "running"
                       : player_.playing()      ? "playing"

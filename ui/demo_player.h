@@ -58,8 +58,8 @@ class DemoPlayer {
   Demo demo_;
   DemoState state_ = DemoState::ready;
   bool playing_ = false;
-  bool start_due_ = false;     // ready -> running on the next take_start
-  size_t next_ = 0;            // the scene step/play starts; == n_scenes() once all ran
+  bool start_due_ = false;  // ready -> running on the next take_start
+  size_t next_ = 0;         // the scene step/play starts; == n_scenes() once all ran
   std::optional<size_t> current_;
   double hold_until_s_ = 0;
   double hold_override_ = -1;  // < 0: each scene's own hold_s

@@ -25,9 +25,9 @@ struct EngineState {
   uint64_t mem_available_bytes = 0;  // when the model was loaded
   uint64_t disk_free_bytes = 0;      // of the data directory
   std::string fit_warning;           // the loaded model and its KV crowd the free RAM
-  int64_t n_restarts = 0;  // in-process restarts of this run (every RAM tier dropped, T2 reopened)
-  int64_t ctx_kv_budget_bytes = 0;  // the budget in force (the default resolved)
-  bool ctx_fixed = false;           // -c set the context: the budget does not size it
+  int64_t n_restarts = 0;            // in-process restarts of this run (every RAM tier dropped, T2 reopened)
+  int64_t ctx_kv_budget_bytes = 0;   // the budget in force (the default resolved)
+  bool ctx_fixed = false;            // -c set the context: the budget does not size it
 };
 
 }  // namespace kvc::ui

@@ -20,7 +20,8 @@ std::string format_bytes(double n) {
 
 std::string format_prefill(int64_t n_tokens, double elapsed_ms) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "prefilling %lld new token%s...", static_cast<long long>(n_tokens), n_tokens == 1 ? "" : "s");
+  std::snprintf(buf, sizeof buf, "prefilling %lld new token%s...", static_cast<long long>(n_tokens),
+                n_tokens == 1 ? "" : "s");
   std::string s = buf;
   if (elapsed_ms >= 500) {
     s += ' ';

@@ -33,107 +33,122 @@ struct LangSpec {
 };
 
 constexpr std::string_view k_c_keywords[] = {
-    "alignas", "alignof", "auto", "break", "case", "catch", "class", "co_await", "co_return", "co_yield", "concept",
-    "const", "consteval", "constexpr", "constinit", "continue", "decltype", "default", "delete", "do", "else", "enum",
-    "explicit", "export", "extern", "final", "for", "friend", "goto", "if", "inline", "mutable", "namespace", "new",
-    "noexcept", "operator", "override", "private", "protected", "public", "register", "requires", "return",
-    "sizeof", "static", "static_assert", "static_cast", "struct", "switch", "template", "this", "throw", "try",
-    "typedef", "typename", "union", "using", "virtual", "volatile", "while"};
+    "alignas",   "alignof",   "auto",     "break",         "case",        "catch",     "class",
+    "co_await",  "co_return", "co_yield", "concept",       "const",       "consteval", "constexpr",
+    "constinit", "continue",  "decltype", "default",       "delete",      "do",        "else",
+    "enum",      "explicit",  "export",   "extern",        "final",       "for",       "friend",
+    "goto",      "if",        "inline",   "mutable",       "namespace",   "new",       "noexcept",
+    "operator",  "override",  "private",  "protected",     "public",      "register",  "requires",
+    "return",    "sizeof",    "static",   "static_assert", "static_cast", "struct",    "switch",
+    "template",  "this",      "throw",    "try",           "typedef",     "typename",  "union",
+    "using",     "virtual",   "volatile", "while"};
 constexpr std::string_view k_c_types[] = {
-    "bool", "char", "char16_t", "char32_t", "char8_t", "double", "float", "int", "int16_t", "int32_t", "int64_t",
-    "int8_t", "long", "ptrdiff_t", "short", "signed", "size_t", "std", "string", "uint16_t", "uint32_t", "uint64_t",
-    "uint8_t", "unsigned", "vector", "void", "wchar_t"};
+    "bool",    "char",     "char16_t", "char32_t", "char8_t",   "double",   "float",  "int",    "int16_t",
+    "int32_t", "int64_t",  "int8_t",   "long",     "ptrdiff_t", "short",    "signed", "size_t", "std",
+    "string",  "uint16_t", "uint32_t", "uint64_t", "uint8_t",   "unsigned", "vector", "void",   "wchar_t"};
 constexpr std::string_view k_c_literals[] = {"NULL", "false", "nullptr", "true"};
 
 constexpr std::string_view k_py_keywords[] = {
-    "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif", "else", "except",
-    "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "match", "nonlocal", "not", "or",
-    "pass", "raise", "return", "try", "while", "with", "yield"};
-constexpr std::string_view k_py_types[] = {"bool", "bytes", "dict", "float", "int", "len", "list", "object",
-                                           "print", "range", "self", "set", "str", "super", "tuple", "type"};
+    "and",   "as",       "assert",  "async", "await", "break",  "class",  "continue", "def",   "del",  "elif",
+    "else",  "except",   "finally", "for",   "from",  "global", "if",     "import",   "in",    "is",   "lambda",
+    "match", "nonlocal", "not",     "or",    "pass",  "raise",  "return", "try",      "while", "with", "yield"};
+constexpr std::string_view k_py_types[] = {"bool",  "bytes", "dict", "float", "int", "len",   "list",  "object",
+                                           "print", "range", "self", "set",   "str", "super", "tuple", "type"};
 constexpr std::string_view k_py_literals[] = {"False", "None", "True"};
 
 constexpr std::string_view k_js_keywords[] = {
-    "abstract", "as", "async", "await", "break", "case", "catch", "class", "const", "continue", "debugger",
-    "declare", "default", "delete", "do", "else", "enum", "export", "extends", "finally", "for", "from", "function",
-    "get", "if", "implements", "import", "in", "instanceof", "interface", "keyof", "let", "namespace", "new", "of",
-    "private", "protected", "public", "readonly", "return", "set", "static", "super", "switch", "this", "throw",
-    "try", "type", "typeof", "var", "void", "while", "with", "yield"};
-constexpr std::string_view k_js_types[] = {"Array",  "Map",    "Promise", "Set",     "any",   "bigint", "boolean",
+    "abstract",  "as",         "async",     "await",   "break",    "case",      "catch", "class",      "const",
+    "continue",  "debugger",   "declare",   "default", "delete",   "do",        "else",  "enum",       "export",
+    "extends",   "finally",    "for",       "from",    "function", "get",       "if",    "implements", "import",
+    "in",        "instanceof", "interface", "keyof",   "let",      "namespace", "new",   "of",         "private",
+    "protected", "public",     "readonly",  "return",  "set",      "static",    "super", "switch",     "this",
+    "throw",     "try",        "type",      "typeof",  "var",      "void",      "while", "with",       "yield"};
+constexpr std::string_view k_js_types[] = {"Array",   "Map",   "Promise", "Set",    "any",    "bigint", "boolean",
                                            "console", "never", "number",  "object", "string", "symbol", "unknown"};
 constexpr std::string_view k_js_literals[] = {"NaN", "false", "null", "true", "undefined"};
 
 constexpr std::string_view k_rust_keywords[] = {
-    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern", "fn", "for",
-    "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "self", "static",
-    "struct", "super", "trait", "type", "unsafe", "use", "where", "while"};
-constexpr std::string_view k_rust_types[] = {
-    "Box", "Option", "Result", "Self", "String", "Vec", "bool", "char", "f32", "f64", "i128", "i16", "i32", "i64",
-    "i8", "isize", "str", "u128", "u16", "u32", "u64", "u8", "usize"};
+    "as",     "async", "await",  "break",  "const", "continue", "crate", "dyn",    "else", "enum",  "extern", "fn",
+    "for",    "if",    "impl",   "in",     "let",   "loop",     "match", "mod",    "move", "mut",   "pub",    "ref",
+    "return", "self",  "static", "struct", "super", "trait",    "type",  "unsafe", "use",  "where", "while"};
+constexpr std::string_view k_rust_types[] = {"Box", "Option", "Result", "Self", "String", "Vec", "bool", "char",
+                                             "f32", "f64",    "i128",   "i16",  "i32",    "i64", "i8",   "isize",
+                                             "str", "u128",   "u16",    "u32",  "u64",    "u8",  "usize"};
 constexpr std::string_view k_rust_literals[] = {"Err", "None", "Ok", "Some", "false", "true"};
 
 constexpr std::string_view k_go_keywords[] = {
-    "break", "case", "chan", "const", "continue", "default", "defer", "else", "fallthrough", "for", "func", "go",
-    "goto", "if", "import", "interface", "map", "package", "range", "return", "select", "struct", "switch", "type",
-    "var"};
-constexpr std::string_view k_go_types[] = {
-    "any", "bool", "byte", "complex128", "error", "float32", "float64", "int", "int16", "int32", "int64", "int8",
-    "rune", "string", "uint", "uint16", "uint32", "uint64", "uint8", "uintptr"};
+    "break", "case",   "chan",   "const",  "continue", "default", "defer",     "else", "fallthrough",
+    "for",   "func",   "go",     "goto",   "if",       "import",  "interface", "map",  "package",
+    "range", "return", "select", "struct", "switch",   "type",    "var"};
+constexpr std::string_view k_go_types[] = {"any",  "bool",   "byte",   "complex128", "error", "float32", "float64",
+                                           "int",  "int16",  "int32",  "int64",      "int8",  "rune",    "string",
+                                           "uint", "uint16", "uint32", "uint64",     "uint8", "uintptr"};
 constexpr std::string_view k_go_literals[] = {"false", "iota", "nil", "true"};
 
-constexpr std::string_view k_sh_keywords[] = {
-    "case", "do", "done", "elif", "else", "esac", "export", "fi", "for", "function", "if", "in", "local", "readonly",
-    "return", "select", "then", "until", "while"};
-constexpr std::string_view k_sh_types[] = {"apt", "apt-get", "cd", "cmake", "echo", "exit", "git", "make",
-                                           "printf", "pwd", "read", "set", "source", "sudo", "test", "unset"};
+constexpr std::string_view k_sh_keywords[] = {"case",   "do",     "done",     "elif",  "else", "esac",  "export",
+                                              "fi",     "for",    "function", "if",    "in",   "local", "readonly",
+                                              "return", "select", "then",     "until", "while"};
+constexpr std::string_view k_sh_types[] = {"apt",    "apt-get", "cd",   "cmake", "echo",   "exit", "git",  "make",
+                                           "printf", "pwd",     "read", "set",   "source", "sudo", "test", "unset"};
 constexpr std::string_view k_sh_literals[] = {"false", "true"};
 
 constexpr std::string_view k_json_literals[] = {"false", "null", "true"};
-constexpr std::string_view k_yaml_literals[] = {"False", "No", "Null", "True", "Yes", "false", "no", "null", "off",
-                                                "on", "true", "yes", "~"};
+constexpr std::string_view k_yaml_literals[] = {"False", "No",  "Null", "True", "Yes", "false", "no",
+                                                "null",  "off", "on",   "true", "yes", "~"};
 
 constexpr std::string_view k_sql_keywords[] = {
-    "add", "all", "alter", "and", "as", "asc", "begin", "between", "by", "case", "check", "column", "commit",
-    "constraint", "create", "cross", "default", "delete", "desc", "distinct", "drop", "else", "end", "exists",
-    "foreign", "from", "full", "group", "having", "if", "in", "index", "inner", "insert", "into", "is", "join",
-    "key", "left", "like", "limit", "not", "offset", "on", "or", "order", "outer", "primary", "references",
-    "returning", "right", "rollback", "select", "set", "table", "then", "transaction", "union", "unique", "update",
-    "values", "view", "when", "where", "with"};
-constexpr std::string_view k_sql_types[] = {"bigint", "blob",      "boolean", "char",  "count",   "date",
-                                            "decimal", "int",  "integer",     "max",   "min",     "numeric",
-                                            "real",   "serial",    "sum",     "text",  "timestamp", "varchar"};
+    "add",   "all",      "alter",       "and",        "as",         "asc",    "begin",    "between", "by",
+    "case",  "check",    "column",      "commit",     "constraint", "create", "cross",    "default", "delete",
+    "desc",  "distinct", "drop",        "else",       "end",        "exists", "foreign",  "from",    "full",
+    "group", "having",   "if",          "in",         "index",      "inner",  "insert",   "into",    "is",
+    "join",  "key",      "left",        "like",       "limit",      "not",    "offset",   "on",      "or",
+    "order", "outer",    "primary",     "references", "returning",  "right",  "rollback", "select",  "set",
+    "table", "then",     "transaction", "union",      "unique",     "update", "values",   "view",    "when",
+    "where", "with"};
+constexpr std::string_view k_sql_types[] = {"bigint",  "blob",   "boolean", "char", "count",     "date",
+                                            "decimal", "int",    "integer", "max",  "min",       "numeric",
+                                            "real",    "serial", "sum",     "text", "timestamp", "varchar"};
 constexpr std::string_view k_sql_literals[] = {"false", "null", "true"};
 
 // The word lists are searched by bisection.
-static_assert(std::ranges::is_sorted(k_c_keywords) && std::ranges::is_sorted(k_c_types) && std::ranges::is_sorted(k_c_literals));
-static_assert(std::ranges::is_sorted(k_py_keywords) && std::ranges::is_sorted(k_py_types) && std::ranges::is_sorted(k_py_literals));
-static_assert(std::ranges::is_sorted(k_js_keywords) && std::ranges::is_sorted(k_js_types) && std::ranges::is_sorted(k_js_literals));
-static_assert(std::ranges::is_sorted(k_rust_keywords) && std::ranges::is_sorted(k_rust_types) && std::ranges::is_sorted(k_rust_literals));
-static_assert(std::ranges::is_sorted(k_go_keywords) && std::ranges::is_sorted(k_go_types) && std::ranges::is_sorted(k_go_literals));
-static_assert(std::ranges::is_sorted(k_sh_keywords) && std::ranges::is_sorted(k_sh_types) && std::ranges::is_sorted(k_sh_literals));
+static_assert(std::ranges::is_sorted(k_c_keywords) && std::ranges::is_sorted(k_c_types) &&
+              std::ranges::is_sorted(k_c_literals));
+static_assert(std::ranges::is_sorted(k_py_keywords) && std::ranges::is_sorted(k_py_types) &&
+              std::ranges::is_sorted(k_py_literals));
+static_assert(std::ranges::is_sorted(k_js_keywords) && std::ranges::is_sorted(k_js_types) &&
+              std::ranges::is_sorted(k_js_literals));
+static_assert(std::ranges::is_sorted(k_rust_keywords) && std::ranges::is_sorted(k_rust_types) &&
+              std::ranges::is_sorted(k_rust_literals));
+static_assert(std::ranges::is_sorted(k_go_keywords) && std::ranges::is_sorted(k_go_types) &&
+              std::ranges::is_sorted(k_go_literals));
+static_assert(std::ranges::is_sorted(k_sh_keywords) && std::ranges::is_sorted(k_sh_types) &&
+              std::ranges::is_sorted(k_sh_literals));
 static_assert(std::ranges::is_sorted(k_json_literals) && std::ranges::is_sorted(k_yaml_literals));
-static_assert(std::ranges::is_sorted(k_sql_keywords) && std::ranges::is_sorted(k_sql_types) && std::ranges::is_sorted(k_sql_literals));
+static_assert(std::ranges::is_sorted(k_sql_keywords) && std::ranges::is_sorted(k_sql_types) &&
+              std::ranges::is_sorted(k_sql_literals));
 
 const LangSpec& spec_of(Lang lang) {
   static const LangSpec k_none{};
-  static const LangSpec k_c{{"//", ""}, "/*", "*/", "\"'", "", false, true, false, false, false, false, false,
-                            false, false, k_c_keywords, k_c_types, k_c_literals};
-  static const LangSpec k_py{{"#", ""}, "", "", "\"'", "", true, false, false, false, false, false, false,
-                             false, false, k_py_keywords, k_py_types, k_py_literals};
-  static const LangSpec k_js{{"//", ""}, "/*", "*/", "\"'`", "`", false, false, false, false, false, false, false,
-                             false, true, k_js_keywords, k_js_types, k_js_literals};
-  static const LangSpec k_rust{{"//", ""}, "/*", "*/", "\"'", "\"", false, false, false, false, false, false, false,
-                               true, false, k_rust_keywords, k_rust_types, k_rust_literals};
-  static const LangSpec k_go{{"//", ""}, "/*", "*/", "\"'`", "`", false, false, false, false, false, false, false,
-                             false, false, k_go_keywords, k_go_types, k_go_literals};
-  static const LangSpec k_sh{{"#", ""}, "", "", "\"'", "\"'", false, false, false, true, true, false, false,
-                             false, false, k_sh_keywords, k_sh_types, k_sh_literals};
-  static const LangSpec k_json{{"//", ""}, "/*", "*/", "\"", "", false, false, false, false, false, true, false,
-                               false, false, {}, {}, k_json_literals};
-  static const LangSpec k_yaml{{"#", ""}, "", "", "\"'", "", false, false, false, false, true, false, true,
-                               false, false, {}, {}, k_yaml_literals};
-  static const LangSpec k_sql{{"--", "#"}, "/*", "*/", "'\"", "'", false, false, true, false, false, false, false,
-                              false, false, k_sql_keywords, k_sql_types, k_sql_literals};
+  static const LangSpec k_c{{"//", ""}, "/*",  "*/",  "\"'", "",    false,        true,      false,       false,
+                            false,      false, false, false, false, k_c_keywords, k_c_types, k_c_literals};
+  static const LangSpec k_py{{"#", ""}, "",    "",    "\"'", "",    true,          false,      false,        false,
+                             false,     false, false, false, false, k_py_keywords, k_py_types, k_py_literals};
+  static const LangSpec k_js{{"//", ""}, "/*",  "*/",  "\"'`", "`",  false,         false,      false,        false,
+                             false,      false, false, false,  true, k_js_keywords, k_js_types, k_js_literals};
+  static const LangSpec k_rust{{"//", ""},      "/*",         "*/",           "\"'", "\"",  false, false,
+                               false,           false,        false,          false, false, true,  false,
+                               k_rust_keywords, k_rust_types, k_rust_literals};
+  static const LangSpec k_go{{"//", ""}, "/*",  "*/",  "\"'`", "`",   false,         false,      false,        false,
+                             false,      false, false, false,  false, k_go_keywords, k_go_types, k_go_literals};
+  static const LangSpec k_sh{{"#", ""}, "",    "",    "\"'", "\"'", false,         false,      false,        true,
+                             true,      false, false, false, false, k_sh_keywords, k_sh_types, k_sh_literals};
+  static const LangSpec k_json{{"//", ""}, "/*", "*/",  "\"",  "",    false, false, false,          false,
+                               false,      true, false, false, false, {},    {},    k_json_literals};
+  static const LangSpec k_yaml{{"#", ""}, "",    "",   "\"'", "",    false, false, false,          false,
+                               true,      false, true, false, false, {},    {},    k_yaml_literals};
+  static const LangSpec k_sql{{"--", "#"}, "/*",  "*/",           "'\"",       "'",           false,
+                              false,       true,  false,          false,       false,         false,
+                              false,       false, k_sql_keywords, k_sql_types, k_sql_literals};
   switch (lang) {
     case Lang::none: return k_none;
     case Lang::c_like: return k_c;
@@ -219,7 +234,8 @@ class Scanner {
     }
     for (std::string_view lc : s_.line_comments) {
       if (!at(lc)) continue;
-      if (s_.hash_needs_space && lc == "#" && i_ > 0 && code_[i_ - 1] != ' ' && code_[i_ - 1] != '\t' && code_[i_ - 1] != '\n') {
+      if (s_.hash_needs_space && lc == "#" && i_ > 0 && code_[i_ - 1] != ' ' && code_[i_ - 1] != '\t' &&
+          code_[i_ - 1] != '\n') {
         continue;
       }
       return emit(line_end(i_), TokenClass::comment);
@@ -242,8 +258,8 @@ class Scanner {
       return emit(string_end(code_.substr(i_, 3), true), TokenClass::string);
     }
     if (s_.quotes.find(c) != std::string_view::npos) {
-      if (s_.lifetimes && c == '\'' && i_ + 2 < code_.size() && is_word_start(static_cast<unsigned char>(code_[i_ + 1]), s_) &&
-          code_[i_ + 2] != '\'') {
+      if (s_.lifetimes && c == '\'' && i_ + 2 < code_.size() &&
+          is_word_start(static_cast<unsigned char>(code_[i_ + 1]), s_) && code_[i_ + 2] != '\'') {
         size_t j = i_ + 1;
         while (j < code_.size() && is_word_char(static_cast<unsigned char>(code_[j]), s_, false)) ++j;
         return emit(j, TokenClass::type);  // 'a, 'static
@@ -278,7 +294,9 @@ class Scanner {
         const char d = code_[j];
         const bool exp_sign = (d == '+' || d == '-') && (code_[j - 1] == 'e' || code_[j - 1] == 'E') &&
                               !(code_.substr(i_, 2) == "0x" || code_.substr(i_, 2) == "0X");
-        if (!(is_digit(d) || (d >= 'a' && d <= 'z') || (d >= 'A' && d <= 'Z') || d == '_' || d == '.' || d == '\'' || exp_sign)) break;
+        if (!(is_digit(d) || (d >= 'a' && d <= 'z') || (d >= 'A' && d <= 'Z') || d == '_' || d == '.' || d == '\'' ||
+              exp_sign))
+          break;
         if (d == '.' && j + 1 < code_.size() && code_[j + 1] == '.') break;  // Rust ranges: 0..10
         if (d == '\'' && !(s_.preprocessor && j + 1 < code_.size() && is_digit(code_[j + 1]))) break;  // C++ 1'000
         ++j;
@@ -290,9 +308,8 @@ class Scanner {
       while (j < code_.size() && is_word_char(static_cast<unsigned char>(code_[j]), s_, shell_)) ++j;
       std::string word(code_.substr(i_, j - i_));
       if (s_.case_insensitive) {
-        std::transform(word.begin(), word.end(), word.begin(), [](char ch) {
-          return ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch;
-        });
+        std::transform(word.begin(), word.end(), word.begin(),
+                       [](char ch) { return ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch; });
       }
       TokenClass cls = TokenClass::plain;
       if (contains(s_.keywords, word)) {
@@ -321,23 +338,54 @@ class Scanner {
 
 Lang language_family(std::string_view label) {
   std::string l(label);
-  std::transform(l.begin(), l.end(), l.begin(), [](char ch) { return ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch; });
+  std::transform(l.begin(), l.end(), l.begin(),
+                 [](char ch) { return ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch; });
   struct Alias {
     std::string_view name;
     Lang lang;
   };
-  static constexpr Alias k_aliases[] = {
-      {"bash", Lang::shell},      {"c", Lang::c_like},          {"c++", Lang::c_like},     {"cc", Lang::c_like},
-      {"console", Lang::shell},   {"cpp", Lang::c_like},        {"cs", Lang::c_like},      {"csharp", Lang::c_like},
-      {"cuda", Lang::c_like},     {"cxx", Lang::c_like},        {"go", Lang::go},          {"golang", Lang::go},
-      {"h", Lang::c_like},        {"hpp", Lang::c_like},        {"java", Lang::c_like},    {"javascript", Lang::javascript},
-      {"js", Lang::javascript},   {"json", Lang::json},         {"json5", Lang::json},     {"jsonc", Lang::json},
-      {"jsx", Lang::javascript},  {"mjs", Lang::javascript},    {"mysql", Lang::sql},      {"objc", Lang::c_like},
-      {"postgres", Lang::sql},    {"postgresql", Lang::sql},    {"psql", Lang::sql},       {"py", Lang::python},
-      {"python", Lang::python},   {"python3", Lang::python},    {"rs", Lang::rust},        {"rust", Lang::rust},
-      {"sh", Lang::shell},        {"shell", Lang::shell},       {"sql", Lang::sql},        {"sqlite", Lang::sql},
-      {"ts", Lang::javascript},   {"tsx", Lang::javascript},    {"typescript", Lang::javascript},
-      {"yaml", Lang::yaml},       {"yml", Lang::yaml},          {"zsh", Lang::shell}};
+  static constexpr Alias k_aliases[] = {{"bash", Lang::shell},
+                                        {"c", Lang::c_like},
+                                        {"c++", Lang::c_like},
+                                        {"cc", Lang::c_like},
+                                        {"console", Lang::shell},
+                                        {"cpp", Lang::c_like},
+                                        {"cs", Lang::c_like},
+                                        {"csharp", Lang::c_like},
+                                        {"cuda", Lang::c_like},
+                                        {"cxx", Lang::c_like},
+                                        {"go", Lang::go},
+                                        {"golang", Lang::go},
+                                        {"h", Lang::c_like},
+                                        {"hpp", Lang::c_like},
+                                        {"java", Lang::c_like},
+                                        {"javascript", Lang::javascript},
+                                        {"js", Lang::javascript},
+                                        {"json", Lang::json},
+                                        {"json5", Lang::json},
+                                        {"jsonc", Lang::json},
+                                        {"jsx", Lang::javascript},
+                                        {"mjs", Lang::javascript},
+                                        {"mysql", Lang::sql},
+                                        {"objc", Lang::c_like},
+                                        {"postgres", Lang::sql},
+                                        {"postgresql", Lang::sql},
+                                        {"psql", Lang::sql},
+                                        {"py", Lang::python},
+                                        {"python", Lang::python},
+                                        {"python3", Lang::python},
+                                        {"rs", Lang::rust},
+                                        {"rust", Lang::rust},
+                                        {"sh", Lang::shell},
+                                        {"shell", Lang::shell},
+                                        {"sql", Lang::sql},
+                                        {"sqlite", Lang::sql},
+                                        {"ts", Lang::javascript},
+                                        {"tsx", Lang::javascript},
+                                        {"typescript", Lang::javascript},
+                                        {"yaml", Lang::yaml},
+                                        {"yml", Lang::yaml},
+                                        {"zsh", Lang::shell}};
   for (const Alias& a : k_aliases) {
     if (a.name == l) return a.lang;
   }

@@ -44,12 +44,14 @@ Result<KvEstimate> estimate_kv(const KvShape& shape, const KvWhatIf& w, kv::KvFo
   KvEstimate e;
   e.n_kv_head = n_kv_head;
   e.n_kv_layers = (shape.n_layer + w.share_every - 1) / w.share_every;
-  e.n_local_layers = std::min(e.n_kv_layers, static_cast<int64_t>(std::llround(w.local_fraction * static_cast<double>(e.n_kv_layers))));
+  e.n_local_layers = std::min(
+      e.n_kv_layers, static_cast<int64_t>(std::llround(w.local_fraction * static_cast<double>(e.n_kv_layers))));
   e.bytes_per_token_layer = 2.0 * static_cast<double>(n_kv_head * shape.head_dim) * kv_element_bytes(format, group);
   e.bytes_per_token = e.bytes_per_token_layer * static_cast<double>(e.n_kv_layers);
   const int64_t n_full = e.n_kv_layers - e.n_local_layers;
   const int64_t n_local_tokens = std::min(n_tokens, w.window_tokens);
-  e.bytes_per_conversation = e.bytes_per_token_layer * static_cast<double>(n_full * n_tokens + e.n_local_layers * n_local_tokens);
+  e.bytes_per_conversation =
+      e.bytes_per_token_layer * static_cast<double>(n_full * n_tokens + e.n_local_layers * n_local_tokens);
   return e;
 }
 

@@ -20,10 +20,10 @@ struct KvShape {
 
 // Changes to the shape, applied in this order: KV heads, then layer sharing, then local layers.
 struct KvWhatIf {
-  int64_t n_kv_head = 0;        // 0: the model's; 1: MQA; otherwise GQA with this many KV heads
-  int64_t share_every = 1;      // k: each run of k consecutive layers stores one KV (1: no sharing)
-  double local_fraction = 0;    // [0, 1] of the stored KV layers use sliding-window attention
-  int64_t window_tokens = 0;    // how many recent tokens a local layer keeps
+  int64_t n_kv_head = 0;      // 0: the model's; 1: MQA; otherwise GQA with this many KV heads
+  int64_t share_every = 1;    // k: each run of k consecutive layers stores one KV (1: no sharing)
+  double local_fraction = 0;  // [0, 1] of the stored KV layers use sliding-window attention
+  int64_t window_tokens = 0;  // how many recent tokens a local layer keeps
 };
 
 // Bytes of one stored element: bits / 8 plus one F16 scale per `group` elements (INT8, INT4);
@@ -32,12 +32,12 @@ double kv_element_bytes(kv::KvFormat format, int group);
 
 // Invariant: n_local_layers <= n_kv_layers; bytes_per_conversation <= bytes_per_token * n_tokens.
 struct KvEstimate {
-  int64_t n_kv_head = 0;        // after the what-if
-  int64_t n_kv_layers = 0;      // layers that store their own KV (ceil(n_layer / share_every))
-  int64_t n_local_layers = 0;   // of them, sliding-window layers
-  double bytes_per_token_layer = 0;  // K and V of one token in one layer: 2 * n_kv_head * head_dim * element
-  double bytes_per_token = 0;        // a token while it is inside every window (all stored layers)
-  double bytes_per_conversation = 0; // n_tokens: full layers keep all, local layers at most window_tokens
+  int64_t n_kv_head = 0;              // after the what-if
+  int64_t n_kv_layers = 0;            // layers that store their own KV (ceil(n_layer / share_every))
+  int64_t n_local_layers = 0;         // of them, sliding-window layers
+  double bytes_per_token_layer = 0;   // K and V of one token in one layer: 2 * n_kv_head * head_dim * element
+  double bytes_per_token = 0;         // a token while it is inside every window (all stored layers)
+  double bytes_per_conversation = 0;  // n_tokens: full layers keep all, local layers at most window_tokens
 };
 
 // Errors name the input a user can fix ("4 KV heads do not divide 6 query heads").

@@ -16,9 +16,10 @@ std::string decode_entity(std::string_view e) {
   struct Named {
     std::string_view name, text;
   };
-  static constexpr Named k_named[] = {{"&amp;", "&"},   {"&lt;", "<"},       {"&gt;", ">"},       {"&quot;", "\""},
-                                      {"&apos;", "'"},  {"&nbsp;", "\u00A0"}, {"&copy;", "\u00A9"}, {"&mdash;", "\u2014"},
-                                      {"&ndash;", "\u2013"}, {"&hellip;", "\u2026"}, {"&rarr;", "\u2192"}, {"&larr;", "\u2190"}};
+  static constexpr Named k_named[] = {{"&amp;", "&"},         {"&lt;", "<"},         {"&gt;", ">"},
+                                      {"&quot;", "\""},       {"&apos;", "'"},       {"&nbsp;", "\u00A0"},
+                                      {"&copy;", "\u00A9"},   {"&mdash;", "\u2014"}, {"&ndash;", "\u2013"},
+                                      {"&hellip;", "\u2026"}, {"&rarr;", "\u2192"},  {"&larr;", "\u2190"}};
   for (const Named& n : k_named) {
     if (e == n.name) return std::string(n.text);
   }
@@ -27,7 +28,10 @@ std::string decode_entity(std::string_view e) {
     uint32_t cp = 0;
     for (size_t i = hex ? 3 : 2; i + 1 < e.size(); ++i) {
       const char c = e[i];
-      const int d = c >= '0' && c <= '9' ? c - '0' : hex && c >= 'a' && c <= 'f' ? c - 'a' + 10 : hex && c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      const int d = c >= '0' && c <= '9'          ? c - '0'
+                    : hex && c >= 'a' && c <= 'f' ? c - 'a' + 10
+                    : hex && c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                                  : -1;
       if (d < 0 || cp > 0x10FFFF) return std::string(e);
       cp = cp * (hex ? 16 : 10) + static_cast<uint32_t>(d);
     }
@@ -72,8 +76,8 @@ struct Builder {
   };
   std::vector<List> lists;
   int quote_depth = 0;
-  int block = -1;             // the block that receives text
-  bool implicit = false;      // block is a paragraph opened for text straight in a list item
+  int block = -1;              // the block that receives text
+  bool implicit = false;       // block is a paragraph opened for text straight in a list item
   std::string pending_marker;  // the open list item's marker, until a block takes it
   MdTask pending_task = MdTask::none;
   bool item_open = false;
@@ -81,9 +85,9 @@ struct Builder {
   std::vector<int> link_stack;
   std::vector<MdSpan>* cell = nullptr;
   bool in_head = false;
-  size_t code_end = 0;        // source offset after the last code text of the last code block
-  size_t text_end = 0;        // source offset after the last text of any kind
-  char fence = 0;             // the last code block's fence character (0: indented)
+  size_t code_end = 0;  // source offset after the last code text of the last code block
+  size_t text_end = 0;  // source offset after the last text of any kind
+  char fence = 0;       // the last code block's fence character (0: indented)
 
   MdBlock& start_block(MdBlockKind kind) {
     end_implicit();
@@ -116,8 +120,8 @@ struct Builder {
     }
     const uint8_t style = styles.back();
     const int link = (style & md_link) && !link_stack.empty() ? link_stack.back() : -1;
-    if (!target->empty() && target->back().style == style && target->back().link == link && target->back().text != "\n" &&
-        t != "\n") {
+    if (!target->empty() && target->back().style == style && target->back().link == link &&
+        target->back().text != "\n" && t != "\n") {
       target->back().text += t;
     } else {
       target->push_back(MdSpan{std::string(t), style, link});
@@ -127,8 +131,14 @@ struct Builder {
   void enter(MD_BLOCKTYPE type, void* detail) {
     switch (type) {
       case MD_BLOCK_DOC: break;
-      case MD_BLOCK_QUOTE: end_implicit(); ++quote_depth; break;
-      case MD_BLOCK_UL: end_implicit(); lists.push_back({false, 1}); break;
+      case MD_BLOCK_QUOTE:
+        end_implicit();
+        ++quote_depth;
+        break;
+      case MD_BLOCK_UL:
+        end_implicit();
+        lists.push_back({false, 1});
+        break;
       case MD_BLOCK_OL:
         end_implicit();
         lists.push_back({true, static_cast<const MD_BLOCK_OL_DETAIL*>(detail)->start});
@@ -143,9 +153,13 @@ struct Builder {
         item_open = true;
         break;
       }
-      case MD_BLOCK_HR: start_block(MdBlockKind::rule); block = -1; break;
+      case MD_BLOCK_HR:
+        start_block(MdBlockKind::rule);
+        block = -1;
+        break;
       case MD_BLOCK_H:
-        start_block(MdBlockKind::heading).level = static_cast<int>(static_cast<const MD_BLOCK_H_DETAIL*>(detail)->level);
+        start_block(MdBlockKind::heading).level =
+            static_cast<int>(static_cast<const MD_BLOCK_H_DETAIL*>(detail)->level);
         break;
       case MD_BLOCK_CODE: {
         const auto* d = static_cast<const MD_BLOCK_CODE_DETAIL*>(detail);
@@ -173,7 +187,9 @@ struct Builder {
           auto& row = t.rows.back();
           if (t.rows.size() == 1) {
             const MD_ALIGN a = static_cast<const MD_BLOCK_TD_DETAIL*>(detail)->align;
-            t.align.push_back(a == MD_ALIGN_CENTER ? MdAlign::center : a == MD_ALIGN_RIGHT ? MdAlign::right : MdAlign::left);
+            t.align.push_back(a == MD_ALIGN_CENTER  ? MdAlign::center
+                              : a == MD_ALIGN_RIGHT ? MdAlign::right
+                                                    : MdAlign::left);
           }
           row.emplace_back();
           cell = &row.back();
@@ -184,9 +200,15 @@ struct Builder {
 
   void leave(MD_BLOCKTYPE type) {
     switch (type) {
-      case MD_BLOCK_QUOTE: end_implicit(); --quote_depth; break;
+      case MD_BLOCK_QUOTE:
+        end_implicit();
+        --quote_depth;
+        break;
       case MD_BLOCK_UL:
-      case MD_BLOCK_OL: end_implicit(); if (!lists.empty()) lists.pop_back(); break;
+      case MD_BLOCK_OL:
+        end_implicit();
+        if (!lists.empty()) lists.pop_back();
+        break;
       case MD_BLOCK_LI:
         // An item with nothing in it yet ("- " while streaming) still shows its marker.
         if (!pending_marker.empty()) start_block(MdBlockKind::paragraph);
@@ -213,7 +235,10 @@ struct Builder {
       }
       case MD_BLOCK_P:
       case MD_BLOCK_H:
-      case MD_BLOCK_HTML: block = -1; implicit = false; break;
+      case MD_BLOCK_HTML:
+        block = -1;
+        implicit = false;
+        break;
       default: break;
     }
   }
@@ -297,7 +322,8 @@ std::string separate_tables(std::string text) {
     const std::string_view prev = lines[i - 1];
     const bool prev_prose = prev.find_first_not_of(" \t") != std::string_view::npos && !line_starts_with_pipe(prev);
     const std::string_view next = lines[i + 1];
-    if (prev_prose && line_starts_with_pipe(next) && is_delimiter_row(next) && next.find('-') != std::string_view::npos) {
+    if (prev_prose && line_starts_with_pipe(next) && is_delimiter_row(next) &&
+        next.find('-') != std::string_view::npos) {
       before.push_back(static_cast<size_t>(l.data() - text.data()));
     }
   }

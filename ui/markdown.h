@@ -42,8 +42,8 @@ enum class MdAlign : uint8_t { left, center, right };
 
 // Invariant: every row has align.size() cells; 0 <= n_header_rows <= rows.size().
 struct MdTable {
-  std::vector<MdAlign> align;                           // one per column
-  std::vector<std::vector<std::vector<MdSpan>>> rows;   // (row, column) -> spans
+  std::vector<MdAlign> align;                          // one per column
+  std::vector<std::vector<std::vector<MdSpan>>> rows;  // (row, column) -> spans
   int n_header_rows = 0;
 };
 

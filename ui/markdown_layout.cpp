@@ -55,7 +55,8 @@ std::string MdDocument::check_invariants() const {
     for (const MdSpan& s : spans) {
       if (s.text.empty()) return where + ": an empty span";
       const bool is_link = (s.style & md_link) != 0;
-      if (is_link != (s.link >= 0)) return where + ": link index " + std::to_string(s.link) + " with style " + std::to_string(s.style);
+      if (is_link != (s.link >= 0))
+        return where + ": link index " + std::to_string(s.link) + " with style " + std::to_string(s.style);
       if (s.link >= static_cast<int>(links.size())) return where + ": link index past the links";
     }
     return {};
@@ -65,7 +66,8 @@ std::string MdDocument::check_invariants() const {
     const std::string where = "block " + std::to_string(i);
     if (b.list_depth < 0 || b.quote_depth < 0) return where + ": negative depth";
     if (!b.marker.empty() && b.list_depth == 0) return where + ": a list marker outside a list";
-    if (b.kind == MdBlockKind::heading && (b.level < 1 || b.level > 6)) return where + ": heading level " + std::to_string(b.level);
+    if (b.kind == MdBlockKind::heading && (b.level < 1 || b.level > 6))
+      return where + ": heading level " + std::to_string(b.level);
     if (b.kind != MdBlockKind::code && (!b.code.empty() || !b.closed)) return where + ": code text on a non-code block";
     if (auto e = check_spans(b.spans, where); !e.empty()) return e;
     if (b.kind == MdBlockKind::table) {
@@ -87,7 +89,8 @@ std::string MdDocument::check_invariants() const {
   return {};
 }
 
-std::vector<float> table_column_widths(const MdTable& table, float avail, float cell_padding, const MdMeasure& measure) {
+std::vector<float> table_column_widths(const MdTable& table, float avail, float cell_padding,
+                                       const MdMeasure& measure) {
   const size_t n = table.align.size();
   std::vector<float> natural(n, 0.0f), least(n, 0.0f);
   for (const auto& row : table.rows) {
@@ -99,7 +102,8 @@ std::vector<float> table_column_widths(const MdTable& table, float avail, float 
         while (pos < s.text.size()) {
           size_t end = s.text.find_first_of(" \n", pos);
           if (end == std::string::npos) end = s.text.size();
-          if (end > pos) least[c] = std::max(least[c], measure(std::string_view(s.text).substr(pos, end - pos), s.style));
+          if (end > pos)
+            least[c] = std::max(least[c], measure(std::string_view(s.text).substr(pos, end - pos), s.style));
           pos = end + 1;
         }
       }

@@ -132,8 +132,8 @@ void draw_tier_shares(const AppSnapshot& snap) {
   // Legend: one swatch per conversation holding bytes anywhere.
   // Names shortened so that two legend items share a line.
   const float swatch_w = std::round(ImGui::GetTextLineHeight() * 0.7f) + legend_inner_spacing();
-  const float max_name_w =
-      std::max(ImGui::GetFontSize() * 4.0f, (ImGui::GetContentRegionAvail().x - legend_spacing()) / 2.0f - swatch_w - 1.0f);
+  const float max_name_w = std::max(ImGui::GetFontSize() * 4.0f,
+                                    (ImGui::GetContentRegionAvail().x - legend_spacing()) / 2.0f - swatch_w - 1.0f);
   std::vector<LegendItem> items;
   for (const OwnerShare& s : kv.shares) {
     if (s.bytes[0] + s.bytes[1] + s.bytes[2] == 0) continue;
@@ -154,8 +154,10 @@ void draw_block_map(const AppSnapshot& snap) {
   const BlockMapLayout counted = layout_block_map(kv.blocks, avail, 1.0f, 0.0f);
   std::array<size_t, k_n_kv_tiers> sizes{};
   for (size_t g = 0; g < sizes.size(); ++g) sizes[g] = counted.groups[g].cells.size();
-  const BlockMapCell fit = fit_block_map_cell(sizes, avail, ImGui::GetContentRegionAvail().y, std::max(k_min_cell_px, font * k_min_cell_em),
-                                              font * k_max_cell_em, k_gap_ratio, group_pad + ImGui::GetStyle().ItemSpacing.y, label_h);  // each group is followed by item spacing
+  const BlockMapCell fit =
+      fit_block_map_cell(sizes, avail, ImGui::GetContentRegionAvail().y, std::max(k_min_cell_px, font * k_min_cell_em),
+                         font * k_max_cell_em, k_gap_ratio, group_pad + ImGui::GetStyle().ItemSpacing.y,
+                         label_h);  // each group is followed by item spacing
   const float cell = fit.cell;
   const BlockMapLayout l = layout_block_map(kv.blocks, avail, cell, fit.gap);
   uint64_t max_age = 0;
@@ -186,13 +188,15 @@ void draw_block_map(const AppSnapshot& snap) {
         dl->AddRect(a, z, c, 1.0f, 0, line_w);
       } else if (b.is_private) {
         dl->AddRectFilled(a, z, shade_color(c, 0.6f), 1.0f);  // a partial tail: dimmer, filled to its tokens
-        const float fill = kv.block_tokens > 0 ? static_cast<float>(b.n_tokens) / static_cast<float>(kv.block_tokens) : 1.0f;
+        const float fill =
+            kv.block_tokens > 0 ? static_cast<float>(b.n_tokens) / static_cast<float>(kv.block_tokens) : 1.0f;
         dl->AddRectFilled(a, ImVec2(a.x + cell * fill, z.y), c, 1.0f);
       } else {
         dl->AddRectFilled(a, z, c, 1.0f);
       }
       if (b.is_shared()) {
-        dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(z.x + 1, z.y + 1), IM_COL32(255, 255, 255, 230), 1.0f, 0, line_w * 0.8f);
+        dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(z.x + 1, z.y + 1), IM_COL32(255, 255, 255, 230), 1.0f, 0,
+                    line_w * 0.8f);
         dl->AddCircleFilled(ImVec2((a.x + z.x) / 2, (a.y + z.y) / 2), std::max(1.6f, cell * 0.16f),
                             IM_COL32(255, 255, 255, 255));
       }
@@ -213,13 +217,15 @@ void draw_block_map(const AppSnapshot& snap) {
     }
     ImGui::Text("tokens %lld..%lld (%d)", static_cast<long long>(hovered->position),
                 static_cast<long long>(hovered->position + hovered->n_tokens), hovered->n_tokens);
-    ImGui::Text("tier %s%s, slot %d", tier_label(hovered->tier), hovered->on_disk && hovered->tier != 2 ? " (copy on T2)" : "",
-                hovered->slot);
-    if (hovered_group == 2 && hovered->tier != 2) ImGui::TextDisabled("the disk copy of a block living on %s", tier_label(hovered->tier));
+    ImGui::Text("tier %s%s, slot %d", tier_label(hovered->tier),
+                hovered->on_disk && hovered->tier != 2 ? " (copy on T2)" : "", hovered->slot);
+    if (hovered_group == 2 && hovered->tier != 2)
+      ImGui::TextDisabled("the disk copy of a block living on %s", tier_label(hovered->tier));
     ImGui::Text("refcount %d  ·  hits %d  ·  last use %llu ticks ago", hovered->n_refs, hovered->n_hits,
                 static_cast<unsigned long long>(hovered->age));
-    ImGui::Text("%s%s", owner_name(snap, hovered->owner).c_str(),
-                hovered->is_shared() ? ("  +" + std::to_string(hovered->n_owners - 1) + " more: shared prefix").c_str() : "");
+    ImGui::Text(
+        "%s%s", owner_name(snap, hovered->owner).c_str(),
+        hovered->is_shared() ? ("  +" + std::to_string(hovered->n_owners - 1) + " more: shared prefix").c_str() : "");
     ImGui::EndTooltip();
   }
   if (kv.n_blocks_left_out > 0) {
@@ -241,22 +247,24 @@ std::vector<BlockLegendItem> block_legend_items(const MemoryState& m) {
   const auto sum = [](const std::array<int64_t, k_n_kv_tiers>& a) { return std::to_string(a[0] + a[1] + a[2]); };
   const std::string hits = sum(kv.n_hit_blocks) + " block hits (T0 " + std::to_string(kv.n_hit_blocks[0]) + ", T1 " +
                            std::to_string(kv.n_hit_blocks[1]) + ", T2 " + std::to_string(kv.n_hit_blocks[2]) + ")";
-  return {{std::to_string(kv.blocks.size()) + " blocks of " + std::to_string(kv.block_tokens) + " tokens", Sample::none},
-          {std::to_string(kv.n_shared_blocks) + " shared", Sample::none},
-          {std::to_string(kv.n_blocks_on_disk) + " on disk", Sample::none},
-          {"shared", Sample::shared},
-          {"partial", Sample::partial},
-          {"disk copy", Sample::copy},
-          {"least recent", Sample::dim},
-          {"weights " + format_bytes(static_cast<double>(m.weight_bytes)), Sample::none},
-          {hits, Sample::none},
-          {sum(kv.n_evictions) + " evicted", Sample::none}};
+  return {
+      {std::to_string(kv.blocks.size()) + " blocks of " + std::to_string(kv.block_tokens) + " tokens", Sample::none},
+      {std::to_string(kv.n_shared_blocks) + " shared", Sample::none},
+      {std::to_string(kv.n_blocks_on_disk) + " on disk", Sample::none},
+      {"shared", Sample::shared},
+      {"partial", Sample::partial},
+      {"disk copy", Sample::copy},
+      {"least recent", Sample::dim},
+      {"weights " + format_bytes(static_cast<double>(m.weight_bytes)), Sample::none},
+      {hits, Sample::none},
+      {sum(kv.n_evictions) + " evicted", Sample::none}};
 }
 
 std::vector<int> block_legend_lines(const std::vector<BlockLegendItem>& items, float sz) {
   std::vector<float> widths;
   for (const BlockLegendItem& it : items) {
-    widths.push_back(ImGui::CalcTextSize(it.text.c_str()).x + (it.sample != Sample::none ? sz + legend_inner_spacing() : 0));
+    widths.push_back(ImGui::CalcTextSize(it.text.c_str()).x +
+                     (it.sample != Sample::none ? sz + legend_inner_spacing() : 0));
   }
   return flow_lines(widths, legend_spacing(), ImGui::GetContentRegionAvail().x);
 }
@@ -268,8 +276,10 @@ void draw_sample(ImDrawList* dl, ImVec2 a, float sz, Sample s) {
   switch (s) {
     case Sample::shared:
       dl->AddRectFilled(a, z, c, 1.0f);
-      dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(z.x + 1, z.y + 1), IM_COL32(255, 255, 255, 230), 1.0f, 0, line_w * 0.8f);
-      dl->AddCircleFilled(ImVec2((a.x + z.x) / 2, (a.y + z.y) / 2), std::max(1.6f, sz * 0.16f), IM_COL32(255, 255, 255, 255));
+      dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(z.x + 1, z.y + 1), IM_COL32(255, 255, 255, 230), 1.0f, 0,
+                  line_w * 0.8f);
+      dl->AddCircleFilled(ImVec2((a.x + z.x) / 2, (a.y + z.y) / 2), std::max(1.6f, sz * 0.16f),
+                          IM_COL32(255, 255, 255, 255));
       break;
     case Sample::partial:
       dl->AddRectFilled(a, z, shade_color(c, 0.6f), 1.0f);
@@ -284,7 +294,8 @@ void draw_sample(ImDrawList* dl, ImVec2 a, float sz, Sample s) {
 }  // namespace
 
 float block_map_legend_height(const MemoryState& m) {
-  const std::vector<int> lines = block_legend_lines(block_legend_items(m), std::round(ImGui::GetTextLineHeight() * 0.7f));
+  const std::vector<int> lines =
+      block_legend_lines(block_legend_items(m), std::round(ImGui::GetTextLineHeight() * 0.7f));
   const auto n = static_cast<float>(lines.empty() ? 0 : lines.back() + 1);
   return n * ImGui::GetTextLineHeightWithSpacing();
 }
@@ -315,8 +326,9 @@ void draw_prefix_tree(const KvPicture& kv) {
   }
   int n_branch = 0;
   for (const TreeNode& n : kv.nodes) n_branch += n.n_children >= 2;
-  ImGui::TextDisabled("%zu nodes  ·  %d branch points%s", kv.nodes.size(), n_branch,
-                      kv.n_nodes_left_out > 0 ? ("  ·  " + std::to_string(kv.n_nodes_left_out) + " not listed").c_str() : "");
+  ImGui::TextDisabled(
+      "%zu nodes  ·  %d branch points%s", kv.nodes.size(), n_branch,
+      kv.n_nodes_left_out > 0 ? ("  ·  " + std::to_string(kv.n_nodes_left_out) + " not listed").c_str() : "");
   // Pre-order: a closed node's subtree is every following node of a deeper level.
   int n_rows = 0;
   int depth_open = 0;  // ImGui tree levels pushed

@@ -12,8 +12,8 @@ constexpr uint32_t rgba(uint32_t r, uint32_t g, uint32_t b) { return r | g << 8 
 
 // Ten hues far apart on the colour wheel, legible on the dark theme.
 constexpr std::array<uint32_t, k_owner_palette_size> k_palette = {
-    rgba(92, 158, 250), rgba(240, 150, 60),  rgba(96, 200, 120), rgba(225, 95, 110), rgba(170, 130, 235),
-    rgba(70, 200, 200), rgba(235, 205, 80),  rgba(230, 120, 200), rgba(150, 190, 70), rgba(200, 160, 120),
+    rgba(92, 158, 250), rgba(240, 150, 60), rgba(96, 200, 120),  rgba(225, 95, 110), rgba(170, 130, 235),
+    rgba(70, 200, 200), rgba(235, 205, 80), rgba(230, 120, 200), rgba(150, 190, 70), rgba(200, 160, 120),
 };
 constexpr uint32_t k_no_owner = rgba(120, 124, 134);
 

@@ -1,4 +1,5 @@
-// The Memory window's view logic, free of ImGui: block map layout and cell size, owner colours, share segments, turn buckets, legend flow and the timelines grid.
+// The Memory window's view logic, free of ImGui: block map layout and cell size, owner colours, share segments, turn
+// buckets, legend flow and the timelines grid.
 #pragma once
 
 #include <array>
@@ -104,7 +105,7 @@ std::vector<ShareSegment> share_segments(std::span<const OwnerShare> shares, int
 struct TurnBar {
   size_t first_turn = 0;  // [first_turn, first_turn + n_turns)
   size_t n_turns = 0;
-  TurnPhases sum;         // n_cached / n_computed summed; *_ms averaged
+  TurnPhases sum;  // n_cached / n_computed summed; *_ms averaged
 };
 std::vector<TurnBar> bucket_turns(std::span<const TurnPhases> turns, size_t max_bars);
 

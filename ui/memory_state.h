@@ -17,9 +17,9 @@ constexpr int k_n_kv_tiers = 3;
 // One KV block. Invariant: 0 <= tier < k_n_kv_tiers; n_owners == 0 iff owner == -1.
 struct BlockCell {
   int tier = 0;
-  int32_t slot = -1;        // -1 on T2
+  int32_t slot = -1;  // -1 on T2
   int32_t n_tokens = 0;
-  int32_t n_refs = 0;       // running turns pinning it
+  int32_t n_refs = 0;  // running turns pinning it
   int32_t n_hits = 0;
   uint64_t age = 0;         // cache ticks since its last use (0: in use now)
   int64_t position = 0;     // tokens before it
@@ -40,8 +40,8 @@ struct TreeNode {
   int32_t n_blocks = 0;
   int32_t n_children = 0;
   int32_t n_hits = 0;
-  int tier = 0;             // of its first block
-  std::string key_hex;      // first 16 hex digits of its first block's key; empty for a root
+  int tier = 0;         // of its first block
+  std::string key_hex;  // first 16 hex digits of its first block's key; empty for a root
 };
 
 // A conversation's part of each tier (a block held by k conversations counts 1/k for each).
@@ -64,8 +64,8 @@ struct TurnPhases {
 
 // A sample of cumulative counters, taken at most once a second, for the over-time plots.
 struct CounterSample {
-  double t_s = 0;            // seconds since the app started sampling
-  int64_t n_evictions = 0;   // cumulative, all tiers
+  double t_s = 0;               // seconds since the app started sampling
+  int64_t n_evictions = 0;      // cumulative, all tiers
   int64_t n_wasted_tokens = 0;  // internal fragmentation now
 };
 
@@ -74,15 +74,15 @@ enum class TierMove { t0_to_t1, t1_to_t0, to_t2, t2_to_t0 };
 constexpr int k_n_tier_moves = 4;
 
 struct KvPicture {
-  bool valid = false;        // false until the cache has been described once
+  bool valid = false;  // false until the cache has been described once
   int64_t block_tokens = 0;
   size_t block_bytes = 0;
   std::array<size_t, k_n_kv_tiers> used_bytes{};
   std::array<size_t, k_n_kv_tiers> capacity_bytes{};
   std::array<int64_t, k_n_kv_tiers> used_blocks{};       // as each tier counts them (T2: the disk store's)
   std::array<int64_t, k_n_kv_tiers> n_blocks_on_tier{};  // where blocks live, over all blocks
-  int64_t n_blocks_on_disk = 0;   // blocks with a copy on T2 (the T2 row of the block map)
-  std::vector<BlockCell> blocks;  // index blocks in tree order, then private blocks
+  int64_t n_blocks_on_disk = 0;                          // blocks with a copy on T2 (the T2 row of the block map)
+  std::vector<BlockCell> blocks;                         // index blocks in tree order, then private blocks
   int64_t n_blocks_left_out = 0;
   std::vector<TreeNode> nodes;
   int64_t n_nodes_left_out = 0;
@@ -103,8 +103,8 @@ struct KvTimelines {
   // Bytes per second for each TierMove over the last n seconds, oldest first (the last still filling).
   std::array<std::vector<float>, k_n_tier_moves> bytes_per_s;
   std::vector<CounterSample> samples;  // oldest first, bounded
-  uint64_t n_events = 0;      // KV events read so far
-  uint64_t n_events_lost = 0; // overwritten before they were read
+  uint64_t n_events = 0;               // KV events read so far
+  uint64_t n_events_lost = 0;          // overwritten before they were read
 };
 
 }  // namespace kvc::ui

@@ -80,9 +80,7 @@ int stacked_bars(const std::vector<TurnBar>& bars, const std::array<ImVec4, K>& 
       y -= h;
     }
   }
-  if (!bars.empty()) {
-    plot_label(dl, p0, w, {peak_label(peak)});
-  }
+  if (!bars.empty()) { plot_label(dl, p0, w, {peak_label(peak)}); }
   ImGui::Dummy(ImVec2(w, height));
   if (!ImGui::IsItemHovered() || bars.empty()) return -1;
   const float mx = ImGui::GetIO().MousePos.x - p0.x - 4.0f;
@@ -124,13 +122,14 @@ void draw_timelines(const MemoryState& m) {
   const KvTimelines& tl = m.timelines;
   const std::vector<TurnBar> bars = bucket_turns(tl.turns, k_max_bars);
 
-  const Legend hit_legend =
-      legend({{"T0", tier_colors::t0}, {"T1", tier_colors::t1}, {"T2", tier_colors::t2}, {"computed", colors::computed}});
+  const Legend hit_legend = legend(
+      {{"T0", tier_colors::t0}, {"T1", tier_colors::t1}, {"T2", tier_colors::t2}, {"computed", colors::computed}});
   const ImVec4 c_lookup{0.62f, 0.64f, 0.70f, 1.0f}, c_promote = tier_colors::t2, c_prefill = colors::computed,
-               c_decode{0.30f, 0.85f, 0.85f, 1.0f};
+                                                    c_decode{0.30f, 0.85f, 0.85f, 1.0f};
   const Legend ttft_legend =
       legend({{"lookup", c_lookup}, {"promote", c_promote}, {"prefill", c_prefill}, {"first decode", c_decode}});
-  const ImVec4 c01{0.95f, 0.75f, 0.30f, 1.0f}, c10 = tier_colors::t0, c2 = tier_colors::t2, c20{0.95f, 0.45f, 0.55f, 1.0f};
+  const ImVec4 c01{0.95f, 0.75f, 0.30f, 1.0f}, c10 = tier_colors::t0, c2 = tier_colors::t2,
+                                               c20{0.95f, 0.45f, 0.55f, 1.0f};
   const Legend bw_legend = legend({{"T0→T1", c01}, {"T1→T0", c10}, {"→T2", c2}, {"T2→T0", c20}});
   const ImVec4 c_ev = colors::error, c_fr = colors::warning;
   const Legend ev_legend = legend({{"evictions (total)", c_ev}, {"wasted tokens", c_fr}});
@@ -155,9 +154,9 @@ void draw_timelines(const MemoryState& m) {
   if (tl.n_events_lost > 0) height -= line_h;
   const float font = ImGui::GetFontSize();
   const float col_gap = std::round(font * 0.4f);  // cell padding either side of the column border
-  const TimelineGrid grid = timeline_grid(k_n_charts, width, std::floor(height),
-                                          {header_h(width), header_h((width - 2.0f * col_gap) / 2.0f)},
-                                          st.ItemSpacing.y + 2.0f * st.CellPadding.y, font * 3.5f, font * 9.0f, font * 10.0f);
+  const TimelineGrid grid =
+      timeline_grid(k_n_charts, width, std::floor(height), {header_h(width), header_h((width - 2.0f * col_gap) / 2.0f)},
+                    st.ItemSpacing.y + 2.0f * st.CellPadding.y, font * 3.5f, font * 9.0f, font * 10.0f);
   const float h = std::floor(grid.chart_h);
 
   auto chart = [&](int k) {
@@ -168,7 +167,9 @@ void draw_timelines(const MemoryState& m) {
         const std::array<ImVec4, 4> cols = {tier_colors::t0, tier_colors::t1, tier_colors::t2, colors::computed};
         const int hov = stacked_bars(
             bars, cols, h,
-            [](const TurnBar& b, size_t i) { return static_cast<double>(i < 3 ? b.sum.n_cached[i] : b.sum.n_computed); },
+            [](const TurnBar& b, size_t i) {
+              return static_cast<double>(i < 3 ? b.sum.n_cached[i] : b.sum.n_computed);
+            },
             [](double peak) { return "max " + std::to_string(static_cast<long long>(peak + 0.5)) + " tokens"; });
         if (hov >= 0) {
           const TurnBar& b = bars[static_cast<size_t>(hov)];
@@ -202,8 +203,8 @@ void draw_timelines(const MemoryState& m) {
         for (const auto& s : tl.bytes_per_s) {
           for (float v : s) peak = std::max(peak, v);
         }
-        line_chart({&tl.bytes_per_s[0], &tl.bytes_per_s[1], &tl.bytes_per_s[2], &tl.bytes_per_s[3]}, {c01, c10, c2, c20}, h,
-                   {"peak " + format_bytes(static_cast<double>(peak)) + "/s"});
+        line_chart({&tl.bytes_per_s[0], &tl.bytes_per_s[1], &tl.bytes_per_s[2], &tl.bytes_per_s[3]},
+                   {c01, c10, c2, c20}, h, {"peak " + format_bytes(static_cast<double>(peak)) + "/s"});
         break;
       }
       default: {

@@ -18,7 +18,8 @@ struct ModelSource {
 
 // kvchat's models folder under `data_dir`, then Ollama (~/.ollama/models), LM Studio
 // (~/.lmstudio/models, ~/.cache/lm-studio/models) and Hugging Face (~/.cache/huggingface/hub).
-std::vector<ModelSource> default_model_sources(const std::filesystem::path& home, const std::filesystem::path& data_dir);
+std::vector<ModelSource> default_model_sources(const std::filesystem::path& home,
+                                               const std::filesystem::path& data_dir);
 
 struct FoundModel {
   std::filesystem::path path;

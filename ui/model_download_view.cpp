@@ -36,8 +36,9 @@ void ModelView::draw_download(ViewContext& ctx) {
   }
   ImGui::EndChild();
   ImGui::SetNextItemWidth(-90.0f);
-  const bool enter = named_input(ctx.hooks, "model.download_url", "##url", download_url_, ImGuiInputTextFlags_EnterReturnsTrue,
-                                 ImVec2(0, 0), "https://... or OWNER/REPO/FILE.gguf");
+  const bool enter =
+      named_input(ctx.hooks, "model.download_url", "##url", download_url_, ImGuiInputTextFlags_EnterReturnsTrue,
+                  ImVec2(0, 0), "https://... or OWNER/REPO/FILE.gguf");
   ImGui::SameLine();
   ImGui::BeginDisabled(running || download_url_.empty());
   if (named_button(ctx.hooks, "model.download", "Download") || (enter && !running && !download_url_.empty())) {
@@ -49,7 +50,9 @@ void ModelView::draw_download(ViewContext& ctx) {
       text_disabled_wrapped("Into the data directory's models folder; an interrupted download resumes.");
       break;
     case DownloadStatus::running: {
-      const float f = d.total_bytes ? static_cast<float>(static_cast<double>(d.done_bytes) / static_cast<double>(d.total_bytes)) : 0.0f;
+      const float f = d.total_bytes
+                          ? static_cast<float>(static_cast<double>(d.done_bytes) / static_cast<double>(d.total_bytes))
+                          : 0.0f;
       ImGui::ProgressBar(f, ImVec2(-90.0f, 0), d.progress_text.c_str());
       ImGui::SameLine();
       if (named_button(ctx.hooks, "model.download_cancel", "Cancel")) ctx.cmd.cancel_download();

@@ -66,9 +66,8 @@ void ModelView::list_dir(const fs::path& dir) {
       }
       out.push_back(std::move(e));
     }
-    std::sort(out.begin(), out.end(), [](const DirEntry& a, const DirEntry& b) {
-      return a.is_dir != b.is_dir ? a.is_dir : a.name < b.name;
-    });
+    std::sort(out.begin(), out.end(),
+              [](const DirEntry& a, const DirEntry& b) { return a.is_dir != b.is_dir ? a.is_dir : a.name < b.name; });
     return out;
   });
 }
@@ -79,9 +78,8 @@ void ModelView::draw_current(ViewContext& ctx) {
   ImGui::TextUnformatted(m.name.empty() ? "No model" : m.name.c_str());
   ImGui::PopFont();
   if (m.status == ModelStatus::building_demo || m.status == ModelStatus::loading) {
-    ImGui::TextUnformatted(m.status == ModelStatus::building_demo
-                               ? "Building the demo model (first launch only)..."
-                               : "Loading...");
+    ImGui::TextUnformatted(m.status == ModelStatus::building_demo ? "Building the demo model (first launch only)..."
+                                                                  : "Loading...");
     ImGui::ProgressBar(static_cast<float>(m.progress), ImVec2(-1.0f, 0));
     return;
   }
@@ -205,7 +203,9 @@ void ModelView::draw_selected(ViewContext& ctx) {
   ImGui::SameLine();
   ImGui::SetNextItemWidth(90.0f);
   ImGui::Combo("KV##fmt", &estimate_kv_format_, "F16\0INT8\0INT4\0");
-  const kv::KvFormat fmt = estimate_kv_format_ == 0 ? kv::KvFormat::f16 : estimate_kv_format_ == 1 ? kv::KvFormat::int8 : kv::KvFormat::int4;
+  const kv::KvFormat fmt = estimate_kv_format_ == 0   ? kv::KvFormat::f16
+                           : estimate_kv_format_ == 1 ? kv::KvFormat::int8
+                                                      : kv::KvFormat::int4;
   // A quantized format the head size cannot use estimates as F16, the format that would run.
   const double q_elem = kv::kv_bytes_per_element(fmt, i.kv_group);
   const double elem = q_elem > 0 ? q_elem : 2.0;
@@ -222,7 +222,8 @@ void ModelView::draw_selected(ViewContext& ctx) {
     ImGui::PopTextWrapPos();
     ImGui::PopStyleColor();
   }
-  const bool busy = ctx.snap.model.status == ModelStatus::loading || ctx.snap.model.status == ModelStatus::building_demo;
+  const bool busy =
+      ctx.snap.model.status == ModelStatus::loading || ctx.snap.model.status == ModelStatus::building_demo;
   ImGui::BeginDisabled(busy || ctx.snap.chat.generating);
   if (named_button(ctx.hooks, "model.load", "Load this model")) ctx.cmd.load_model(selected_.string());
   ImGui::EndDisabled();

@@ -23,7 +23,10 @@ bool is_openable_url(std::string_view url) {
     }
     return true;
   };
-  const size_t scheme = starts_with_nocase("https://") ? 8 : starts_with_nocase("http://") ? 7 : starts_with_nocase("mailto:") ? 7 : 0;
+  const size_t scheme = starts_with_nocase("https://")  ? 8
+                        : starts_with_nocase("http://") ? 7
+                        : starts_with_nocase("mailto:") ? 7
+                                                        : 0;
   if (scheme == 0 || url.size() == scheme) return false;
   for (const char c : url) {
     if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7F) return false;
@@ -33,7 +36,8 @@ bool is_openable_url(std::string_view url) {
 
 Status open_url(const std::string& url) {
   if (!is_openable_url(url)) {
-    return make_error(ErrorCode::invalid_argument, "not opened: \"" + url.substr(0, 200) + "\" is not an http(s) or mailto link");
+    return make_error(ErrorCode::invalid_argument,
+                      "not opened: \"" + url.substr(0, 200) + "\" is not an http(s) or mailto link");
   }
   const char* env = std::getenv("KVCHAT_URL_OPENER");
   const std::string opener = env && *env ? env : "xdg-open";
@@ -41,13 +45,12 @@ Status open_url(const std::string& url) {
   pid_t pid = 0;
   const int rc = ::posix_spawnp(&pid, opener.c_str(), nullptr, nullptr, argv, environ);
   if (rc != 0) {
-    return make_error(ErrorCode::io, "could not start " + opener + " to open " + url.substr(0, 200) + ": " + std::strerror(rc) +
-                                         " (install xdg-utils, or set KVCHAT_URL_OPENER)");
+    return make_error(ErrorCode::io, "could not start " + opener + " to open " + url.substr(0, 200) + ": " +
+                                         std::strerror(rc) + " (install xdg-utils, or set KVCHAT_URL_OPENER)");
   }
   std::thread([pid] {
     int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   }).detach();
   return {};
 }

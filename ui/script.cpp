@@ -17,28 +17,33 @@ struct KindName {
   const char* name;
 };
 constexpr KindName k_kinds[] = {
-    {StepKind::wait_model, "wait_model"}, {StepKind::type, "type"},           {StepKind::click, "click"},
-    {StepKind::key, "key"},               {StepKind::wait_idle, "wait_idle"}, {StepKind::frames, "frames"},
-    {StepKind::screenshot, "screenshot"}, {StepKind::assert_state, "assert"}, {StepKind::command, "command"},
-    {StepKind::quit, "quit"},             {StepKind::wait_state, "wait_state"},
-    {StepKind::print, "print"},
+    {StepKind::wait_model, "wait_model"}, {StepKind::type, "type"},
+    {StepKind::click, "click"},           {StepKind::key, "key"},
+    {StepKind::wait_idle, "wait_idle"},   {StepKind::frames, "frames"},
+    {StepKind::screenshot, "screenshot"}, {StepKind::assert_state, "assert"},
+    {StepKind::command, "command"},       {StepKind::quit, "quit"},
+    {StepKind::wait_state, "wait_state"}, {StepKind::print, "print"},
 };
 
 struct OpName {
   CompareOp op;
   const char* name;
 };
-constexpr OpName k_ops[] = {{CompareOp::eq, "=="}, {CompareOp::ne, "!="}, {CompareOp::ge, ">="}, {CompareOp::le, "<="},
-                            {CompareOp::gt, ">"},  {CompareOp::lt, "<"},  {CompareOp::contains, "contains"}};
+constexpr OpName k_ops[] = {{CompareOp::eq, "=="},
+                            {CompareOp::ne, "!="},
+                            {CompareOp::ge, ">="},
+                            {CompareOp::le, "<="},
+                            {CompareOp::gt, ">"},
+                            {CompareOp::lt, "<"},
+                            {CompareOp::contains, "contains"}};
 
 const char* const k_keys[] = {"ctrl+n", "ctrl+enter", "escape", "ctrl+f", "ctrl+up", "ctrl+down"};
 const char* const k_commands[] = {"restart_engine", "set_tier_budgets", "set_chat_settings", "export_conversation_md",
                                   "export_conversation_json"};
 
-
 Error step_error(int index, const std::string& kind, const std::string& what) {
-  return make_error(ErrorCode::invalid_argument, "step " + std::to_string(index) + (kind.empty() ? "" : " (" + kind + ")") +
-                                                     ": " + what);
+  return make_error(ErrorCode::invalid_argument,
+                    "step " + std::to_string(index) + (kind.empty() ? "" : " (" + kind + ")") + ": " + what);
 }
 
 // A required non-empty string member.
@@ -80,7 +85,8 @@ Result<ScriptStep> parse_step(const json& j, int index) {
     return step_error(index, kind, "unknown step; known: " + names);
   }
   if (auto t = j.find("timeout_s"); t != j.end()) {
-    if (!t->is_number() || t->get<double>() <= 0) return step_error(index, kind, "\"timeout_s\" must be a positive number");
+    if (!t->is_number() || t->get<double>() <= 0)
+      return step_error(index, kind, "\"timeout_s\" must be a positive number");
     s.timeout_s = t->get<double>();
   }
   switch (s.kind) {
@@ -105,7 +111,10 @@ Result<ScriptStep> parse_step(const json& j, int index) {
       s.text = *k;
       bool ok = false;
       for (const char* name : k_keys) ok = ok || s.text == name;
-      if (!ok) return step_error(index, kind, "unknown key \"" + s.text + "\"; known: ctrl+n, ctrl+enter, escape, ctrl+f, ctrl+up, ctrl+down");
+      if (!ok)
+        return step_error(
+            index, kind,
+            "unknown key \"" + s.text + "\"; known: ctrl+n, ctrl+enter, escape, ctrl+f, ctrl+up, ctrl+down");
       break;
     }
     case StepKind::frames: {
@@ -168,8 +177,10 @@ Result<ScriptStep> parse_step(const json& j, int index) {
       bool ok = false;
       for (const char* name : k_commands) ok = ok || s.name == name;
       if (!ok) {
-        return step_error(index, kind, "unknown command \"" + s.name + "\"; known: restart_engine, set_tier_budgets, "
-                                       "set_chat_settings, export_conversation_md, export_conversation_json");
+        return step_error(index, kind,
+                          "unknown command \"" + s.name +
+                              "\"; known: restart_engine, set_tier_budgets, "
+                              "set_chat_settings, export_conversation_md, export_conversation_json");
       }
       auto t0 = optional_bytes(j, "t0_bytes", index, kind);
       if (!t0.ok()) return t0.error();

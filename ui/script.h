@@ -9,7 +9,8 @@
 //     {"do": "screenshot", "name": "chat", "window": "Chat"},
 //     {"do": "assert", "state": "n_messages", "op": ">=", "value": 2},
 //     {"do": "wait_state", "state": "md_tables", "op": ">=", "value": 1, "timeout_s": 30},
-//     {"do": "command", "name": "set_tier_budgets", "t0_bytes": 163840, "t1_bytes": 81920, "t2_bytes": 0, "ctx_kv_bytes": 65536},
+//     {"do": "command", "name": "set_tier_budgets", "t0_bytes": 163840, "t1_bytes": 81920, "t2_bytes": 0,
+//     "ctx_kv_bytes": 65536},
 //     {"do": "command", "name": "restart_engine"},
 //     {"do": "command", "name": "set_chat_settings", "max_tokens": 48, "system_prompt": "..."},
 //                                          (the open conversation's; each field optional)
@@ -29,20 +30,33 @@
 namespace kvc::ui {
 
 // wait_state: an assert that waits (up to timeout_s) for its comparison to hold.
-enum class StepKind { wait_model, type, click, key, wait_idle, frames, screenshot, assert_state, command, quit, wait_state, print };
+enum class StepKind {
+  wait_model,
+  type,
+  click,
+  key,
+  wait_idle,
+  frames,
+  screenshot,
+  assert_state,
+  command,
+  quit,
+  wait_state,
+  print
+};
 const char* to_string(StepKind k);
 
 enum class CompareOp { eq, ne, ge, le, gt, lt, contains };
 
 // Invariant (parse_script): the fields a kind needs are set; timeout_s > 0; n_frames >= 1.
 struct ScriptStep {
-  int index = 0;          // 1-based, for messages
+  int index = 0;  // 1-based, for messages
   StepKind kind = StepKind::frames;
-  std::string widget;     // type, click
-  std::string text;       // type; key: "ctrl+n", "ctrl+enter", "escape", "ctrl+f"
-  std::string name;       // screenshot file name (without .png)
-  std::string window;     // screenshot: crop to this window; empty: the whole frame
-  std::string state;      // assert, wait_state, print: which app state (or view fact)
+  std::string widget;  // type, click
+  std::string text;    // type; key: "ctrl+n", "ctrl+enter", "escape", "ctrl+f"
+  std::string name;    // screenshot file name (without .png)
+  std::string window;  // screenshot: crop to this window; empty: the whole frame
+  std::string state;   // assert, wait_state, print: which app state (or view fact)
   CompareOp op = CompareOp::eq;
   bool value_is_string = false;
   double value = 0;
@@ -53,7 +67,7 @@ struct ScriptStep {
   int64_t t1_bytes = 0;
   int64_t t2_bytes = 0;
   int64_t ctx_kv_bytes = 0;  // set_tier_budgets: the context's KV budget (0: default)
-  int64_t max_tokens = 0; // command set_chat_settings (0: unchanged; its system_prompt: text, when value_is_string)
+  int64_t max_tokens = 0;    // command set_chat_settings (0: unchanged; its system_prompt: text, when value_is_string)
 };
 
 struct Script {

@@ -109,14 +109,16 @@ Status write_screenshot(const std::filesystem::path& file, int fb_w, int fb_h, i
   w = std::clamp(w, 0, fb_w - x);
   h = std::clamp(h, 0, fb_h - y);
   if (w == 0 || h == 0) return make_error(ErrorCode::invalid_argument, "the screenshot region is empty");
-  std::vector<unsigned char> pixels(static_cast<size_t>(w) * static_cast<size_t>(h) * 3);  // (h, w, rgb), bottom row first
+  std::vector<unsigned char> pixels(static_cast<size_t>(w) * static_cast<size_t>(h) *
+                                    3);  // (h, w, rgb), bottom row first
   glPixelStorei(GL_PACK_ALIGNMENT, 1);
   glReadPixels(x, fb_h - y - h, w, h, GL_RGB, GL_UNSIGNED_BYTE, pixels.data());
   // GL's rows run bottom-up; PNG's top-down.
   const size_t stride = static_cast<size_t>(w) * 3;
   std::vector<unsigned char> flipped(pixels.size());
   for (int r = 0; r < h; ++r) {
-    std::copy_n(pixels.data() + static_cast<size_t>(h - 1 - r) * stride, stride, flipped.data() + static_cast<size_t>(r) * stride);
+    std::copy_n(pixels.data() + static_cast<size_t>(h - 1 - r) * stride, stride,
+                flipped.data() + static_cast<size_t>(r) * stride);
   }
   if (!stbi_write_png(file.c_str(), w, h, 3, flipped.data(), static_cast<int>(stride))) {
     return make_error(ErrorCode::io, "cannot write " + file.string());
@@ -148,8 +150,10 @@ std::string check_state(const ScriptStep& s, const AppSnapshot& snap, const Scri
     const std::string title = s.state.substr(7, s.state.size() - 9);
     if (const auto r = hooks.window_rect(title)) {
       const char c = s.state.back();
-      state[s.state] = static_cast<double>(c == 'x' ? r->min.x : c == 'y' ? r->min.y : c == 'w' ? r->max.x - r->min.x
-                                                                                                  : r->max.y - r->min.y);
+      state[s.state] = static_cast<double>(c == 'x'   ? r->min.x
+                                           : c == 'y' ? r->min.y
+                                           : c == 'w' ? r->max.x - r->min.x
+                                                      : r->max.y - r->min.y);
     }
   }
   auto it = state.find(s.state);

@@ -14,9 +14,9 @@ namespace kvc::ui {
 
 // The app state that asserts can name: numbers and strings derived from a snapshot.
 //   n_conversations, n_messages, n_user_messages, n_assistant_messages, last_reply_chars,
-//   last_reply_tokens, last_prompt_reused, last_prompt_from_t0/t1/t2, tier_warning, n_turns, n_stream_tokens, generating, model_ready,
-//   model_is_demo, model_status, model_name, model_chat_template, chat_title, last_reply, error,
-//   t0_used_bytes, t1_used_bytes, t2_used_bytes (0 for a tier the engine does not report), n_restarts,
+//   last_reply_tokens, last_prompt_reused, last_prompt_from_t0/t1/t2, tier_warning, n_turns, n_stream_tokens,
+//   generating, model_ready, model_is_demo, model_status, model_name, model_chat_template, chat_title, last_reply,
+//   error, t0_used_bytes, t1_used_bytes, t2_used_bytes (0 for a tier the engine does not report), n_restarts,
 //   n_branch_points (messages on the active branch that have other versions), last_prompt_tokens,
 //   last_tokens_per_s and last_ttft_ms (the last answer's decode speed, counted as kvchat-cli
 //   generate counts it, and its time to first token; 0 before an answer of this run),
@@ -56,7 +56,7 @@ class ScriptRunner {
   size_t current_ = 0;
   double step_start_s_ = -1;  // when the current step began
   int frames_in_step_ = 0;
-  bool requested_ = false;    // type / click / key: the request has been handed to the hooks
+  bool requested_ = false;  // type / click / key: the request has been handed to the hooks
   bool screenshot_due_ = false;
   bool finished_ = false;
   int exit_code_ = 0;

@@ -38,7 +38,7 @@ void Shell::shortcuts(ViewContext& ctx) {
   // Ctrl+Up / Ctrl+Down: the previous / next conversation of the list (most recent first).
   const int step = ((ctrl && pressed(ImGuiKey_UpArrow)) || ctx.hooks.take_key("ctrl+up"))       ? -1
                    : ((ctrl && pressed(ImGuiKey_DownArrow)) || ctx.hooks.take_key("ctrl+down")) ? 1
-                                                                                               : 0;
+                                                                                                : 0;
   if (step != 0 && !ctx.snap.conversations.empty()) {
     const auto& list = ctx.snap.conversations;
     int at = -1;
@@ -136,7 +136,7 @@ void Shell::draw(ViewContext& outer) {
       ImGui::EndMenu();
     }
     const ModelState& m = ctx.snap.model;
-    const char* state = m.status == ModelStatus::ready ? (ctx.snap.chat.generating ? "generating" : "ready")
+    const char* state = m.status == ModelStatus::ready    ? (ctx.snap.chat.generating ? "generating" : "ready")
                         : m.status == ModelStatus::failed ? "model failed to load"
                         : m.status == ModelStatus::none   ? "no model"
                                                           : "loading model";

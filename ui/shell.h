@@ -21,11 +21,11 @@ struct Shell {
   EngineView engine;
   // Presenter layout: chat and memory side by side under the demo's caption, large fonts.
   bool presenter = false;
-  const Fonts* presenter_fonts = nullptr;  // set by the app; the views draw with these when presenting
-  DemoMode* demo = nullptr;                // the running demo, if any (owned by the app)
+  const Fonts* presenter_fonts = nullptr;               // set by the app; the views draw with these when presenting
+  DemoMode* demo = nullptr;                             // the running demo, if any (owned by the app)
   std::vector<std::filesystem::path> demo_files;        // the Demo menu
   std::optional<std::filesystem::path> demo_requested;  // picked in the Demo menu; the app starts it
-  bool reset_layout = true;  // place the windows on the next frame (first frame, View > Reset layout, resize)
+  bool reset_layout = true;     // place the windows on the next frame (first frame, View > Reset layout, resize)
   bool restore_layout = false;  // the first frame keeps the windows where imgui.ini put them
   bool quit = false;
 

@@ -25,8 +25,8 @@ ImFont* add_font(const char* path, float px, bool with_cjk) {
   ImFont* f = io.Fonts->AddFontFromFileTTF(path, px, &cfg, io.Fonts->GetGlyphRangesDefault());
   if (!f) return nullptr;
   // Extra scripts merged into the same font when their fonts are installed.
-  static const ImWchar k_extra[] = {0x0100, 0x024F, 0x0370, 0x03FF, 0x0400, 0x052F, 0x2000, 0x206F, 0x2190, 0x21FF,
-                                    0x2500, 0x25FF, 0};
+  static const ImWchar k_extra[] = {0x0100, 0x024F, 0x0370, 0x03FF, 0x0400, 0x052F, 0x2000,
+                                    0x206F, 0x2190, 0x21FF, 0x2500, 0x25FF, 0};
   ImFontConfig merge;
   merge.MergeMode = true;
   io.Fonts->AddFontFromFileTTF(path, px, &merge, k_extra);
@@ -50,8 +50,8 @@ Fonts load_fonts(float scale) {
 
 Fonts add_fonts(float scale, bool with_cjk) {
   ImGuiIO& io = ImGui::GetIO();
-  const char* sans = first_existing({"/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-                                     "/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf"});
+  const char* sans = first_existing(
+      {"/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf"});
   const char* mono = first_existing({"/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf",
                                      "/usr/share/fonts/truetype/noto/NotoSansMono-Regular.ttf"});
   Fonts f;
@@ -71,14 +71,18 @@ Fonts add_fonts(float scale, bool with_cjk) {
     return font ? font : fallback;
   };
   const float px = k_base_font_px * scale;
-  f.bold = face({"/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf", "/usr/share/fonts/truetype/noto/NotoSans-Bold.ttf"}, px, f.regular);
-  f.italic = face({"/usr/share/fonts/truetype/dejavu/DejaVuSans-Oblique.ttf", "/usr/share/fonts/truetype/noto/NotoSans-Italic.ttf"},
-                  px, f.regular);
+  f.bold =
+      face({"/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf", "/usr/share/fonts/truetype/noto/NotoSans-Bold.ttf"},
+           px, f.regular);
+  f.italic = face(
+      {"/usr/share/fonts/truetype/dejavu/DejaVuSans-Oblique.ttf", "/usr/share/fonts/truetype/noto/NotoSans-Italic.ttf"},
+      px, f.regular);
   f.bold_italic = face({"/usr/share/fonts/truetype/dejavu/DejaVuSans-BoldOblique.ttf",
                         "/usr/share/fonts/truetype/noto/NotoSans-BoldItalic.ttf"},
                        px, f.bold);
-  f.medium = face({"/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf", "/usr/share/fonts/truetype/noto/NotoSans-Bold.ttf"},
-                  px * 1.25f, f.large);
+  f.medium =
+      face({"/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf", "/usr/share/fonts/truetype/noto/NotoSans-Bold.ttf"},
+           px * 1.25f, f.large);
   return f;
 }
 

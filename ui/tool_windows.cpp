@@ -42,7 +42,8 @@ void KvCalculatorView::draw(ViewContext& ctx) {
     n_ctx_ = static_cast<int>(std::max<int64_t>(1, m.n_ctx));
     if (const int g = kv::kv_group_for_head_dim(m.head_dim); g > 0) group_ = g;  // the engine's group for this head
   }
-  ImGui::TextDisabled("%s", seeded_from_ != -1 ? ("shape of " + m.name).c_str() : "shape: TinyLlama 1.1B (no model loaded)");
+  ImGui::TextDisabled("%s",
+                      seeded_from_ != -1 ? ("shape of " + m.name).c_str() : "shape: TinyLlama 1.1B (no model loaded)");
   int_input("layers", n_layer_, 1, 1024);
   int_input("query heads", n_head_, 1, 1024);
   int_input("KV heads", n_kv_head_, 1, 1024);
@@ -102,8 +103,9 @@ void KvCalculatorView::draw(ViewContext& ctx) {
     ImGui::EndTable();
   }
   if (auto e = estimate_kv(shape, w, kv::KvFormat::f16, group_, n_ctx_); e.ok()) {
-    ImGui::TextDisabled("%lld KV heads, %lld of %d layers store KV, %lld of them local", static_cast<long long>(e->n_kv_head),
-                        static_cast<long long>(e->n_kv_layers), n_layer_, static_cast<long long>(e->n_local_layers));
+    ImGui::TextDisabled("%lld KV heads, %lld of %d layers store KV, %lld of them local",
+                        static_cast<long long>(e->n_kv_head), static_cast<long long>(e->n_kv_layers), n_layer_,
+                        static_cast<long long>(e->n_local_layers));
   }
   ImGui::End();
 }
@@ -155,8 +157,8 @@ void EngineView::draw(ViewContext& ctx) {
                         ctx.snap.engine.ctx_fixed ? ", set by -c" : "");
   }
   if (named_button(ctx.hooks, "engine.apply", "Apply")) {
-    ctx.cmd.save_tier_budgets(TierBudgets{int64_t{t0_kib_} * 1024, int64_t{t1_kib_} * 1024, int64_t{t2_mib_} << 20,
-                                          int64_t{ctx_mib_} << 20});
+    ctx.cmd.save_tier_budgets(
+        TierBudgets{int64_t{t0_kib_} * 1024, int64_t{t1_kib_} * 1024, int64_t{t2_mib_} << 20, int64_t{ctx_mib_} << 20});
   }
   ImGui::SameLine();
   ImGui::TextDisabled("recreates the KV cache: T0 and T1 start empty, T2 keeps its blocks");

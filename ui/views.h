@@ -68,7 +68,7 @@ struct ChatView {
   // Height of each drawn message, keyed by (id, text size, width): messages off screen are
   // replaced by empty space of that height (variable-height list clipping).
   std::map<int64_t, std::pair<uint64_t, float>> heights_;
-  MarkdownAnswers answers_;  // assistant messages, parsed once per change
+  MarkdownAnswers answers_;                 // assistant messages, parsed once per change
   std::map<int64_t, bool> reasoning_open_;  // message id -> its reasoning is expanded
   std::string settings_system_;
   SamplingView settings_sampling_;

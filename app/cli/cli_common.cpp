@@ -27,8 +27,9 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool model_required) {
   cmd.add_option("-c,--ctx-size", o.n_ctx,
                  "context length in tokens (default: the model's trained context, cut to what --ctx-memory holds)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
-  cmd.add_option("--ctx-memory", o.ctx_memory_mib,
-                 "MiB that one context's KV cache (F16) may take; sizes the default context (inspect shows the estimate)")
+  cmd.add_option(
+         "--ctx-memory", o.ctx_memory_mib,
+         "MiB that one context's KV cache (F16) may take; sizes the default context (inspect shows the estimate)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   cmd.add_option("-b,--batch-size", o.n_batch, "tokens evaluated per forward pass during prefill")
@@ -78,7 +79,9 @@ Result<Loaded> load_model(const ModelOptions& o) {
   Progress bar("loading " + path, o.quiet);
   model::LoadOptions lo;
   lo.n_ctx = o.n_ctx;
-  lo.progress = [&](size_t done, size_t total) { bar.update(total ? static_cast<double>(done) / static_cast<double>(total) : 1.0); };
+  lo.progress = [&](size_t done, size_t total) {
+    bar.update(total ? static_cast<double>(done) / static_cast<double>(total) : 1.0);
+  };
   auto m = model::Model::load(path, *l.backend, lo);
   if (!m.ok()) return m.error();
   bar.done();
@@ -92,7 +95,10 @@ int64_t context_length(const ModelOptions& o, const model::Model& m) {
 }
 
 Progress::Progress(std::string label, bool quiet)
-    : label_(std::move(label)), quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()) {}
+    : label_(std::move(label)),
+      quiet_(quiet),
+      tty_(::isatty(STDERR_FILENO) != 0),
+      start_(std::chrono::steady_clock::now()) {}
 
 void Progress::update(double fraction) {
   if (quiet_ || !tty_) return;
@@ -103,8 +109,8 @@ void Progress::update(double fraction) {
   last_percent_ = pct;
   const int width = 30;
   const int filled = pct * width / 100;
-  std::fprintf(stderr, "\r%s [%.*s%*s] %3d%%", label_.c_str(), filled, "##############################",
-               width - filled, "", pct);
+  std::fprintf(stderr, "\r%s [%.*s%*s] %3d%%", label_.c_str(), filled, "##############################", width - filled,
+               "", pct);
   std::fflush(stderr);
 }
 

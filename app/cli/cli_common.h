@@ -18,10 +18,10 @@ namespace kvc::cli {
 
 // Options every model-running command takes.
 struct ModelOptions {
-  std::string model;  // -m
-  int threads = 0;    // -t; 0 = one per physical core
-  std::string backend = "cpu";  // --backend: cpu, cuda or auto
-  int64_t n_ctx = 0;  // -c; 0 = the model's training context, capped by ctx_memory_mib
+  std::string model;              // -m
+  int threads = 0;                // -t; 0 = one per physical core
+  std::string backend = "cpu";    // --backend: cpu, cuda or auto
+  int64_t n_ctx = 0;              // -c; 0 = the model's training context, capped by ctx_memory_mib
   int64_t ctx_memory_mib = 1024;  // --ctx-memory: one context's F16 KV may take this much
   int64_t n_batch = 256;
   std::string data_dir;  // --data-dir

@@ -23,7 +23,6 @@ struct BenchArgs {
   bool bandwidth = false;
 };
 
-
 int run_bench(BenchArgs a) {
   a.model.quiet = a.model.quiet || a.json;
   auto loaded = load_model(a.model);
@@ -59,9 +58,9 @@ int run_bench(BenchArgs a) {
       tg.push_back(static_cast<double>(a.n_gen) / tg_s);
     }
     if (!a.json && !a.model.quiet) {
-      std::fprintf(stderr, "%s pp%lld %.1f tok/s, tg%lld %.1f tok/s\n", rep == 0 ? "warm-up" : "run", static_cast<long long>(a.n_prompt),
-                   static_cast<double>(a.n_prompt) / pp_s, static_cast<long long>(a.n_gen),
-                   static_cast<double>(a.n_gen) / tg_s);
+      std::fprintf(stderr, "%s pp%lld %.1f tok/s, tg%lld %.1f tok/s\n", rep == 0 ? "warm-up" : "run",
+                   static_cast<long long>(a.n_prompt), static_cast<double>(a.n_prompt) / pp_s,
+                   static_cast<long long>(a.n_gen), static_cast<double>(a.n_gen) / tg_s);
     }
   }
   const double pp_med = median(pp), tg_med = median(tg);
@@ -95,7 +94,8 @@ int run_bench(BenchArgs a) {
   } else {
     std::printf("model     %s (%s, %s)\nbackend   %s\n", m.path().c_str(), m.weight_type_summary().c_str(),
                 human_bytes(static_cast<double>(m.weight_bytes())).c_str(), std::string(m.backend().name()).c_str());
-    std::printf("prefill   %8.1f tok/s  (pp%lld, median of %d)\n", pp_med, static_cast<long long>(a.n_prompt), a.repetitions);
+    std::printf("prefill   %8.1f tok/s  (pp%lld, median of %d)\n", pp_med, static_cast<long long>(a.n_prompt),
+                a.repetitions);
     std::printf("decode    %8.1f tok/s  (tg%lld, median of %d; weights read at %.1f GB/s)\n", tg_med,
                 static_cast<long long>(a.n_gen), a.repetitions, gb_s);
     if (a.bandwidth) {
@@ -112,9 +112,15 @@ void register_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "measure prefill and decode tokens/s (median of repeats)");
   add_model_options(*cmd, a->model);
-  cmd->add_option("--pp", a->n_prompt, "prompt tokens for the prefill measurement")->capture_default_str()->check(CLI::Range(1, 8192));
-  cmd->add_option("--tg", a->n_gen, "tokens for the decode measurement")->capture_default_str()->check(CLI::Range(1, 8192));
-  cmd->add_option("-r,--repetitions", a->repetitions, "measured repetitions (after one warm-up)")->capture_default_str()->check(CLI::Range(1, 100));
+  cmd->add_option("--pp", a->n_prompt, "prompt tokens for the prefill measurement")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 8192));
+  cmd->add_option("--tg", a->n_gen, "tokens for the decode measurement")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 8192));
+  cmd->add_option("-r,--repetitions", a->repetitions, "measured repetitions (after one warm-up)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   cmd->add_flag("--json", a->json, "print a JSON object (prefill_tok_s, decode_tok_s, ...)");
   cmd->add_flag("--bandwidth", a->bandwidth, "also measure the memory read bandwidth: the decode ceiling");
   cmd->callback([a] {

@@ -42,7 +42,6 @@ struct BenchCacheArgs {
   std::string restart_child;  // hidden: run as the restarted process, prompts read from this file
 };
 
-
 using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
@@ -123,24 +122,41 @@ Result<std::string> run_self(const std::vector<std::string>& args, int& exit_cod
   char buf[4096];
   for (;;) {
     const ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n > 0) out.append(buf, static_cast<size_t>(n));
-    else if (n == 0 || errno != EINTR) break;
+    if (n > 0)
+      out.append(buf, static_cast<size_t>(n));
+    else if (n == 0 || errno != EINTR)
+      break;
   }
   ::close(fds[0]);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return out;
 }
 
 Result<RestartRun> run_restart_process(const BenchCacheArgs& a, const std::string& model_path,
-                                       const std::filesystem::path& data_dir, const std::filesystem::path& prompt_file) {
-  std::vector<std::string> args = {"bench-cache", "--restart-child", prompt_file.string(), "-m", model_path,
-                                   "--data-dir", data_dir.string(), "-t", std::to_string(a.model.threads),
-                                   "-b", std::to_string(a.model.n_batch), "--history", std::to_string(a.n_history),
-                                   "--new", std::to_string(a.n_new), "--block", std::to_string(a.block_tokens),
-                                   "--kv-type", a.kv_type, "--quiet"};
+                                       const std::filesystem::path& data_dir,
+                                       const std::filesystem::path& prompt_file) {
+  std::vector<std::string> args = {"bench-cache",
+                                   "--restart-child",
+                                   prompt_file.string(),
+                                   "-m",
+                                   model_path,
+                                   "--data-dir",
+                                   data_dir.string(),
+                                   "-t",
+                                   std::to_string(a.model.threads),
+                                   "-b",
+                                   std::to_string(a.model.n_batch),
+                                   "--history",
+                                   std::to_string(a.n_history),
+                                   "--new",
+                                   std::to_string(a.n_new),
+                                   "--block",
+                                   std::to_string(a.block_tokens),
+                                   "--kv-type",
+                                   a.kv_type,
+                                   "--quiet"};
   int exit_code = -1;
   auto out = run_self(args, exit_code);
   if (!out.ok()) return out.error();
@@ -181,7 +197,9 @@ model::SessionOptions bench_session_options(const BenchCacheArgs& a, kv::KvForma
 int run_restart_child(BenchCacheArgs a) {
   a.model.quiet = true;
   auto fmt = kv::parse_kv_format(a.kv_type);
-  if (!fmt) return report(make_error(ErrorCode::invalid_argument, "--kv-type must be " + std::string(kv::k_kv_format_names) + ", got " + a.kv_type));
+  if (!fmt)
+    return report(make_error(ErrorCode::invalid_argument,
+                             "--kv-type must be " + std::string(kv::k_kv_format_names) + ", got " + a.kv_type));
   auto prompts = read_prompts(a.restart_child, 2);
   if (!prompts.ok()) return report(prompts.error());
   const std::vector<int32_t>& prompt = (*prompts)[0];
@@ -250,7 +268,9 @@ int run_bench_cache(BenchCacheArgs a) {
   if (!a.restart_child.empty()) return run_restart_child(std::move(a));
   a.model.quiet = a.model.quiet || a.json;
   auto fmt = kv::parse_kv_format(a.kv_type);
-  if (!fmt) return report(make_error(ErrorCode::invalid_argument, "--kv-type must be " + std::string(kv::k_kv_format_names) + ", got " + a.kv_type));
+  if (!fmt)
+    return report(make_error(ErrorCode::invalid_argument,
+                             "--kv-type must be " + std::string(kv::k_kv_format_names) + ", got " + a.kv_type));
   auto loaded = load_model(a.model);
   if (!loaded.ok()) return report(loaded.error());
   const model::Model& m = *loaded->model;
@@ -335,7 +355,8 @@ int run_bench_cache(BenchCacheArgs a) {
     // llama.cpp's manual slot restore covers).
     (*cold)->flush();
     const auto prompt_file = cold_dir.parent_path() / "bench-cache-restart-prompts.bin";
-    if (Status st = write_prompts(prompt_file, {with_new_message(history), history}); !st.ok()) return report(st.error());
+    if (Status st = write_prompts(prompt_file, {with_new_message(history), history}); !st.ok())
+      return report(st.error());
     auto child = run_restart_process(a, m.path(), storage::resolve_data_dir(a.model.data_dir), prompt_file);
     std::filesystem::remove(prompt_file, ec);
     if (!child.ok()) return report(child.error());
@@ -348,7 +369,9 @@ int run_bench_cache(BenchCacheArgs a) {
   if (!a.trace_file.empty() || !a.csv_file.empty()) {
     std::vector<kv::KvEvent> all;
     const auto got = events.read_since(0, all);
-    if (got.n_lost > 0) std::fprintf(stderr, "kvchat-cli: %llu early events were overwritten\n", static_cast<unsigned long long>(got.n_lost));
+    if (got.n_lost > 0)
+      std::fprintf(stderr, "kvchat-cli: %llu early events were overwritten\n",
+                   static_cast<unsigned long long>(got.n_lost));
     if (!a.trace_file.empty()) {
       if (Status st = kv::write_chrome_trace(a.trace_file, all); !st.ok()) return report(st.error());
     }
@@ -386,8 +409,13 @@ int run_bench_cache(BenchCacheArgs a) {
       if (!scratch.ok()) return report(scratch.error());
       auto cold_turn = ttft(*scratch, conv);
       if (!cold_turn.ok()) return report(cold_turn.error());
-      table.push_back({c, t, pi.n_prompt, pi.n_cached, {pi.n_from_tier[0], pi.n_from_tier[1], pi.n_from_tier[2]},
-                       *cached, *cold_turn});
+      table.push_back({c,
+                       t,
+                       pi.n_prompt,
+                       pi.n_cached,
+                       {pi.n_from_tier[0], pi.n_from_tier[1], pi.n_from_tier[2]},
+                       *cached,
+                       *cold_turn});
       const auto reply = random_tokens(8);  // the reply's tokens join the stream
       conv.insert(conv.end(), reply.begin(), reply.end());
       if (auto r = shared->append(reply); !r.ok()) return report(r.error());
@@ -420,26 +448,34 @@ int run_bench_cache(BenchCacheArgs a) {
                     {"recomputed_bad_tokens", restart.n_recomputed_bad},
                     {"t2_bytes_read", restart.t2_bytes_read}};
     j["kv_bytes_per_token"] = kv_per_token;
-    j["cached_tokens"] = {{"t0", p0.n_cached}, {"t1", p1.n_from_tier[1]}, {"t2", p2.n_from_tier[2]}, {"restart_t2", restart.n_from_t2}};
+    j["cached_tokens"] = {
+        {"t0", p0.n_cached}, {"t1", p1.n_from_tier[1]}, {"t2", p2.n_from_tier[2]}, {"restart_t2", restart.n_from_t2}};
     for (const Turn& t : table) {
-      j["turns"].push_back({{"conversation", t.conversation}, {"turn", t.turn}, {"prompt_tokens", t.n_prompt},
-                            {"cached_tokens", t.n_cached}, {"cached_t0", t.from_tier[0]}, {"cached_t1", t.from_tier[1]},
-                            {"cached_t2", t.from_tier[2]}, {"ttft_cached_ms", t.cached_ms}, {"ttft_cold_ms", t.cold_ms}});
+      j["turns"].push_back({{"conversation", t.conversation},
+                            {"turn", t.turn},
+                            {"prompt_tokens", t.n_prompt},
+                            {"cached_tokens", t.n_cached},
+                            {"cached_t0", t.from_tier[0]},
+                            {"cached_t1", t.from_tier[1]},
+                            {"cached_t2", t.from_tier[2]},
+                            {"ttft_cached_ms", t.cached_ms},
+                            {"ttft_cold_ms", t.cold_ms}});
     }
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
   std::printf("model   %s (%s)\nbackend %s, KV %s, blocks of %d tokens, %.0f KV bytes/token\n\n", m.path().c_str(),
-              m.weight_type_summary().c_str(), std::string(m.backend().name()).c_str(), a.kv_type.c_str(), a.block_tokens,
-              kv_per_token);
-  std::printf("history %lld tokens + new message %lld tokens: time to first token\n", static_cast<long long>(a.n_history),
-              static_cast<long long>(a.n_new));
+              m.weight_type_summary().c_str(), std::string(m.backend().name()).c_str(), a.kv_type.c_str(),
+              a.block_tokens, kv_per_token);
+  std::printf("history %lld tokens + new message %lld tokens: time to first token\n",
+              static_cast<long long>(a.n_history), static_cast<long long>(a.n_new));
   auto row = [&](const char* what, double ms, const kv::PrefixInfo* p) {
     std::printf("  %-28s %9.1f ms", what, ms);
     if (p || ms < *cold_ms) std::printf("  %7.1fx faster than cold", *cold_ms / ms);
-    if (p) std::printf("   (%lld cached: T0 %lld, T1 %lld, T2 %lld)", static_cast<long long>(p->n_cached),
-                       static_cast<long long>(p->n_from_tier[0]), static_cast<long long>(p->n_from_tier[1]),
-                       static_cast<long long>(p->n_from_tier[2]));
+    if (p)
+      std::printf("   (%lld cached: T0 %lld, T1 %lld, T2 %lld)", static_cast<long long>(p->n_cached),
+                  static_cast<long long>(p->n_from_tier[0]), static_cast<long long>(p->n_from_tier[1]),
+                  static_cast<long long>(p->n_from_tier[2]));
     std::printf("\n");
   };
   row("cold (recompute everything)", *cold_ms, nullptr);
@@ -452,9 +488,10 @@ int run_bench_cache(BenchCacheArgs a) {
   row("restart: a new process (T2)", restart_ms, &pr);
   row("restart, same prompt again", restart_same_ms, nullptr);
   row("prefill of the message alone", *new_only, nullptr);
-  std::printf("  T2 restore: %.0f MB/s, after a restart %.0f MB/s; history recomputed after the restart: %lld tokens"
-              "   (medians of %d repetitions)\n\n",
-              t2_mb_s, restart_mb_s, static_cast<long long>(restart.n_recomputed_history), a.repetitions);
+  std::printf(
+      "  T2 restore: %.0f MB/s, after a restart %.0f MB/s; history recomputed after the restart: %lld tokens"
+      "   (medians of %d repetitions)\n\n",
+      t2_mb_s, restart_mb_s, static_cast<long long>(restart.n_recomputed_history), a.repetitions);
   std::printf("%d conversations sharing a 64-token system prompt, %d turns each:\n", a.conversations, a.turns);
   std::printf("  conv turn  prompt  cached (T0/T1/T2)    TTFT cached   TTFT cold\n");
   for (const Turn& t : table) {
@@ -470,13 +507,15 @@ int run_bench_cache(BenchCacheArgs a) {
 
 void register_bench_cache(CLI::App& app) {
   auto a = std::make_shared<BenchCacheArgs>();
-  auto* cmd = app.add_subcommand("bench-cache", "time to first token of a long conversation: cold vs served from T0/T1/T2");
+  auto* cmd =
+      app.add_subcommand("bench-cache", "time to first token of a long conversation: cold vs served from T0/T1/T2");
   add_model_options(*cmd, a->model);
   cmd->add_option("--history", a->n_history, "tokens of conversation history")->capture_default_str();
   cmd->add_option("--new", a->n_new, "tokens of the new message")->capture_default_str();
   cmd->add_option("--block", a->block_tokens, "tokens per KV block")->capture_default_str()->check(CLI::Range(1, 256));
   cmd->add_option("--kv-type", a->kv_type, "KV format: f16, int8, int4, int8h, int4h")->capture_default_str();
-  cmd->add_option("--conversations", a->conversations, "conversations in the multi-turn scenario")->capture_default_str();
+  cmd->add_option("--conversations", a->conversations, "conversations in the multi-turn scenario")
+      ->capture_default_str();
   cmd->add_option("--turns", a->turns, "turns per conversation in the scenario")->capture_default_str();
   cmd->add_option("-r,--repetitions", a->repetitions, "repetitions of each cached case (median reported)")
       ->capture_default_str()

@@ -42,11 +42,12 @@ struct TurnTotals {
     const double n = static_cast<double>(std::max<int64_t>(n_turns, 1));
     const double fresh = static_cast<double>(n_message + n_answer) / n;
     const double recomputed = static_cast<double>(n_recomputed) / n;
-    std::printf("summary: %lld turns, %lld context cuts | new tokens per turn %.1f (message %.1f + answer %.1f) | "
-                "prompt tokens computed per turn %.1f | recomputed per turn %.1f (%.2fx new)\n",
-                static_cast<long long>(n_turns), static_cast<long long>(n_cuts), fresh,
-                static_cast<double>(n_message) / n, static_cast<double>(n_answer) / n,
-                static_cast<double>(n_computed) / n, recomputed, fresh > 0 ? recomputed / fresh : 0.0);
+    std::printf(
+        "summary: %lld turns, %lld context cuts | new tokens per turn %.1f (message %.1f + answer %.1f) | "
+        "prompt tokens computed per turn %.1f | recomputed per turn %.1f (%.2fx new)\n",
+        static_cast<long long>(n_turns), static_cast<long long>(n_cuts), fresh, static_cast<double>(n_message) / n,
+        static_cast<double>(n_answer) / n, static_cast<double>(n_computed) / n, recomputed,
+        fresh > 0 ? recomputed / fresh : 0.0);
   }
 };
 
@@ -65,15 +66,17 @@ int run_chat(ChatArgs a) {
 
   const bool tty = ::isatty(STDIN_FILENO) != 0;
   const bool out_tty = ::isatty(STDOUT_FILENO) != 0;
-  std::fprintf(stderr, "kvchat: %s | chat template: %s | context %lld (trained %lld; KV %s, --ctx-memory %lld MiB) | %s\n",
+  std::fprintf(stderr,
+               "kvchat: %s | chat template: %s | context %lld (trained %lld; KV %s, --ctx-memory %lld MiB) | %s\n",
                m.path().c_str(), tmpl.describe().c_str(), static_cast<long long>(engine->n_ctx()),
                static_cast<long long>(m.config().n_ctx_train),
                human_bytes(model::context_kv_bytes(m.config(), engine->n_ctx())).c_str(),
                static_cast<long long>(a.model.ctx_memory_mib), std::string(m.backend().name()).c_str());
   if (demo) {
-    std::fprintf(stderr,
-                 "This is the built-in demo model: random weights, so its replies are gibberish. It shows the\n"
-                 "engine and the KV cache at work. For real answers open a GGUF model: kvchat-cli chat -m MODEL.gguf\n");
+    std::fprintf(
+        stderr,
+        "This is the built-in demo model: random weights, so its replies are gibberish. It shows the\n"
+        "engine and the KV cache at work. For real answers open a GGUF model: kvchat-cli chat -m MODEL.gguf\n");
   }
   if (tty) std::fprintf(stderr, "%s", k_help);
 
@@ -88,9 +91,9 @@ int run_chat(ChatArgs a) {
     std::string role, text;
     std::vector<int32_t> tokens;  // the stream's tokens of this message (source of truth)
   };
-  std::vector<Stored> stored;  // the conversation, never truncated
-  size_t cut = 0;              // the model's view begins at stored[cut]
-  int64_t conversation_id = 1; // the engine's sequence for it; /reset starts another
+  std::vector<Stored> stored;   // the conversation, never truncated
+  size_t cut = 0;               // the model's view begins at stored[cut]
+  int64_t conversation_id = 1;  // the engine's sequence for it; /reset starts another
   TurnTotals totals;
   std::string line;
   for (;;) {
@@ -131,7 +134,8 @@ int run_chat(ChatArgs a) {
       report(window.error());
       continue;
     }
-    if (window->moved) std::fprintf(stderr, "(%s)\n", chat::outside_context_note(static_cast<int64_t>(window->first)).c_str());
+    if (window->moved)
+      std::fprintf(stderr, "(%s)\n", chat::outside_context_note(static_cast<int64_t>(window->first)).c_str());
     const std::vector<int32_t>& prompt = window->prompt;
     // Reasoning is marked: dimmed on a terminal, "[reasoning] " lines in a pipe.
     const std::string_view seg_text = std::string_view(seg->text).substr(0, seg->text.find_last_not_of('\n') + 1);
@@ -164,9 +168,8 @@ int run_chat(ChatArgs a) {
                    "[%zu tokens | TTFT %.0f ms | %.1f tok/s | prompt %lld tokens, %lld from cache (T0 %lld, T1 %lld, "
                    "T2 %lld), %lld computed]\n",
                    r->tokens.size(), r->ttft_ms, decode_tokens_per_s(*r), static_cast<long long>(n_prompt),
-                   static_cast<long long>(r->prefix.n_cached),
-                   static_cast<long long>(r->prefix.n_from_tier[0]), static_cast<long long>(r->prefix.n_from_tier[1]),
-                   static_cast<long long>(r->prefix.n_from_tier[2]),
+                   static_cast<long long>(r->prefix.n_cached), static_cast<long long>(r->prefix.n_from_tier[0]),
+                   static_cast<long long>(r->prefix.n_from_tier[1]), static_cast<long long>(r->prefix.n_from_tier[2]),
                    static_cast<long long>(n_prompt - r->prefix.n_cached));
     }
   }

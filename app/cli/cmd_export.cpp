@@ -20,7 +20,8 @@ struct ExportArgs {
 int run_export(const ExportArgs& a) {
   const auto dir = storage::resolve_data_dir(a.data_dir);
   if (!std::filesystem::exists(dir / "kvchat.db")) {
-    return report(make_error(ErrorCode::invalid_argument, "no conversations in " + dir.string() + " (kvchat.db is missing)"));
+    return report(
+        make_error(ErrorCode::invalid_argument, "no conversations in " + dir.string() + " (kvchat.db is missing)"));
   }
   auto store = storage::ConversationStore::open_in(dir);
   if (!store.ok()) return report(store.error());
@@ -31,9 +32,11 @@ int run_export(const ExportArgs& a) {
     return 0;
   }
   auto c = (*store)->conversation(a.id);
-  if (!c.ok()) return report(make_error(ErrorCode::invalid_argument, "no conversation " + std::to_string(a.id) +
-                                                                         " (kvchat-cli export without an id lists them)"));
-  auto text = a.format == "json" ? (*store)->export_json(a.id, c->active_leaf) : (*store)->export_markdown(a.id, c->active_leaf);
+  if (!c.ok())
+    return report(make_error(ErrorCode::invalid_argument, "no conversation " + std::to_string(a.id) +
+                                                              " (kvchat-cli export without an id lists them)"));
+  auto text = a.format == "json" ? (*store)->export_json(a.id, c->active_leaf)
+                                 : (*store)->export_markdown(a.id, c->active_leaf);
   if (!text.ok()) return report(text.error());
   if (a.output.empty()) {
     std::fwrite(text->data(), 1, text->size(), stdout);

@@ -34,7 +34,8 @@ int run_generate(const GenerateArgs& a) {
   if (!engine.ok()) return report(engine.error());
 
   const std::vector<int32_t> ids = m.tokenizer().encode(prompt, !a.no_bos && m.tokenizer().wants_bos(), a.special);
-  if (ids.empty()) return report(make_error(ErrorCode::invalid_argument, "the prompt is empty: give one with -p or -f"));
+  if (ids.empty())
+    return report(make_error(ErrorCode::invalid_argument, "the prompt is empty: give one with -p or -f"));
   engine::RequestOptions opt;
   opt.max_tokens = a.n_predict;
   opt.sampling = a.sampling;
@@ -47,11 +48,10 @@ int run_generate(const GenerateArgs& a) {
   std::fputc('\n', stdout);
   if (!a.model.quiet) {
     const auto n_prompt = static_cast<double>(ids.size());
-    std::fprintf(stderr,
-                 "\nprompt: %zu tokens in %.1f ms (%.1f tok/s) | generated %zu tokens, %.1f tok/s | stop: %s | %s\n",
-                 ids.size(), r->prefill_ms, r->prefill_ms > 0 ? 1000.0 * n_prompt / r->prefill_ms : 0.0,
-                 r->tokens.size(), decode_tokens_per_s(*r), model::to_string(r->reason),
-                 std::string(m.backend().name()).c_str());
+    std::fprintf(
+        stderr, "\nprompt: %zu tokens in %.1f ms (%.1f tok/s) | generated %zu tokens, %.1f tok/s | stop: %s | %s\n",
+        ids.size(), r->prefill_ms, r->prefill_ms > 0 ? 1000.0 * n_prompt / r->prefill_ms : 0.0, r->tokens.size(),
+        decode_tokens_per_s(*r), model::to_string(r->reason), std::string(m.backend().name()).c_str());
   }
   return 0;
 }

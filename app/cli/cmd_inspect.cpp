@@ -73,8 +73,8 @@ void print_tokenizer(const gguf::GgufFile& f) {
     if (tok->is_end_of_generation(id)) eog += (eog.empty() ? "" : " ") + name(id);
   }
   if (vocab->model == "gpt2") {
-    std::printf("\ntokenizer: byte-level BPE, pre-tokenizer %s, %d tokens, %zu merges", vocab->pre.c_str(), tok->n_vocab(),
-                vocab->merges.size());
+    std::printf("\ntokenizer: byte-level BPE, pre-tokenizer %s, %d tokens, %zu merges", vocab->pre.c_str(),
+                tok->n_vocab(), vocab->merges.size());
   } else {
     std::printf("\ntokenizer: SentencePiece, %d tokens", tok->n_vocab());
   }
@@ -92,9 +92,7 @@ int run_inspect(InspectArgs a) {
   std::printf("file:      %s (GGUF v%u, %s)\n", a.model.c_str(), f.version(),
               human_bytes(static_cast<double>(f.file_bytes())).c_str());
   std::printf("\nmetadata (%zu keys):\n", f.metadata().size());
-  for (const auto& kv : f.metadata()) {
-    std::printf("  %-44s %s\n", kv.key.c_str(), format_value(kv.value).c_str());
-  }
+  for (const auto& kv : f.metadata()) { std::printf("  %-44s %s\n", kv.key.c_str(), format_value(kv.value).c_str()); }
   size_t weight_bytes = 0;
   std::map<std::string, std::pair<size_t, size_t>> by_type;  // name -> (count, bytes)
   if (a.tensors) std::printf("\ntensors (%zu):\n", f.tensors().size());
@@ -110,7 +108,8 @@ int run_inspect(InspectArgs a) {
                   human_bytes(static_cast<double>(t.n_bytes)).c_str());
     }
   }
-  std::printf("\nweights:   %zu tensors, %s:", f.tensors().size(), human_bytes(static_cast<double>(weight_bytes)).c_str());
+  std::printf("\nweights:   %zu tensors, %s:", f.tensors().size(),
+              human_bytes(static_cast<double>(weight_bytes)).c_str());
   for (const auto& [name, e] : by_type) {
     std::printf(" %s x%zu (%s)", name.c_str(), e.first, human_bytes(static_cast<double>(e.second)).c_str());
   }
@@ -128,11 +127,14 @@ int run_inspect(InspectArgs a) {
     return report(make_error(checked.error().code, a.model + ": " + checked.error().message));
   }
   const model::ModelConfig& c = checked->config;
-  std::printf("\nmodel:     %s%s%s, %lld layers, width %lld, %lld heads / %lld kv heads (%s), head %lld, FFN %lld, vocab %lld\n",
-              c.arch.c_str(), c.name.empty() ? "" : " ", c.name.c_str(), static_cast<long long>(c.n_layer),
-              static_cast<long long>(c.n_embd), static_cast<long long>(c.n_head), static_cast<long long>(c.n_head_kv),
-              c.n_head_kv == 1 ? "MQA" : c.n_head_kv == c.n_head ? "MHA" : "GQA", static_cast<long long>(c.head_dim),
-              static_cast<long long>(c.n_ff), static_cast<long long>(c.n_vocab));
+  std::printf(
+      "\nmodel:     %s%s%s, %lld layers, width %lld, %lld heads / %lld kv heads (%s), head %lld, FFN %lld, vocab %lld\n",
+      c.arch.c_str(), c.name.empty() ? "" : " ", c.name.c_str(), static_cast<long long>(c.n_layer),
+      static_cast<long long>(c.n_embd), static_cast<long long>(c.n_head), static_cast<long long>(c.n_head_kv),
+      c.n_head_kv == 1          ? "MQA"
+      : c.n_head_kv == c.n_head ? "MHA"
+                                : "GQA",
+      static_cast<long long>(c.head_dim), static_cast<long long>(c.n_ff), static_cast<long long>(c.n_vocab));
   std::printf("           context %lld, rope base %.0f, %d rotary dims (%s), rms eps %g%s%s\n",
               static_cast<long long>(c.n_ctx_train), static_cast<double>(c.rope.freq_base), c.rope.n_rot,
               c.rope.interleaved ? "adjacent pairs" : "split halves", static_cast<double>(c.rms_eps),
@@ -140,7 +142,8 @@ int run_inspect(InspectArgs a) {
   std::string features;
   if (c.qk_norm) features += ", Q/K norms";
   if (f.find_tensor("rope_freqs.weight")) features += ", rope factors (Llama 3)";
-  if (f.find_tensor("rope_factors_long.weight")) features += ", LongRoPE (original context " + std::to_string(c.n_ctx_orig) + ")";
+  if (f.find_tensor("rope_factors_long.weight"))
+    features += ", LongRoPE (original context " + std::to_string(c.n_ctx_orig) + ")";
   if (c.fused_qkv) features += ", fused QKV";
   if (c.fused_gate_up) features += ", fused gate/up";
   if (c.no_rope_every) features += ", no rope in every " + std::to_string(c.no_rope_every) + "th layer";
@@ -158,11 +161,13 @@ int run_inspect(InspectArgs a) {
                   std::string(kv::kv_format_name(fmt)).c_str(), static_cast<long long>(c.head_dim));
       continue;
     }
-    std::printf("  %-5s %10.0f bytes/token  (%.3fx F16)   %lld tokens: %s\n", std::string(kv::kv_format_name(fmt)).c_str(),
-                b, b / f16, static_cast<long long>(a.n_ctx), human_bytes(b * static_cast<double>(a.n_ctx)).c_str());
+    std::printf("  %-5s %10.0f bytes/token  (%.3fx F16)   %lld tokens: %s\n",
+                std::string(kv::kv_format_name(fmt)).c_str(), b, b / f16, static_cast<long long>(a.n_ctx),
+                human_bytes(b * static_cast<double>(a.n_ctx)).c_str());
   }
   // Activations for a 256-token prefill batch, plus logits.
-  const double act = 256.0 * 4.0 * static_cast<double>(4 * c.n_embd + 2 * c.q_width() + 2 * c.kv_width() + 2 * c.n_ff + c.n_vocab);
+  const double act =
+      256.0 * 4.0 * static_cast<double>(4 * c.n_embd + 2 * c.q_width() + 2 * c.kv_width() + 2 * c.n_ff + c.n_vocab);
   std::printf("\nmemory estimate at %lld tokens of context: weights %s + KV (f16) %s + activations %s = %s\n",
               static_cast<long long>(a.n_ctx), human_bytes(static_cast<double>(weight_bytes)).c_str(),
               human_bytes(f16 * static_cast<double>(a.n_ctx)).c_str(), human_bytes(act).c_str(),

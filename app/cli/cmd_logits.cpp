@@ -20,8 +20,8 @@ int run_logits(const LogitsArgs& a) {
   if (!loaded.ok()) return report(loaded.error());
   const model::Model& m = *loaded->model;
   const auto ids = m.tokenizer().encode(a.prompt, m.tokenizer().wants_bos(), a.special);
-  auto session = model::Session::create(m, std::max<int64_t>(context_length(a.model, m), static_cast<int64_t>(ids.size())),
-                                        a.model.n_batch);
+  auto session = model::Session::create(
+      m, std::max<int64_t>(context_length(a.model, m), static_cast<int64_t>(ids.size())), a.model.n_batch);
   if (!session.ok()) return report(session.error());
   auto logits = session->evaluate_all(ids);
   if (!logits.ok()) return report(logits.error());

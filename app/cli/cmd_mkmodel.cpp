@@ -9,8 +9,8 @@
 #include "core/gguf/gguf_file.h"
 #include "core/model/broken_models.h"
 #include "core/model/model_builder.h"
-#include "storage/data_dir.h"
 #include "core/tokenizer/train_vocabulary.h"
+#include "storage/data_dir.h"
 
 namespace kvc::cli {
 
@@ -65,7 +65,9 @@ int run_mkmodel(MkmodelArgs a) {
     return report(make_error(ErrorCode::invalid_argument, "unknown preset '" + a.preset + "' (try tinyllama)"));
   }
   auto type = model::parse_file_type(a.type);
-  if (!type) return report(make_error(ErrorCode::invalid_argument, "unknown type '" + a.type + "'; choose one of " + model::file_type_list()));
+  if (!type)
+    return report(make_error(ErrorCode::invalid_argument,
+                             "unknown type '" + a.type + "'; choose one of " + model::file_type_list()));
   a.spec.type = *type;
   if (a.out.empty()) {
     // Default: the data directory's models/ folder, where the app lists models.
@@ -102,11 +104,16 @@ Result<std::string> ensure_demo_model(const std::string& data_dir, bool quiet) {
 
 void register_mkmodel(CLI::App& app) {
   auto a = std::make_shared<MkmodelArgs>();
-  auto* cmd = app.add_subcommand("mkmodel", "write a llama-family GGUF (llama, llama3, qwen2, qwen3, phi3, smollm3) with random weights of any shape and type");
+  auto* cmd = app.add_subcommand(
+      "mkmodel",
+      "write a llama-family GGUF (llama, llama3, qwen2, qwen3, phi3, smollm3) with random weights of any shape and type");
   cmd->add_option("-o,--output", a->out, "GGUF file to write (default: DATA_DIR/models/PRESET-TYPE.gguf)");
   add_data_dir_option(*cmd, a->data_dir);
   cmd->add_option("--preset", a->preset, "a known shape: tinyllama (dim 2048, 22 layers, 32/4 heads, FFN 5632)");
-  cmd->add_option("--type", a->type, "weight type: q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, f16, bf16, f32")->capture_default_str();
+  cmd->add_option(
+         "--type", a->type,
+         "weight type: q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, f16, bf16, f32")
+      ->capture_default_str();
   cmd->add_option("--dim", a->spec.n_embd, "model width")->capture_default_str();
   cmd->add_option("--layers", a->spec.n_layer, "transformer blocks")->capture_default_str();
   cmd->add_option("--heads", a->spec.n_head, "attention heads")->capture_default_str();
@@ -122,24 +129,31 @@ void register_mkmodel(CLI::App& app) {
   cmd->add_option("--rope-scale-factor", a->spec.rope_scale_factor,
                   "llama3, phi3: the divisor of the low-frequency rope pairs (phi3: of its long factors)")
       ->capture_default_str();
-  cmd->add_option("--rope-orig-ctx", a->spec.rope_orig_ctx, "llama3, phi3: the original context the rope factors extend")
+  cmd->add_option("--rope-orig-ctx", a->spec.rope_orig_ctx,
+                  "llama3, phi3: the original context the rope factors extend")
       ->capture_default_str();
-  cmd->add_option("--window", a->spec.sliding_window, "attention.sliding_window to write (0: none)")->capture_default_str();
+  cmd->add_option("--window", a->spec.sliding_window, "attention.sliding_window to write (0: none)")
+      ->capture_default_str();
   cmd->add_option("--rope-base", a->spec.rope_freq_base, "rope frequency base")->capture_default_str();
   cmd->add_flag("--tied", a->spec.tied, "no output.weight: the output layer reuses the token embeddings");
   cmd->add_option("--seed", a->spec.seed, "weights seed (the file depends only on the options)")->capture_default_str();
   cmd->add_option("--std", a->spec.weight_std, "standard deviation of the matrices' weights (near-normal)")
       ->capture_default_str();
-  cmd->add_option("--qk-std", a->spec.qk_std, "standard deviation of attn_q / attn_k (default: --std); larger is sharper attention");
-  cmd->add_option("--k-outliers", a->spec.k_outliers,
-                  "outlier key channels per KV head (chosen from --seed): their attn_k rows are --k-outlier-scale times larger")
+  cmd->add_option("--qk-std", a->spec.qk_std,
+                  "standard deviation of attn_q / attn_k (default: --std); larger is sharper attention");
+  cmd->add_option(
+         "--k-outliers", a->spec.k_outliers,
+         "outlier key channels per KV head (chosen from --seed): their attn_k rows are --k-outlier-scale times larger")
       ->capture_default_str();
   cmd->add_option("--k-outlier-scale", a->spec.k_outlier_scale, "how much larger the outlier key channels are")
       ->capture_default_str();
-  cmd->add_option("--norm-std", a->spec.norm_std, "standard deviation of the norm weights around 1")->capture_default_str();
+  cmd->add_option("--norm-std", a->spec.norm_std, "standard deviation of the norm weights around 1")
+      ->capture_default_str();
   cmd->add_option("--bias-std", a->spec.bias_std, "standard deviation of qwen2's Q/K/V biases")->capture_default_str();
-  auto* vf = cmd->add_option("--vocab-from", a->vocab_from, "copy the tokenizer of this GGUF (a model or a vocabulary-only file)");
-  cmd->add_option("--corpus", a->corpus, "train the vocabulary on this text (default: assets/demo/corpus.txt)")->excludes(vf);
+  auto* vf = cmd->add_option("--vocab-from", a->vocab_from,
+                             "copy the tokenizer of this GGUF (a model or a vocabulary-only file)");
+  cmd->add_option("--corpus", a->corpus, "train the vocabulary on this text (default: assets/demo/corpus.txt)")
+      ->excludes(vf);
   cmd->add_option("--vocab", a->n_vocab, "vocabulary size when training")->capture_default_str()->excludes(vf);
   cmd->add_option("-t,--threads", a->spec.n_threads, "threads (default: one per physical core)");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress on stderr");

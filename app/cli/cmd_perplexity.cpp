@@ -1,9 +1,9 @@
 // kvchat-cli perplexity: perplexity of a text, and how a quantized KV cache changes the logits.
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "app/cli/cli_common.h"
@@ -20,7 +20,7 @@ struct PerplexityArgs {
   std::string kv_type = "f16";
   std::string k_type, v_type;  // override kv_type for K or V alone
   int64_t max_chunks = 0;
-  int64_t greedy = 0;                    // > 0: also compare greedy continuations of `prompt`
+  int64_t greedy = 0;  // > 0: also compare greedy continuations of `prompt`
   std::string prompt = "Once upon a time";
 };
 
@@ -38,7 +38,9 @@ void log_softmax(std::span<const float> row, std::vector<double>& out) {
 int run_perplexity(PerplexityArgs a) {
   auto parse = [](const std::string& flag, const std::string& v) -> Result<kv::KvFormat> {
     auto f = kv::parse_kv_format(v);
-    if (!f) return make_error(ErrorCode::invalid_argument, flag + " must be " + std::string(kv::k_kv_format_names) + ", got " + v);
+    if (!f)
+      return make_error(ErrorCode::invalid_argument,
+                        flag + " must be " + std::string(kv::k_kv_format_names) + ", got " + v);
     return *f;
   };
   auto fmt = parse("--kv-type", a.kv_type);
@@ -47,8 +49,9 @@ int run_perplexity(PerplexityArgs a) {
   auto v_fmt = a.v_type.empty() ? fmt : parse("--v-type", a.v_type);
   if (!k_fmt.ok()) return report(k_fmt.error());
   if (!v_fmt.ok()) return report(v_fmt.error());
-  const std::string kv_name = *k_fmt == *v_fmt ? std::string(kv::kv_format_name(*k_fmt))
-                                               : std::string(kv::kv_format_name(*k_fmt)) + "/" + std::string(kv::kv_format_name(*v_fmt));
+  const std::string kv_name =
+      *k_fmt == *v_fmt ? std::string(kv::kv_format_name(*k_fmt))
+                       : std::string(kv::kv_format_name(*k_fmt)) + "/" + std::string(kv::kv_format_name(*v_fmt));
   auto text = read_text_file(a.file, "text file");
   if (!text.ok()) return report(text.error());
   auto loaded = load_model(a.model);
@@ -57,7 +60,8 @@ int run_perplexity(PerplexityArgs a) {
   const auto ids = m.tokenizer().encode(*text, m.tokenizer().wants_bos(), false);
   const int64_t n_ctx = a.model.n_ctx > 0 ? a.model.n_ctx : 512;
   if (static_cast<int64_t>(ids.size()) < 2 * std::min<int64_t>(n_ctx, 16)) {
-    return report(make_error(ErrorCode::invalid_argument, "the text is too short: " + std::to_string(ids.size()) + " tokens"));
+    return report(
+        make_error(ErrorCode::invalid_argument, "the text is too short: " + std::to_string(ids.size()) + " tokens"));
   }
   model::SessionOptions o;
   o.n_ctx = n_ctx;
@@ -77,7 +81,8 @@ int run_perplexity(PerplexityArgs a) {
   const auto total_chunks = static_cast<int64_t>(ids.size()) / n_ctx + (ids.size() % static_cast<size_t>(n_ctx) > 1);
   for (size_t begin = 0; begin + 1 < ids.size(); begin += static_cast<size_t>(n_ctx)) {
     if (a.max_chunks > 0 && n_chunks >= a.max_chunks) break;
-    const auto chunk = std::span<const int32_t>(ids).subspan(begin, std::min<size_t>(static_cast<size_t>(n_ctx), ids.size() - begin));
+    const auto chunk =
+        std::span<const int32_t>(ids).subspan(begin, std::min<size_t>(static_cast<size_t>(n_ctx), ids.size() - begin));
     auto lr = ref->evaluate_all(chunk);
     if (!lr.ok()) return report(lr.error());
     const std::vector<float> ref_logits(lr->begin(), lr->end());
@@ -177,8 +182,10 @@ void register_perplexity(CLI::App& app) {
   cmd->add_option("--k-type", a->k_type, "K format, overriding --kv-type for K");
   cmd->add_option("--v-type", a->v_type, "V format, overriding --kv-type for V");
   cmd->add_option("--chunks", a->max_chunks, "score at most this many chunks (0: all)");
-  cmd->add_option("--greedy", a->greedy, "also generate this many greedy tokens of --prompt with F16 and the tested KV, "
-                                         "and count how long they agree")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--greedy", a->greedy,
+                  "also generate this many greedy tokens of --prompt with F16 and the tested KV, "
+                  "and count how long they agree")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("-p,--prompt", a->prompt, "prompt of the greedy comparison")->capture_default_str();
   cmd->callback([a] {
     if (int rc = run_perplexity(*a); rc != 0) throw CLI::RuntimeError(rc);

@@ -44,7 +44,9 @@ int list_catalog() {
 
 int run_pull(const PullArgs& a) {
   if (a.list) return list_catalog();
-  if (a.source.empty()) return report(make_error(ErrorCode::invalid_argument, "pull wants a URL or OWNER/REPO/FILE.gguf (--list shows some)"));
+  if (a.source.empty())
+    return report(
+        make_error(ErrorCode::invalid_argument, "pull wants a URL or OWNER/REPO/FILE.gguf (--list shows some)"));
   auto url = fetch::resolve_source(a.source);
   if (!url.ok()) return report(url.error());
   fetch::DownloadRequest req;
@@ -88,12 +90,16 @@ int run_pull(const PullArgs& a) {
     } else {
       std::fprintf(stderr, "pull: %s, %s%s in %d attempt%s\n", r->path.c_str(),
                    fetch::format_size(static_cast<double>(r->n_bytes)).c_str(),
-                   r->n_resumed_bytes ? (" (" + fetch::format_size(static_cast<double>(r->n_resumed_bytes)) + " resumed)").c_str() : "",
+                   r->n_resumed_bytes
+                       ? (" (" + fetch::format_size(static_cast<double>(r->n_resumed_bytes)) + " resumed)").c_str()
+                       : "",
                    r->n_attempts, r->n_attempts == 1 ? "" : "s");
       std::fprintf(stderr, "pull: sha256 %s (%s)\n", r->sha256.c_str(),
-                   r->sha256_source.empty() ? "the server publishes none to check against; recorded" : ("matches " + r->sha256_source).c_str());
+                   r->sha256_source.empty() ? "the server publishes none to check against; recorded"
+                                            : ("matches " + r->sha256_source).c_str());
     }
-    if (!r->model_warning.empty()) std::fprintf(stderr, "pull: warning: kvchat cannot run this model: %s\n", r->model_warning.c_str());
+    if (!r->model_warning.empty())
+      std::fprintf(stderr, "pull: warning: kvchat cannot run this model: %s\n", r->model_warning.c_str());
   }
   std::printf("%s\n", r->path.c_str());
   return 0;

@@ -77,8 +77,9 @@ Result<chat::ChatTemplate> template_of(const RenderChatArgs& a) {
   chat::ChatTemplate t = chat::ChatTemplate::load(*source, chat::TemplateTokens{a.bos, a.eos, a.add_bos});
   // The template asked for must be the one rendered: no family renderer stands in for it here.
   if (!t.runs_template()) {
-    return make_error(ErrorCode::invalid_file, a.template_file + ": " +
-                                                   (t.load_error().empty() ? std::string("the template is empty") : t.load_error()));
+    return make_error(
+        ErrorCode::invalid_file,
+        a.template_file + ": " + (t.load_error().empty() ? std::string("the template is empty") : t.load_error()));
   }
   return t;
 }
@@ -112,19 +113,24 @@ int run_render_chat(const RenderChatArgs& a) {
 
 void register_render_chat(CLI::App& app) {
   auto a = std::make_shared<RenderChatArgs>();
-  auto* cmd = app.add_subcommand("render-chat",
-                                 "print the exact prompt text a chat template makes of a messages array (no newline added)");
-  auto* model = cmd->add_option("-m,--model", a->model, "GGUF model (or vocabulary-only GGUF) whose template and BOS/EOS to use");
-  auto* tmpl = cmd->add_option("--template", a->template_file, "a Jinja chat template file instead of a model's")->excludes(model);
+  auto* cmd = app.add_subcommand(
+      "render-chat", "print the exact prompt text a chat template makes of a messages array (no newline added)");
+  auto* model =
+      cmd->add_option("-m,--model", a->model, "GGUF model (or vocabulary-only GGUF) whose template and BOS/EOS to use");
+  auto* tmpl = cmd->add_option("--template", a->template_file, "a Jinja chat template file instead of a model's")
+                   ->excludes(model);
   cmd->add_option("--bos", a->bos, "with --template: the text of the BOS token (bos_token)")->needs(tmpl);
   cmd->add_option("--eos", a->eos, "with --template: the text of the EOS token (eos_token)")->needs(tmpl);
-  cmd->add_flag("--add-bos", a->add_bos,
-                "with --template: the tokenizer adds BOS itself, so a BOS text at the start is dropped (as llama.cpp does)")
+  cmd->add_flag(
+         "--add-bos", a->add_bos,
+         "with --template: the tokenizer adds BOS itself, so a BOS text at the start is dropped (as llama.cpp does)")
       ->needs(tmpl);
-  cmd->add_option("--messages", a->messages_file,
-                  "JSON file: [{\"role\": \"system\"|\"user\"|\"assistant\", \"content\": \"...\", \"reasoning_content\"?}]")
+  cmd->add_option(
+         "--messages", a->messages_file,
+         "JSON file: [{\"role\": \"system\"|\"user\"|\"assistant\", \"content\": \"...\", \"reasoning_content\"?}]")
       ->required();
-  cmd->add_flag("--no-generation-prompt", a->no_generation_prompt, "do not end with the header of the assistant's reply");
+  cmd->add_flag("--no-generation-prompt", a->no_generation_prompt,
+                "do not end with the header of the assistant's reply");
   cmd->add_flag("--no-thinking", a->no_thinking, "render with enable_thinking false (Qwen 3, SmolLM3, DeepSeek-R1)");
   cmd->add_option("--date", a->date, "the date strftime_now and date_string show, YYYY-MM-DD (default: today)");
   add_data_dir_option(*cmd, a->data_dir);

@@ -52,8 +52,9 @@ int run_serve(ServeArgs a) {
 
   auto answers = storage::AnswerStore::open(dir / "answers.db");
   if (!answers.ok()) {
-    std::fprintf(stderr, "kvchat-cli serve: answers are kept in memory only (resent histories after a restart will "
-                         "be recomputed from their first answer): %s\n",
+    std::fprintf(stderr,
+                 "kvchat-cli serve: answers are kept in memory only (resent histories after a restart will "
+                 "be recomputed from their first answer): %s\n",
                  answers.error().what().c_str());
     answers = storage::AnswerStore::open("");
   }
@@ -88,14 +89,15 @@ int run_serve(ServeArgs a) {
               srv->port(), so.model_id.c_str(), static_cast<long long>(ho.n_ctx), dir.c_str());
   std::fflush(stdout);
   if (so.host != "127.0.0.1" && so.host != "localhost" && so.host != "::1" && so.api_key.empty()) {
-    std::fprintf(stderr, "kvchat-cli serve: warning: listening on %s without --api-key: anyone who can reach this "
-                         "machine can use the model\n",
+    std::fprintf(stderr,
+                 "kvchat-cli serve: warning: listening on %s without --api-key: anyone who can reach this "
+                 "machine can use the model\n",
                  so.host.c_str());
   }
   const Status ran = srv->run();
   pthread_kill(watcher.native_handle(), SIGUSR1);  // no-op if it already took a signal and returned
   watcher.join();
-  srv.reset();    // stops (if the listener ended by itself) before what it serves goes
+  srv.reset();                             // stops (if the listener ended by itself) before what it serves goes
   const Status closed = (*host)->close();  // the engine stops, blocks still queued for disk are written
   host->reset();
   answers->reset();
@@ -112,33 +114,45 @@ int run_serve(ServeArgs a) {
 
 void register_serve(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
-  auto* cmd = app.add_subcommand("serve", "an OpenAI-compatible HTTP API (chat completions, completions, models) "
-                                          "over the engine and its KV cache");
+  auto* cmd = app.add_subcommand("serve",
+                                 "an OpenAI-compatible HTTP API (chat completions, completions, models) "
+                                 "over the engine and its KV cache");
   add_model_options(*cmd, a->model);
   server::ServerOptions& s = a->server;
   server::RequestLimits& l = s.limits;
   cmd->add_option("--host", s.host, "address to listen on (another than 127.0.0.1 exposes the model to the network)")
       ->capture_default_str();
   cmd->add_option("--port", s.port, "TCP port; 0 picks a free one")->capture_default_str()->check(CLI::Range(0, 65535));
-  cmd->add_option("--cors-origin", s.cors_origins,
-                  "let web pages of this origin (https://host:port, or * for any) call the API from a browser; repeatable");
+  cmd->add_option(
+      "--cors-origin", s.cors_origins,
+      "let web pages of this origin (https://host:port, or * for any) call the API from a browser; repeatable");
   cmd->add_option("--api-key", s.api_key, "require \"Authorization: Bearer KEY\" on every route but /health")
       ->envname("KVCHAT_API_KEY");
   cmd->add_option("--alias", a->alias, "the model id clients name (default: the model file's name without .gguf)");
   cmd->add_option("--parallel", a->parallel, "conversations the engine batches at once")
-      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{256}));
-  cmd->add_option("--max-queue", s.max_queue, "requests in flight (running or waiting); beyond it: 429 with Retry-After")
-      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{4096}));
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{256}));
+  cmd->add_option("--max-queue", s.max_queue,
+                  "requests in flight (running or waiting); beyond it: 429 with Retry-After")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->add_option("--max-tokens", l.max_tokens, "the most tokens a request may ask for (and the default)")
-      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_option("--max-messages", l.max_messages, "the most messages in one chat request")
-      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--max-body", s.max_body_bytes, "the largest request body in bytes; larger: 413")
-      ->capture_default_str()->check(CLI::Range(int64_t{1024}, int64_t{1} << 30));
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30));
   cmd->add_option("--t0-mib", a->t0_mib, "KV compute pool in MiB (default: room for two conversations of the context)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  cmd->add_option("--t1-mib", a->t1_mib, "KV cache in host RAM, MiB")->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  cmd->add_option("--disk-mib", a->disk_mib, "KV cache on disk, MiB")->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  cmd->add_option("--t1-mib", a->t1_mib, "KV cache in host RAM, MiB")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  cmd->add_option("--disk-mib", a->disk_mib, "KV cache on disk, MiB")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   cmd->callback([a] {
     if (int rc = run_serve(*a); rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -57,7 +57,8 @@ void register_tokenize(CLI::App& app) {
   auto* prompt = cmd->add_option("-p,--prompt", a->prompt, "the text");
   cmd->add_option("-f,--file", a->file, "read the text from this file, byte for byte")->excludes(prompt);
   cmd->add_flag("--pieces", a->pieces, "show each token's piece next to its id");
-  cmd->add_flag("--no-bos", a->no_bos, "do not add the BOS token (added only where the vocabulary asks for it, as llama.cpp does)");
+  cmd->add_flag("--no-bos", a->no_bos,
+                "do not add the BOS token (added only where the vocabulary asks for it, as llama.cpp does)");
   cmd->add_flag("--special", a->special, "parse control tokens written in the text");
   add_data_dir_option(*cmd, a->data_dir);
   cmd->callback([a, cmd] {

@@ -27,9 +27,7 @@ int main(int argc, char** argv) {
   kvc::cli::register_export(app);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  } catch (const std::bad_alloc&) {
+  } catch (const CLI::ParseError& e) { return app.exit(e); } catch (const std::bad_alloc&) {
     // A last resort: sizes from files are checked before anything is allocated for them.
     std::fprintf(stderr, "kvchat-cli: out of memory\n");
     return 1;

@@ -42,7 +42,8 @@ std::string closing_text(const chat::ChatTemplate& tmpl, std::vector<chat::ChatM
 std::optional<std::pair<std::string, std::string>> visible_reply(const chat::ChatTemplate& tmpl,
                                                                  std::vector<chat::ChatMessage> messages,
                                                                  std::string_view user, const std::string& before,
-                                                                 const std::string& after, const chat::RenderOptions& opt) {
+                                                                 const std::string& after,
+                                                                 const chat::RenderOptions& opt) {
   static const std::string marker = "\x01kvchat-reply\x01";
   if (!chat::split_reasoning(messages.back().content).has_reasoning || !starts_with(after, before)) return std::nullopt;
   messages.back().content = marker;

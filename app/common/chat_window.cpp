@@ -20,7 +20,8 @@ Result<std::vector<int32_t>> head_tokens(const tokenizer::Tokenizer& tok, const 
 }  // namespace
 
 Result<std::vector<int32_t>> window_tokens(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl,
-                                           std::string_view system, std::span<const StreamMessage> messages, size_t first) {
+                                           std::string_view system, std::span<const StreamMessage> messages,
+                                           size_t first) {
   std::vector<int32_t> out;
   if (messages.empty()) return out;
   KVC_ASSERT(first < messages.size());
@@ -31,7 +32,8 @@ Result<std::vector<int32_t>> window_tokens(const tokenizer::Tokenizer& tok, cons
   } else {
     out.assign(messages[0].tokens.begin(), messages[0].tokens.end());
   }
-  for (size_t i = first + 1; i < messages.size(); ++i) out.insert(out.end(), messages[i].tokens.begin(), messages[i].tokens.end());
+  for (size_t i = first + 1; i < messages.size(); ++i)
+    out.insert(out.end(), messages[i].tokens.begin(), messages[i].tokens.end());
   return out;
 }
 

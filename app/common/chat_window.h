@@ -1,4 +1,5 @@
-// A turn's prompt under the context overflow policy (core/chat/context_window.h), shared by the CLI chat, the app and the server.
+// A turn's prompt under the context overflow policy (core/chat/context_window.h), shared by the CLI chat, the app and
+// the server.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +34,8 @@ struct ChatWindow {
 // the system prompt and message `first` rendered as a first turn, then the stored tokens of
 // the messages after it. `first` must be a user message.
 Result<std::vector<int32_t>> window_tokens(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl,
-                                           std::string_view system, std::span<const StreamMessage> messages, size_t first);
+                                           std::string_view system, std::span<const StreamMessage> messages,
+                                           size_t first);
 
 // The window for the turn that answers messages.back() (a user message). `cut`: where the
 // previous turn left the cut (a message index); nullopt: none kept, replay the policy over the

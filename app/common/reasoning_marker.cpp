@@ -13,7 +13,9 @@ constexpr std::string_view k_reset = "\x1b[0m";
 constexpr std::string_view k_prefix = "[reasoning] ";
 
 // Whether `s` could be the beginning of `tag` (and is shorter than it).
-bool partial_tag(std::string_view s, std::string_view tag) { return s.size() < tag.size() && tag.substr(0, s.size()) == s; }
+bool partial_tag(std::string_view s, std::string_view tag) {
+  return s.size() < tag.size() && tag.substr(0, s.size()) == s;
+}
 
 }  // namespace
 

@@ -29,9 +29,9 @@ class ReasoningMarker {
   bool terminal_;
   bool inside_ = false;
   bool at_line_start_ = true;
-  bool seen_text_ = false;  // only a <think> that starts the reply opens reasoning
-  bool dim_pending_ = false; // a terminal's dim mark for reasoning the prompt opened, not printed yet
-  std::string held_;        // a possible start of a tag
+  bool seen_text_ = false;    // only a <think> that starts the reply opens reasoning
+  bool dim_pending_ = false;  // a terminal's dim mark for reasoning the prompt opened, not printed yet
+  std::string held_;          // a possible start of a tag
 };
 
 }  // namespace kvc::app

@@ -195,8 +195,8 @@ bool begin_body(Attempt& a) {
   }
   if (a.total_bytes > a.offset) {
     const uint64_t needed = a.total_bytes - a.offset;
-    const uint64_t free = a.request->free_bytes ? a.request->free_bytes(a.request->models_dir)
-                                                : free_disk_bytes(a.request->models_dir);
+    const uint64_t free =
+        a.request->free_bytes ? a.request->free_bytes(a.request->models_dir) : free_disk_bytes(a.request->models_dir);
     if (needed > free) {
       a.error = "not enough disk space: " + format_size(static_cast<double>(needed)) + " to download, " +
                 format_size(static_cast<double>(free)) + " free in " + a.request->models_dir.string();
@@ -257,10 +257,8 @@ bool retryable(CURLcode c) {
     case CURLE_GOT_NOTHING:
     case CURLE_COULDNT_CONNECT:
     case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-      return true;
-    default:
-      return false;
+    case CURLE_HTTP2_STREAM: return true;
+    default: return false;
   }
 }
 
@@ -328,7 +326,8 @@ Result<Downloaded> download_model(const DownloadRequest& request,
   }
   KVC_TRY(check_file_name(name));
   if (!request.expected_sha256.empty() && !is_sha256_hex(request.expected_sha256)) {
-    return make_error(ErrorCode::invalid_argument, "--sha256 wants 64 hex digits, got \"" + request.expected_sha256 + "\"");
+    return make_error(ErrorCode::invalid_argument,
+                      "--sha256 wants 64 hex digits, got \"" + request.expected_sha256 + "\"");
   }
   const std::string expected = lower(request.expected_sha256);
   std::error_code ec;
@@ -347,7 +346,8 @@ Result<Downloaded> download_model(const DownloadRequest& request,
     out.sha256 = read_recorded_sha(sha_path);
     if (!expected.empty() && !out.sha256.empty() && out.sha256 != expected) {
       return make_error(ErrorCode::invalid_file, final_path.string() + " exists with sha256 " + out.sha256 +
-                                                     ", not the " + expected + " asked for; delete it to download again");
+                                                     ", not the " + expected +
+                                                     " asked for; delete it to download again");
     }
     return out;
   }
@@ -371,7 +371,8 @@ Result<Downloaded> download_model(const DownloadRequest& request,
     return make_error(ErrorCode::io, "cannot write " + part_path.string() + ": " + std::strerror(errno));
   }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    return make_error(ErrorCode::io, "another download of " + name + " into " + request.models_dir.string() + " is running");
+    return make_error(ErrorCode::io,
+                      "another download of " + name + " into " + request.models_dir.string() + " is running");
   }
   if (offset == 0 && ::ftruncate(::fileno(part.f), 0) != 0) {
     return make_error(ErrorCode::io, "cannot truncate " + part_path.string() + ": " + std::strerror(errno));
@@ -466,8 +467,8 @@ Result<Downloaded> download_model(const DownloadRequest& request,
     std::string why;
     bool retry = false;
     if (rc == CURLE_ABORTED_BY_CALLBACK) {
-      return make_error(ErrorCode::io, "download cancelled; " + std::to_string(offset) +
-                                           " bytes are kept in " + part_path.string() + " for a later pull to resume");
+      return make_error(ErrorCode::io, "download cancelled; " + std::to_string(offset) + " bytes are kept in " +
+                                           part_path.string() + " for a later pull to resume");
     } else if (rc == CURLE_WRITE_ERROR && a.restart_from_zero && !restarted) {
       restarted = true;
       retry = true;
@@ -509,8 +510,8 @@ Result<Downloaded> download_model(const DownloadRequest& request,
       progress(DownloadProgress{offset, total, 0, -1, std::string(phase) + ": " + why});
     }
     if (!sleep_unless_cancelled(delay, cancel)) {
-      return make_error(ErrorCode::io, "download cancelled; " + std::to_string(offset) +
-                                           " bytes are kept in " + part_path.string() + " for a later pull to resume");
+      return make_error(ErrorCode::io, "download cancelled; " + std::to_string(offset) + " bytes are kept in " +
+                                           part_path.string() + " for a later pull to resume");
     }
     delay *= 2;
   }
@@ -535,8 +536,8 @@ Result<Downloaded> download_model(const DownloadRequest& request,
   };
   if (!want.empty() && want != out.sha256) {
     discard();
-    return make_error(ErrorCode::invalid_file, "sha256 mismatch for " + name + ": " + out.sha256_source + " says " + want +
-                                                   ", the download hashes to " + out.sha256 +
+    return make_error(ErrorCode::invalid_file, "sha256 mismatch for " + name + ": " + out.sha256_source + " says " +
+                                                   want + ", the download hashes to " + out.sha256 +
                                                    "; the download was deleted, pull again");
   }
   {
@@ -551,7 +552,9 @@ Result<Downloaded> download_model(const DownloadRequest& request,
   std::fclose(part.f);
   part.f = nullptr;
   fs::rename(part_path, final_path, ec);
-  if (ec) return make_error(ErrorCode::io, "cannot rename " + part_path.string() + " to " + final_path.string() + ": " + ec.message());
+  if (ec)
+    return make_error(ErrorCode::io,
+                      "cannot rename " + part_path.string() + " to " + final_path.string() + ": " + ec.message());
   std::ofstream(sha_path) << out.sha256 << "  " << name << "\n";
   fs::remove(meta_path, ec);
   return out;

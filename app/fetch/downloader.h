@@ -34,7 +34,7 @@ struct DownloadRequest {
   int max_attempts = 5;         // a dropped connection is retried from where it stopped
   double retry_delay_s = 1.0;   // doubled after each failed attempt
   long connect_timeout_s = 30;
-  long stall_timeout_s = 60;    // abort an attempt that receives nothing for this long
+  long stall_timeout_s = 60;  // abort an attempt that receives nothing for this long
   // Free bytes of models_dir, for tests; empty: statvfs.
   std::function<uint64_t(const std::filesystem::path&)> free_bytes;
 };

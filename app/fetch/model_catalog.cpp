@@ -13,7 +13,8 @@ namespace kvc::fetch {
 
 Result<std::vector<CatalogEntry>> parse_catalog(std::string_view json_text) {
   const auto j = nlohmann::json::parse(json_text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return make_error(ErrorCode::invalid_file, "the model catalog is not a JSON object");
+  if (j.is_discarded() || !j.is_object())
+    return make_error(ErrorCode::invalid_file, "the model catalog is not a JSON object");
   const auto models = j.find("models");
   if (models == j.end() || !models->is_array()) {
     return make_error(ErrorCode::invalid_file, "the model catalog has no \"models\" array");

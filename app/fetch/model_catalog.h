@@ -13,8 +13,8 @@ namespace kvc::fetch {
 
 struct CatalogEntry {
   std::string name;
-  std::string source;  // what kvchat-cli pull takes: a URL or OWNER/REPO/FILE.gguf
-  std::string url;     // source resolved (resolve_source)
+  std::string source;       // what kvchat-cli pull takes: a URL or OWNER/REPO/FILE.gguf
+  std::string url;          // source resolved (resolve_source)
   uint64_t size_bytes = 0;  // approximate
   std::string licence;
   std::string needs;

@@ -40,7 +40,8 @@ std::string format_progress(const DownloadProgress& p) {
   std::string out;
   char pct[16];
   if (p.total_bytes > 0) {
-    std::snprintf(pct, sizeof pct, "%3.0f%% ", 100.0 * static_cast<double>(p.done_bytes) / static_cast<double>(p.total_bytes));
+    std::snprintf(pct, sizeof pct, "%3.0f%% ",
+                  100.0 * static_cast<double>(p.done_bytes) / static_cast<double>(p.total_bytes));
     out += pct;
     out += format_size(static_cast<double>(p.done_bytes)) + " / " + format_size(static_cast<double>(p.total_bytes));
   } else {

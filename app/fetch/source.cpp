@@ -38,7 +38,8 @@ Result<std::string> resolve_source(const std::string& source) {
     }
     for (char c : source) {
       if (static_cast<unsigned char>(c) <= ' ') {
-        return make_error(ErrorCode::invalid_argument, "\"" + source + "\" holds a space or control character; percent-encode it");
+        return make_error(ErrorCode::invalid_argument,
+                          "\"" + source + "\" holds a space or control character; percent-encode it");
       }
     }
     return source;
@@ -47,7 +48,8 @@ Result<std::string> resolve_source(const std::string& source) {
                             "\" is neither an http(s):// URL nor a Hugging Face OWNER/REPO/FILE.gguf "
                             "(for example bartowski/SmolLM2-360M-Instruct-GGUF/SmolLM2-360M-Instruct-Q8_0.gguf)";
   if (source.find("://") != std::string::npos) {
-    return make_error(ErrorCode::invalid_argument, "only http:// and https:// URLs can be downloaded, not \"" + source + "\"");
+    return make_error(ErrorCode::invalid_argument,
+                      "only http:// and https:// URLs can be downloaded, not \"" + source + "\"");
   }
   std::vector<std::string> parts;
   size_t begin = 0;
@@ -92,9 +94,10 @@ Status check_file_name(const std::string& name) {
   bool bad = name.empty() || name == "." || name == ".." || name[0] == '.';
   for (char c : name) bad = bad || c == '/' || c == '\\' || static_cast<unsigned char>(c) < ' ';
   if (bad) {
-    return make_error(ErrorCode::invalid_argument, "\"" + name +
-                                                       "\" cannot be a file name in the models folder: --output wants a plain name "
-                                                       "such as model-Q4_K_M.gguf");
+    return make_error(ErrorCode::invalid_argument,
+                      "\"" + name +
+                          "\" cannot be a file name in the models folder: --output wants a plain name "
+                          "such as model-Q4_K_M.gguf");
   }
   return {};
 }

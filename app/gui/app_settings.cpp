@@ -27,7 +27,8 @@ AppSettings load_app_settings(const std::filesystem::path& file) {
 Status save_app_settings(const std::filesystem::path& file, const AppSettings& s) {
   const nlohmann::json j = {
       {"last_model", s.last_model},
-      {"tier_budgets", {{"t0_bytes", s.budgets.t0_bytes}, {"t1_bytes", s.budgets.t1_bytes}, {"t2_bytes", s.budgets.t2_bytes}}}};
+      {"tier_budgets",
+       {{"t0_bytes", s.budgets.t0_bytes}, {"t1_bytes", s.budgets.t1_bytes}, {"t2_bytes", s.budgets.t2_bytes}}}};
   const std::filesystem::path tmp = file.string() + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary);

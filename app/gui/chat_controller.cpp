@@ -9,9 +9,9 @@
 
 #include "app/common/chat_turn.h"
 #include "app/common/demo_model.h"
+#include "app/gui/app_settings.h"
 #include "core/chat/reasoning.h"
 #include "core/model/context_budget.h"
-#include "app/gui/app_settings.h"
 #include "core/util/machine_budget.h"
 #include "storage/data_dir.h"
 #include "storage/data_dir_lock.h"
@@ -22,9 +22,9 @@ namespace {
 
 constexpr const char* k_new_title = "New chat";
 constexpr const char* k_welcome_title = "Welcome to kvchat";
-constexpr int64_t k_publish_interval_us = 30'000;   // streamed text reaches the UI at ~30 Hz
+constexpr int64_t k_publish_interval_us = 30'000;  // streamed text reaches the UI at ~30 Hz
 constexpr int64_t k_memory_interval_us = 250'000;  // the memory picture, while text streams
-constexpr int64_t k_flush_interval_us = 250'000;    // and the disk at 4 Hz
+constexpr int64_t k_flush_interval_us = 250'000;   // and the disk at 4 Hz
 
 int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -174,13 +174,27 @@ bool ChatController::fail(const Error& e) {
 
 // ---- commands (UI thread): each only queues ----
 
-void ChatController::new_conversation() { post([this] { do_new_conversation(); }); }
-void ChatController::open_conversation(int64_t id) { post([this, id] { do_open(id); }); }
-void ChatController::send(std::string text) { post([this, t = std::move(text)] { do_send(t); }); }
-void ChatController::regenerate() { post([this] { do_regenerate(); }); }
-void ChatController::load_model(std::string path) { post([this, p = std::move(path)] { do_load_model(p); }); }
-void ChatController::dismiss_error() { post([this] { state_.error.clear(); }); }
-void ChatController::restart_engine() { post([this] { do_restart_engine(); }); }
+void ChatController::new_conversation() {
+  post([this] { do_new_conversation(); });
+}
+void ChatController::open_conversation(int64_t id) {
+  post([this, id] { do_open(id); });
+}
+void ChatController::send(std::string text) {
+  post([this, t = std::move(text)] { do_send(t); });
+}
+void ChatController::regenerate() {
+  post([this] { do_regenerate(); });
+}
+void ChatController::load_model(std::string path) {
+  post([this, p = std::move(path)] { do_load_model(p); });
+}
+void ChatController::dismiss_error() {
+  post([this] { state_.error.clear(); });
+}
+void ChatController::restart_engine() {
+  post([this] { do_restart_engine(); });
+}
 
 std::filesystem::path ChatController::settings_path() const {
   return storage::resolve_data_dir(options_.data_dir) / "settings.json";
@@ -203,8 +217,8 @@ void ChatController::set_tier_budgets(ui::TierBudgets budgets) {
     runner_.reset();
     state_.model.n_ctx = context_for(model_->config());
     if (!make_runner()) {
-      fail(make_error(ErrorCode::invalid_argument, "these tier budgets do not work (" + state_.model.error +
-                                                       "); back to the defaults"));
+      fail(make_error(ErrorCode::invalid_argument,
+                      "these tier budgets do not work (" + state_.model.error + "); back to the defaults"));
       state_.engine.budgets = {};
       state_.model.error.clear();
       state_.model.n_ctx = context_for(model_->config());
@@ -240,8 +254,10 @@ void ChatController::delete_conversation(int64_t id) {
       fail(st.error());
     } else if (runner_ && dead.ok() && !dead->empty()) {
       auto live = store_->token_streams_except(0);
-      if (live.ok()) runner_->release_streams(id, *dead, *live);
-      else fail(live.error());
+      if (live.ok())
+        runner_->release_streams(id, *dead, *live);
+      else
+        fail(live.error());
     }
     refresh_list();
     if (state_.chat.conversation_id == id) {
@@ -357,8 +373,8 @@ bool ChatController::make_runner() {
   const std::filesystem::path data_dir = storage::resolve_data_dir(options_.data_dir);
   const MachineResources machine = read_machine_resources(data_dir);
   const double kv_per_token = model_->config().kv_bytes_per_token(2.0);  // F16 KV, the runner's format
-  const BudgetDefaults d = default_budgets(machine, model_->weight_bytes(), true, static_cast<uint64_t>(kv_per_token),
-                                           state_.model.n_ctx);
+  const BudgetDefaults d =
+      default_budgets(machine, model_->weight_bytes(), true, static_cast<uint64_t>(kv_per_token), state_.model.n_ctx);
   ui::EngineState& es = state_.engine;
   es.defaults = ui::TierBudgets{d.t0_bytes, d.t1_bytes, d.t2_bytes};
   es.mem_total_bytes = machine.mem_total_bytes;
@@ -520,7 +536,8 @@ void ChatController::reload_chat() {
       // The message's stored tokens may be its answer only (chat_turn.h): count its reasoning afresh.
       const chat::ReasoningSplit split = chat::split_reasoning(m.text);
       if (split.has_reasoning) {
-        v.n_reasoning_tokens = static_cast<int64_t>(model_->tokenizer().encode_continuation(split.reasoning, false).size());
+        v.n_reasoning_tokens =
+            static_cast<int64_t>(model_->tokenizer().encode_continuation(split.reasoning, false).size());
       }
     }
     if (auto sib = store_->siblings(m.id); sib.ok()) {
@@ -567,7 +584,8 @@ std::vector<chat::ChatMessage> ChatController::messages_until(int64_t message_id
 
 void ChatController::do_send(const std::string& text) {
   if (text.empty()) return;
-  if (!model_ || !runner_) return (void)fail(make_error(ErrorCode::invalid_argument, "no model is loaded: open one in the Model window"));
+  if (!model_ || !runner_)
+    return (void)fail(make_error(ErrorCode::invalid_argument, "no model is loaded: open one in the Model window"));
   if (!store_) return (void)fail(make_error(ErrorCode::io, "conversations cannot be saved (see the error above)"));
   if (state_.chat.conversation_id == 0) do_new_conversation();
   const int64_t conv = state_.chat.conversation_id;
@@ -650,7 +668,8 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
     while (common < seen.size() && common < req.history.size() && seen[common] == req.history[common]) ++common;
     state_.chat.n_prefill_tokens = static_cast<int64_t>(req.history.size() + req.segment.size() - common);
     state_.chat.prefill_started_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
   }
 
   std::string pending;  // streamed text not yet on disk

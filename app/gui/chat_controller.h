@@ -31,11 +31,11 @@ namespace kvc::app {
 class ChatController final : public ui::AppCommands {
  public:
   struct Options {
-    std::string data_dir;    // --data-dir; empty: the default data directory
-    std::string model_path;  // -m; empty: the demo model, built on first use
-    int n_threads = 0;       // 0: one per physical core
-    int64_t n_ctx = 0;       // 0: the model's training context, cut to what the KV budget holds
-    int64_t ctx_kv_bytes = 0;  // that budget (0: model::k_default_ctx_kv_budget_bytes); the Engine window changes it
+    std::string data_dir;       // --data-dir; empty: the default data directory
+    std::string model_path;     // -m; empty: the demo model, built on first use
+    int n_threads = 0;          // 0: one per physical core
+    int64_t n_ctx = 0;          // 0: the model's training context, cut to what the KV budget holds
+    int64_t ctx_kv_bytes = 0;   // that budget (0: model::k_default_ctx_kv_budget_bytes); the Engine window changes it
     std::string replay_answer;  // --replay-answer: non-empty: every turn streams this text (replay_turn_runner.h)
   };
 
@@ -97,13 +97,13 @@ class ChatController final : public ui::AppCommands {
   Result<std::vector<int32_t>> window_until(int64_t message_id);
   void refresh_list();
   void reload_chat();
-  void do_export_kv(bool chrome_trace);  // into DATA_DIR/exports/ (chat_controller_export.cpp)
-  bool fail(const Error& e);  // records e for the UI; returns false
-  std::filesystem::path settings_path() const;  // DATA_DIR/settings.json (app_settings.h)
-  void save_settings();                         // the model loaded and the budgets set
-  void load_offers();  // worker thread: assets/models/catalog.json into dl_.offers
+  void do_export_kv(bool chrome_trace);          // into DATA_DIR/exports/ (chat_controller_export.cpp)
+  bool fail(const Error& e);                     // records e for the UI; returns false
+  std::filesystem::path settings_path() const;   // DATA_DIR/settings.json (app_settings.h)
+  void save_settings();                          // the model loaded and the budgets set
+  void load_offers();                            // worker thread: assets/models/catalog.json into dl_.offers
   void run_download(const std::string& source);  // download thread (chat_controller_download.cpp)
-  void download_changed();  // any thread, dl_mu_ held: the worker publishes the new state soon
+  void download_changed();                       // any thread, dl_mu_ held: the worker publishes the new state soon
   // Tokens of the path to the message, message included; an error when the store cannot read it.
   Result<std::vector<int32_t>> stream_until(int64_t message_id);
   std::vector<chat::ChatMessage> messages_until(int64_t message_id);  // its user and assistant messages
@@ -120,7 +120,7 @@ class ChatController final : public ui::AppCommands {
   std::deque<std::function<void()>> queue_;
   bool quit_ = false;
   uint64_t shown_memory_version_ = 0;  // worker thread: the runner's memory_version() last published
-  std::atomic<int> n_busy_{0};     // queued plus running commands
+  std::atomic<int> n_busy_{0};         // queued plus running commands
   std::atomic<bool> cancel_{false};
   std::atomic<uint64_t> search_serial_{0};
 
@@ -129,10 +129,10 @@ class ChatController final : public ui::AppCommands {
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<TurnRunner> runner_;  // uses model_; reset before it
-  std::string requested_model_;  // what the last load_model asked for (empty: the demo model)
-  ui::TierBudgets saved_budgets_;  // as remembered in settings.json (demos set budgets without saving)
+  std::string requested_model_;         // what the last load_model asked for (empty: the demo model)
+  ui::TierBudgets saved_budgets_;       // as remembered in settings.json (demos set budgets without saving)
   ui::AppSnapshot state_;
-  std::map<int64_t, ui::TurnStats> stats_;  // assistant message id -> what its turn cost
+  std::map<int64_t, ui::TurnStats> stats_;               // assistant message id -> what its turn cost
   std::map<int64_t, std::vector<int32_t>> last_stream_;  // conversation -> the tokens last opened or answered
   int64_t last_publish_us_ = 0;
   int64_t last_memory_fill_us_ = 0;  // worker thread: when the memory picture was last filled

@@ -50,7 +50,8 @@ void ChatController::start_download(std::string source) {
 void ChatController::run_download(const std::string& source) {
   fetch::DownloadRequest req;
   auto url = fetch::resolve_source(source);
-  Result<fetch::Downloaded> r = url.ok() ? Result<fetch::Downloaded>(fetch::Downloaded{}) : Result<fetch::Downloaded>(url.error());
+  Result<fetch::Downloaded> r =
+      url.ok() ? Result<fetch::Downloaded>(fetch::Downloaded{}) : Result<fetch::Downloaded>(url.error());
   if (url.ok()) {
     req.url = *url;
     req.models_dir = storage::resolve_data_dir(options_.data_dir) / "models";
@@ -77,7 +78,7 @@ void ChatController::run_download(const std::string& source) {
       dl_.status = ui::DownloadStatus::done;
       dl_.path = r->path.string();
       dl_.sha256 = r->sha256;
-      dl_.note = r->already_present ? "already downloaded"
+      dl_.note = r->already_present         ? "already downloaded"
                  : r->sha256_source.empty() ? "sha256 recorded (the server publishes none to check)"
                                             : "sha256 matches " + r->sha256_source;
       if (!r->model_warning.empty()) dl_.note += "; kvchat cannot run this model: " + r->model_warning;

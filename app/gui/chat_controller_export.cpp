@@ -46,7 +46,8 @@ void ChatController::export_conversation(int64_t id, bool markdown) {
     std::ofstream out(path, std::ios::binary);
     out << *text;
     if (ec || !out.flush()) {
-      return (void)fail(make_error(ErrorCode::io, "cannot write " + path.string() + "; check the data directory's permissions"));
+      return (void)fail(
+          make_error(ErrorCode::io, "cannot write " + path.string() + "; check the data directory's permissions"));
     }
     state_.conversation_export_path = path.string();
   });
@@ -72,7 +73,8 @@ void ChatController::do_export_kv(bool chrome_trace) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
-    m.export_error = "Cannot create " + dir.string() + ": " + ec.message() + ". Check the data directory's permissions.";
+    m.export_error =
+        "Cannot create " + dir.string() + ": " + ec.message() + ". Check the data directory's permissions.";
     return publish(true);
   }
   const std::filesystem::path path = dir / ("kv-events-" + timestamp_now() + (chrome_trace ? ".json" : ".csv"));

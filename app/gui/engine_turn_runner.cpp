@@ -22,7 +22,8 @@ constexpr int64_t k_publish_interval_us = 250'000;
 
 }  // namespace
 
-Result<std::unique_ptr<EngineTurnRunner>> EngineTurnRunner::create(const model::Model& m, const EngineRunnerOptions& o) {
+Result<std::unique_ptr<EngineTurnRunner>> EngineTurnRunner::create(const model::Model& m,
+                                                                   const EngineRunnerOptions& o) {
   auto runner = std::unique_ptr<EngineTurnRunner>(new EngineTurnRunner(m, o));
   if (!o.cold_dir.empty()) {
     storage::ColdStoreOptions co;
@@ -85,8 +86,8 @@ void EngineTurnRunner::set_stream(int64_t conversation, std::vector<int32_t> tok
     if (const auto it = streams_.find(conversation); it != streams_.end()) {
       const std::vector<int32_t>& old = it->second.tokens;
       const size_t n = std::min(old.size(), tokens.size());
-      const size_t common = static_cast<size_t>(std::mismatch(old.begin(), old.begin() + static_cast<std::ptrdiff_t>(n),
-                                                              tokens.begin()).first - old.begin());
+      const size_t common = static_cast<size_t>(
+          std::mismatch(old.begin(), old.begin() + static_cast<std::ptrdiff_t>(n), tokens.begin()).first - old.begin());
       const size_t n_keep = std::min(common / B, it->second.keys.size());
       st.keys.assign(it->second.keys.begin(), it->second.keys.begin() + static_cast<std::ptrdiff_t>(n_keep));
     }
@@ -145,7 +146,8 @@ Result<TurnResult> EngineTurnRunner::run(const TurnRequest& request,
     bool quiet = false;
     {
       std::unique_lock lock(relay->mu);
-      quiet = !relay->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return relay->done || !relay->pending.empty(); });
+      quiet = !relay->cv.wait_for(lock, std::chrono::milliseconds(100),
+                                  [&] { return relay->done || !relay->pending.empty(); });
       text.swap(relay->pending);
       done = relay->done;
     }

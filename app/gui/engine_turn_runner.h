@@ -23,8 +23,8 @@
 namespace kvc::app {
 
 struct EngineRunnerOptions {
-  int64_t n_ctx = 4096;        // most tokens of one conversation
-  int64_t t0_bytes = 0;        // the compute pool; 0: room for t0_contexts conversations of n_ctx
+  int64_t n_ctx = 4096;  // most tokens of one conversation
+  int64_t t0_bytes = 0;  // the compute pool; 0: room for t0_contexts conversations of n_ctx
   int t0_contexts = 2;
   int64_t t1_bytes = int64_t{512} << 20;
   std::filesystem::path cold_dir;  // empty: no disk tier
@@ -62,7 +62,7 @@ class EngineTurnRunner final : public TurnRunner {
   std::string cold_error_;  // why there is no disk tier, if it could not be opened
   std::unique_ptr<kv::KvCache> cache_;
   kv::KvEventLog events_{size_t{1} << 16};
-  MemoryFeed feed_;  // caller's thread
+  MemoryFeed feed_;                        // caller's thread
   std::atomic<int64_t> n_turn_tokens_{0};  // the last turn's prompt and reply
 
   // Conversations' token streams as last seen (opened, or history ++ segment ++ reply): the

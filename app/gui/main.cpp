@@ -13,8 +13,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <optional>
+#include <sstream>
 #include <vector>
 
 #include "app/common/demo_model.h"
@@ -37,8 +37,8 @@ struct Args {
   int64_t ctx_memory_mib = 0;
   std::string demo;
   bool presenter = false;
-  bool demo_play = false;  // start playing at once
-  bool demo_exit = false;  // quit when the demo ends, with its verdict (tests, recordings)
+  bool demo_play = false;   // start playing at once
+  bool demo_exit = false;   // quit when the demo ends, with its verdict (tests, recordings)
   double demo_hold_s = -1;  // < 0: each scene's own
   std::vector<int> window_size = {1600, 1000};
   std::string replay_answer;  // a file: every turn streams its text instead of the model's
@@ -64,7 +64,8 @@ std::unique_ptr<kvc::ui::DemoMode> start_demo(const std::filesystem::path& file,
 void glfw_error(int code, const char* what) { std::fprintf(stderr, "kvchat: GLFW error %d: %s\n", code, what); }
 
 int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 int run(const Args& a) {
@@ -272,15 +273,19 @@ int main(int argc, char** argv) {
   Args a;
   CLI::App app{"kvchat: local LLM chat that never recomputes its history"};
   app.add_option("-m,--model", a.model, "GGUF model file (default: the built-in demo model, built on first launch)");
-  app.add_option("--data-dir", a.data_dir, "kvchat's data directory (default: $KVCHAT_DATA_DIR or ~/.local/share/kvchat)");
-  app.add_option("-t,--threads", a.threads, "compute threads (default: one per physical core)")->check(CLI::Range(0, 1024));
-  app.add_option("-c,--ctx-size", a.n_ctx, "context length (default: the model's trained context, cut to what --ctx-memory holds)")
+  app.add_option("--data-dir", a.data_dir,
+                 "kvchat's data directory (default: $KVCHAT_DATA_DIR or ~/.local/share/kvchat)");
+  app.add_option("-t,--threads", a.threads, "compute threads (default: one per physical core)")
+      ->check(CLI::Range(0, 1024));
+  app.add_option("-c,--ctx-size", a.n_ctx,
+                 "context length (default: the model's trained context, cut to what --ctx-memory holds)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   app.add_option("--ctx-memory", a.ctx_memory_mib,
                  "MiB that one context's KV cache (F16) may take (default 1024; also in Engine > Tier budgets)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   app.add_option("--window-size", a.window_size, "window width and height in points (default: 1600 1000)")
-      ->expected(2)->check(CLI::Range(320, 16384));
+      ->expected(2)
+      ->check(CLI::Range(320, 16384));
   auto* script = app.add_option("--script", a.script, "run a JSON script of UI steps, then exit (script mode)");
   auto* demo = app.add_option("--demo", a.demo, "play a demo scenario (JSON, see assets/demo/) in the presenter layout")
                    ->excludes(script);
@@ -290,7 +295,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1.0, 240.0));
   app.add_option("--screenshot-dir", a.screenshot_dir, "where script and demo mode write their screenshots");
   app.add_flag("--presenter", a.presenter, "start in the presenter layout (large fonts, chat and memory side by side)");
-  app.add_flag("--demo-play", a.demo_play, "start playing the demo at once (default: wait for Space or Step)")->needs(demo);
+  app.add_flag("--demo-play", a.demo_play, "start playing the demo at once (default: wait for Space or Step)")
+      ->needs(demo);
   app.add_flag("--demo-exit", a.demo_exit, "quit when the demo ends; exit status 1 if a step failed")->needs(demo);
   app.add_option("--demo-hold", a.demo_hold_s, "seconds each caption stays while playing (default: the scene's)")
       ->check(CLI::Range(0.0, 3600.0))

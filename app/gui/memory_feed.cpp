@@ -7,7 +7,7 @@ namespace kvc::app {
 
 namespace {
 
-constexpr size_t k_max_samples = 600;           // counter history: 10 minutes at 1 per second
+constexpr size_t k_max_samples = 600;  // counter history: 10 minutes at 1 per second
 constexpr int64_t k_sample_interval_us = 1'000'000;
 
 int tier_of(kv::Tier t) { return kv::is_data_tier(t) ? kv::tier_index(t) : 0; }

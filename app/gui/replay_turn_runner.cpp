@@ -6,15 +6,16 @@
 
 namespace kvc::app {
 
-ReplayTurnRunner::ReplayTurnRunner(std::unique_ptr<TurnRunner> inner, tokenizer::Tokenizer tokenizer, std::string answer,
-                                   size_t n_chunk_bytes, int pause_ms)
+ReplayTurnRunner::ReplayTurnRunner(std::unique_ptr<TurnRunner> inner, tokenizer::Tokenizer tokenizer,
+                                   std::string answer, size_t n_chunk_bytes, int pause_ms)
     : inner_(std::move(inner)),
       tokenizer_(std::move(tokenizer)),
       answer_(std::move(answer)),
       n_chunk_bytes_(std::max<size_t>(1, n_chunk_bytes)),
       pause_ms_(pause_ms) {}
 
-Result<TurnResult> ReplayTurnRunner::run(const TurnRequest& request, const std::function<bool(const TurnDelta&)>& on_delta) {
+Result<TurnResult> ReplayTurnRunner::run(const TurnRequest& request,
+                                         const std::function<bool(const TurnDelta&)>& on_delta) {
   const auto t0 = std::chrono::steady_clock::now();
   double ttft_ms = 0;
   size_t pos = 0;
@@ -38,7 +39,8 @@ Result<TurnResult> ReplayTurnRunner::run(const TurnRequest& request, const std::
   r.stats.n_tokens = static_cast<int64_t>(r.tokens.size());
   r.stats.n_prompt = static_cast<int64_t>(request.history.size() + request.segment.size());
   r.stats.ttft_ms = ttft_ms;
-  r.stats.decode_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() - ttft_ms;
+  r.stats.decode_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() - ttft_ms;
   r.stats.stop_reason = cancelled ? "stopped" : "replay";
   return r;
 }

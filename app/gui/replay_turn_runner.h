@@ -21,7 +21,9 @@ class ReplayTurnRunner final : public TurnRunner {
                    size_t n_chunk_bytes = 12, int pause_ms = 8);
 
   Result<TurnResult> run(const TurnRequest& request, const std::function<bool(const TurnDelta&)>& on_delta) override;
-  void prefetch(int64_t conversation_id, const std::vector<int32_t>& tokens) override { inner_->prefetch(conversation_id, tokens); }
+  void prefetch(int64_t conversation_id, const std::vector<int32_t>& tokens) override {
+    inner_->prefetch(conversation_id, tokens);
+  }
   void fill_memory(ui::MemoryState& out) override { inner_->fill_memory(out); }
   std::vector<kv::KvEvent> kv_events() const override { return inner_->kv_events(); }
   uint64_t memory_version() const override { return inner_->memory_version(); }

@@ -30,7 +30,8 @@ int64_t ConversationMapper::conversation_id(std::span<const chat::ChatMessage> m
 }
 
 Result<MappedPrompt> ConversationMapper::map(std::span<const chat::ChatMessage> messages) const {
-  if (messages.empty() || messages.back().role == "assistant" || (messages.size() == 1 && messages[0].role == "system")) {
+  if (messages.empty() || messages.back().role == "assistant" ||
+      (messages.size() == 1 && messages[0].role == "system")) {
     return make_error(ErrorCode::invalid_argument,
                       "the last message must be a user message: it is what the reply answers");
   }
@@ -42,7 +43,7 @@ Result<MappedPrompt> ConversationMapper::map(std::span<const chat::ChatMessage> 
   size_t i = 0;
   if (messages[0].role == "system") system = messages[i++].content;
   std::vector<chat::ChatMessage> history;  // the user and assistant messages rendered so far
-  bool user_open = false;  // a user turn was rendered and its reply has not come yet
+  bool user_open = false;                  // a user turn was rendered and its reply has not come yet
   auto user_turn = [&](std::string_view text) -> Status {
     auto seg = render_user_segment(tok, tmpl, system, history, text);
     if (!seg.ok()) return seg.error();

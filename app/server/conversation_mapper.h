@@ -42,8 +42,8 @@ struct MappedMessage {
 };
 
 struct MappedPrompt {
-  std::vector<int32_t> tokens;           // the whole conversation's stream
-  std::vector<MappedMessage> messages;   // its user and assistant messages, in order
+  std::vector<int32_t> tokens;          // the whole conversation's stream
+  std::vector<MappedMessage> messages;  // its user and assistant messages, in order
   int64_t conversation = 0;
   int64_t n_answers = 0;           // assistant messages in the history
   int64_t n_answers_recalled = 0;  // of them, mapped to the engine's own ids

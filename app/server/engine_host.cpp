@@ -78,7 +78,8 @@ Status EngineHost::close() {
   Status checked = cache_->check_invariants();
   cache_.reset();
   if (cold_) cold_->flush();  // every block written behind is on disk before the store closes
-  if (!checked.ok()) return make_error(ErrorCode::internal, "the KV cache's invariants do not hold: " + checked.error().message);
+  if (!checked.ok())
+    return make_error(ErrorCode::internal, "the KV cache's invariants do not hold: " + checked.error().message);
   return {};
 }
 
@@ -112,8 +113,8 @@ void EngineHost::touch_conversation_locked(int64_t conversation) {
   conversations_lru_.push_front(conversation);
   conversations_[conversation] = conversations_lru_.begin();
   // Past the bound, the least recent idle conversation's sequence goes (its blocks stay cached).
-  for (auto it = conversations_lru_.end(); static_cast<int64_t>(conversations_.size()) > options_.max_conversations &&
-                                           it != conversations_lru_.begin();) {
+  for (auto it = conversations_lru_.end();
+       static_cast<int64_t>(conversations_.size()) > options_.max_conversations && it != conversations_lru_.begin();) {
     --it;
     if (busy_.count(*it)) continue;
     engine_->forget_conversation(*it, {});
@@ -179,8 +180,10 @@ std::shared_ptr<Generation> EngineHost::start(GenerationRequest r, Refusal& refu
     cancel = g->cancel_.load();
     done = g->done_;
   }
-  if (done) engine_->forget(id);
-  else if (cancel) engine_->cancel(id);
+  if (done)
+    engine_->forget(id);
+  else if (cancel)
+    engine_->cancel(id);
   return g;
 }
 

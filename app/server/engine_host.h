@@ -23,13 +23,13 @@
 namespace kvc::server {
 
 struct EngineHostOptions {
-  int64_t n_ctx = 4096;        // most tokens of one conversation
-  int64_t t0_bytes = 0;        // the compute pool; 0: room for 2 conversations of n_ctx
+  int64_t n_ctx = 4096;  // most tokens of one conversation
+  int64_t t0_bytes = 0;  // the compute pool; 0: room for 2 conversations of n_ctx
   int64_t t1_bytes = int64_t{512} << 20;
   std::filesystem::path cold_dir;  // empty: no disk tier
   int64_t cold_bytes = int64_t{4} << 30;
-  int64_t max_running = 8;        // sequences the engine batches at once
-  int64_t max_queue = 32;         // generations in flight (running + waiting); beyond: refused
+  int64_t max_running = 8;          // sequences the engine batches at once
+  int64_t max_queue = 32;           // generations in flight (running + waiting); beyond: refused
   int64_t max_conversations = 256;  // engine sequences kept between turns (LRU beyond)
 };
 
@@ -106,7 +106,7 @@ class EngineHost {
 
  private:
   EngineHost(const model::Model& m, const EngineHostOptions& o) : m_(m), options_(o) {}
-  void observe(const kv::KvCache& cache);  // engine thread
+  void observe(const kv::KvCache& cache);                                     // engine thread
   void finished(int64_t conversation, const std::shared_ptr<Generation>& g);  // engine thread
   void touch_conversation_locked(int64_t conversation);
 
@@ -125,7 +125,7 @@ class EngineHost {
   std::condition_variable idle_cv_;
   bool shutting_down_ = false;
   std::map<const Generation*, std::weak_ptr<Generation>> in_flight_;
-  std::map<int64_t, int> busy_;  // conversation -> its generations in flight (at most 1)
+  std::map<int64_t, int> busy_;           // conversation -> its generations in flight (at most 1)
   std::list<int64_t> conversations_lru_;  // most recent first: the engine's sequences
   std::map<int64_t, std::list<int64_t>::iterator> conversations_;
   std::atomic<int64_t> n_in_flight_{0};

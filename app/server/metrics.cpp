@@ -32,7 +32,8 @@ void sample(std::string& out, std::string_view name, std::string_view labels, do
 template <typename F>
 void per_tier(std::string& out, std::string_view name, std::string_view type, std::string_view help, F value) {
   header(out, name, type, help);
-  for (int t = 0; t < 3; ++t) sample(out, name, std::string("tier=\"") + k_tiers[t] + "\"", static_cast<double>(value(t)));
+  for (int t = 0; t < 3; ++t)
+    sample(out, name, std::string("tier=\"") + k_tiers[t] + "\"", static_cast<double>(value(t)));
 }
 
 const char* outcome_of(engine::RequestState s) {
@@ -116,7 +117,8 @@ std::string ServerMetrics::render(const CacheSnapshot& c, const engine::EngineSt
     header(out, "kvchat_generations_total", "counter", "Generations that ended, by endpoint and outcome.");
     for (const auto& [k, v] : generations_) {
       sample(out, "kvchat_generations_total",
-             std::string("endpoint=\"") + (k.first == Endpoint::chat ? "chat" : "completion") + "\",outcome=\"" + k.second + "\"",
+             std::string("endpoint=\"") + (k.first == Endpoint::chat ? "chat" : "completion") + "\",outcome=\"" +
+                 k.second + "\"",
              static_cast<double>(v));
     }
     header(out, "kvchat_prompt_tokens_total", "counter", "Prompt tokens of generations.");
@@ -133,10 +135,12 @@ std::string ServerMetrics::render(const CacheSnapshot& c, const engine::EngineSt
   header(out, "kvchat_requests_in_flight", "gauge", "Generations running or waiting in the engine.");
   sample(out, "kvchat_requests_in_flight", "", static_cast<double>(n_in_flight));
 
-  per_tier(out, "kvchat_kv_used_bytes", "gauge", "KV bytes held on each tier.", [&](int t) { return c.tiers[t].used_bytes; });
+  per_tier(out, "kvchat_kv_used_bytes", "gauge", "KV bytes held on each tier.",
+           [&](int t) { return c.tiers[t].used_bytes; });
   per_tier(out, "kvchat_kv_capacity_bytes", "gauge", "KV byte budget of each tier.",
            [&](int t) { return c.tiers[t].capacity_bytes; });
-  per_tier(out, "kvchat_kv_used_blocks", "gauge", "KV blocks held on each tier.", [&](int t) { return c.tiers[t].used_blocks; });
+  per_tier(out, "kvchat_kv_used_blocks", "gauge", "KV blocks held on each tier.",
+           [&](int t) { return c.tiers[t].used_blocks; });
   per_tier(out, "kvchat_kv_capacity_blocks", "gauge", "KV blocks each tier can hold.",
            [&](int t) { return c.tiers[t].capacity_blocks; });
   per_tier(out, "kvchat_kv_hit_blocks_total", "counter", "Cached blocks reused by prompts, by the tier they were on.",

@@ -48,7 +48,7 @@ class ServerMetrics {
 
  private:
   mutable std::mutex mu_;
-  std::map<std::pair<std::string, int>, int64_t> requests_;  // (route, status) -> count
+  std::map<std::pair<std::string, int>, int64_t> requests_;          // (route, status) -> count
   std::map<std::pair<Endpoint, std::string>, int64_t> generations_;  // (endpoint, outcome) -> count
   int64_t n_prompt_tokens_ = 0;
   int64_t n_completion_tokens_ = 0;

@@ -31,7 +31,8 @@ json usage_json(const engine::RequestResult& r, int64_t n_prompt) {
 
 json kvchat_json(const engine::RequestResult& r, const HistoryInfo& h) {
   const kv::BlockKey k{0, static_cast<uint64_t>(h.conversation)};
-  return json{{"cached_tokens_by_tier", {{"t0", r.prefix.n_from_tier[0]}, {"t1", r.prefix.n_from_tier[1]}, {"t2", r.prefix.n_from_tier[2]}}},
+  return json{{"cached_tokens_by_tier",
+               {{"t0", r.prefix.n_from_tier[0]}, {"t1", r.prefix.n_from_tier[1]}, {"t2", r.prefix.n_from_tier[2]}}},
               {"ttft_ms", r.ttft_ms},
               {"conversation", h.conversation == 0 ? std::string() : k.hex().substr(16)},
               {"history_answers", h.n_answers},
@@ -45,13 +46,20 @@ json chat_completion(const ResponseIds& ids, const engine::RequestResult& r, int
               {"message", {{"role", "assistant"}, {"content", r.text}}},
               {"logprobs", nullptr},
               {"finish_reason", finish_reason(r.reason)}};
-  return json{{"id", ids.id},          {"object", "chat.completion"},        {"created", ids.created},
-              {"model", ids.model},    {"choices", json::array({choice})},   {"usage", usage_json(r, n_prompt)},
-              {"system_fingerprint", nullptr}, {"kvchat", kvchat_json(r, h)}};
+  return json{{"id", ids.id},
+              {"object", "chat.completion"},
+              {"created", ids.created},
+              {"model", ids.model},
+              {"choices", json::array({choice})},
+              {"usage", usage_json(r, n_prompt)},
+              {"system_fingerprint", nullptr},
+              {"kvchat", kvchat_json(r, h)}};
 }
 
 json chat_chunk(const ResponseIds& ids, json delta, std::string_view finish) {
-  json choice{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr},
+  json choice{{"index", 0},
+              {"delta", std::move(delta)},
+              {"logprobs", nullptr},
               {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}};
   return json{{"id", ids.id},       {"object", "chat.completion.chunk"}, {"created", ids.created},
               {"model", ids.model}, {"system_fingerprint", nullptr},     {"choices", json::array({choice})}};
@@ -59,22 +67,35 @@ json chat_chunk(const ResponseIds& ids, json delta, std::string_view finish) {
 
 json usage_chunk(const ResponseIds& ids, const char* object, const engine::RequestResult& r, int64_t n_prompt,
                  const HistoryInfo& h) {
-  return json{{"id", ids.id},       {"object", object},          {"created", ids.created},
-              {"model", ids.model}, {"choices", json::array()}, {"usage", usage_json(r, n_prompt)},
+  return json{{"id", ids.id},
+              {"object", object},
+              {"created", ids.created},
+              {"model", ids.model},
+              {"choices", json::array()},
+              {"usage", usage_json(r, n_prompt)},
               {"kvchat", kvchat_json(r, h)}};
 }
 
 json text_completion(const ResponseIds& ids, const engine::RequestResult& r, int64_t n_prompt) {
   json choice{{"index", 0}, {"text", r.text}, {"logprobs", nullptr}, {"finish_reason", finish_reason(r.reason)}};
-  return json{{"id", ids.id},       {"object", "text_completion"},      {"created", ids.created},
-              {"model", ids.model}, {"choices", json::array({choice})}, {"usage", usage_json(r, n_prompt)},
+  return json{{"id", ids.id},
+              {"object", "text_completion"},
+              {"created", ids.created},
+              {"model", ids.model},
+              {"choices", json::array({choice})},
+              {"usage", usage_json(r, n_prompt)},
               {"kvchat", kvchat_json(r, HistoryInfo{})}};
 }
 
 json text_completion_chunk(const ResponseIds& ids, std::string_view text, std::string_view finish) {
-  json choice{{"index", 0}, {"text", text}, {"logprobs", nullptr},
+  json choice{{"index", 0},
+              {"text", text},
+              {"logprobs", nullptr},
               {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}};
-  return json{{"id", ids.id}, {"object", "text_completion"}, {"created", ids.created}, {"model", ids.model},
+  return json{{"id", ids.id},
+              {"object", "text_completion"},
+              {"created", ids.created},
+              {"model", ids.model},
               {"choices", json::array({choice})}};
 }
 

@@ -13,8 +13,8 @@ namespace kvc::server {
 
 // Who and when, shared by every object of one response.
 struct ResponseIds {
-  std::string id;        // "chatcmpl-..." / "cmpl-..."
-  int64_t created = 0;   // unix seconds
+  std::string id;       // "chatcmpl-..." / "cmpl-..."
+  int64_t created = 0;  // unix seconds
   std::string model;
 };
 
@@ -38,7 +38,8 @@ nlohmann::json usage_json(const engine::RequestResult& r, int64_t n_prompt);
 // 0 when it fits) and "context_note" (what that means in words, "" for none)}
 nlohmann::json kvchat_json(const engine::RequestResult& r, const HistoryInfo& h);
 
-nlohmann::json chat_completion(const ResponseIds& ids, const engine::RequestResult& r, int64_t n_prompt, const HistoryInfo& h);
+nlohmann::json chat_completion(const ResponseIds& ids, const engine::RequestResult& r, int64_t n_prompt,
+                               const HistoryInfo& h);
 // A chat.completion.chunk with one choice: `delta` and a finish reason ("" for null).
 nlohmann::json chat_chunk(const ResponseIds& ids, nlohmann::json delta, std::string_view finish);
 // The last chunk when stream_options.include_usage: no choices, the usage.

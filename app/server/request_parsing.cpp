@@ -51,7 +51,7 @@ MaybeError read_integer(const json& o, const char* name, int64_t lo, int64_t hi,
   if (v->is_number_unsigned()) {
     const auto u = v->get<uint64_t>();
     n = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
-                                                                      : static_cast<int64_t>(u);
+                                                                       : static_cast<int64_t>(u);
   } else if (v->is_number_integer()) {
     n = v->get<int64_t>();
   } else {
@@ -93,15 +93,17 @@ MaybeError read_stop(const json& o, const RequestLimits& limits, std::vector<std
     stops.push_back(v->get<std::string>());
   } else if (v->is_array()) {
     for (const json& s : *v) {
-      if (!s.is_string()) return bad_request(std::string("stop must be a string or an array of strings, not an array holding ") + s.type_name(), "stop");
+      if (!s.is_string())
+        return bad_request(
+            std::string("stop must be a string or an array of strings, not an array holding ") + s.type_name(), "stop");
       stops.push_back(s.get<std::string>());
     }
   } else {
     return wrong_type("stop", "a string or an array of strings", *v);
   }
   if (static_cast<int>(stops.size()) > limits.max_stop) {
-    return bad_request("stop holds " + std::to_string(stops.size()) + " strings; at most " + std::to_string(limits.max_stop) +
-                           " are allowed",
+    return bad_request("stop holds " + std::to_string(stops.size()) + " strings; at most " +
+                           std::to_string(limits.max_stop) + " are allowed",
                        "stop");
   }
   for (std::string& s : stops) {
@@ -181,7 +183,8 @@ MaybeError read_generation(const json& o, const RequestLimits& limits, bool chat
     return e;
   }
   int64_t seed = 0;
-  if (auto e = read_integer(o, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), seed, given)) {
+  if (auto e = read_integer(o, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), seed,
+                            given)) {
     return e;
   }
   p.seeded = given;
@@ -228,7 +231,8 @@ MaybeError read_content(const json& m, size_t i, bool assistant, std::string& ou
     const json* type = part.is_object() ? field(part, "type") : nullptr;
     if (!type || !type->is_string()) return bad_request(pp + " must be an object with a \"type\"", pp);
     if (type->get<std::string>() != "text") {
-      return bad_request(pp + " is of type \"" + type->get<std::string>() + "\"; kvchat serve takes text parts only", pp + ".type");
+      return bad_request(pp + " is of type \"" + type->get<std::string>() + "\"; kvchat serve takes text parts only",
+                         pp + ".type");
     }
     const json* text = field(part, "text");
     if (!text || !text->is_string()) return bad_request(pp + ".text must be a string", pp + ".text");
@@ -257,10 +261,12 @@ MaybeError read_messages(const json& o, const RequestLimits& limits, std::vector
     std::string r = role->get<std::string>();
     if (r == "developer") r = "system";
     if (r == "tool" || r == "function") {
-      return bad_request(param + ".role \"" + r + "\": tool messages are not supported by kvchat serve", param + ".role");
+      return bad_request(param + ".role \"" + r + "\": tool messages are not supported by kvchat serve",
+                         param + ".role");
     }
     if (r != "system" && r != "user" && r != "assistant") {
-      return bad_request(param + ".role must be system, developer, user or assistant, not \"" + r + "\"", param + ".role");
+      return bad_request(param + ".role must be system, developer, user or assistant, not \"" + r + "\"",
+                         param + ".role");
     }
     chat::ChatMessage msg;
     msg.role = r;
@@ -313,7 +319,8 @@ Parsed<json> parse_object(std::string_view body, const RequestLimits& limits) {
     if (const size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
     return Parsed<json>::failure(bad_request("the body is not valid JSON: " + what));
   }
-  if (!j.is_object()) return Parsed<json>::failure(bad_request(std::string("the body must be a JSON object, not ") + j.type_name()));
+  if (!j.is_object())
+    return Parsed<json>::failure(bad_request(std::string("the body must be a JSON object, not ") + j.type_name()));
   return Parsed<json>::success(std::move(j));
 }
 
@@ -324,9 +331,12 @@ int json_depth(std::string_view text, int limit) {
   bool in_string = false, escaped = false;
   for (const char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     if (c == '"') {

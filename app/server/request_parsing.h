@@ -43,8 +43,8 @@ struct ChatRequest {
 
 struct CompletionRequest {
   std::string model;
-  std::string prompt;              // when the prompt was text
-  std::vector<int32_t> prompt_ids; // when it was token ids
+  std::string prompt;               // when the prompt was text
+  std::vector<int32_t> prompt_ids;  // when it was token ids
   bool prompt_is_ids = false;
   GenerationParams params;
 };

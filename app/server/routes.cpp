@@ -26,8 +26,8 @@ bool same_secret(std::string_view a, std::string_view b) {
 bool answer_cors(const ServerOptions& o, const httplib::Request& req, httplib::Response& res) {
   const std::string origin = req.get_header_value("Origin");
   const bool any = std::find(o.cors_origins.begin(), o.cors_origins.end(), "*") != o.cors_origins.end();
-  const bool allowed =
-      !origin.empty() && (any || std::find(o.cors_origins.begin(), o.cors_origins.end(), origin) != o.cors_origins.end());
+  const bool allowed = !origin.empty() &&
+                       (any || std::find(o.cors_origins.begin(), o.cors_origins.end(), origin) != o.cors_origins.end());
   if (allowed) {
     res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
     res.set_header("Vary", "Origin");
@@ -36,8 +36,10 @@ bool answer_cors(const ServerOptions& o, const httplib::Request& req, httplib::R
   if (!allowed) {
     send_error(res, ApiError{403,
                              origin.empty() ? "OPTIONS is a CORS preflight and needs an Origin header"
-                                            : "origin " + origin + " may not call this server from a browser; start "
-                                                                    "it with --cors-origin " + origin,
+                                            : "origin " + origin +
+                                                  " may not call this server from a browser; start "
+                                                  "it with --cors-origin " +
+                                                  origin,
                              "invalid_request_error", "", "cors_origin_not_allowed"});
     return true;
   }
@@ -48,7 +50,8 @@ bool answer_cors(const ServerOptions& o, const httplib::Request& req, httplib::R
   return true;
 }
 
-httplib::Server::HandlerResponse check_request(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+httplib::Server::HandlerResponse check_request(ServerContext& ctx, const httplib::Request& req,
+                                               httplib::Response& res) {
   const ServerOptions& o = ctx.options;
   if (answer_cors(o, req, res)) return httplib::Server::HandlerResponse::Handled;
   if (!o.api_key.empty() && req.path != "/health") {
@@ -107,8 +110,9 @@ void handle_models(ServerContext& ctx, const httplib::Request&, httplib::Respons
 void handle_model(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const std::string id = req.matches.size() > 1 ? std::string(req.matches[1]) : "";
   if (id != ctx.options.model_id) {
-    send_error(res, ApiError{404, "the model `" + id + "` does not exist; this server serves `" + ctx.options.model_id + "`",
-                             "invalid_request_error", "model", "model_not_found"});
+    send_error(res,
+               ApiError{404, "the model `" + id + "` does not exist; this server serves `" + ctx.options.model_id + "`",
+                        "invalid_request_error", "model", "model_not_found"});
     return;
   }
   res.set_content(dump(model_object(ctx.options.model_id, ctx.options.model_created)), "application/json");
@@ -120,7 +124,9 @@ void handle_health(ServerContext& ctx, const httplib::Request&, httplib::Respons
     res.set_content(R"({"status":"shutting down"})", "application/json");
     return;
   }
-  json h{{"status", "ok"}, {"model", ctx.options.model_id}, {"requests_in_flight", ctx.host.n_in_flight()},
+  json h{{"status", "ok"},
+         {"model", ctx.options.model_id},
+         {"requests_in_flight", ctx.host.n_in_flight()},
          {"disk_tier", ctx.host.has_disk_tier()}};
   res.set_content(dump(h), "application/json");
 }
@@ -156,24 +162,28 @@ void send_error(httplib::Response& res, const ApiError& e) {
 }
 
 void register_routes(httplib::Server& http, ServerContext& ctx) {
-  http.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) { return check_request(ctx, req, res); });
+  http.set_pre_routing_handler(
+      [&ctx](const httplib::Request& req, httplib::Response& res) { return check_request(ctx, req, res); });
   http.set_error_handler(httplib::Server::HandlerWithResponse(
       [&ctx](const httplib::Request& req, httplib::Response& res) { return fill_error(ctx, req, res); }));
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown";
     try {
       if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
+    } catch (const std::exception& e) { what = e.what(); } catch (...) {
     }
     send_error(res, ApiError{500, "internal error: " + what, "server_error", "", ""});
   });
-  http.set_logger([&ctx](const httplib::Request& req, const httplib::Response& res) { ctx.metrics.count_request(req.path, res.status); });
-  http.Post("/v1/chat/completions", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_chat_completions(ctx, req, res); });
-  http.Post("/v1/completions", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_completions(ctx, req, res); });
+  http.set_logger([&ctx](const httplib::Request& req, const httplib::Response& res) {
+    ctx.metrics.count_request(req.path, res.status);
+  });
+  http.Post("/v1/chat/completions",
+            [&ctx](const httplib::Request& req, httplib::Response& res) { handle_chat_completions(ctx, req, res); });
+  http.Post("/v1/completions",
+            [&ctx](const httplib::Request& req, httplib::Response& res) { handle_completions(ctx, req, res); });
   http.Get("/v1/models", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_models(ctx, req, res); });
-  http.Get("/v1/models/(.+)", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_model(ctx, req, res); });
+  http.Get("/v1/models/(.+)",
+           [&ctx](const httplib::Request& req, httplib::Response& res) { handle_model(ctx, req, res); });
   http.Get("/health", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_health(ctx, req, res); });
   http.Get("/metrics", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_metrics(ctx, req, res); });
 }

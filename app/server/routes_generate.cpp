@@ -11,10 +11,10 @@ namespace kvc::server {
 namespace {
 
 ApiError unknown_model(const ServerContext& ctx, const std::string& model) {
-  return ApiError{404,
-                  "the model `" + model + "` does not exist; this server serves `" + ctx.options.model_id +
-                      "` (GET /v1/models)",
-                  "invalid_request_error", "model", "model_not_found"};
+  return ApiError{
+      404,
+      "the model `" + model + "` does not exist; this server serves `" + ctx.options.model_id + "` (GET /v1/models)",
+      "invalid_request_error", "model", "model_not_found"};
 }
 
 // The engine's options for a prompt of n_prompt tokens, or the 400 when it cannot be answered.
@@ -22,9 +22,10 @@ Parsed<engine::RequestOptions> request_options(const ServerContext& ctx, const G
                                                std::vector<std::string> stops, const char* prompt_param) {
   const int64_t n_ctx = ctx.host.n_ctx();
   if (n_prompt >= n_ctx) {
-    ApiError e = bad_request("the prompt has " + std::to_string(n_prompt) + " tokens, which fills this server's context of " +
-                                 std::to_string(n_ctx) + " tokens; shorten it or start kvchat-cli serve with a larger -c",
-                             prompt_param);
+    ApiError e =
+        bad_request("the prompt has " + std::to_string(n_prompt) + " tokens, which fills this server's context of " +
+                        std::to_string(n_ctx) + " tokens; shorten it or start kvchat-cli serve with a larger -c",
+                    prompt_param);
     e.code = "context_length_exceeded";
     return Parsed<engine::RequestOptions>::failure(e);
   }
@@ -47,12 +48,14 @@ Parsed<app::ChatWindow> context_window(const ServerContext& ctx, const ChatReque
   for (const MappedMessage& m : mapped.messages) {
     messages.push_back({m.role, m.text, std::span(mapped.tokens).subspan(m.begin, m.end - m.begin)});
   }
-  const std::string_view system =
-      !cr.messages.empty() && cr.messages[0].role == "system" ? std::string_view(cr.messages[0].content) : std::string_view();
+  const std::string_view system = !cr.messages.empty() && cr.messages[0].role == "system"
+                                      ? std::string_view(cr.messages[0].content)
+                                      : std::string_view();
   chat::WindowPolicy policy;
   policy.n_ctx = ctx.host.n_ctx();
   policy.n_reserve = chat::answer_reserve(policy.n_ctx, ctx.options.limits.max_tokens);
-  auto w = app::plan_chat_window(ctx.model.tokenizer(), ctx.model.chat_template(), system, messages, policy, std::nullopt);
+  auto w =
+      app::plan_chat_window(ctx.model.tokenizer(), ctx.model.chat_template(), system, messages, policy, std::nullopt);
   if (!w.ok()) {
     ApiError e = bad_request(w.error().message + " (kvchat-cli serve -c)", "messages");
     if (w.error().code == ErrorCode::invalid_argument) e.code = "context_length_exceeded";
@@ -111,7 +114,9 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   // An answer is remembered after the whole stream (what the next request maps it back after),
   // whatever window of it the engine ran.
   std::vector<int32_t> stream = std::move(mapped->tokens);
-  job.on_finished = [&mapper = ctx.mapper, stream](const engine::RequestResult& r) { mapper.remember(stream, r.text, r.tokens); };
+  job.on_finished = [&mapper = ctx.mapper, stream](const engine::RequestResult& r) {
+    mapper.remember(stream, r.text, r.tokens);
+  };
   GenerationRequest gr{mapped->conversation, std::move(window.value.prompt), std::move(options.value)};
   run(ctx, req, res, std::move(gr), cr.params, std::move(job));
 }
@@ -133,7 +138,8 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
     }
     prompt = std::move(cr.prompt_ids);
   } else {
-    prompt = tok.encode(cr.prompt, tok.wants_bos(), true);  // control tokens written as text are parsed, as llama.cpp does
+    prompt =
+        tok.encode(cr.prompt, tok.wants_bos(), true);  // control tokens written as text are parsed, as llama.cpp does
   }
   if (prompt.empty()) return send_error(res, bad_request("prompt is empty", "prompt"));
   auto options = request_options(ctx, cr.params, static_cast<int64_t>(prompt.size()), {}, "prompt");

@@ -42,9 +42,7 @@ Server::Server(const model::Model& m, EngineHost& host, storage::AnswerStore& an
   register_routes(http, impl_->ctx);
 }
 
-Server::~Server() {
-  stop();
-}
+Server::~Server() { stop(); }
 
 Status Server::bind() {
   const ServerOptions& o = impl_->ctx.options;
@@ -84,7 +82,7 @@ void Server::stop() {
   std::lock_guard lock(impl_->stop_mu);
   ServerContext& ctx = impl_->ctx;
   if (!ctx.stopping.exchange(true)) {
-    ctx.host.shutdown();  // cancels every generation in flight and waits for them to end
+    ctx.host.shutdown();                         // cancels every generation in flight and waits for them to end
     ctx.wait_inactive(std::chrono::seconds(5));  // their responses write their last event
   }
   // stop() before run() entered its loop is lost by httplib: repeat until run() returned.

@@ -21,15 +21,15 @@ struct ServerOptions {
   // Web pages of these origins ("https://app.example", or "*" for any) may call the API from a
   // browser (CORS). Empty: no CORS headers, so browsers keep other origins' pages out.
   std::vector<std::string> cors_origins;
-  std::string model_id;            // what /v1/models lists and requests must name
-  int64_t model_created = 0;       // unix seconds, for /v1/models
+  std::string model_id;       // what /v1/models lists and requests must name
+  int64_t model_created = 0;  // unix seconds, for /v1/models
   RequestLimits limits;
   int64_t max_body_bytes = int64_t{4} << 20;  // larger bodies: 413
-  int n_http_threads = 0;          // 0: the engine's queue limit + 8 (room to refuse with 429)
-  int64_t max_queue = 32;          // as EngineHostOptions::max_queue, for the thread count
-  int retry_after_s = 1;           // Retry-After of a 429
-  int read_timeout_s = 10;         // a client that sends nothing for this long is dropped
-  int write_timeout_s = 10;        // likewise one that reads nothing
+  int n_http_threads = 0;                     // 0: the engine's queue limit + 8 (room to refuse with 429)
+  int64_t max_queue = 32;                     // as EngineHostOptions::max_queue, for the thread count
+  int retry_after_s = 1;                      // Retry-After of a 429
+  int read_timeout_s = 10;                    // a client that sends nothing for this long is dropped
+  int write_timeout_s = 10;                   // likewise one that reads nothing
 };
 
 class Server {

@@ -24,8 +24,7 @@ void conclude(ServerContext& ctx, const Generation& g, const GenerationJob& job)
 void drain(Generation& g) {
   g.cancel();
   const auto deadline = std::chrono::steady_clock::now() + k_drain_limit;
-  while (!g.wait(k_poll).done && std::chrono::steady_clock::now() < deadline) {
-  }
+  while (!g.wait(k_poll).done && std::chrono::steady_clock::now() < deadline) {}
 }
 
 // The state of one streamed response, shared by httplib's provider and releaser.
@@ -52,7 +51,8 @@ struct Stream {
     std::string out;
     if (job.endpoint == Endpoint::chat) {
       out += sse_event(chat_chunk(job.ids, json::object(), finish_reason(r.reason)));
-      if (job.include_usage) out += sse_event(usage_chunk(job.ids, "chat.completion.chunk", r, job.n_prompt, job.history));
+      if (job.include_usage)
+        out += sse_event(usage_chunk(job.ids, "chat.completion.chunk", r, job.n_prompt, job.history));
     } else {
       out += sse_event(text_completion_chunk(job.ids, "", finish_reason(r.reason)));
       if (job.include_usage) out += sse_event(usage_chunk(job.ids, "text_completion", r, job.n_prompt, HistoryInfo{}));
@@ -100,7 +100,8 @@ struct Stream {
 
 ApiError generation_error(const engine::RequestResult& r, bool shutting_down) {
   if (shutting_down || r.state == engine::RequestState::cancelled) {
-    return ApiError{503, "the server is shutting down; retry once it is back", "server_error", "", "server_shutting_down"};
+    return ApiError{503, "the server is shutting down; retry once it is back", "server_error", "",
+                    "server_shutting_down"};
   }
   switch (r.error.code) {
     case ErrorCode::invalid_argument: return bad_request(r.error.message, "messages");
@@ -109,8 +110,8 @@ ApiError generation_error(const engine::RequestResult& r, bool shutting_down) {
   }
 }
 
-void respond_whole(ServerContext& ctx, const httplib::Request& req, httplib::Response& res, std::shared_ptr<Generation> g,
-                   GenerationJob job) {
+void respond_whole(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
+                   std::shared_ptr<Generation> g, GenerationJob job) {
   ctx.begin_active();
   const ConnectionWatch watch(req.remote_addr, req.remote_port, req.local_port);
   bool gone = false, shutting_down = false;
@@ -139,15 +140,14 @@ void respond_whole(ServerContext& ctx, const httplib::Request& req, httplib::Res
   ctx.end_active();
 }
 
-void respond_stream(ServerContext& ctx, const httplib::Request& req, httplib::Response& res, std::shared_ptr<Generation> g,
-                    GenerationJob job) {
+void respond_stream(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
+                    std::shared_ptr<Generation> g, GenerationJob job) {
   ctx.begin_active();
   auto s = std::make_shared<Stream>(ctx, std::move(g), std::move(job), req);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
-      "text/event-stream", [s](size_t, httplib::DataSink& sink) { return s->pump(sink); },
-      [s](bool) { s->release(); });
+      "text/event-stream", [s](size_t, httplib::DataSink& sink) { return s->pump(sink); }, [s](bool) { s->release(); });
 }
 
 }  // namespace kvc::server

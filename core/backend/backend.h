@@ -71,8 +71,8 @@ class Backend {
                     const kernels::RopeParams& p) = 0;
   // Stores layer `layer`'s K and V of every token of the batch into its sequence's blocks.
   //   k, v: (n_rows, n_kv_head * head_dim) float
-  virtual void kv_store(const kernels::KvBlockLayout& layout, int layer, std::span<const SeqSlice> seqs,
-                        const float* k, const float* v) = 0;
+  virtual void kv_store(const kernels::KvBlockLayout& layout, int layer, std::span<const SeqSlice> seqs, const float* k,
+                        const float* v) = 0;
   // Causal attention for every token of the batch over its sequence's positions up to and
   // including its own (only the last `window` of them when window > 0).
   //   q, out: (n_rows, n_head * head_dim)

@@ -1,12 +1,12 @@
 // The CPU backend: backend ops on host memory through kernels/cpu and a thread pool.
-#include <algorithm>
 #include <sys/mman.h>
+#include <algorithm>
 
 #include <cstdlib>
-#include <mutex>
-#include <unordered_map>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <unordered_map>
 #include <vector>
 
 #include "core/backend/backend.h"
@@ -26,8 +26,8 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int n_threads)
       : pool_(n_threads > 0 ? n_threads : kernels::default_thread_count()),
-        name_(std::string("cpu (") + kernels::isa_name(kernels::best_isa()) + ", " +
-              std::to_string(pool_.n_threads()) + (pool_.n_threads() == 1 ? " thread)" : " threads)")),
+        name_(std::string("cpu (") + kernels::isa_name(kernels::best_isa()) + ", " + std::to_string(pool_.n_threads()) +
+              (pool_.n_threads() == 1 ? " thread)" : " threads)")),
         scratch_(static_cast<size_t>(pool_.n_threads())) {}
 
   std::string_view name() const override { return name_; }
@@ -155,7 +155,8 @@ class CpuBackend final : public Backend {
         while (row >= seqs[si].row_begin + seqs[si].n_tokens) ++si;
         const SeqSlice& sq = seqs[si];
         const int64_t pos = sq.pos0 + (row - sq.row_begin);
-        const kernels::PagedKvView view{sq.blocks.data(), static_cast<int64_t>(sq.blocks.size()), &layout, layer, window};
+        const kernels::PagedKvView view{sq.blocks.data(), static_cast<int64_t>(sq.blocks.size()), &layout, layer,
+                                        window};
         kernels::attention_paged(q + row * width, view, pos + 1, s, h, h + 1, out + row * width, scratch);
       }
     });

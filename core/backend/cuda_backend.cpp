@@ -109,13 +109,15 @@ class CudaBackend final : public Backend {
   void rope(float* x, int64_t n_tokens, const int64_t* positions, int n_heads, int head_dim,
             const kernels::RopeParams& p) override {
     if (p.freq_factors) {  // Llama 3's per-pair rope factors are not in the CUDA kernel yet
-      if (error_.empty()) error_ = "rope frequency factors (rope_freqs.weight, Llama 3) are not supported on CUDA yet; use --backend cpu";
+      if (error_.empty())
+        error_ = "rope frequency factors (rope_freqs.weight, Llama 3) are not supported on CUDA yet; use --backend cpu";
       return;
     }
-    auto* dev_pos = static_cast<int64_t*>(upload(positions_, positions, static_cast<size_t>(n_tokens) * sizeof(int64_t)));
+    auto* dev_pos =
+        static_cast<int64_t*>(upload(positions_, positions, static_cast<size_t>(n_tokens) * sizeof(int64_t)));
     if (!dev_pos) return;
-    kc::launch_rope(x, n_tokens, dev_pos, n_heads, head_dim, kc::RopeArgs{p.n_rot, p.freq_base, p.freq_scale, p.interleaved},
-                    stream_);
+    kc::launch_rope(x, n_tokens, dev_pos, n_heads, head_dim,
+                    kc::RopeArgs{p.n_rot, p.freq_base, p.freq_scale, p.interleaved}, stream_);
   }
 
   void kv_store(const kernels::KvBlockLayout& layout, int layer, std::span<const SeqSlice> seqs, const float* k,
@@ -123,7 +125,8 @@ class CudaBackend final : public Backend {
     if (!supported_kv(layout)) return;
     host_targets_.clear();
     for (const SeqSlice& sq : seqs) {
-      if (static_cast<int64_t>(host_targets_.size()) < sq.row_begin) host_targets_.resize(static_cast<size_t>(sq.row_begin));
+      if (static_cast<int64_t>(host_targets_.size()) < sq.row_begin)
+        host_targets_.resize(static_cast<size_t>(sq.row_begin));
       for (int64_t i = 0; i < sq.n_tokens; ++i) {
         const kernels::KvSlot slot = kernels::kv_slot(layout, sq.pos0 + i);
         host_targets_.push_back(kc::KvStoreTarget{sq.blocks[static_cast<size_t>(slot.block)], slot.row});
@@ -154,8 +157,8 @@ class CudaBackend final : public Backend {
     }
     auto* dev_tables = static_cast<const uint8_t* const*>(
         upload(tables_, host_tables_.data(), host_tables_.size() * sizeof(uint8_t*)));
-    auto* dev_rows = static_cast<kc::AttentionRow*>(
-        upload(rows_, host_rows_.data(), host_rows_.size() * sizeof(kc::AttentionRow)));
+    auto* dev_rows =
+        static_cast<kc::AttentionRow*>(upload(rows_, host_rows_.data(), host_rows_.size() * sizeof(kc::AttentionRow)));
     if (!dev_tables || !dev_rows) return;
     kc::launch_attention(geometry(layout, layer), dev_tables, dev_rows, static_cast<int64_t>(host_rows_.size()), q,
                          s.n_head, s.scale, window, out, stream_);
@@ -176,13 +179,14 @@ class CudaBackend final : public Backend {
   // The CUDA kernels read f16 / q8 / q4 rows; the rotated formats are CPU-only for now.
   bool supported_kv(const kernels::KvBlockLayout& l) {
     if (!kernels::kv_type_rotated(l.k_type) && !kernels::kv_type_rotated(l.v_type)) return true;
-    if (error_.empty()) error_ = "the Hadamard-rotated KV formats (int8h, int4h) are not supported on CUDA yet; use --backend cpu";
+    if (error_.empty())
+      error_ = "the Hadamard-rotated KV formats (int8h, int4h) are not supported on CUDA yet; use --backend cpu";
     return false;
   }
 
   static kc::KvGeometry geometry(const kernels::KvBlockLayout& l, int layer) {
-    return kc::KvGeometry{l.k_type, l.v_type, l.n_kv_head, l.head_dim, l.block_tokens, l.group,
-                          l.k_row_bytes, l.v_row_bytes, l.k_offset(layer), l.v_offset(layer)};
+    return kc::KvGeometry{l.k_type, l.v_type,      l.n_kv_head,   l.head_dim,        l.block_tokens,
+                          l.group,  l.k_row_bytes, l.v_row_bytes, l.k_offset(layer), l.v_offset(layer)};
   }
 
   void note(const kc::CudaStatus& st) {
@@ -210,7 +214,7 @@ class CudaBackend final : public Backend {
   kc::DeviceInfo info_;
   kc::Stream stream_ = nullptr;
   std::string name_;
-  std::string error_;             // first failure since take_error()
+  std::string error_;                               // first failure since take_error()
   std::unordered_map<const void*, void*> weights_;  // host tensor data -> its device copy
   DeviceScratch positions_, targets_, tables_, rows_;
   std::vector<kc::KvStoreTarget> host_targets_;  // (n_rows)
@@ -227,8 +231,8 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device) {
   const int n = kc::device_count(&why);
   if (n == 0) return make_error(ErrorCode::unsupported, "no CUDA device found (" + why + "); use --backend cpu");
   if (device < 0 || device >= n) {
-    return make_error(ErrorCode::invalid_argument, "CUDA device " + std::to_string(device) + " does not exist (" +
-                                                       std::to_string(n) + " found)");
+    return make_error(ErrorCode::invalid_argument,
+                      "CUDA device " + std::to_string(device) + " does not exist (" + std::to_string(n) + " found)");
   }
   kc::DeviceInfo info;
   if (auto st = kc::open_device(device, &info); !st.ok) {

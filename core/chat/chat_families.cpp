@@ -1,12 +1,11 @@
-// The family renderers of ChatTemplate: detection by markers, and each family's segments (user turn, header, suffix, stops).
+// The family renderers of ChatTemplate: detection by markers, and each family's segments (user turn, header, suffix,
+// stops).
 #include "core/chat/chat_template.h"
 
 namespace kvc::chat {
 namespace {
 
-bool has(std::string_view text, std::string_view marker) {
-  return text.find(marker) != std::string_view::npos;
-}
+bool has(std::string_view text, std::string_view marker) { return text.find(marker) != std::string_view::npos; }
 
 std::string cat(std::initializer_list<std::string_view> parts) {
   std::string s;
@@ -47,25 +46,21 @@ std::string ChatTemplate::user_part(std::string_view system, std::string_view us
   const bool sys = !system.empty();
   switch (family_) {
     case Family::chatml:
-      return cat({sys ? cat({"<|im_start|>system\n", system, "<|im_end|>\n"}) : "",
-                  "<|im_start|>user\n", user, "<|im_end|>\n"});
+      return cat({sys ? cat({"<|im_start|>system\n", system, "<|im_end|>\n"}) : "", "<|im_start|>user\n", user,
+                  "<|im_end|>\n"});
     case Family::llama2:
-      return cat({first ? "" : "<s>", "[INST] ",
-                  sys ? cat({"<<SYS>>\n", system, "\n<</SYS>>\n\n"}) : "", user});
+      return cat({first ? "" : "<s>", "[INST] ", sys ? cat({"<<SYS>>\n", system, "\n<</SYS>>\n\n"}) : "", user});
     case Family::llama3:
       return cat({sys ? cat({"<|start_header_id|>system<|end_header_id|>\n\n", system, "<|eot_id|>"}) : "",
                   "<|start_header_id|>user<|end_header_id|>\n\n", user, "<|eot_id|>"});
-    case Family::mistral:
-      return cat({"[INST] ", sys ? cat({system, "\n\n"}) : "", user});
-    case Family::zephyr:
-      return cat({sys ? cat({"<|system|>\n", system, "</s>\n"}) : "", "<|user|>\n", user, "</s>\n"});
+    case Family::mistral: return cat({"[INST] ", sys ? cat({system, "\n\n"}) : "", user});
+    case Family::zephyr: return cat({sys ? cat({"<|system|>\n", system, "</s>\n"}) : "", "<|user|>\n", user, "</s>\n"});
     case Family::gemma:
       return cat({"<start_of_turn>user\n", sys ? cat({system, "\n\n"}) : "", user, "<end_of_turn>\n"});
     case Family::phi3:
       return cat({sys ? cat({"<|system|>\n", system, "<|end|>\n"}) : "", "<|user|>\n", user, "<|end|>\n"});
     case Family::deepseek: return cat({system, "<｜User｜>", user});
-    case Family::fallback:
-      return cat({sys ? cat({system, "\n\n"}) : "", "User: ", user, "\n"});
+    case Family::fallback: return cat({sys ? cat({system, "\n\n"}) : "", "User: ", user, "\n"});
   }
   return {};
 }

@@ -1,4 +1,5 @@
-// ChatTemplate with the model's own template: loading it into the Jinja interpreter, the variables llama.cpp gives it, and the render.
+// ChatTemplate with the model's own template: loading it into the Jinja interpreter, the variables llama.cpp gives it,
+// and the render.
 #include "core/chat/chat_template.h"
 
 #include "core/chat/jinja_template.h"
@@ -101,7 +102,8 @@ std::string ChatTemplate::describe() const {
   return s;
 }
 
-Result<std::string> ChatTemplate::render_jinja(std::span<const ChatMessage> messages, const RenderOptions& options) const {
+Result<std::string> ChatTemplate::render_jinja(std::span<const ChatMessage> messages,
+                                               const RenderOptions& options) const {
   const std::tm now = options.now ? *options.now : local_now();
   jinja::Array list;
   if (system_role_) {
@@ -125,7 +127,8 @@ Result<std::string> ChatTemplate::render_jinja(std::span<const ChatMessage> mess
   return text;
 }
 
-Result<std::string> ChatTemplate::render_prompt(std::span<const ChatMessage> messages, const RenderOptions& options) const {
+Result<std::string> ChatTemplate::render_prompt(std::span<const ChatMessage> messages,
+                                                const RenderOptions& options) const {
   if (jinja_) return render_jinja(messages, options);
   return render(messages, options.add_generation_prompt);
 }

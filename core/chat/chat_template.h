@@ -1,4 +1,5 @@
-// A model's chat template: its own Jinja template run by kvchat's interpreter where it can be, else a family renderer (chatml, llama-3, ...) or the labelled fallback.
+// A model's chat template: its own Jinja template run by kvchat's interpreter where it can be, else a family renderer
+// (chatml, llama-3, ...) or the labelled fallback.
 #pragma once
 
 #include <ctime>

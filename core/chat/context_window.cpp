@@ -32,7 +32,7 @@ class Sizes {
 
  private:
   const WindowInput& in_;
-  std::vector<int64_t> sum_;                  // sum_[i]: tokens of messages [0, i)
+  std::vector<int64_t> sum_;  // sum_[i]: tokens of messages [0, i)
   std::vector<std::optional<int64_t>> heads_;
 };
 
@@ -59,9 +59,10 @@ Result<WindowPlan> plan_upto(const WindowPolicy& p, const WindowInput& in, Sizes
   if (*now < p.n_ctx) return WindowPlan{first, *now, false};
   auto alone = sizes.window(last, last);
   if (!alone.ok()) return alone.error();
-  return make_error(ErrorCode::invalid_argument,
-                    "this message takes " + std::to_string(*alone) + " tokens with the system prompt, more than the context of " +
-                        std::to_string(p.n_ctx) + " tokens: shorten it, or raise the context size");
+  return make_error(ErrorCode::invalid_argument, "this message takes " + std::to_string(*alone) +
+                                                     " tokens with the system prompt, more than the context of " +
+                                                     std::to_string(p.n_ctx) +
+                                                     " tokens: shorten it, or raise the context size");
 }
 
 }  // namespace

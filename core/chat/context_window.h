@@ -27,10 +27,10 @@
 namespace kvc::chat {
 
 struct WindowPolicy {
-  int64_t n_ctx = 0;      // positions of the model's context
-  int64_t n_reserve = 0;  // kept free for the answer (answer_reserve)
-  double refill = 0.5;    // after a cut the prompt fills at most this part of n_ctx - n_reserve
-  double min_drop = 0.25; // a cut drops at least this part of n_ctx
+  int64_t n_ctx = 0;       // positions of the model's context
+  int64_t n_reserve = 0;   // kept free for the answer (answer_reserve)
+  double refill = 0.5;     // after a cut the prompt fills at most this part of n_ctx - n_reserve
+  double min_drop = 0.25;  // a cut drops at least this part of n_ctx
 };
 
 // Room kept for the answer: max_tokens (<= 0: unbounded), at most a quarter of the context.
@@ -47,9 +47,9 @@ struct WindowInput {
 };
 
 struct WindowPlan {
-  size_t first = 0;       // the window's first message; the ones before are outside the context
-  int64_t n_prompt = 0;   // tokens of the window
-  bool moved = false;     // this turn moved the cut (an overflow)
+  size_t first = 0;      // the window's first message; the ones before are outside the context
+  int64_t n_prompt = 0;  // tokens of the window
+  bool moved = false;    // this turn moved the cut (an overflow)
 };
 
 // The window for the turn answering input's last message, given the cut `first` where the

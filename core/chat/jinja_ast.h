@@ -30,7 +30,21 @@ using ExprPtr = std::unique_ptr<Expr>;
 //   binary       args[0] name args[1]; name: or and == != < <= > >= in notin + - ~ * / // % **
 //   conditional  args[1] if args[0] else args[2]     (args[2] may be null: undefined)
 struct Expr {
-  enum class Kind { literal, name, list, dict, attribute, index, slice, call, filter, test, unary, binary, conditional };
+  enum class Kind {
+    literal,
+    name,
+    list,
+    dict,
+    attribute,
+    index,
+    slice,
+    call,
+    filter,
+    test,
+    unary,
+    binary,
+    conditional
+  };
   Kind kind = Kind::literal;
   int line = 0;
   Value value;

@@ -1,12 +1,13 @@
-// Jinja's globals (range, namespace, raise_exception, strftime_now), Python's string/list/dict methods, and sequence helpers.
+// Jinja's globals (range, namespace, raise_exception, strftime_now), Python's string/list/dict methods, and sequence
+// helpers.
 #include "core/chat/jinja_builtins.h"
 
 #include <algorithm>
 #include <climits>
-#include <cstdint>
-#include <unordered_set>
 #include <cmath>
+#include <cstdint>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/chat/jinja_interpreter.h"
 #include "core/chat/jinja_lexer.h"
@@ -38,9 +39,11 @@ bool is_ascii(const std::string& s) {
 }
 
 // Python's slice.indices: clamps start/stop for a sequence of n items.
-void slice_indices(int64_t n, const Value* start, const Value* stop, const Value* step, int64_t& b, int64_t& e, int64_t& s) {
+void slice_indices(int64_t n, const Value* start, const Value* stop, const Value* step, int64_t& b, int64_t& e,
+                   int64_t& s) {
   const auto as_int = [](const Value* v, const char* what) {
-    if (!v->is_int()) fail(std::string("a slice's ") + what + " must be an integer, not " + std::string(v->type_name()));
+    if (!v->is_int())
+      fail(std::string("a slice's ") + what + " must be an integer, not " + std::string(v->type_name()));
     return v->as_int();
   };
   s = step ? as_int(step, "step") : 1;
@@ -213,7 +216,8 @@ void check_no_cycle(Interpreter& in, const Value& container, const Value& v) {
     stack.pop_back();
     in.charge(1);
     if (x->same_object(container)) fail("a list or dict cannot hold itself");
-    const void* id = x->is_array() ? static_cast<const void*>(&x->as_array()) : static_cast<const void*>(&x->as_object());
+    const void* id =
+        x->is_array() ? static_cast<const void*>(&x->as_array()) : static_cast<const void*>(&x->as_object());
     if (!seen.insert(id).second) continue;
     if (x->is_array()) {
       for (const Value& e : x->as_array()) {
@@ -253,9 +257,9 @@ std::string join(Interpreter& in, const Value& seq, const std::string& sep, cons
     if (!first) r += sep;
     first = false;
     Value x = v;
-    if (attribute && attribute->is_string()) x = v.is_object() && v.as_object().find(attribute->as_string())
-                                                     ? *v.as_object().find(attribute->as_string())
-                                                     : Value{};
+    if (attribute && attribute->is_string())
+      x = v.is_object() && v.as_object().find(attribute->as_string()) ? *v.as_object().find(attribute->as_string())
+                                                                      : Value{};
     r += x.is_string() ? x.as_string() : to_output(x);
     in.check_string(r.size());
   }
@@ -409,7 +413,8 @@ bool array_method(Interpreter& in, const Value& self, std::string_view name, Cal
     fail("index(): the value is not in the list");
   } else if (name == "count") {
     if (a.positional.empty()) fail("count() needs a value");
-    r = static_cast<int64_t>(std::count_if(arr.begin(), arr.end(), [&](const Value& x) { return equals(x, a.positional[0]); }));
+    r = static_cast<int64_t>(
+        std::count_if(arr.begin(), arr.end(), [&](const Value& x) { return equals(x, a.positional[0]); }));
   } else {
     return false;
   }
@@ -476,32 +481,32 @@ Object builtin_globals(Interpreter& in) {
   Object g;
   Interpreter* ip = &in;
   g.set("range", Function{"range", [ip](CallArgs& a) -> Value {
-                           int64_t v[3] = {0, 0, 1};
-                           if (a.positional.empty() || a.positional.size() > 3) fail("range() takes 1 to 3 integers");
-                           for (const Value& x : a.positional) {
-                             if (!x.is_int()) fail("range() takes integers, not " + std::string(x.type_name()));
-                           }
-                           if (a.positional.size() == 1) {
-                             v[1] = a.positional[0].as_int();
-                           } else {
-                             v[0] = a.positional[0].as_int();
-                             v[1] = a.positional[1].as_int();
-                             if (a.positional.size() == 3) v[2] = a.positional[2].as_int();
-                           }
-                           if (v[2] == 0) fail("range(): the step cannot be zero");
-                           int64_t span = 0;
-                           const bool overflow = v[2] > 0 ? __builtin_sub_overflow(v[1], v[0], &span)
-                                                          : __builtin_sub_overflow(v[0], v[1], &span);
-                           if (overflow || v[2] == INT64_MIN) fail("range(): the bounds are too far apart");
-                           const int64_t step = v[2] > 0 ? v[2] : -v[2];
-                           const int64_t n = span <= 0 ? 0 : span / step + (span % step != 0);
-                           ip->check_items(static_cast<size_t>(n));
-                           ip->charge(n);
-                           Array r;
-                           r.reserve(static_cast<size_t>(n));
-                           for (int64_t i = 0; i < n; ++i) r.emplace_back(v[0] + i * v[2]);
-                           return r;
-                         }});
+                            int64_t v[3] = {0, 0, 1};
+                            if (a.positional.empty() || a.positional.size() > 3) fail("range() takes 1 to 3 integers");
+                            for (const Value& x : a.positional) {
+                              if (!x.is_int()) fail("range() takes integers, not " + std::string(x.type_name()));
+                            }
+                            if (a.positional.size() == 1) {
+                              v[1] = a.positional[0].as_int();
+                            } else {
+                              v[0] = a.positional[0].as_int();
+                              v[1] = a.positional[1].as_int();
+                              if (a.positional.size() == 3) v[2] = a.positional[2].as_int();
+                            }
+                            if (v[2] == 0) fail("range(): the step cannot be zero");
+                            int64_t span = 0;
+                            const bool overflow = v[2] > 0 ? __builtin_sub_overflow(v[1], v[0], &span)
+                                                           : __builtin_sub_overflow(v[0], v[1], &span);
+                            if (overflow || v[2] == INT64_MIN) fail("range(): the bounds are too far apart");
+                            const int64_t step = v[2] > 0 ? v[2] : -v[2];
+                            const int64_t n = span <= 0 ? 0 : span / step + (span % step != 0);
+                            ip->check_items(static_cast<size_t>(n));
+                            ip->charge(n);
+                            Array r;
+                            r.reserve(static_cast<size_t>(n));
+                            for (int64_t i = 0; i < n; ++i) r.emplace_back(v[0] + i * v[2]);
+                            return r;
+                          }});
   const auto make_dict = [](CallArgs& a) -> Value {
     Object o;
     for (const Value& p : a.positional) {
@@ -514,13 +519,14 @@ Object builtin_globals(Interpreter& in) {
   g.set("namespace", Function{"namespace", make_dict});
   g.set("dict", Function{"dict", make_dict});
   g.set("raise_exception", Function{"raise_exception", [](CallArgs& a) -> Value {
-                                     const std::string msg = a.positional.empty() ? "" : to_output(a.positional[0]);
-                                     throw TemplateError{"the template rejects this conversation: " + msg, 0, true};
-                                   }});
+                                      const std::string msg = a.positional.empty() ? "" : to_output(a.positional[0]);
+                                      throw TemplateError{"the template rejects this conversation: " + msg, 0, true};
+                                    }});
   g.set("strftime_now", Function{"strftime_now", [ip](CallArgs& a) -> Value {
-                                  if (a.positional.empty() || !a.positional[0].is_string()) fail("strftime_now() takes a format string");
-                                  return strftime(ip->now(), a.positional[0].as_string());
-                                }});
+                                   if (a.positional.empty() || !a.positional[0].is_string())
+                                     fail("strftime_now() takes a format string");
+                                   return strftime(ip->now(), a.positional[0].as_string());
+                                 }});
   return g;
 }
 

@@ -1,4 +1,5 @@
-// Jinja's built-ins: filters, tests, globals, the Python string/list/dict methods chat templates call, and their shared helpers.
+// Jinja's built-ins: filters, tests, globals, the Python string/list/dict methods chat templates call, and their shared
+// helpers.
 #pragma once
 
 #include <string>

@@ -1,4 +1,5 @@
-// Jinja expressions: literals, names, lists, dicts, attributes, subscripts and slices, calls, filters, tests and operators.
+// Jinja expressions: literals, names, lists, dicts, attributes, subscripts and slices, calls, filters, tests and
+// operators.
 #include "core/chat/jinja_expr_parser.h"
 
 #include <algorithm>
@@ -414,9 +415,9 @@ ExprPtr ExprParser::filters(ExprPtr e) {
       add(*t, std::move(e));
       if (next_is_op("(")) {
         arguments(*t);
-      } else if (const Token* a = peek(); a && !is_one_of(*a, {"else", "or", "and", "if", "in", "not", "is"}) &&
-                                          (a->type != Token::Type::op || a->text == "[" || a->text == "{" ||
-                                           a->text == "-")) {
+      } else if (const Token* a = peek();
+                 a && !is_one_of(*a, {"else", "or", "and", "if", "in", "not", "is"}) &&
+                 (a->type != Token::Type::op || a->text == "[" || a->text == "{" || a->text == "-")) {
         // One argument without brackets: `is sameas false`, `is divisibleby 3`.
         if (a->type == Token::Type::op && a->text == "-") {
           add(*t, unary_no_filter());

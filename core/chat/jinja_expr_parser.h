@@ -88,7 +88,7 @@ class ExprParser {
   ExprPtr unary();
   ExprPtr unary_no_filter();
 
-  ExprPtr primary();  // a literal, a name, ( ), [ ] or { }
+  ExprPtr primary();           // a literal, a name, ( ), [ ] or { }
   ExprPtr postfix(ExprPtr e);  // .name, [index or slice], (call) after a primary
   ExprPtr subscript(ExprPtr base);
 

@@ -93,17 +93,20 @@ Value sorted(Interpreter& in, const Value& seq, CallArgs& a) {
 
 const std::unordered_map<std::string_view, FilterFn>& filters() {
   static const std::unordered_map<std::string_view, FilterFn> table = {
-      {"trim", [](Interpreter&, Value& v, CallArgs& a) -> Value {
+      {"trim",
+       [](Interpreter&, Value& v, CallArgs& a) -> Value {
          return strip(need_string(v, "trim"), string_arg(a, 0, "chars", "trim", std::string(k_whitespace)), true, true);
        }},
-      {"length", [](Interpreter&, Value& v, CallArgs&) -> Value {
+      {"length",
+       [](Interpreter&, Value& v, CallArgs&) -> Value {
          if (v.is_string()) return static_cast<int64_t>(code_point_count(v.as_string()));
          if (v.is_array()) return static_cast<int64_t>(v.as_array().size());
          if (v.is_object()) return static_cast<int64_t>(v.as_object().size());
          if (v.is_undefined() || v.is_none()) return int64_t{0};
          fail("length: " + std::string(v.type_name()) + " has no length");
        }},
-      {"tojson", [](Interpreter& in, Value& v, CallArgs& a) -> Value {
+      {"tojson",
+       [](Interpreter& in, Value& v, CallArgs& a) -> Value {
          const Value* ind = arg(a, 0, "indent");
          const Value* sort_keys = arg(a, 99, "sort_keys");
          if (sort_keys && sort_keys->truthy()) fail("tojson: sort_keys is not supported");
@@ -112,17 +115,20 @@ const std::unordered_map<std::string_view, FilterFn>& filters() {
          in.check_string(out.size());
          return out;
        }},
-      {"from_json", [](Interpreter& in, Value& v, CallArgs&) -> Value {
+      {"from_json",
+       [](Interpreter& in, Value& v, CallArgs&) -> Value {
          Value out;
          std::string error;
          in.charge(static_cast<int64_t>(need_string(v, "from_json").size() / 64));
          if (!from_json(v.as_string(), out, error)) fail(error);
          return out;
        }},
-      {"join", [](Interpreter& in, Value& v, CallArgs& a) -> Value {
+      {"join",
+       [](Interpreter& in, Value& v, CallArgs& a) -> Value {
          return join(in, v, string_arg(a, 0, "d", "join", ""), arg(a, 1, "attribute"));
        }},
-      {"default", [](Interpreter&, Value& v, CallArgs& a) -> Value {
+      {"default",
+       [](Interpreter&, Value& v, CallArgs& a) -> Value {
          const Value* def = arg(a, 0, "default_value");
          const Value* boolean = arg(a, 1, "boolean");
          const bool use_default = v.is_undefined() || (boolean && boolean->truthy() && !v.truthy());
@@ -130,36 +136,43 @@ const std::unordered_map<std::string_view, FilterFn>& filters() {
        }},
       {"upper", [](Interpreter&, Value& v, CallArgs&) -> Value { return ascii_case(need_string(v, "upper"), true); }},
       {"lower", [](Interpreter&, Value& v, CallArgs&) -> Value { return ascii_case(need_string(v, "lower"), false); }},
-      {"capitalize", [](Interpreter&, Value& v, CallArgs&) -> Value {
+      {"capitalize",
+       [](Interpreter&, Value& v, CallArgs&) -> Value {
          std::string s = ascii_case(need_string(v, "capitalize"), false);
          if (!s.empty()) s[0] = ascii_case(s.substr(0, 1), true)[0];
          return s;
        }},
       {"title", [](Interpreter&, Value& v, CallArgs&) -> Value { return title_case(need_string(v, "title")); }},
-      {"replace", [](Interpreter& in, Value& v, CallArgs& a) -> Value {
+      {"replace",
+       [](Interpreter& in, Value& v, CallArgs& a) -> Value {
          const Value* count = arg(a, 2, "count");
-         std::string r = replace_all(need_string(v, "replace"), string_arg(a, 0, "old", "replace", ""),
-                                     string_arg(a, 1, "new", "replace", ""), count && count->is_int() ? count->as_int() : -1);
+         std::string r =
+             replace_all(need_string(v, "replace"), string_arg(a, 0, "old", "replace", ""),
+                         string_arg(a, 1, "new", "replace", ""), count && count->is_int() ? count->as_int() : -1);
          in.check_string(r.size());
          return r;
        }},
-      {"first", [](Interpreter&, Value& v, CallArgs&) -> Value {
+      {"first",
+       [](Interpreter&, Value& v, CallArgs&) -> Value {
          Array items = iterate(v);
          return items.empty() ? Value{} : items.front();
        }},
-      {"last", [](Interpreter&, Value& v, CallArgs&) -> Value {
+      {"last",
+       [](Interpreter&, Value& v, CallArgs&) -> Value {
          Array items = iterate(v);
          return items.empty() ? Value{} : items.back();
        }},
       {"list", [](Interpreter&, Value& v, CallArgs&) -> Value { return iterate(v); }},
-      {"items", [](Interpreter&, Value& v, CallArgs&) -> Value {
+      {"items",
+       [](Interpreter&, Value& v, CallArgs&) -> Value {
          Array r;
          if (v.is_undefined() || v.is_none()) return r;
          if (!v.is_object()) fail("items: " + std::string(v.type_name()) + " is not a dict");
          for (const auto& [k, x] : v.as_object().items()) r.emplace_back(Array{Value(k), x});
          return r;
        }},
-      {"dictsort", [](Interpreter&, Value& v, CallArgs&) -> Value {
+      {"dictsort",
+       [](Interpreter&, Value& v, CallArgs&) -> Value {
          if (!v.is_object()) fail("dictsort: " + std::string(v.type_name()) + " is not a dict");
          auto items = v.as_object().items();
          std::stable_sort(items.begin(), items.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
@@ -171,7 +184,8 @@ const std::unordered_map<std::string_view, FilterFn>& filters() {
       {"reject", [](Interpreter& in, Value& v, CallArgs& a) { return select_items(in, v, a, false, false); }},
       {"selectattr", [](Interpreter& in, Value& v, CallArgs& a) { return select_items(in, v, a, true, true); }},
       {"rejectattr", [](Interpreter& in, Value& v, CallArgs& a) { return select_items(in, v, a, true, false); }},
-      {"map", [](Interpreter& in, Value& v, CallArgs& a) -> Value {
+      {"map",
+       [](Interpreter& in, Value& v, CallArgs& a) -> Value {
          Array out;
          if (const Value* attr = arg(a, 99, "attribute")) {
            const Value* def = arg(a, 99, "default");
@@ -193,7 +207,8 @@ const std::unordered_map<std::string_view, FilterFn>& filters() {
          return out;
        }},
       {"string", [](Interpreter&, Value& v, CallArgs&) -> Value { return v.is_string() ? v : Value(to_output(v)); }},
-      {"int", [](Interpreter&, Value& v, CallArgs& a) -> Value {
+      {"int",
+       [](Interpreter&, Value& v, CallArgs& a) -> Value {
          const Value* def = arg(a, 0, "default");
          if (v.is_int()) return v;
          if (v.is_number()) return static_cast<int64_t>(v.as_number());
@@ -204,12 +219,12 @@ const std::unordered_map<std::string_view, FilterFn>& filters() {
              const std::string s = strip(v.as_string(), k_whitespace, true, true);
              const long long r = std::stoll(s, &used);
              if (used == s.size()) return static_cast<int64_t>(r);
-           } catch (...) {
-           }
+           } catch (...) {}
          }
          return def ? *def : Value(int64_t{0});
        }},
-      {"float", [](Interpreter&, Value& v, CallArgs& a) -> Value {
+      {"float",
+       [](Interpreter&, Value& v, CallArgs& a) -> Value {
          const Value* def = arg(a, 0, "default");
          if (v.is_number()) return v.as_number();
          if (v.is_string()) {
@@ -218,12 +233,12 @@ const std::unordered_map<std::string_view, FilterFn>& filters() {
              const std::string s = strip(v.as_string(), k_whitespace, true, true);
              const double r = std::stod(s, &used);
              if (used == s.size()) return r;
-           } catch (...) {
-           }
+           } catch (...) {}
          }
          return def ? *def : Value(0.0);
        }},
-      {"abs", [](Interpreter&, Value& v, CallArgs&) -> Value {
+      {"abs",
+       [](Interpreter&, Value& v, CallArgs&) -> Value {
          if (v.is_int()) {
            if (v.as_int() == INT64_MIN) fail("abs: integer overflow");
            return v.as_int() < 0 ? -v.as_int() : v.as_int();
@@ -231,7 +246,8 @@ const std::unordered_map<std::string_view, FilterFn>& filters() {
          if (v.is_number()) return std::fabs(v.as_number());
          fail("abs: " + std::string(v.type_name()) + " is not a number");
        }},
-      {"round", [](Interpreter&, Value& v, CallArgs& a) -> Value {
+      {"round",
+       [](Interpreter&, Value& v, CallArgs& a) -> Value {
          if (!v.is_number()) fail("round: " + std::string(v.type_name()) + " is not a number");
          const Value* p = arg(a, 0, "precision");
          const double scale = std::pow(10.0, p && p->is_int() ? static_cast<double>(p->as_int()) : 0.0);
@@ -240,7 +256,8 @@ const std::unordered_map<std::string_view, FilterFn>& filters() {
          const double r = method == "floor" ? std::floor(x) : method == "ceil" ? std::ceil(x) : std::round(x);
          return r / scale;
        }},
-      {"unique", [](Interpreter& in, Value& v, CallArgs&) -> Value {
+      {"unique",
+       [](Interpreter& in, Value& v, CallArgs&) -> Value {
          Array out;
          for (const Value& x : iterate(v)) {
            in.charge(static_cast<int64_t>(out.size()));
@@ -248,7 +265,8 @@ const std::unordered_map<std::string_view, FilterFn>& filters() {
          }
          return out;
        }},
-      {"reverse", [](Interpreter&, Value& v, CallArgs&) -> Value {
+      {"reverse",
+       [](Interpreter&, Value& v, CallArgs&) -> Value {
          if (v.is_string()) {
            auto cps = code_points(v.as_string());
            std::string r;
@@ -261,37 +279,44 @@ const std::unordered_map<std::string_view, FilterFn>& filters() {
        }},
       {"sort", [](Interpreter& in, Value& v, CallArgs& a) { return sorted(in, v, a); }},
       {"safe", [](Interpreter&, Value& v, CallArgs&) { return v; }},
-      {"escape", [](Interpreter&, Value& v, CallArgs&) -> Value {
+      {"escape",
+       [](Interpreter&, Value& v, CallArgs&) -> Value {
          return html_escape(v.is_string() ? v.as_string() : to_output(v));
        }},
-      {"indent", [](Interpreter& in, Value& v, CallArgs& a) -> Value {
+      {"indent",
+       [](Interpreter& in, Value& v, CallArgs& a) -> Value {
          const Value* width = arg(a, 0, "width");
          const Value* first = arg(a, 1, "first");
          const Value* blank = arg(a, 2, "blank");
-         std::string pad = width && width->is_string() ? width->as_string()
-                                                       : std::string(static_cast<size_t>(width && width->is_int()
-                                                                                             ? std::clamp<int64_t>(width->as_int(), 0, 1024)
-                                                                                             : 4),
-                                                                     ' ');
+         std::string pad =
+             width && width->is_string()
+                 ? width->as_string()
+                 : std::string(static_cast<size_t>(
+                                   width && width->is_int() ? std::clamp<int64_t>(width->as_int(), 0, 1024) : 4),
+                               ' ');
          std::string r = indent(need_string(v, "indent"), pad, first && first->truthy(), blank && blank->truthy());
          in.check_string(r.size());
          return r;
        }},
-      {"wordcount", [](Interpreter&, Value& v, CallArgs&) -> Value {
+      {"wordcount",
+       [](Interpreter&, Value& v, CallArgs&) -> Value {
          return static_cast<int64_t>(split(need_string(v, "wordcount"), nullptr, -1).size());
        }},
-      {"sum", [](Interpreter&, Value& v, CallArgs& a) -> Value {
+      {"sum",
+       [](Interpreter&, Value& v, CallArgs& a) -> Value {
          const Value* attr = arg(a, 0, "attribute");
          const Value* start = arg(a, 1, "start");
          Value total = start ? *start : Value(int64_t{0});
          for (const Value& x : iterate(v)) {
            const Value y = attr && attr->is_string() ? attribute_of(x, attr->as_string()) : x;
            if (!y.is_number() || !total.is_number()) fail("sum: the items are not numbers");
-           total = total.is_int() && y.is_int() ? Value(total.as_int() + y.as_int()) : Value(total.as_number() + y.as_number());
+           total = total.is_int() && y.is_int() ? Value(total.as_int() + y.as_int())
+                                                : Value(total.as_number() + y.as_number());
          }
          return total;
        }},
-      {"min", [](Interpreter&, Value& v, CallArgs&) -> Value {
+      {"min",
+       [](Interpreter&, Value& v, CallArgs&) -> Value {
          Array items = iterate(v);
          if (items.empty()) return Value{};
          Value best = items[0];
@@ -302,7 +327,8 @@ const std::unordered_map<std::string_view, FilterFn>& filters() {
          }
          return best;
        }},
-      {"max", [](Interpreter&, Value& v, CallArgs&) -> Value {
+      {"max",
+       [](Interpreter&, Value& v, CallArgs&) -> Value {
          Array items = iterate(v);
          if (items.empty()) return Value{};
          Value best = items[0];
@@ -345,30 +371,33 @@ const std::unordered_map<std::string_view, TestFn>& tests() {
       {"callable", [](Interpreter&, const Value& v, CallArgs&) { return v.is_function(); }},
       {"odd", [](Interpreter&, const Value& v, CallArgs&) { return v.is_int() && v.as_int() % 2 != 0; }},
       {"even", [](Interpreter&, const Value& v, CallArgs&) { return v.is_int() && v.as_int() % 2 == 0; }},
-      {"divisibleby", [](Interpreter&, const Value& v, CallArgs& a) {
+      {"divisibleby",
+       [](Interpreter&, const Value& v, CallArgs& a) {
          const Value* d = arg(a, 0, "num");
          if (!v.is_int() || !d || !d->is_int() || d->as_int() == 0) fail("divisibleby needs integers (and not 0)");
          return v.as_int() % d->as_int() == 0;
        }},
-      {"lower", [](Interpreter&, const Value& v, CallArgs&) {
-         return v.is_string() && ascii_case(v.as_string(), false) == v.as_string();
-       }},
-      {"upper", [](Interpreter&, const Value& v, CallArgs&) {
-         return v.is_string() && ascii_case(v.as_string(), true) == v.as_string();
-       }},
-      {"sameas", [](Interpreter&, const Value& v, CallArgs& a) {
+      {"lower", [](Interpreter&, const Value& v,
+                   CallArgs&) { return v.is_string() && ascii_case(v.as_string(), false) == v.as_string(); }},
+      {"upper", [](Interpreter&, const Value& v,
+                   CallArgs&) { return v.is_string() && ascii_case(v.as_string(), true) == v.as_string(); }},
+      {"sameas",
+       [](Interpreter&, const Value& v, CallArgs& a) {
          const Value* o = arg(a, 0, "other");
          return o && v.same_object(*o);
        }},
-      {"equalto", [](Interpreter&, const Value& v, CallArgs& a) {
+      {"equalto",
+       [](Interpreter&, const Value& v, CallArgs& a) {
          const Value* o = arg(a, 0, "other");
          return o && equals(v, *o);
        }},
-      {"ne", [](Interpreter&, const Value& v, CallArgs& a) {
+      {"ne",
+       [](Interpreter&, const Value& v, CallArgs& a) {
          const Value* o = arg(a, 0, "other");
          return !o || !equals(v, *o);
        }},
-      {"in", [](Interpreter&, const Value& v, CallArgs& a) {
+      {"in",
+       [](Interpreter&, const Value& v, CallArgs& a) {
          const Value* o = arg(a, 0, "seq");
          if (!o) return false;
          if (o->is_string()) return v.is_string() && o->as_string().find(v.as_string()) != std::string::npos;
@@ -420,7 +449,8 @@ bool is_filter(std::string_view name) { return filters().count(canonical_filter(
 
 bool is_test(std::string_view name) {
   const std::string_view n = canonical_test(name);
-  static constexpr std::string_view ordering[] = {"lt", "le", "gt", "ge", "lessthan", "greaterthan", "<", "<=", ">", ">="};
+  static constexpr std::string_view ordering[] = {"lt",          "le", "gt", "ge", "lessthan",
+                                                  "greaterthan", "<",  "<=", ">",  ">="};
   return tests().count(n) != 0 || std::find(std::begin(ordering), std::end(ordering), n) != std::end(ordering);
 }
 
@@ -437,6 +467,5 @@ bool apply_test(Interpreter& in, std::string_view name, const Value& v, CallArgs
   if (ordering_test(n, v, args, result)) return result;
   fail("unknown test '" + std::string(name) + "'");
 }
-
 
 }  // namespace kvc::chat::jinja

@@ -1,4 +1,5 @@
-// The Jinja interpreter: statements, scoping, loops with `loop`, macros, and expression evaluation with Python semantics.
+// The Jinja interpreter: statements, scoping, loops with `loop`, macros, and expression evaluation with Python
+// semantics.
 #include "core/chat/jinja_interpreter.h"
 
 #include <climits>
@@ -48,13 +49,15 @@ std::string Interpreter::run(const Body& body) {
 void Interpreter::charge(int64_t n) {
   steps_ += n;
   if (steps_ > limits_.max_steps) {
-    fail("the template did more than " + std::to_string(limits_.max_steps) + " steps of work (a loop that does not end?)");
+    fail("the template did more than " + std::to_string(limits_.max_steps) +
+         " steps of work (a loop that does not end?)");
   }
 }
 
 void Interpreter::check_string(size_t bytes) const {
   if (bytes > limits_.max_output_bytes) {
-    fail("a string of " + std::to_string(bytes) + " bytes passes the limit of " + std::to_string(limits_.max_output_bytes));
+    fail("a string of " + std::to_string(bytes) + " bytes passes the limit of " +
+         std::to_string(limits_.max_output_bytes));
   }
 }
 
@@ -231,37 +234,38 @@ void Interpreter::exec_for(const Node& n, Frame& frame, Flow& flow) {
 
 Value Interpreter::define_macro(const Node& n) {
   const Node* node = &n;
-  return Function{n.name, [this, node](CallArgs& args) -> Value {
-                    if (++call_depth_ > limits_.max_depth) {
-                      fail("macro calls nest deeper than " + std::to_string(limits_.max_depth) + " (a macro that calls itself?)");
-                    }
-                    Frame f{&root_, {}};
-                    if (args.positional.size() > node->params.size()) {
-                      fail("the macro " + node->name + " takes " + std::to_string(node->params.size()) + " arguments, not " +
-                           std::to_string(args.positional.size()));
-                    }
-                    for (size_t i = 0; i < node->params.size(); ++i) {
-                      const auto& [name, def] = node->params[i];
-                      Value v;
-                      if (i < args.positional.size()) {
-                        v = args.positional[i];
-                      } else if (def) {
-                        v = eval(*def, f);
-                      }
-                      f.set(name, std::move(v));
-                    }
-                    for (auto& [key, v] : args.named) {
-                      bool known = false;
-                      for (const auto& p : node->params) known = known || p.first == key;
-                      if (!known) fail("the macro " + node->name + " has no parameter " + key);
-                      f.set(key, std::move(v));
-                    }
-                    const int saved_line = line_;
-                    std::string s = capture(node->body, f);
-                    line_ = saved_line;
-                    --call_depth_;
-                    return s;
-                  }};
+  return Function{
+      n.name, [this, node](CallArgs& args) -> Value {
+        if (++call_depth_ > limits_.max_depth) {
+          fail("macro calls nest deeper than " + std::to_string(limits_.max_depth) + " (a macro that calls itself?)");
+        }
+        Frame f{&root_, {}};
+        if (args.positional.size() > node->params.size()) {
+          fail("the macro " + node->name + " takes " + std::to_string(node->params.size()) + " arguments, not " +
+               std::to_string(args.positional.size()));
+        }
+        for (size_t i = 0; i < node->params.size(); ++i) {
+          const auto& [name, def] = node->params[i];
+          Value v;
+          if (i < args.positional.size()) {
+            v = args.positional[i];
+          } else if (def) {
+            v = eval(*def, f);
+          }
+          f.set(name, std::move(v));
+        }
+        for (auto& [key, v] : args.named) {
+          bool known = false;
+          for (const auto& p : node->params) known = known || p.first == key;
+          if (!known) fail("the macro " + node->name + " has no parameter " + key);
+          f.set(key, std::move(v));
+        }
+        const int saved_line = line_;
+        std::string s = capture(node->body, f);
+        line_ = saved_line;
+        --call_depth_;
+        return s;
+      }};
 }
 
 Value Interpreter::lookup(const std::string& name, Frame& frame) {
@@ -296,7 +300,8 @@ Value Interpreter::eval_call(const Expr& e, Frame& frame) {
     CallArgs args = eval_args(e, 1, frame);
     Value result;
     if (self.is_object()) {  // a function stored in a dict (a namespace holding a macro) comes first
-      if (const Value* f = self.as_object().find(callee.name); f && f->is_function()) return call(*f, args, callee.name);
+      if (const Value* f = self.as_object().find(callee.name); f && f->is_function())
+        return call(*f, args, callee.name);
     }
     if (call_method(*this, self, callee.name, args, result)) return result;
     fail(std::string(self.type_name()) + " has no method '" + callee.name + "'");
@@ -387,7 +392,9 @@ Value Interpreter::eval_binary(const Expr& e, Frame& frame) {
   if (op == "<" || op == "<=" || op == ">" || op == ">=") {
     bool ok = true;
     const int c = compare(a, b, ok);
-    if (!ok) fail("cannot compare " + std::string(a.type_name()) + " and " + std::string(b.type_name()) + " with '" + op + "'");
+    if (!ok)
+      fail("cannot compare " + std::string(a.type_name()) + " and " + std::string(b.type_name()) + " with '" + op +
+           "'");
     if (op == "<") return c < 0;
     if (op == "<=") return c <= 0;
     if (op == ">") return c > 0;
@@ -421,7 +428,8 @@ Value Interpreter::eval_binary(const Expr& e, Frame& frame) {
   }
   if (op == "+") {
     // An undefined operand next to a string adds nothing (as llama.cpp has it; Jinja2 would raise).
-    if ((a.is_string() || a.is_undefined()) && (b.is_string() || b.is_undefined()) && !(a.is_undefined() && b.is_undefined())) {
+    if ((a.is_string() || a.is_undefined()) && (b.is_string() || b.is_undefined()) &&
+        !(a.is_undefined() && b.is_undefined())) {
       const std::string& x = a.is_string() ? a.as_string() : k_empty;
       const std::string& y = b.is_string() ? b.as_string() : k_empty;
       check_string(x.size() + y.size());
@@ -438,14 +446,16 @@ Value Interpreter::eval_binary(const Expr& e, Frame& frame) {
     if (a.is_number() && b.is_number()) {
       return a.is_int() && b.is_int() ? Value(add_int(a.as_int(), b.as_int())) : Value(a.as_number() + b.as_number());
     }
-    fail("cannot add " + std::string(a.type_name()) + " and " + std::string(b.type_name()) + " (use ~ to join as text)");
+    fail("cannot add " + std::string(a.type_name()) + " and " + std::string(b.type_name()) +
+         " (use ~ to join as text)");
   }
   if (op == "*" && (a.is_string() || b.is_string() || a.is_array() || b.is_array())) {
     const Value& seq = a.is_int() ? b : a;
     const Value& count = a.is_int() ? a : b;
     if (!count.is_int()) fail("a string or list can only be repeated an integer number of times");
     const int64_t times = std::max<int64_t>(count.as_int(), 0);
-    if (static_cast<uint64_t>(times) > limits_.max_output_bytes) fail("a repetition of " + std::to_string(times) + " times passes the limits");
+    if (static_cast<uint64_t>(times) > limits_.max_output_bytes)
+      fail("a repetition of " + std::to_string(times) + " times passes the limits");
     if (seq.is_string()) {
       const size_t n = seq.as_string().size() * static_cast<size_t>(times);
       check_string(n);
@@ -482,7 +492,8 @@ Value Interpreter::eval(const Expr& e, Frame& frame) {
       for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
         const Value k = eval(*e.args[i], frame);
         // Keys are strings; an integer key is kept as its digits, and found by the same integer.
-        if (!k.is_string() && !k.is_int()) fail("dict keys must be strings or integers, not " + std::string(k.type_name()));
+        if (!k.is_string() && !k.is_int())
+          fail("dict keys must be strings or integers, not " + std::string(k.type_name()));
         o.set(k.is_string() ? k.as_string() : std::to_string(k.as_int()), eval(*e.args[i + 1], frame));
       }
       return o;
@@ -503,7 +514,8 @@ Value Interpreter::eval(const Expr& e, Frame& frame) {
         return v ? *v : Value{};
       }
       if (base.is_array() || base.is_string()) {
-        if (!key.is_int()) fail(std::string(base.type_name()) + " indices must be integers, not " + std::string(key.type_name()));
+        if (!key.is_int())
+          fail(std::string(base.type_name()) + " indices must be integers, not " + std::string(key.type_name()));
         const Value one = key.as_int() == -1 ? Value{} : Value(key.as_int() + 1);
         const Value r = slice(base, &key, key.as_int() == -1 ? nullptr : &one, nullptr);
         if (base.is_array()) return r.as_array().empty() ? Value{} : r.as_array()[0];

@@ -15,11 +15,12 @@ namespace kvc::chat::jinja {
 // Bounds that keep a bad or hostile template from hanging or exhausting memory; passing one is
 // a render error naming it.
 struct Limits {
-  size_t max_output_bytes = size_t{32} << 20;  // all text written, captured blocks and macros included; also any one string
-  int max_depth = 128;                         // nesting of blocks and expressions; macro calls in progress
-  int64_t max_steps = 10'000'000;              // loop iterations and expression nodes, plus 1 per 64 bytes of strings built
-  size_t max_items = 1'000'000;                // one list (range(), concatenation, append)
-  int max_recursion = 2000;                    // statements and expressions being run at once, across macro calls: bounds the C++ stack
+  size_t max_output_bytes =
+      size_t{32} << 20;            // all text written, captured blocks and macros included; also any one string
+  int max_depth = 128;             // nesting of blocks and expressions; macro calls in progress
+  int64_t max_steps = 10'000'000;  // loop iterations and expression nodes, plus 1 per 64 bytes of strings built
+  size_t max_items = 1'000'000;    // one list (range(), concatenation, append)
+  int max_recursion = 2000;  // statements and expressions being run at once, across macro calls: bounds the C++ stack
 };
 
 // Variables live in frames: the template's top level, one per loop iteration, one per macro call.

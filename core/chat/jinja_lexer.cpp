@@ -166,7 +166,8 @@ class Lexer {
 
   // Tokens up to the closing "}}" or "%}" (`close` is '}' or '%'); returns whether it was "-}}" / "-%}".
   bool read_tokens(Piece& p, char close, int open_line) {
-    const char* what = close == '}' ? "'{{' opened here is never closed with '}}'" : "'{%' opened here is never closed with '%}'";
+    const char* what =
+        close == '}' ? "'{{' opened here is never closed with '}}'" : "'{%' opened here is never closed with '%}'";
     int brackets = 0;  // open ( [ { inside the tag: "}}" closes a dict there, not the tag
     for (;;) {
       while (pos_ < src_.size() && is_space(src_[pos_])) ++pos_;
@@ -268,11 +269,13 @@ class Lexer {
         case 'u':
         case 'U': {
           const size_t n = e == 'x' ? 2 : (e == 'u' ? 4 : 8);
-          if (pos_ + n > src_.size()) fail("a \\" + std::string(1, e) + " escape needs " + std::to_string(n) + " hex digits", open_line);
+          if (pos_ + n > src_.size())
+            fail("a \\" + std::string(1, e) + " escape needs " + std::to_string(n) + " hex digits", open_line);
           const std::string hex(src_.substr(pos_, n));
           char* end = nullptr;
           const unsigned long cp = std::strtoul(hex.c_str(), &end, 16);
-          if (end != hex.c_str() + n || cp > 0x10FFFF) fail("a bad \\" + std::string(1, e) + " escape: " + hex, open_line);
+          if (end != hex.c_str() + n || cp > 0x10FFFF)
+            fail("a bad \\" + std::string(1, e) + " escape: " + hex, open_line);
           pos_ += n;
           append_utf8(t.text, static_cast<uint32_t>(cp));
           break;
@@ -288,7 +291,8 @@ class Lexer {
     t.type = Token::Type::op;
     const char c = src_[pos_];
     const char d = pos_ + 1 < src_.size() ? src_[pos_ + 1] : '\0';
-    const bool two = (c == '/' && d == '/') || (c == '*' && d == '*') || (d == '=' && (c == '=' || c == '!' || c == '<' || c == '>'));
+    const bool two = (c == '/' && d == '/') || (c == '*' && d == '*') ||
+                     (d == '=' && (c == '=' || c == '!' || c == '<' || c == '>'));
     static constexpr std::string_view one = "+-*/%~<>=.,:|()[]{}";
     if (!two && one.find(c) == std::string_view::npos) {
       fail("unexpected character '" + std::string(1, c) + "' in a tag", t.line);

@@ -1,4 +1,5 @@
-// Splits a Jinja template into text, {{ output }} and {% statement %} pieces, applying the whitespace control chat templates are written for.
+// Splits a Jinja template into text, {{ output }} and {% statement %} pieces, applying the whitespace control chat
+// templates are written for.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,7 @@ namespace kvc::chat::jinja {
 // jinja code: Template::parse and Template::render turn it into a kvc::Error with its line.
 struct TemplateError {
   std::string message;
-  int line = 0;  // 0: the line being run when it was thrown
+  int line = 0;         // 0: the line being run when it was thrown
   bool raised = false;  // the template's raise_exception(): it rejects its input (the conversation)
 };
 [[noreturn]] void fail(std::string message, int line = 0);

@@ -1,4 +1,5 @@
-// The Jinja statement parser: if, for, set, macro, filter and the other tags, by recursive descent over the lexed pieces.
+// The Jinja statement parser: if, for, set, macro, filter and the other tags, by recursive descent over the lexed
+// pieces.
 #include "core/chat/jinja_parser.h"
 
 #include <initializer_list>
@@ -205,8 +206,8 @@ class Parser {
       if (loops_ == 0) fail("'{% " + kw + " %}' outside a loop", p.line);
       return make(kw == "break" ? Node::Kind::break_ : Node::Kind::continue_, p.line);
     }
-    static constexpr std::string_view enders[] = {"endif", "endfor", "endset", "endmacro", "endfilter", "elif",
-                                                  "else", "endgeneration", "endraw"};
+    static constexpr std::string_view enders[] = {"endif", "endfor", "endset",        "endmacro", "endfilter",
+                                                  "elif",  "else",   "endgeneration", "endraw"};
     for (const auto end : enders) {
       if (kw == end) fail("'{% " + kw + " %}' has no open block to close here", p.line);
     }

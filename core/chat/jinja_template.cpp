@@ -65,9 +65,7 @@ Result<std::string> Template::render(const Object& variables, const std::tm& now
   Interpreter in(limits_, variables, now);
   try {
     return in.run(*body_);
-  } catch (const TemplateError& e) {
-    return template_error(e, in.line());
-  } catch (const std::bad_alloc&) {
+  } catch (const TemplateError& e) { return template_error(e, in.line()); } catch (const std::bad_alloc&) {
     return make_error(ErrorCode::out_of_memory, "chat template, line " + std::to_string(in.line()) +
                                                     ": the render needs more memory than there is");
   } catch (const std::exception& e) {  // a library's own failure: reported, never a crash

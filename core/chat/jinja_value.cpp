@@ -80,9 +80,7 @@ struct IterativeDelete {
 Value::Value(Array a) : v_(std::shared_ptr<Array>(new Array(std::move(a)), IterativeDelete<Array>{})) {}
 Value::Value(Object o) : v_(std::shared_ptr<Object>(new Object(std::move(o)), IterativeDelete<Object>{})) {}
 
-double Value::as_number() const {
-  return is_int() ? static_cast<double>(as_int()) : std::get<double>(v_);
-}
+double Value::as_number() const { return is_int() ? static_cast<double>(as_int()) : std::get<double>(v_); }
 
 bool Value::same_object(const Value& other) const {
   if (kind() != other.kind()) return false;
@@ -129,7 +127,8 @@ std::string format_float(double d) {
   // Python writes the shortest round-trip digits, in exponent form below 1e-4 and from 1e16.
   const double a = std::fabs(d);
   const bool sci = a != 0.0 && (a < 1e-4 || a >= 1e16);
-  const auto r = std::to_chars(buf, buf + sizeof buf, d, sci ? std::chars_format::scientific : std::chars_format::fixed);
+  const auto r =
+      std::to_chars(buf, buf + sizeof buf, d, sci ? std::chars_format::scientific : std::chars_format::fixed);
   std::string s(buf, r.ptr);
   if (sci) {
     // to_chars writes 1e-05 as "1e-05" already; Python wants at least two exponent digits, as here.
@@ -171,7 +170,8 @@ void repr_string(const std::string& s, std::string& out) {
 constexpr int k_max_value_depth = 64;
 
 void repr(const Value& v, std::string& out, bool top, int depth = 0) {
-  if (depth > k_max_value_depth) fail("a list or dict nested deeper than 64 levels (or holding itself) cannot be printed");
+  if (depth > k_max_value_depth)
+    fail("a list or dict nested deeper than 64 levels (or holding itself) cannot be printed");
   switch (v.kind()) {
     case Value::Kind::undefined: out += top ? "" : "None"; return;
     case Value::Kind::none: out += top ? "" : "None"; return;
@@ -349,8 +349,10 @@ bool from_json(std::string_view text, Value& out, std::string& error) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -383,7 +385,8 @@ bool equals(const Value& a, const Value& b) { return equals_at(a, b, 0); }
 namespace {
 
 bool equals_at(const Value& a, const Value& b, int depth) {
-  if (depth > k_max_value_depth) fail("lists or dicts nested deeper than 64 levels (or holding themselves) cannot be compared");
+  if (depth > k_max_value_depth)
+    fail("lists or dicts nested deeper than 64 levels (or holding themselves) cannot be compared");
   if (a.is_number() && b.is_number()) {
     if (a.is_int() && b.is_int()) return a.as_int() == b.as_int();
     return a.as_number() == b.as_number();

@@ -1,4 +1,5 @@
-// Values of the Jinja subset that chat templates use: undefined, none, booleans, numbers, strings, lists, dicts, functions.
+// Values of the Jinja subset that chat templates use: undefined, none, booleans, numbers, strings, lists, dicts,
+// functions.
 #pragma once
 
 #include <cstdint>
@@ -52,19 +53,19 @@ class Value {
  public:
   enum class Kind { undefined, none, boolean, integer, number, string, array, object, function };
 
-  Value() = default;  // undefined
-  Value(None) : v_(None{}) {}  // NOLINT: implicit by design
-  Value(bool b) : v_(b) {}  // NOLINT
-  Value(int64_t i) : v_(i) {}  // NOLINT
-  Value(int i) : v_(static_cast<int64_t>(i)) {}  // NOLINT
-  Value(double d) : v_(d) {}  // NOLINT
-  Value(std::string s) : v_(std::move(s)) {}  // NOLINT
+  Value() = default;                                 // undefined
+  Value(None) : v_(None{}) {}                        // NOLINT: implicit by design
+  Value(bool b) : v_(b) {}                           // NOLINT
+  Value(int64_t i) : v_(i) {}                        // NOLINT
+  Value(int i) : v_(static_cast<int64_t>(i)) {}      // NOLINT
+  Value(double d) : v_(d) {}                         // NOLINT
+  Value(std::string s) : v_(std::move(s)) {}         // NOLINT
   Value(std::string_view s) : v_(std::string(s)) {}  // NOLINT
-  Value(const char* s) : v_(std::string(s)) {}  // NOLINT
+  Value(const char* s) : v_(std::string(s)) {}       // NOLINT
   // Lists and dicts are freed without recursion (jinja_value.cpp): a template can nest them far
   // deeper than recursive destructors could go on the C++ stack.
-  Value(Array a);  // NOLINT
-  Value(Object o);  // NOLINT
+  Value(Array a);                                                            // NOLINT
+  Value(Object o);                                                           // NOLINT
   Value(Function f) : v_(std::make_shared<const Function>(std::move(f))) {}  // NOLINT
 
   Kind kind() const { return static_cast<Kind>(v_.index()); }

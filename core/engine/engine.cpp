@@ -45,9 +45,10 @@ RequestId Engine::submit(Request r) {
   Status valid = a->request.options.sampling.validate();
   if (valid.ok() && a->tokens.empty()) valid = make_error(ErrorCode::invalid_argument, "the prompt is empty");
   if (valid.ok() && options_.n_ctx > 0 && static_cast<int64_t>(a->tokens.size()) >= options_.n_ctx) {
-    valid = make_error(ErrorCode::invalid_argument,
-                       "the conversation has " + std::to_string(a->tokens.size()) + " tokens, which fills the context of " +
-                           std::to_string(options_.n_ctx) + "; start a new conversation or raise the context size");
+    valid =
+        make_error(ErrorCode::invalid_argument,
+                   "the conversation has " + std::to_string(a->tokens.size()) + " tokens, which fills the context of " +
+                       std::to_string(options_.n_ctx) + "; start a new conversation or raise the context size");
   }
   for (int32_t t : a->tokens) {
     if (valid.ok() && (t < 0 || t >= m_.config().n_vocab)) {
@@ -121,13 +122,14 @@ void Engine::take_inbox() {
     prefetches.swap(prefetches_);
     forgets.swap(forgets_);
   }
-  for (Prefetch& p : prefetches) {
-    prefetched_[p.conversation] = cache_.prefetch(p.tokens);
-  }
+  for (Prefetch& p : prefetches) { prefetched_[p.conversation] = cache_.prefetch(p.tokens); }
   for (Forget& f : forgets) {
-    const bool busy = std::any_of(running_.begin(), running_.end(), [&](const auto& a) { return a->request.conversation == f.conversation; }) ||
-                      std::any_of(waiting_.begin(), waiting_.end(), [&](const auto& a) { return a->request.conversation == f.conversation; }) ||
-                      std::any_of(staging_.begin(), staging_.end(), [&](const auto& a) { return a->request.conversation == f.conversation; });
+    const bool busy = std::any_of(running_.begin(), running_.end(),
+                                  [&](const auto& a) { return a->request.conversation == f.conversation; }) ||
+                      std::any_of(waiting_.begin(), waiting_.end(),
+                                  [&](const auto& a) { return a->request.conversation == f.conversation; }) ||
+                      std::any_of(staging_.begin(), staging_.end(),
+                                  [&](const auto& a) { return a->request.conversation == f.conversation; });
     if (auto it = conversations_.find(f.conversation); it != conversations_.end() && !busy) {
       cache_.destroy_sequence(it->second);
       conversations_.erase(it);
@@ -243,10 +245,10 @@ Status Engine::admit(Active& a) {
   }
   const int64_t capacity = cache_.tier_usage(kv::Tier::t0).capacity_blocks;
   if (need_blocks > capacity) {
-    return make_error(ErrorCode::out_of_memory,
-                      "this conversation needs " + std::to_string(need_blocks) + " KV blocks for its " +
-                          std::to_string(a.tokens.size()) + " tokens but the compute pool holds " +
-                          std::to_string(capacity) + "; raise the KV budget or start a new conversation");
+    return make_error(ErrorCode::out_of_memory, "this conversation needs " + std::to_string(need_blocks) +
+                                                    " KV blocks for its " + std::to_string(a.tokens.size()) +
+                                                    " tokens but the compute pool holds " + std::to_string(capacity) +
+                                                    "; raise the KV budget or start a new conversation");
   }
   if (a.seq == 0) a.seq = sequence_for(a.request.conversation);
   const bool first = !a.sampler;
@@ -394,7 +396,8 @@ bool Engine::step() {
         if (!self->result.tokens.empty()) {
           finish(*self, RequestState::finished, model::StopReason::context_full);
         } else {
-          self->result.error = make_error(ErrorCode::out_of_memory, "the KV cache's compute pool is too small for this prompt");
+          self->result.error =
+              make_error(ErrorCode::out_of_memory, "the KV cache's compute pool is too small for this prompt");
           finish(*self, RequestState::failed, model::StopReason::cancelled);
         }
         continue;
@@ -414,7 +417,8 @@ bool Engine::step() {
   inputs.reserve(entries.size());
   int64_t n_rows = 0;
   for (const Entry& e : entries) {
-    const auto chunk = std::span<const int32_t>(e.a->tokens).subspan(static_cast<size_t>(e.a->n_in_kv), static_cast<size_t>(e.n));
+    const auto chunk =
+        std::span<const int32_t>(e.a->tokens).subspan(static_cast<size_t>(e.a->n_in_kv), static_cast<size_t>(e.n));
     inputs.push_back({chunk, cache_.block_table(e.a->seq), e.a->n_in_kv});
     n_rows += e.n;
   }
@@ -426,8 +430,8 @@ bool Engine::step() {
   int64_t n_prefill = 0, n_decode = 0;
   for (size_t k = 0; k < entries.size(); ++k) {
     Active& a = *entries[k].a;
-    const bool decoding = a.n_in_kv + entries[k].n == static_cast<int64_t>(a.tokens.size()) &&
-                          a.tokens.size() > a.request.prompt.size();
+    const bool decoding =
+        a.n_in_kv + entries[k].n == static_cast<int64_t>(a.tokens.size()) && a.tokens.size() > a.request.prompt.size();
     cache_.commit(a.seq, inputs[k].tokens);
     a.n_in_kv += entries[k].n;
     (decoding ? n_decode : n_prefill) += entries[k].n;
@@ -439,7 +443,8 @@ bool Engine::step() {
       emit(a, kv::KvEventType::prefill_done, static_cast<int64_t>(a.tokens.size()) - a.result.prefix.n_cached);
     }
     // Its last token is in: sample the next one.
-    work.assign(logits->begin() + static_cast<int64_t>(k * n_vocab), logits->begin() + static_cast<int64_t>((k + 1) * n_vocab));
+    work.assign(logits->begin() + static_cast<int64_t>(k * n_vocab),
+                logits->begin() + static_cast<int64_t>((k + 1) * n_vocab));
     const int32_t id = a.sampler->sample(work, a.tokens);
     if (a.result.tokens.empty() && a.result.ttft_ms == 0) {
       a.result.ttft_ms = ms_since(a.submitted);
@@ -513,7 +518,10 @@ void Engine::start() {
     for (;;) {
       if (step()) continue;
       std::unique_lock lock(mu_);
-      wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || !prefetches_.empty() || !forgets_.empty() || observe_requested_ || staged_ready_; });
+      wake_.wait(lock, [&] {
+        return stopping_ || !inbox_.empty() || !cancels_.empty() || !prefetches_.empty() || !forgets_.empty() ||
+               observe_requested_ || staged_ready_;
+      });
       if (stopping_) return;
     }
   });
@@ -546,10 +554,11 @@ Status Engine::check_invariants() const {
     if (!a->admitted) return make_error(ErrorCode::internal, "a running request is not admitted");
     if (cache_.n_tokens(a->seq) != a->n_in_kv) {
       return make_error(ErrorCode::internal, "request " + std::to_string(a->id) + ": the cache holds " +
-                                                 std::to_string(cache_.n_tokens(a->seq)) + " tokens, the engine thinks " +
-                                                 std::to_string(a->n_in_kv));
+                                                 std::to_string(cache_.n_tokens(a->seq)) +
+                                                 " tokens, the engine thinks " + std::to_string(a->n_in_kv));
     }
-    if (a->n_in_kv > static_cast<int64_t>(a->tokens.size())) return make_error(ErrorCode::internal, "KV past the tokens");
+    if (a->n_in_kv > static_cast<int64_t>(a->tokens.size()))
+      return make_error(ErrorCode::internal, "KV past the tokens");
   }
   for (const auto& a : waiting_) {
     if (a->admitted) return make_error(ErrorCode::internal, "a waiting request is still admitted");

@@ -67,22 +67,22 @@ struct RequestResult {
   std::vector<int32_t> tokens;  // generated ids (an end-of-generation token is not included)
   std::string text;
   model::StopReason reason = model::StopReason::max_tokens;
-  kv::PrefixInfo prefix;        // what the first admission found in the cache
+  kv::PrefixInfo prefix;  // what the first admission found in the cache
   int64_t n_preemptions = 0;
-  double ttft_ms = 0;           // submit -> first token, split into:
-  double queue_ms = 0;          //   waiting for admission
-  double lookup_ms = 0;         //   prefix lookup in the cache
-  double promote_ms = 0;        //   bringing cached blocks to T0
-  double prefill_ms = 0;        //   computing the uncached prompt tokens
-  double first_decode_ms = 0;   //   sampling the first token
+  double ttft_ms = 0;          // submit -> first token, split into:
+  double queue_ms = 0;         //   waiting for admission
+  double lookup_ms = 0;        //   prefix lookup in the cache
+  double promote_ms = 0;       //   bringing cached blocks to T0
+  double prefill_ms = 0;       //   computing the uncached prompt tokens
+  double first_decode_ms = 0;  //   sampling the first token
   double total_ms = 0;
-  Error error;                  // when failed
+  Error error;  // when failed
 };
 
 struct EngineOptions {
-  int64_t token_budget = 256;  // tokens per forward pass (decodes + prefill chunks)
-  int64_t max_running = 16;    // sequences admitted at once
-  int64_t n_ctx = 0;           // most positions of one sequence; 0: only T0 limits it
+  int64_t token_budget = 256;        // tokens per forward pass (decodes + prefill chunks)
+  int64_t max_running = 16;          // sequences admitted at once
+  int64_t n_ctx = 0;                 // most positions of one sequence; 0: only T0 limits it
   kv::KvEventLog* events = nullptr;  // request phases and the cache's block events go here
   // Runs on the stepping thread after every step and every prefetch, with idle = true when
   // nothing is running: the one place where readers on other threads get a consistent look
@@ -162,10 +162,10 @@ class Engine {
     std::unique_ptr<model::OutputText> text;
     std::chrono::steady_clock::time_point submitted;
     std::chrono::steady_clock::time_point prefilled;  // when the prompt's last token was in
-    std::unique_ptr<Staging> staging;  // while its disk blocks are read
-    bool staged = false;               // staging was considered once (done or not needed)
-    bool announced = false;            // start_staging emitted request_started and lookup_done
-    int64_t n_staged_tokens = 0;       // prompt tokens it brought to T1 (reported as T2 hits)
+    std::unique_ptr<Staging> staging;                 // while its disk blocks are read
+    bool staged = false;                              // staging was considered once (done or not needed)
+    bool announced = false;                           // start_staging emitted request_started and lookup_done
+    int64_t n_staged_tokens = 0;                      // prompt tokens it brought to T1 (reported as T2 hits)
     double staged_ms = 0;
     RequestResult result;
   };
@@ -205,16 +205,16 @@ class Engine {
     int64_t conversation = 0;
     std::vector<kv::BlockKey> keys;
   };
-  std::vector<Forget> forgets_;       // guarded by mu_
-  bool observe_requested_ = false;    // guarded by mu_
-  bool staged_ready_ = false;         // guarded by mu_: a staging read finished
+  std::vector<Forget> forgets_;     // guarded by mu_
+  bool observe_requested_ = false;  // guarded by mu_
+  bool staged_ready_ = false;       // guarded by mu_: a staging read finished
 
   // Engine-thread state.
   std::map<int64_t, kv::PrefixInfo> prefetched_;  // conversation -> what its prefetch found
-  std::deque<std::unique_ptr<Active>> waiting_;  // not admitted (new, or preempted)
-  std::vector<std::unique_ptr<Active>> staging_; // reading their disk blocks
-  std::vector<std::unique_ptr<Active>> running_; // admitted, in admission order
-  std::map<int64_t, kv::SeqId> conversations_;   // conversation -> its sequence
+  std::deque<std::unique_ptr<Active>> waiting_;   // not admitted (new, or preempted)
+  std::vector<std::unique_ptr<Active>> staging_;  // reading their disk blocks
+  std::vector<std::unique_ptr<Active>> running_;  // admitted, in admission order
+  std::map<int64_t, kv::SeqId> conversations_;    // conversation -> its sequence
 
   std::thread thread_;
   bool stopping_ = false;

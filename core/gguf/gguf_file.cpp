@@ -76,7 +76,8 @@ Error mismatch(std::string_view key, const char* expected, const std::string& fo
 }
 
 Error missing(std::string_view key) {
-  return make_error(ErrorCode::invalid_file, "metadata " + printable(key) + ": missing (the model file does not define it)");
+  return make_error(ErrorCode::invalid_file,
+                    "metadata " + printable(key) + ": missing (the model file does not define it)");
 }
 
 // Integer value types (bool is stored as bool, not as an integer).
@@ -177,8 +178,9 @@ Result<std::vector<int32_t>> GgufFile::get_i32_array(std::string_view key) const
           for (size_t i = 0; i < elems.size(); ++i) {
             const T x = elems[i];
             if (!std::in_range<int32_t>(x)) {
-              return mismatch(key, "an array of i32", describe(*v) + " whose element " + std::to_string(i) +
-                                                          " (" + std::to_string(x) + ") does not fit in i32");
+              return mismatch(key, "an array of i32",
+                              describe(*v) + " whose element " + std::to_string(i) + " (" + std::to_string(x) +
+                                  ") does not fit in i32");
             }
             out.push_back(static_cast<int32_t>(x));
           }

@@ -109,7 +109,7 @@ class GgufFile {
   size_t alignment_ = k_default_alignment;
   size_t data_offset_ = 0;
   std::vector<MetadataEntry> metadata_;
-  std::map<std::string, size_t, std::less<>> key_index_;     // key -> index in metadata_
+  std::map<std::string, size_t, std::less<>> key_index_;  // key -> index in metadata_
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t, std::less<>> tensor_index_;  // name -> index in tensors_
 };

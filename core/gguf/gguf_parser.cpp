@@ -24,10 +24,10 @@ static_assert(std::endian::native == std::endian::little, "the GGUF reader assum
 
 namespace {
 
-constexpr size_t k_min_kv_bytes = 8 + 4 + 1;            // empty key, type, one-byte value
+constexpr size_t k_min_kv_bytes = 8 + 4 + 1;                   // empty key, type, one-byte value
 constexpr size_t k_min_tensor_info_bytes = 8 + 4 + 8 + 4 + 8;  // empty name, 1 dim, type, offset
-constexpr size_t k_min_array_bytes = 4 + 8;              // element type + count
-constexpr size_t k_max_reserve = 4096;  // elements reserved ahead of reading them
+constexpr size_t k_min_array_bytes = 4 + 8;                    // element type + count
+constexpr size_t k_max_reserve = 4096;                         // elements reserved ahead of reading them
 
 size_t min_element_bytes(ValueType t) {
   if (t == ValueType::string) return 8;
@@ -83,8 +83,8 @@ class GgufParser {
     uint64_t n = 0;
     if (!read(n, what)) return false;
     if (n > remaining()) {
-      return fail(std::string(what) + " has length " + std::to_string(n) + " but only " +
-                  std::to_string(remaining()) + " bytes remain in the file");
+      return fail(std::string(what) + " has length " + std::to_string(n) + " but only " + std::to_string(remaining()) +
+                  " bytes remain in the file");
     }
     out.assign(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(n));
     pos_ += static_cast<size_t>(n);
@@ -239,8 +239,8 @@ class GgufParser {
                   "convert the model again with a current converter");
     }
     if (version != 2 && version != 3) {
-      return fail(ErrorCode::unsupported, "unknown GGUF version " + std::to_string(version) +
-                                              " (kvchat reads versions 2 and 3)");
+      return fail(ErrorCode::unsupported,
+                  "unknown GGUF version " + std::to_string(version) + " (kvchat reads versions 2 and 3)");
     }
     f.version_ = version;
     if (!read(n_tensors, "tensor count") || !read(n_kv, "metadata count")) return false;
@@ -309,8 +309,8 @@ class GgufParser {
         if (dim == 0) return fail("dimension " + std::to_string(d) + " is 0");
         constexpr auto k_max = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
         if (dim > k_max || static_cast<uint64_t>(n_elements) > k_max / dim) {
-          return fail("the element count overflows at dimension " + std::to_string(d) + " (" +
-                      std::to_string(dim) + ")");
+          return fail("the element count overflows at dimension " + std::to_string(d) + " (" + std::to_string(dim) +
+                      ")");
         }
         n_elements *= static_cast<int64_t>(dim);
         t.shape.push_back(static_cast<int64_t>(dim));
@@ -334,17 +334,17 @@ class GgufParser {
     const auto type = supported_tensor_type(raw);
     if (!type) {
       if (const char* name = ggml_type_name(raw)) {
-        return fail_has(ErrorCode::unsupported, "type " + std::string(name) + " (" + std::to_string(raw) +
-                                                "), which kvchat does not support yet; supported: " +
-                                                supported_tensor_type_list());
+        return fail_has(ErrorCode::unsupported,
+                        "type " + std::string(name) + " (" + std::to_string(raw) +
+                            "), which kvchat does not support yet; supported: " + supported_tensor_type_list());
       }
       return fail_has(ErrorCode::invalid_file, "unknown type id " + std::to_string(raw));
     }
     t.type = *type;
     const kernels::DTypeInfo& info = kernels::dtype_info(*type);
     if (t.shape[0] % info.block_elems != 0) {
-      return fail("row length " + std::to_string(t.shape[0]) + " is not a multiple of " + info.name +
-                  "'s block of " + std::to_string(info.block_elems) + " elements");
+      return fail("row length " + std::to_string(t.shape[0]) + " is not a multiple of " + info.name + "'s block of " +
+                  std::to_string(info.block_elems) + " elements");
     }
     const auto n_blocks = static_cast<uint64_t>(n_elements / info.block_elems);
     if (n_blocks > std::numeric_limits<size_t>::max() / info.block_bytes) {

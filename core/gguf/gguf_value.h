@@ -41,9 +41,8 @@ class Array;
 // Each alternative's index equals the ValueType it stores (ArrayElements::index() == type).
 using ArrayElements = std::variant<std::vector<uint8_t>, std::vector<int8_t>, std::vector<uint16_t>,
                                    std::vector<int16_t>, std::vector<uint32_t>, std::vector<int32_t>,
-                                   std::vector<float>, std::vector<bool>, std::vector<std::string>,
-                                   std::vector<Array>, std::vector<uint64_t>, std::vector<int64_t>,
-                                   std::vector<double>>;
+                                   std::vector<float>, std::vector<bool>, std::vector<std::string>, std::vector<Array>,
+                                   std::vector<uint64_t>, std::vector<int64_t>, std::vector<double>>;
 
 // A typed array of metadata values. Every element has the same type; an array of arrays
 // holds inner arrays that each carry their own element type. Strings are bytes, not
@@ -52,8 +51,9 @@ class Array {
  public:
   Array() = default;  // an empty array of u8
   template <typename V>
-    requires(!std::is_same_v<std::remove_cvref_t<V>, Array> && std::is_constructible_v<ArrayElements, V &&>)
-  explicit Array(V&& elements) : elements_(std::forward<V>(elements)) {}
+  requires(!std::is_same_v<std::remove_cvref_t<V>, Array> &&
+           std::is_constructible_v<ArrayElements, V&&>) explicit Array(V&& elements)
+      : elements_(std::forward<V>(elements)) {}
 
   ValueType element_type() const { return static_cast<ValueType>(elements_.index()); }
   size_t size() const;
@@ -61,7 +61,9 @@ class Array {
 
   // The elements if they are of type T (std::vector<T>), else null.
   template <typename T>
-  const std::vector<T>* as() const { return std::get_if<std::vector<T>>(&elements_); }
+  const std::vector<T>* as() const {
+    return std::get_if<std::vector<T>>(&elements_);
+  }
   const ArrayElements& elements() const { return elements_; }
 
   friend bool operator==(const Array&, const Array&) = default;
@@ -71,34 +73,36 @@ class Array {
 };
 
 // Each alternative's index equals the ValueType it stores (ValueStorage::index() == type).
-using ValueStorage = std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float, bool,
-                                  std::string, Array, uint64_t, int64_t, double>;
+using ValueStorage = std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float, bool, std::string,
+                                  Array, uint64_t, int64_t, double>;
 
 // One metadata value of any type. Constructed from exactly-typed C++ values so that the
 // type written to a file is never a surprise (Value(uint32_t{5}) is u32, Value("x") a string).
 class Value {
  public:
-  Value() = default;  // u8 0
-  Value(uint8_t v) : v_(v) {}  // NOLINT: implicit by design, one per value type
-  Value(int8_t v) : v_(v) {}  // NOLINT
-  Value(uint16_t v) : v_(v) {}  // NOLINT
-  Value(int16_t v) : v_(v) {}  // NOLINT
-  Value(uint32_t v) : v_(v) {}  // NOLINT
-  Value(int32_t v) : v_(v) {}  // NOLINT
-  Value(float v) : v_(v) {}  // NOLINT
-  Value(bool v) : v_(v) {}  // NOLINT
-  Value(std::string v) : v_(std::move(v)) {}  // NOLINT
+  Value() = default;                                 // u8 0
+  Value(uint8_t v) : v_(v) {}                        // NOLINT: implicit by design, one per value type
+  Value(int8_t v) : v_(v) {}                         // NOLINT
+  Value(uint16_t v) : v_(v) {}                       // NOLINT
+  Value(int16_t v) : v_(v) {}                        // NOLINT
+  Value(uint32_t v) : v_(v) {}                       // NOLINT
+  Value(int32_t v) : v_(v) {}                        // NOLINT
+  Value(float v) : v_(v) {}                          // NOLINT
+  Value(bool v) : v_(v) {}                           // NOLINT
+  Value(std::string v) : v_(std::move(v)) {}         // NOLINT
   Value(std::string_view v) : v_(std::string(v)) {}  // NOLINT
-  Value(const char* v) : v_(std::string(v)) {}  // NOLINT
-  Value(Array v) : v_(std::move(v)) {}  // NOLINT
-  Value(uint64_t v) : v_(v) {}  // NOLINT
-  Value(int64_t v) : v_(v) {}  // NOLINT
-  Value(double v) : v_(v) {}  // NOLINT
+  Value(const char* v) : v_(std::string(v)) {}       // NOLINT
+  Value(Array v) : v_(std::move(v)) {}               // NOLINT
+  Value(uint64_t v) : v_(v) {}                       // NOLINT
+  Value(int64_t v) : v_(v) {}                        // NOLINT
+  Value(double v) : v_(v) {}                         // NOLINT
 
   ValueType type() const { return static_cast<ValueType>(v_.index()); }
   // The value if it is a T, else null (T is one of ValueStorage's alternatives).
   template <typename T>
-  const T* as() const { return std::get_if<T>(&v_); }
+  const T* as() const {
+    return std::get_if<T>(&v_);
+  }
   const ValueStorage& storage() const { return v_; }
 
   friend bool operator==(const Value&, const Value&) = default;

@@ -42,15 +42,19 @@ class Encoder {
 
  private:
   template <typename T>
-  void put_payload(const T& x) { put(x); }
+  void put_payload(const T& x) {
+    put(x);
+  }
   void put_payload(bool b) { put(static_cast<uint8_t>(b ? 1 : 0)); }
   void put_payload(const std::string& s) { put_string(s); }
   void put_payload(const Array& a) {
     put(static_cast<uint32_t>(a.element_type()));
     put(static_cast<uint64_t>(a.size()));
-    std::visit([&](const auto& elems) {
-      for (const auto& e : elems) put_payload(e);
-    }, a.elements());
+    std::visit(
+        [&](const auto& elems) {
+          for (const auto& e : elems) put_payload(e);
+        },
+        a.elements());
   }
 
   std::vector<uint8_t>& out_;
@@ -71,9 +75,9 @@ size_t align_up(size_t n, size_t alignment) { return (n + alignment - 1) / align
 
 struct GgufWriter::Layout {
   size_t alignment = k_default_alignment;
-  std::vector<uint8_t> head;       // header, metadata, tensor infos and (with tensors) padding
-  std::vector<uint64_t> offsets;   // per tensor, from the data section start
-  std::vector<size_t> n_bytes;     // per tensor
+  std::vector<uint8_t> head;      // header, metadata, tensor infos and (with tensors) padding
+  std::vector<uint64_t> offsets;  // per tensor, from the data section start
+  std::vector<size_t> n_bytes;    // per tensor
 };
 
 void GgufWriter::set(std::string key, Value value) {
@@ -100,8 +104,8 @@ void GgufWriter::add_tensor(std::string name, std::vector<int64_t> shape, kernel
 
 void GgufWriter::add_tensor_view(std::string name, std::vector<int64_t> shape, kernels::DType type,
                                  std::span<const uint8_t> bytes) {
-  tensors_.push_back({std::move(name), std::move(shape), type, bytes.size(),
-                      [bytes](const ByteSink& sink) { return sink(bytes); }});
+  tensors_.push_back(
+      {std::move(name), std::move(shape), type, bytes.size(), [bytes](const ByteSink& sink) { return sink(bytes); }});
 }
 
 void GgufWriter::add_tensor_stream(std::string name, std::vector<int64_t> shape, kernels::DType type,

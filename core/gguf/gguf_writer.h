@@ -47,7 +47,9 @@ class GgufWriter {
   void set_string_array(std::string key, std::vector<std::string> v) { set_array(std::move(key), Array(std::move(v))); }
   // Any element type of ArrayElements: std::vector<float>, std::vector<int32_t>, std::vector<Array>, ...
   template <typename T>
-  void set_vector(std::string key, std::vector<T> v) { set_array(std::move(key), Array(std::move(v))); }
+  void set_vector(std::string key, std::vector<T> v) {
+    set_array(std::move(key), Array(std::move(v)));
+  }
   // Sets general.alignment (the default, 32, needs no key).
   void set_alignment(uint32_t alignment) { set_u32("general.alignment", alignment); }
   // Removes a key if present.
@@ -61,8 +63,7 @@ class GgufWriter {
   void add_tensor_view(std::string name, std::vector<int64_t> shape, kernels::DType type,
                        std::span<const uint8_t> bytes);
   // A tensor whose bytes are produced during the write: big models never sit in memory twice.
-  void add_tensor_stream(std::string name, std::vector<int64_t> shape, kernels::DType type,
-                         TensorProducer produce);
+  void add_tensor_stream(std::string name, std::vector<int64_t> shape, kernels::DType type, TensorProducer produce);
 
   // Writes to `path` through a temporary file in the same folder, fsynced and renamed over
   // `path`, so a crash leaves either the old file or the complete new one.

@@ -27,9 +27,12 @@ BlockKey BlockKey::from_hex(std::string_view s) {
   for (size_t i = 0; i < 32; ++i) {
     const char c = s[i];
     uint64_t d;
-    if (c >= '0' && c <= '9') d = static_cast<uint64_t>(c - '0');
-    else if (c >= 'a' && c <= 'f') d = static_cast<uint64_t>(c - 'a' + 10);
-    else return {};
+    if (c >= '0' && c <= '9')
+      d = static_cast<uint64_t>(c - '0');
+    else if (c >= 'a' && c <= 'f')
+      d = static_cast<uint64_t>(c - 'a' + 10);
+    else
+      return {};
     uint64_t& half = i < 16 ? k.hi : k.lo;
     half = (half << 4) | d;
   }

@@ -34,7 +34,9 @@ BlockKey chain_key(const BlockKey& parent, std::span<const int32_t> tokens);
 BlockKey hash_bytes(std::span<const uint8_t> bytes, const BlockKey& seed = {});
 
 struct BlockKeyHash {
-  size_t operator()(const BlockKey& k) const noexcept { return static_cast<size_t>(k.lo ^ (k.hi * 0x9e3779b97f4a7c15ull)); }
+  size_t operator()(const BlockKey& k) const noexcept {
+    return static_cast<size_t>(k.lo ^ (k.hi * 0x9e3779b97f4a7c15ull));
+  }
 };
 
 }  // namespace kvc::kv

@@ -102,7 +102,8 @@ ColdRunReader::ColdRunReader(ColdStore& cold, std::vector<BlockKey> keys, size_t
 
 ColdRead ColdRunReader::read(const BlockKey& key, std::span<const uint8_t>& payload) {
   const auto it = position_.find(key);
-  const bool in_batch = it != position_.end() && it->second >= batch_begin_ && it->second < batch_begin_ + results_.size();
+  const bool in_batch =
+      it != position_.end() && it->second >= batch_begin_ && it->second < batch_begin_ + results_.size();
   if (!in_batch) {
     // Start a new batch at this key: the rest of the run, up to the batch size.
     const size_t begin = it != position_.end() ? it->second : 0;

@@ -23,14 +23,14 @@ struct ColdStoreStats {
   int64_t n_blocks = 0;
   int64_t used_bytes = 0;
   int64_t capacity_bytes = 0;
-  int64_t bytes_written = 0;   // total since open
-  int64_t bytes_read = 0;      // total since open
-  int64_t n_corrupt = 0;       // blocks found corrupt and deleted since open
-  int64_t n_collected = 0;     // blocks removed by the byte budget since open
-  int64_t n_released = 0;      // blocks deleted by release() since open
-  int64_t n_pending = 0;       // writes queued, not yet durable
-  bool healthy = true;         // false: writes are failing (read-only or full disk)
-  std::string warning;         // why not healthy, in words for the user
+  int64_t bytes_written = 0;  // total since open
+  int64_t bytes_read = 0;     // total since open
+  int64_t n_corrupt = 0;      // blocks found corrupt and deleted since open
+  int64_t n_collected = 0;    // blocks removed by the byte budget since open
+  int64_t n_released = 0;     // blocks deleted by release() since open
+  int64_t n_pending = 0;      // writes queued, not yet durable
+  bool healthy = true;        // false: writes are failing (read-only or full disk)
+  std::string warning;        // why not healthy, in words for the user
 };
 
 // Implementations are thread-safe. The engine never waits on disk for put(). Reads happen on

@@ -84,9 +84,9 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config, ba
   }
   const int64_t bb = config.layout.block_bytes;
   if (config.t0_bytes < bb) {
-    return make_error(ErrorCode::invalid_argument,
-                      "the T0 KV budget (" + std::to_string(config.t0_bytes) + " bytes) is smaller than one block (" +
-                          std::to_string(bb) + " bytes); raise it");
+    return make_error(ErrorCode::invalid_argument, "the T0 KV budget (" + std::to_string(config.t0_bytes) +
+                                                       " bytes) is smaller than one block (" + std::to_string(bb) +
+                                                       " bytes); raise it");
   }
   std::unique_ptr<KvCache> c(new KvCache(config, be, cold));
   const auto n0 = static_cast<int32_t>(std::min<int64_t>(config.t0_bytes / bb, INT32_MAX));
@@ -293,8 +293,10 @@ bool KvCache::demote_one(Tier from) {
                        if (queued) cold_demoted_unseen_ += static_cast<int64_t>(bb);  // the demotion event carries it
                        return queued;
                      }());
-  if (from == Tier::t0) t0_.free(loc.slot);
-  else t1_.free(loc.slot);
+  if (from == Tier::t0)
+    t0_.free(loc.slot);
+  else
+    t1_.free(loc.slot);
   if (on_t2) {
     index_.set_location(h, {Tier::t2, -1});
     emit(KvEventType::block_demoted, from, Tier::t2, index_.key(h), -1, block_tokens(),
@@ -302,7 +304,8 @@ bool KvCache::demote_one(Tier from) {
     ++counters_.n_demoted_to_t2;
     counters_.bytes_to_t2 += static_cast<int64_t>(bb);
   } else {
-    emit(KvEventType::block_evicted, from, Tier::none, index_.key(h), loc.slot, block_tokens(), static_cast<int64_t>(bb));
+    emit(KvEventType::block_evicted, from, Tier::none, index_.key(h), loc.slot, block_tokens(),
+         static_cast<int64_t>(bb));
     if (index_.info(h).n_children == 0) {
       index_.remove(h);
     } else {
@@ -324,26 +327,31 @@ Result<int32_t> KvCache::promote(BlockHandle h, int64_t& bad_tokens, ColdRunRead
   if (loc.tier == Tier::t1) {
     be_.copy_from_host(t1_.data(loc.slot), t0_.data(slot), bb);
     t1_.free(loc.slot);
-    emit(KvEventType::block_promoted, Tier::t1, Tier::t0, index_.key(h), slot, block_tokens(), static_cast<int64_t>(bb));
+    emit(KvEventType::block_promoted, Tier::t1, Tier::t0, index_.key(h), slot, block_tokens(),
+         static_cast<int64_t>(bb));
     ++counters_.n_promoted[1];
     counters_.bytes_t1_t0 += static_cast<int64_t>(bb);
   } else {
     std::span<const uint8_t> payload = staging_;
     ColdRead r = ColdRead::missing;
-    if (run) r = run->read(index_.key(h), payload);
-    else if (cold_) r = cold_->read(index_.key(h), staging_);
+    if (run)
+      r = run->read(index_.key(h), payload);
+    else if (cold_)
+      r = cold_->read(index_.key(h), staging_);
     if (r != ColdRead::ok) {
       t0_.free(slot);
       if (r == ColdRead::corrupt) {
         ++counters_.n_cold_corrupt;
-        emit(KvEventType::block_corrupt, Tier::t2, Tier::none, index_.key(h), -1, block_tokens(), static_cast<int64_t>(bb));
+        emit(KvEventType::block_corrupt, Tier::t2, Tier::none, index_.key(h), -1, block_tokens(),
+             static_cast<int64_t>(bb));
       }
       index_.set_location(h, {Tier::none, -1});
       bad_tokens += block_tokens();
       return make_error(ErrorCode::io, "cold block missing or corrupt");
     }
     be_.copy_from_host(payload.data(), t0_.data(slot), bb);
-    emit(KvEventType::block_promoted, Tier::t2, Tier::t0, index_.key(h), slot, block_tokens(), static_cast<int64_t>(bb));
+    emit(KvEventType::block_promoted, Tier::t2, Tier::t0, index_.key(h), slot, block_tokens(),
+         static_cast<int64_t>(bb));
     ++counters_.n_promoted[2];
     counters_.bytes_t2_t0 += static_cast<int64_t>(bb);
   }
@@ -515,7 +523,8 @@ Result<PrefixInfo> KvCache::prepare(SeqId id, std::span<const int32_t> prompt) {
   retire_behind_window(s);
   rebuild_table(s);
   // Tokens given up since they were counted come off the tiers that served the last blocks.
-  int64_t excess = info.n_from_tier[0] + info.n_from_tier[1] + info.n_from_tier[2] - static_cast<int64_t>(s.tokens.size());
+  int64_t excess =
+      info.n_from_tier[0] + info.n_from_tier[1] + info.n_from_tier[2] - static_cast<int64_t>(s.tokens.size());
   for (int t = 2; t >= 0 && excess > 0; --t) {
     const int64_t take = std::min(excess, info.n_from_tier[t]);
     info.n_from_tier[t] -= take;
@@ -590,7 +599,8 @@ void KvCache::write_behind(BlockHandle h, const uint8_t* t0_data) {
   be_.copy_to_host(t0_data, staging_.data(), bb);
   const BlockHandle p = index_.parent(h);
   if (cold_->put(index_.key(h), p.is_null() ? fingerprint() : index_.key(p), fingerprint(), {staging_.data(), bb})) {
-    emit(KvEventType::cold_write_queued, Tier::t0, Tier::t2, index_.key(h), -1, block_tokens(), static_cast<int64_t>(bb));
+    emit(KvEventType::cold_write_queued, Tier::t0, Tier::t2, index_.key(h), -1, block_tokens(),
+         static_cast<int64_t>(bb));
   }
 }
 
@@ -655,14 +665,11 @@ int64_t KvCache::internal_fragmentation_tokens() const {
 
 void KvCache::demote_all_unpinned(Tier to) {
   if (to == Tier::t1) {
-    while (t1_.n_free() > 0 && demote_one(Tier::t0)) {
-    }
+    while (t1_.n_free() > 0 && demote_one(Tier::t0)) {}
     return;
   }
-  while (demote_one(Tier::t0)) {
-  }
-  while (demote_one(Tier::t1)) {
-  }
+  while (demote_one(Tier::t0)) {}
+  while (demote_one(Tier::t1)) {}
 }
 
 }  // namespace kvc::kv

@@ -72,9 +72,9 @@ using SeqId = int64_t;
 // What prepare() found for a prompt: how many of its tokens are served from each tier.
 struct PrefixInfo {
   int64_t n_prompt = 0;
-  int64_t n_cached = 0;           // positions whose KV is reused (n_prompt - n_cached computed)
-  int64_t n_from_tier[3] = {};    // of n_cached: found on T0, T1, T2 (private tail counts as T0)
-  int64_t n_recomputed_bad = 0;   // tokens lost to missing or corrupt T2 blocks
+  int64_t n_cached = 0;          // positions whose KV is reused (n_prompt - n_cached computed)
+  int64_t n_from_tier[3] = {};   // of n_cached: found on T0, T1, T2 (private tail counts as T0)
+  int64_t n_recomputed_bad = 0;  // tokens lost to missing or corrupt T2 blocks
   double lookup_ms = 0;
   double promote_ms = 0;
 };
@@ -82,12 +82,12 @@ struct PrefixInfo {
 // Counters since creation, for metrics and tests.
 struct KvCacheCounters {
   int64_t n_hits_blocks[3] = {};
-  int64_t n_promoted[3] = {};     // blocks brought to T0 from T0 (0), T1, T2
+  int64_t n_promoted[3] = {};  // blocks brought to T0 from T0 (0), T1, T2
   int64_t n_demoted_t0_t1 = 0;
   int64_t n_demoted_to_t2 = 0;
-  int64_t n_dropped = 0;          // blocks removed from the cache entirely
+  int64_t n_dropped = 0;  // blocks removed from the cache entirely
   int64_t n_cow = 0;
-  int64_t n_dedup = 0;            // published blocks that another sequence had published first
+  int64_t n_dedup = 0;  // published blocks that another sequence had published first
   int64_t n_alloc_failures = 0;
   int64_t n_cold_corrupt = 0;
   int64_t bytes_t0_t1 = 0, bytes_t1_t0 = 0, bytes_to_t2 = 0, bytes_t2_t0 = 0;
@@ -192,13 +192,13 @@ class KvCache {
   };
   struct Sequence {
     std::vector<int32_t> tokens;
-    std::vector<SeqBlock> blocks;        // ceil(tokens / B) <= blocks.size()
-    std::vector<uint8_t*> table;         // t0 addresses of blocks
-    bool pinned = false;                 // shared blocks hold a reference
+    std::vector<SeqBlock> blocks;  // ceil(tokens / B) <= blocks.size()
+    std::vector<uint8_t*> table;   // t0 addresses of blocks
+    bool pinned = false;           // shared blocks hold a reference
     // Blocks [0, n_retired) are behind the sliding window: no slot, no reference (SeqBlock{});
     // attention never reads them again.
     size_t n_retired = 0;
-    uint64_t parked_tick = 0;            // when it was parked (tails are reclaimed oldest first)
+    uint64_t parked_tick = 0;  // when it was parked (tails are reclaimed oldest first)
   };
 
   KvCache(const KvCacheConfig& config, backend::Backend& be, ColdStore* cold);
@@ -233,8 +233,8 @@ class KvCache {
   RadixIndex index_;
   uint8_t* t0_memory_ = nullptr;
   std::unique_ptr<uint8_t[]> t1_memory_;  // host RAM, untouched until used
-  std::vector<uint8_t> staging_;  // host copy of one block for T2 writes and reads
-  std::vector<uint8_t> cold_batch_;  // (blocks per batch, block_bytes): T2 runs read ahead of promotion
+  std::vector<uint8_t> staging_;          // host copy of one block for T2 writes and reads
+  std::vector<uint8_t> cold_batch_;       // (blocks per batch, block_bytes): T2 runs read ahead of promotion
   BlockPool t0_, t1_;
   std::unordered_map<SeqId, Sequence> seqs_;
   SeqId next_seq_ = 1;

@@ -27,7 +27,8 @@ Status KvCache::check_invariants() const {
       for (size_t i = 0; i < s.blocks.size(); ++i) {
         const SeqBlock& b = s.blocks[i];
         if (i < s.n_retired) {
-          if (b.t0_slot >= 0 || !b.shared.is_null() || s.table[i] != nullptr) return fail("a retired block still holds T0");
+          if (b.t0_slot >= 0 || !b.shared.is_null() || s.table[i] != nullptr)
+            return fail("a retired block still holds T0");
           continue;
         }
         if (s.table[i] != t0_.data(b.t0_slot)) return fail("block table disagrees with slots");

@@ -170,7 +170,8 @@ void KvCache::describe(KvView& out, const KvViewOptions& options) const {
   m.block_size = B;
   for (Tier t : {Tier::t0, Tier::t1, Tier::t2}) {
     const TierUsageBytes u = tier_usage(t);
-    m.tiers[static_cast<size_t>(tier_index(t))] = TierUsage{u.used_bytes, u.capacity_bytes, u.used_blocks, u.capacity_blocks};
+    m.tiers[static_cast<size_t>(tier_index(t))] =
+        TierUsage{u.used_bytes, u.capacity_bytes, u.used_blocks, u.capacity_blocks};
   }
   m.shares.clear();
   for (size_t i = 0; i < owners.size(); ++i) {

@@ -13,11 +13,11 @@ namespace kvc::kv {
 namespace {
 
 constexpr std::string_view k_type_names[k_n_event_types] = {
-    "block_allocated", "block_published", "block_hit",         "block_miss",
-    "block_promoted",  "block_demoted",   "block_evicted",     "block_copied_on_write",
+    "block_allocated",   "block_published", "block_hit",       "block_miss",
+    "block_promoted",    "block_demoted",   "block_evicted",   "block_copied_on_write",
     "cold_write_queued", "cold_write_done", "block_corrupt",   "alloc_failed",
-    "seq_preempted",   "seq_resumed",     "request_started",   "lookup_done",
-    "promote_done",    "prefill_done",    "first_token",       "request_finished",
+    "seq_preempted",     "seq_resumed",     "request_started", "lookup_done",
+    "promote_done",      "prefill_done",    "first_token",     "request_finished",
     "tier_usage",
 };
 
@@ -44,10 +44,8 @@ bool transfer_of(const KvEvent& e, Tier& from, Tier& to, int64_t& n_bytes) {
     case KvEventType::block_demoted:
     case KvEventType::cold_write_done:
     case KvEventType::seq_preempted:
-    case KvEventType::seq_resumed:
-      break;
-    default:
-      return false;
+    case KvEventType::seq_resumed: break;
+    default: return false;
   }
   if (!is_data_tier(e.from) || !is_data_tier(e.to) || e.from == e.to) return false;
   from = e.from;
@@ -57,14 +55,12 @@ bool transfer_of(const KvEvent& e, Tier& from, Tier& to, int64_t& n_bytes) {
 }
 
 int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
 KvEventLog::KvEventLog(size_t capacity)
-    : mask_(std::bit_ceil(std::max<size_t>(capacity, 2)) - 1),
-      slots_(std::make_unique<Slot[]>(mask_ + 1)) {}
+    : mask_(std::bit_ceil(std::max<size_t>(capacity, 2)) - 1), slots_(std::make_unique<Slot[]>(mask_ + 1)) {}
 
 void KvEventLog::append(const KvEvent& event) noexcept {
   const uint64_t i = head_.load(std::memory_order_relaxed);  // only this thread stores head_
@@ -106,8 +102,7 @@ bool KvEventLog::check_invariants() const {
   return true;
 }
 
-EventReadResult KvEventLog::read_since(uint64_t cursor, std::vector<KvEvent>& out,
-                                       size_t max_events) const {
+EventReadResult KvEventLog::read_since(uint64_t cursor, std::vector<KvEvent>& out, size_t max_events) const {
   const uint64_t cap = capacity();
   const uint64_t h = head();
   KVC_ASSERT(cursor <= h);  // a cursor from the future came from another log

@@ -26,28 +26,29 @@ constexpr bool is_data_tier(Tier t) { return tier_index(t) < k_n_data_tiers; }
 // (tiers none, key null, ids -1, counts 0). n_bytes is always the KV payload size.
 enum class KvEventType : uint8_t {
   // Block events (key: the block; seq_id / request_id: who caused it, if anyone).
-  block_allocated,    // to: tier of the new slot; slot: its index there
-  block_published,    // became shared: entered the prefix index; to: its tier
-  block_hit,          // lookup found the block; from: its tier; n_tokens: the block's tokens
-  block_miss,         // once per lookup: n_tokens prompt tokens that must be computed; key: first uncached full block, if any
-  block_promoted,     // from -> to (faster); n_bytes copied
-  block_demoted,      // from -> to (slower); n_bytes copied (0 when the target already had it, e.g. written behind to t2)
-  block_evicted,      // dropped from tier `from` for good (to: none); n_bytes freed
+  block_allocated,  // to: tier of the new slot; slot: its index there
+  block_published,  // became shared: entered the prefix index; to: its tier
+  block_hit,        // lookup found the block; from: its tier; n_tokens: the block's tokens
+  block_miss,  // once per lookup: n_tokens prompt tokens that must be computed; key: first uncached full block, if any
+  block_promoted,  // from -> to (faster); n_bytes copied
+  block_demoted,   // from -> to (slower); n_bytes copied (0 when the target already had it, e.g. written behind to t2)
+  block_evicted,   // dropped from tier `from` for good (to: none); n_bytes freed
   block_copied_on_write,  // a shared block a sequence keeps only part of was copied for it; to: tier of the copy
-  cold_write_queued,  // write-behind to t2 scheduled; from: source tier
-  cold_write_done,    // write-behind finished; from: source tier, to: t2; n_bytes written
-  block_corrupt,      // checksum failed; from: tier it was read from; the block is dropped and recomputed
-  alloc_failed,       // no slot on tier `to` for n_bytes; the scheduler evicts or preempts next
+  cold_write_queued,      // write-behind to t2 scheduled; from: source tier
+  cold_write_done,        // write-behind finished; from: source tier, to: t2; n_bytes written
+  block_corrupt,          // checksum failed; from: tier it was read from; the block is dropped and recomputed
+  alloc_failed,           // no slot on tier `to` for n_bytes; the scheduler evicts or preempts next
   // Sequence events.
-  seq_preempted,      // swapped out from `from` to `to` (none: dropped, recomputed later); n_tokens: its length; n_bytes moved
-  seq_resumed,        // swapped back from `from` into `to`; n_tokens; n_bytes moved
+  seq_preempted,  // swapped out from `from` to `to` (none: dropped, recomputed later); n_tokens: its length; n_bytes
+                  // moved
+  seq_resumed,    // swapped back from `from` into `to`; n_tokens; n_bytes moved
   // Request phases, in this order; their time stamps split TTFT (see TurnTimeline).
-  request_started,    // n_tokens: prompt tokens
-  lookup_done,        // n_tokens: prompt tokens found cached (all tiers)
-  promote_done,       // n_bytes promoted for this request (optional phase: absent = 0 ms)
-  prefill_done,       // n_tokens: prompt tokens computed
-  first_token,        // first generated token sampled
-  request_finished,   // n_tokens: tokens generated
+  request_started,   // n_tokens: prompt tokens
+  lookup_done,       // n_tokens: prompt tokens found cached (all tiers)
+  promote_done,      // n_bytes promoted for this request (optional phase: absent = 0 ms)
+  prefill_done,      // n_tokens: prompt tokens computed
+  first_token,       // first generated token sampled
+  request_finished,  // n_tokens: tokens generated
   // A counter sample for plots: tier `to` now holds n_bytes in n_tokens blocks (yes, blocks).
   tier_usage,
 };
@@ -68,7 +69,7 @@ struct KvEvent {
   Tier from = Tier::none;
   Tier to = Tier::none;
   uint8_t reserved = 0;  // padding, always 0
-  int32_t slot = -1;  // slot in the tier's pool, for the block map; -1 when not meaningful
+  int32_t slot = -1;     // slot in the tier's pool, for the block map; -1 when not meaningful
   BlockKey key;
   int64_t seq_id = -1;
   int64_t request_id = -1;
@@ -120,11 +121,10 @@ class KvEventLog {
 
   // Any thread. Appends the events in [cursor, head) to out, at most max_events of them.
   // Events that were overwritten before this call could copy them are skipped and counted.
-  EventReadResult read_since(uint64_t cursor, std::vector<KvEvent>& out,
-                             size_t max_events = SIZE_MAX) const;
+  EventReadResult read_since(uint64_t cursor, std::vector<KvEvent>& out, size_t max_events = SIZE_MAX) const;
 
   uint64_t head() const { return head_.load(std::memory_order_acquire); }  // cursor of "now"
-  uint64_t oldest() const;  // cursor of the oldest event still held
+  uint64_t oldest() const;                                                 // cursor of the oldest event still held
   size_t capacity() const { return mask_ + 1; }
 
   // Every held slot names the event its position says it holds. Call from the writer thread

@@ -51,8 +51,7 @@ void KvCounters::apply(const KvEvent& e) {
   }
 }
 
-Fragmentation internal_fragmentation(std::span<const int64_t> seq_n_tokens, int64_t block_size,
-                                     int64_t block_bytes) {
+Fragmentation internal_fragmentation(std::span<const int64_t> seq_n_tokens, int64_t block_size, int64_t block_bytes) {
   KVC_ASSERT(block_size > 0 && block_bytes >= 0);
   Fragmentation f;
   for (int64_t n : seq_n_tokens) {
@@ -105,7 +104,8 @@ double RequestMetrics::phase_ms(RequestPhase p) const {
 double RequestMetrics::ttft_ms() const {
   if (!has(RequestPhase::started) || !has(RequestPhase::first_token)) return 0.0;
   return static_cast<double>(t_phase_us[static_cast<size_t>(RequestPhase::first_token)] -
-                             t_phase_us[static_cast<size_t>(RequestPhase::started)]) / 1000.0;
+                             t_phase_us[static_cast<size_t>(RequestPhase::started)]) /
+         1000.0;
 }
 
 double RequestMetrics::decode_tok_s() const {
@@ -161,8 +161,7 @@ void TurnTimeline::add(const KvEvent& e) {
 
 // ---- BandwidthMeter ----
 
-BandwidthMeter::BandwidthMeter(int64_t bucket_us, size_t n_buckets)
-    : bucket_us_(bucket_us), buckets_(n_buckets) {
+BandwidthMeter::BandwidthMeter(int64_t bucket_us, size_t n_buckets) : bucket_us_(bucket_us), buckets_(n_buckets) {
   KVC_ASSERT(bucket_us > 0 && n_buckets > 0);
 }
 

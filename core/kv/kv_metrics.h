@@ -28,7 +28,9 @@ struct TierUsage {
   int64_t capacity_bytes = 0;
   int64_t used_blocks = 0;
   int64_t capacity_blocks = 0;
-  double fill() const { return capacity_bytes > 0 ? static_cast<double>(used_bytes) / static_cast<double>(capacity_bytes) : 0.0; }
+  double fill() const {
+    return capacity_bytes > 0 ? static_cast<double>(used_bytes) / static_cast<double>(capacity_bytes) : 0.0;
+  }
 };
 
 // One sequence's (conversation's) part of each tier. A block referenced by k sequences counts
@@ -74,12 +76,11 @@ struct Fragmentation {
 
 // Fragmentation of sequences of the given lengths, each in ceil(n / block_size) blocks of
 // block_bytes. Wasted bytes are prorated: n_wasted_tokens * block_bytes / block_size.
-Fragmentation internal_fragmentation(std::span<const int64_t> seq_n_tokens, int64_t block_size,
-                                     int64_t block_bytes);
+Fragmentation internal_fragmentation(std::span<const int64_t> seq_n_tokens, int64_t block_size, int64_t block_bytes);
 
 // Everything the memory view draws that is state, not history. Published by the engine.
 struct KvMetrics {
-  int64_t t_us = 0;  // when it was taken (now_us())
+  int64_t t_us = 0;        // when it was taken (now_us())
   int64_t block_size = 0;  // tokens per block
   std::array<TierUsage, k_n_data_tiers> tiers{};
   std::vector<SequenceShare> shares;  // one per live sequence
@@ -97,8 +98,8 @@ constexpr int k_n_request_phases = 6;
 
 // One turn: what came from where and how long each part of TTFT took.
 //
-//   started ─lookup─▶ lookup_done ─promote─▶ promote_done ─prefill─▶ prefill_done ─first decode─▶ first_token ─decode─▶ finished
-//   └──────────────────────────────────────── ttft ────────────────────────────────────────────────┘
+//   started ─lookup─▶ lookup_done ─promote─▶ promote_done ─prefill─▶ prefill_done ─first decode─▶ first_token ─decode─▶
+//   finished └──────────────────────────────────────── ttft ────────────────────────────────────────────────┘
 //
 // A phase that never happened (no promotion needed) but was followed by a later phase lasts 0 ms.
 struct RequestMetrics {
@@ -106,8 +107,8 @@ struct RequestMetrics {
   int64_t seq_id = -1;
   int64_t n_prompt_tokens = 0;
   std::array<int64_t, k_n_data_tiers> n_cached_tokens{};  // block_hit tokens by tier
-  int64_t n_missed_tokens = 0;    // the lookup's uncached tokens
-  int64_t n_computed_tokens = 0;  // what prefill actually computed
+  int64_t n_missed_tokens = 0;                            // the lookup's uncached tokens
+  int64_t n_computed_tokens = 0;                          // what prefill actually computed
   int64_t n_generated_tokens = 0;
   int64_t promoted_bytes = 0;
   std::array<int64_t, k_n_request_phases> t_phase_us{-1, -1, -1, -1, -1, -1};  // -1: not reached (yet)

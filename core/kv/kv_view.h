@@ -38,46 +38,46 @@ struct KvViewOptions {
 // One block. Invariants: n_owners == 0 iff owner_id == -1; is_private implies key is null and
 // tier == t0; n_tokens <= the block size.
 struct KvBlockView {
-  BlockKey key;            // null for a private (unpublished) block
+  BlockKey key;  // null for a private (unpublished) block
   Tier tier = Tier::none;
-  int32_t slot = -1;       // slot on T0/T1; -1 on T2
+  int32_t slot = -1;  // slot on T0/T1; -1 on T2
   int32_t n_tokens = 0;
-  int32_t n_refs = 0;      // running sequences pinning it
+  int32_t n_refs = 0;  // running sequences pinning it
   int32_t n_hits = 0;
-  uint64_t last_use = 0;   // cache ticks; compare with KvView::tick
-  int64_t position = 0;    // tokens before the block
-  bool is_private = false; // a sequence's partial tail (or a block reserved ahead)
-  bool on_cold = false;    // a copy is on T2 (written behind), or it lives there
-  int64_t owner_id = -1;   // the first owner (lowest id) holding it
-  int32_t n_owners = 0;    // owners holding it; >= 2 means shared
-  int32_t node = -1;       // index in KvView::nodes of its tree node; -1 for private or left out
+  uint64_t last_use = 0;    // cache ticks; compare with KvView::tick
+  int64_t position = 0;     // tokens before the block
+  bool is_private = false;  // a sequence's partial tail (or a block reserved ahead)
+  bool on_cold = false;     // a copy is on T2 (written behind), or it lives there
+  int64_t owner_id = -1;    // the first owner (lowest id) holding it
+  int32_t n_owners = 0;     // owners holding it; >= 2 means shared
+  int32_t node = -1;        // index in KvView::nodes of its tree node; -1 for private or left out
   bool is_shared() const { return n_owners >= 2; }
 };
 
 // One node of the prefix tree, in depth-first pre-order (a parent comes before its children).
 struct KvNodeView {
-  int32_t parent = -1;     // index in KvView::nodes; -1 for a root or a parent left out
+  int32_t parent = -1;  // index in KvView::nodes; -1 for a root or a parent left out
   int32_t level = 0;
   bool is_root = false;
-  int64_t position = 0;    // tokens before its first block
-  int32_t n_blocks = 0;    // length of its run
+  int64_t position = 0;  // tokens before its first block
+  int32_t n_blocks = 0;  // length of its run
   int32_t n_children = 0;
-  int32_t n_hits = 0;      // matches that reached it
-  Tier tier = Tier::none;  // of its first block
+  int32_t n_hits = 0;        // matches that reached it
+  Tier tier = Tier::none;    // of its first block
   int32_t first_block = -1;  // index in KvView::blocks of its first block; -1 when left out
 };
 
 struct KvView {
-  KvMetrics metrics;       // tiers, shares (one per owner), counters, fragmentation
-  uint64_t tick = 0;       // the cache's clock now, for recency
+  KvMetrics metrics;  // tiers, shares (one per owner), counters, fragmentation
+  uint64_t tick = 0;  // the cache's clock now, for recency
   int64_t block_bytes = 0;
   std::vector<KvBlockView> blocks;  // index blocks in tree pre-order, then private blocks
   std::vector<KvNodeView> nodes;
   int64_t n_blocks_left_out = 0;
   int64_t n_nodes_left_out = 0;
-  int64_t n_shared_blocks = 0;      // blocks with n_owners >= 2 (over all blocks, listed or not)
+  int64_t n_shared_blocks = 0;                             // blocks with n_owners >= 2 (over all blocks, listed or not)
   std::array<int64_t, k_n_data_tiers> n_blocks_on_tier{};  // over all blocks, listed or not
-  int64_t n_blocks_on_cold = 0;     // indexed blocks with on_cold, listed or not
+  int64_t n_blocks_on_cold = 0;                            // indexed blocks with on_cold, listed or not
 };
 
 }  // namespace kvc::kv

@@ -78,7 +78,8 @@ bool RadixIndex::evictable_from(const Block& b, Tier t) const {
 
 void RadixIndex::refresh_queue(uint32_t index) {
   Block& b = blocks_[index];
-  const int8_t want = evictable_from(b, b.location.tier) ? static_cast<int8_t>(tier_index(b.location.tier)) : int8_t{-1};
+  const int8_t want =
+      evictable_from(b, b.location.tier) ? static_cast<int8_t>(tier_index(b.location.tier)) : int8_t{-1};
   const double score = score_of(b);
   if (want == b.queued_on && (want < 0 || score == b.queued_score)) return;
   if (b.queued_on >= 0) queues_[static_cast<size_t>(b.queued_on)].erase({b.queued_score, index});
@@ -224,8 +225,7 @@ InsertResult RadixIndex::insert(const BlockKey& fingerprint, BlockHandle parent,
   if (const auto it = key_map_.find(block.key); it != key_map_.end()) {
     const Block& e = blocks_[it->second];
     // Same key, different parent or tokens: a 128-bit collision or a caller's wrong key.
-    KVC_ASSERT(e.parent_block == parent_index &&
-               nodes_[static_cast<size_t>(e.node)].fingerprint == fingerprint &&
+    KVC_ASSERT(e.parent_block == parent_index && nodes_[static_cast<size_t>(e.node)].fingerprint == fingerprint &&
                std::equal(block.tokens.begin(), block.tokens.end(), tokens_of(it->second).begin()));
     return {handle(it->second), false};
   }

@@ -91,7 +91,7 @@ struct NewBlock {
   BlockKey key;                     // chain_key(parent's key, or the fingerprint at the root, tokens)
   std::span<const int32_t> tokens;  // (B) token ids
   BlockLocation location;
-  uint64_t tick = 0;                // the last-use tick it starts with
+  uint64_t tick = 0;  // the last-use tick it starts with
 };
 
 struct InsertResult {
@@ -108,30 +108,30 @@ struct BlockInfo {
   int64_t position = 0;          // tokens before the block
   int64_t recompute_tokens = 0;  // position + B: the tokens attention spans to recompute it
   uint64_t last_use = 0;
-  double eviction_score = 0;     // lower leaves first
+  double eviction_score = 0;  // lower leaves first
 };
 
 // One node of the tree as the UI's prefix tree view sees it, in depth-first pre-order.
 struct NodeView {
   int32_t id = -1;
-  int32_t parent = -1;            // -1 for a root
-  int32_t level = 0;              // 0 for a root, 1 for its children, ...
+  int32_t parent = -1;  // -1 for a root
+  int32_t level = 0;    // 0 for a root, 1 for its children, ...
   bool is_root = false;
-  BlockKey fingerprint;           // the tree's fingerprint
-  int64_t position = 0;           // tokens before the node's first block
+  BlockKey fingerprint;              // the tree's fingerprint
+  int64_t position = 0;              // tokens before the node's first block
   std::span<const uint32_t> blocks;  // the run's slab indices (empty for a root); valid during the visit
   int32_t n_children = 0;
-  int32_t n_hits = 0;             // hits of the first block: matches that reached this node
+  int32_t n_hits = 0;  // hits of the first block: matches that reached this node
 };
 
 struct IndexStats {
   int64_t n_roots = 0;
-  int64_t n_nodes = 0;           // nodes holding blocks (roots excluded)
+  int64_t n_nodes = 0;  // nodes holding blocks (roots excluded)
   int64_t n_blocks = 0;
-  int64_t n_branch_points = 0;   // nodes, roots included, with at least two children
+  int64_t n_branch_points = 0;  // nodes, roots included, with at least two children
   int64_t n_leaves = 0;
-  int64_t n_referenced = 0;      // blocks with n_refs > 0
-  int64_t n_hits = 0;            // sum over blocks
+  int64_t n_referenced = 0;  // blocks with n_refs > 0
+  int64_t n_hits = 0;        // sum over blocks
   std::array<int64_t, k_n_tiers> n_blocks_on_tier{};
   std::array<int64_t, k_n_tiers> n_evictable_on_tier{};
 };
@@ -190,8 +190,8 @@ class RadixIndex {
 
   // The unreferenced block on tier t with the lowest eviction score among those that may leave
   // t: none of its children is on t or a faster tier (unless demote_inner_blocks, for t0 and
-  // t1), and for t2 and none, where leaving means leaving the index: no children at all. With every block on one tier these are exactly
-  // the unreferenced tails of leaf runs. The caller demotes it (set_location) or removes it.
+  // t1), and for t2 and none, where leaving means leaving the index: no children at all. With every block on one tier
+  // these are exactly the unreferenced tails of leaf runs. The caller demotes it (set_location) or removes it.
   std::optional<BlockHandle> eviction_candidate(Tier t) const;
   // All of them, best victim first.
   std::vector<BlockHandle> evictable_blocks(Tier t) const;
@@ -204,7 +204,7 @@ class RadixIndex {
   // (B) token ids; valid until the next insert.
   std::span<const int32_t> tokens(BlockHandle h) const;
   BlockInfo info(BlockHandle h) const;
-  BlockHandle parent(BlockHandle h) const;  // null for a block at the root
+  BlockHandle parent(BlockHandle h) const;      // null for a block at the root
   BlockHandle handle_of(uint32_t index) const;  // for NodeView::blocks
 
   size_t n_blocks() const { return key_map_.size(); }
@@ -220,19 +220,19 @@ class RadixIndex {
     BlockKey key;
     BlockLocation location;
     uint32_t generation = 0;
-    int32_t node = -1;          // -1: a free slot
+    int32_t node = -1;  // -1: a free slot
     int32_t index_in_run = 0;
     int32_t parent_block = -1;  // -1: first block under the root
     int32_t n_refs = 0;
     int32_t n_hits = 0;
-    int32_t n_before = 0;       // blocks before it on its path
+    int32_t n_before = 0;  // blocks before it on its path
     uint64_t last_use = 0;
     std::array<int32_t, k_n_tiers> n_children_on{};  // child blocks per tier
-    int8_t queued_on = -1;      // tier whose eviction queue holds it, -1 for none
+    int8_t queued_on = -1;                           // tier whose eviction queue holds it, -1 for none
     double queued_score = 0;
   };
   struct Node {
-    int32_t parent = -1;            // -1 for a root or a free node
+    int32_t parent = -1;  // -1 for a root or a free node
     bool live = false;
     BlockKey fingerprint;           // of the node's tree
     std::vector<uint32_t> blocks;   // the run; empty for a root
@@ -254,12 +254,11 @@ class RadixIndex {
   int32_t get_or_add_root(const BlockKey& fingerprint);
   void split_after(int32_t node_id, int32_t index_in_run);
   void merge_with_only_child(int32_t node_id);
-  void visit_node(int32_t id, int32_t level, int64_t position,
-                  const std::function<void(const NodeView&)>& fn) const;
+  void visit_node(int32_t id, int32_t level, int64_t position, const std::function<void(const NodeView&)>& fn) const;
 
   RadixIndexOptions options_;
-  std::vector<Block> blocks_;            // the slab
-  std::vector<int32_t> tokens_;          // (slab slot, B) token ids
+  std::vector<Block> blocks_;    // the slab
+  std::vector<int32_t> tokens_;  // (slab slot, B) token ids
   std::vector<uint32_t> free_blocks_;
   std::vector<Node> nodes_;
   std::vector<int32_t> free_nodes_;

@@ -85,7 +85,8 @@ Status RadixIndex::check_invariants() const {
       if (!n.blocks.empty()) return broken_at("node", id, "a root holds blocks");
       if (n.children.empty()) return broken_at("node", id, "an empty root was kept");
       const auto r = roots_.find(n.fingerprint);
-      if (r == roots_.end() || r->second != static_cast<int32_t>(id)) return broken_at("node", id, "root not in the root map");
+      if (r == roots_.end() || r->second != static_cast<int32_t>(id))
+        return broken_at("node", id, "root not in the root map");
     } else {
       if (n.blocks.empty()) return broken_at("node", id, "empty run");
       if (static_cast<size_t>(n.parent) >= nodes_.size() || !nodes_[static_cast<size_t>(n.parent)].live) {
@@ -170,13 +171,15 @@ Status RadixIndex::check_invariants() const {
     }
     if (b.parent_block != expect_parent) return broken_at("block", i, "parent link disagrees with the tree");
     const Block* p = expect_parent >= 0 ? &blocks_[static_cast<size_t>(expect_parent)] : nullptr;
-    if (b.key != chain_key(p ? p->key : n.fingerprint, tokens_of(i))) return broken_at("block", i, "key does not chain");
+    if (b.key != chain_key(p ? p->key : n.fingerprint, tokens_of(i)))
+      return broken_at("block", i, "key does not chain");
     if (b.n_before != (p ? p->n_before + 1 : 0)) return broken_at("block", i, "wrong position");
     if (b.n_refs < 0) return broken_at("block", i, "negative reference count");
     if (p && p->n_hits < b.n_hits) return broken_at("block", i, "more hits than its parent");
     if (b.n_refs > 0) {
       for (int32_t a = b.parent_block; a >= 0; a = blocks_[static_cast<size_t>(a)].parent_block) {
-        if (blocks_[static_cast<size_t>(a)].node < 0) return broken_at("block", i, "referenced, with a missing ancestor");
+        if (blocks_[static_cast<size_t>(a)].node < 0)
+          return broken_at("block", i, "referenced, with a missing ancestor");
       }
     }
     const auto tier = static_cast<size_t>(tier_index(b.location.tier));
@@ -185,8 +188,7 @@ Status RadixIndex::check_invariants() const {
 
     if (b.queued_on >= 0) {
       ++n_queued[static_cast<size_t>(b.queued_on)];
-      if (b.queued_score != score_of(b) ||
-          queues_[static_cast<size_t>(b.queued_on)].count({b.queued_score, i}) != 1) {
+      if (b.queued_score != score_of(b) || queues_[static_cast<size_t>(b.queued_on)].count({b.queued_score, i}) != 1) {
         return broken_at("block", i, "eviction queue entry stale");
       }
     }
@@ -199,12 +201,11 @@ Status RadixIndex::check_invariants() const {
     if (b.node < 0) continue;
     if (b.n_children_on != children_on[i]) return broken_at("block", i, "child tier counts disagree");
     const int expect_queue = evictable_from(b, b.location.tier) ? tier_index(b.location.tier) : -1;
-    if (b.queued_on != expect_queue) {
-      return broken_at("block", i, "eviction queue membership wrong");
-    }
+    if (b.queued_on != expect_queue) { return broken_at("block", i, "eviction queue membership wrong"); }
   }
   for (size_t t = 0; t < k_n_tiers; ++t) {
-    if (queues_[t].size() != n_queued[t]) return broken(std::string("tier ") + tier_name(static_cast<Tier>(t)) + ": queue size disagrees");
+    if (queues_[t].size() != n_queued[t])
+      return broken(std::string("tier ") + tier_name(static_cast<Tier>(t)) + ": queue size disagrees");
   }
   return {};
 }

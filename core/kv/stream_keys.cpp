@@ -7,7 +7,8 @@
 
 namespace kvc::kv {
 
-std::vector<BlockKey> stream_block_keys(const BlockKey& fingerprint, int32_t block_tokens, std::span<const int32_t> tokens) {
+std::vector<BlockKey> stream_block_keys(const BlockKey& fingerprint, int32_t block_tokens,
+                                        std::span<const int32_t> tokens) {
   KVC_ASSERT(block_tokens > 0);
   const auto B = static_cast<size_t>(block_tokens);
   std::vector<BlockKey> keys;

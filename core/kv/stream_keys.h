@@ -11,7 +11,8 @@ namespace kvc::kv {
 
 // Keys of the full blocks of `tokens`, in order, chained from `fingerprint` as the cache
 // chains them (block_key.h); a partial last block has no key.
-std::vector<BlockKey> stream_block_keys(const BlockKey& fingerprint, int32_t block_tokens, std::span<const int32_t> tokens);
+std::vector<BlockKey> stream_block_keys(const BlockKey& fingerprint, int32_t block_tokens,
+                                        std::span<const int32_t> tokens);
 
 // The keys reached by some stream of `dead` and by no stream of `live`: what a deleted
 // conversation (every branch of it) used alone. A block shared with a remaining conversation

@@ -123,8 +123,7 @@ void event_args(std::string& out, const KvEvent& e) {
     field("to");
     append_json_string(out, tier_name(e.to));
   }
-  const std::pair<const char*, int64_t> ints[] = {
-      {"seq_id", e.seq_id}, {"request_id", e.request_id}, {"slot", e.slot}};
+  const std::pair<const char*, int64_t> ints[] = {{"seq_id", e.seq_id}, {"request_id", e.request_id}, {"slot", e.slot}};
   for (const auto& [k, v] : ints) {
     if (v < 0) continue;
     field(k);
@@ -138,8 +137,8 @@ void event_args(std::string& out, const KvEvent& e) {
 }
 
 void request_spans(std::string& out, const RequestMetrics& r) {
-  static constexpr const char* k_phase_names[k_n_request_phases] = {
-      "", "lookup", "promote", "prefill", "first decode", "decode"};
+  static constexpr const char* k_phase_names[k_n_request_phases] = {"",        "lookup",       "promote",
+                                                                    "prefill", "first decode", "decode"};
   const int64_t begin = r.phase_end_us(RequestPhase::started);
   if (begin < 0) return;  // its start was lost: no anchor for the spans
   int64_t end = begin;
@@ -150,10 +149,11 @@ void request_spans(std::string& out, const RequestMetrics& r) {
   append_int(out, end - begin);
   out += ",\"args\":{\"n_prompt_tokens\":";
   append_int(out, r.n_prompt_tokens);
-  const std::pair<const char*, int64_t> ints[] = {
-      {"cached_t0", r.n_cached_tokens[0]}, {"cached_t1", r.n_cached_tokens[1]},
-      {"cached_t2", r.n_cached_tokens[2]}, {"n_computed_tokens", r.n_computed_tokens},
-      {"n_generated_tokens", r.n_generated_tokens}};
+  const std::pair<const char*, int64_t> ints[] = {{"cached_t0", r.n_cached_tokens[0]},
+                                                  {"cached_t1", r.n_cached_tokens[1]},
+                                                  {"cached_t2", r.n_cached_tokens[2]},
+                                                  {"n_computed_tokens", r.n_computed_tokens},
+                                                  {"n_generated_tokens", r.n_generated_tokens}};
   for (const auto& [k, v] : ints) {
     out += ",\"";
     out += k;
@@ -192,8 +192,7 @@ std::string to_chrome_trace_json(std::span<const KvEvent> events) {
   sort_index(out, "process_sort_index", k_trace_pid_sequences, 0, 1);
   std::set<int64_t> seqs;
   for (const KvEvent& e : events) {
-    if (is_request_phase(e.type) || e.type == KvEventType::seq_preempted ||
-        e.type == KvEventType::seq_resumed) {
+    if (is_request_phase(e.type) || e.type == KvEventType::seq_preempted || e.type == KvEventType::seq_resumed) {
       seqs.insert(e.seq_id);
     }
   }
@@ -220,7 +219,9 @@ std::string to_chrome_trace_json(std::span<const KvEvent> events) {
     }
     const bool seq_track = e.type == KvEventType::seq_preempted || e.type == KvEventType::seq_resumed;
     int64_t pid = k_trace_pid_tiers;
-    int64_t tid = is_data_tier(e.to) ? tier_index(e.to) : is_data_tier(e.from) ? tier_index(e.from) : k_trace_tid_lookups;
+    int64_t tid = is_data_tier(e.to)     ? tier_index(e.to)
+                  : is_data_tier(e.from) ? tier_index(e.from)
+                                         : k_trace_tid_lookups;
     if (seq_track) {
       pid = k_trace_pid_sequences;
       tid = e.seq_id;
@@ -264,15 +265,16 @@ std::string turns_to_csv(std::span<const RequestMetrics> turns) {
       "request_id,seq_id,n_prompt_tokens,cached_t0,cached_t1,cached_t2,n_computed_tokens,"
       "n_generated_tokens,lookup_ms,promote_ms,prefill_ms,first_decode_ms,ttft_ms,decode_tok_s\n";
   for (const RequestMetrics& r : turns) {
-    const int64_t ints[] = {r.request_id,         r.seq_id,           r.n_prompt_tokens,
-                            r.n_cached_tokens[0], r.n_cached_tokens[1], r.n_cached_tokens[2],
+    const int64_t ints[] = {r.request_id,         r.seq_id,
+                            r.n_prompt_tokens,    r.n_cached_tokens[0],
+                            r.n_cached_tokens[1], r.n_cached_tokens[2],
                             r.n_computed_tokens,  r.n_generated_tokens};
     for (int64_t v : ints) {
       append_int(out, v);
       out += ',';
     }
-    const double ms[] = {r.lookup_ms(), r.promote_ms(), r.prefill_ms(), r.first_decode_ms(),
-                         r.ttft_ms(), r.decode_tok_s()};
+    const double ms[] = {r.lookup_ms(),       r.promote_ms(), r.prefill_ms(),
+                         r.first_decode_ms(), r.ttft_ms(),    r.decode_tok_s()};
     for (size_t i = 0; i < std::size(ms); ++i) {
       if (i > 0) out += ',';
       append_double(out, ms[i]);
@@ -289,16 +291,16 @@ Status write_file_atomic(const std::filesystem::path& path, std::string_view con
   std::string tmp = (dir / tmp_name).string();
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0) {
-    return make_error(ErrorCode::io, "cannot write " + path.string() + ": cannot create a file in " +
-                                         dir.string() + ": " + std::strerror(errno) +
+    return make_error(ErrorCode::io, "cannot write " + path.string() + ": cannot create a file in " + dir.string() +
+                                         ": " + std::strerror(errno) +
                                          " (does the folder exist, and may you write to it?)");
   }
   auto fail = [&](const char* what) {
     const std::string reason = std::strerror(errno);
     ::close(fd);
     ::unlink(tmp.c_str());
-    return make_error(ErrorCode::io, "cannot write " + path.string() + ": " + what + ": " + reason +
-                                         " (is the disk full?)");
+    return make_error(ErrorCode::io,
+                      "cannot write " + path.string() + ": " + what + ": " + reason + " (is the disk full?)");
   };
   size_t done = 0;
   while (done < contents.size()) {

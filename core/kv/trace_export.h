@@ -32,8 +32,7 @@ constexpr int k_trace_tid_lookups = 3;  // block events without a tier (misses)
 
 std::string to_chrome_trace_json(std::span<const KvEvent> events);
 
-inline constexpr std::string_view k_csv_header =
-    "t_us,type,from,to,key,seq_id,request_id,n_tokens,n_bytes,slot";
+inline constexpr std::string_view k_csv_header = "t_us,type,from,to,key,seq_id,request_id,n_tokens,n_bytes,slot";
 std::string to_csv(std::span<const KvEvent> events);
 
 // One row per turn, for spreadsheets and the cache benchmark:

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -63,7 +63,8 @@ Result<size_t> tensor_type_position(const std::vector<uint8_t>& file, std::strin
   uint32_t n_dims = 0;
   std::memcpy(&n_dims, file.data() + at + needle.size(), 4);
   const size_t pos = at + needle.size() + 4 + size_t{8} * n_dims;
-  if (n_dims > 4 || pos + 4 > file.size()) return make_error(ErrorCode::internal, "bad tensor info for " + std::string(name));
+  if (n_dims > 4 || pos + 4 > file.size())
+    return make_error(ErrorCode::internal, "bad tensor info for " + std::string(name));
   return pos;
 }
 

@@ -52,13 +52,14 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
     const auto n = static_cast<int64_t>(in.tokens.size());
     if (n == 0) return make_error(ErrorCode::invalid_argument, "nothing to evaluate: a sequence has no tokens");
     if (static_cast<int64_t>(in.blocks.size()) * B < in.pos0 + n) {
-      return make_error(ErrorCode::invalid_argument, "the KV blocks cannot hold positions up to " +
-                                                         std::to_string(in.pos0 + n));
+      return make_error(ErrorCode::invalid_argument,
+                        "the KV blocks cannot hold positions up to " + std::to_string(in.pos0 + n));
     }
     for (int32_t t : in.tokens) {
       if (t < 0 || t >= c.n_vocab) {
-        return make_error(ErrorCode::invalid_argument, "token id " + std::to_string(t) +
-                                                           " is outside the vocabulary of " + std::to_string(c.n_vocab));
+        return make_error(
+            ErrorCode::invalid_argument,
+            "token id " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(c.n_vocab));
       }
     }
     slices_.push_back(backend::SeqSlice{in.blocks, in.pos0, n, static_cast<int64_t>(batch_tokens_.size())});
@@ -67,8 +68,8 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
   }
   const auto n = static_cast<int64_t>(batch_tokens_.size());
   if (n > max_batch_) {
-    return make_error(ErrorCode::invalid_argument, "a batch of " + std::to_string(n) + " tokens exceeds the limit of " +
-                                                       std::to_string(max_batch_));
+    return make_error(ErrorCode::invalid_argument,
+                      "a batch of " + std::to_string(n) + " tokens exceeds the limit of " + std::to_string(max_batch_));
   }
   const ModelWeights& w = m_.weights();
   const kernels::AttentionShape shape{static_cast<int>(c.n_head), static_cast<int>(c.n_head_kv),

@@ -47,14 +47,14 @@ class Forward {
   kernels::KvBlockLayout layout_;
   int64_t max_batch_;
   // Backend buffers, each sized for max_batch rows.
-  float* x_ = nullptr;     // (max_batch, n_embd) residual stream
-  float* h_ = nullptr;     // (max_batch, n_embd) normed input
-  float* q_ = nullptr;     // (max_batch, q_width)
-  float* k_ = nullptr;     // (max_batch, kv_width)
-  float* v_ = nullptr;     // (max_batch, kv_width)
-  float* att_ = nullptr;   // (max_batch, q_width)
-  float* gate_ = nullptr;  // (max_batch, n_ff)
-  float* up_ = nullptr;    // (max_batch, n_ff)
+  float* x_ = nullptr;         // (max_batch, n_embd) residual stream
+  float* h_ = nullptr;         // (max_batch, n_embd) normed input
+  float* q_ = nullptr;         // (max_batch, q_width)
+  float* k_ = nullptr;         // (max_batch, kv_width)
+  float* v_ = nullptr;         // (max_batch, kv_width)
+  float* att_ = nullptr;       // (max_batch, q_width)
+  float* gate_ = nullptr;      // (max_batch, n_ff)
+  float* up_ = nullptr;        // (max_batch, n_ff)
   float* out_rows_ = nullptr;  // (max_batch, n_embd) rows whose logits are wanted
   float* logits_ = nullptr;    // (max_batch, n_vocab)
   int32_t* tokens_ = nullptr;  // (max_batch) host staging of the batch's token ids

@@ -4,9 +4,9 @@
 #include <sys/mman.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
-#include <cstring>
 
 #include "core/model/model_check.h"
 #include "core/tokenizer/pre_tokenizer.h"
@@ -19,8 +19,7 @@ namespace {
 
 class Loader {
  public:
-  Loader(const gguf::GgufFile& f, backend::Backend& be, std::vector<void*>& owned)
-      : f_(f), be_(be), owned_(owned) {}
+  Loader(const gguf::GgufFile& f, backend::Backend& be, std::vector<void*>& owned) : f_(f), be_(be), owned_(owned) {}
 
   // A 2-D weight with exactly (n_rows, n_cols).
   Result<backend::Weight> matrix(const std::string& name, int64_t n_rows, int64_t n_cols) {
@@ -69,13 +68,12 @@ class Loader {
     if (!t) return make_error(ErrorCode::invalid_file, "tensor " + name + " is missing");
     used_.insert(name);
     if (t->shape.size() != 2 || t->shape[0] != n_cols || t->shape[1] != n_rows) {
-      return make_error(ErrorCode::invalid_file, "tensor " + name + " has shape " + shape_str(*t) +
-                                                     ", expected [" + std::to_string(n_cols) + ", " +
-                                                     std::to_string(n_rows) + "]");
+      return make_error(ErrorCode::invalid_file, "tensor " + name + " has shape " + shape_str(*t) + ", expected [" +
+                                                     std::to_string(n_cols) + ", " + std::to_string(n_rows) + "]");
     }
     if (!is_matrix_type(t->type)) {
-      return make_error(ErrorCode::unsupported, "tensor " + name + ": type " +
-                                                    kernels::dtype_name(t->type) + " cannot be a weight matrix");
+      return make_error(ErrorCode::unsupported,
+                        "tensor " + name + ": type " + kernels::dtype_name(t->type) + " cannot be a weight matrix");
     }
     return t;
   }
@@ -88,8 +86,8 @@ class Loader {
       return make_error(ErrorCode::invalid_file, "tensor " + name + " is missing");
     }
     if (t->shape.size() != 1 || t->shape[0] != n) {
-      return make_error(ErrorCode::invalid_file, "tensor " + name + " has shape " + shape_str(*t) +
-                                                     ", expected [" + std::to_string(n) + "]");
+      return make_error(ErrorCode::invalid_file,
+                        "tensor " + name + " has shape " + shape_str(*t) + ", expected [" + std::to_string(n) + "]");
     }
     used_.insert(name);
     host.resize(static_cast<size_t>(n));
@@ -175,8 +173,8 @@ Result<tokenizer::Vocabulary> vocabulary_from_gguf(const gguf::GgufFile& f) {
     if (!r.ok()) return r.error();
     if (*r == 0xffffffffu) return -1;  // some converters write uint32 -1 for "none"
     if (*r >= v.tokens.size()) {
-      return make_error(ErrorCode::invalid_file, std::string("metadata ") + key + ": token id " +
-                                                     std::to_string(*r) + " is outside the vocabulary of " +
+      return make_error(ErrorCode::invalid_file, std::string("metadata ") + key + ": token id " + std::to_string(*r) +
+                                                     " is outside the vocabulary of " +
                                                      std::to_string(v.tokens.size()) + " tokens");
     }
     return static_cast<int32_t>(*r);
@@ -297,7 +295,8 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
     };
     // Phi-3 fuses Q, K and V into attn_qkv (rows: Q, then K, then V) and gate and up into
     // ffn_up (rows: gate, then up); other files keep them apart.
-    auto part = [&](backend::Weight& dst, const char* name, int64_t total, int64_t cols, int64_t begin, int64_t rows) -> Status {
+    auto part = [&](backend::Weight& dst, const char* name, int64_t total, int64_t cols, int64_t begin,
+                    int64_t rows) -> Status {
       auto r = ld.matrix_part(b + name, total, cols, begin, rows);
       if (!r.ok()) return r.error();
       dst = *r;
@@ -305,25 +304,24 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
     };
     const bool fused_qkv = c.fused_qkv, fused_up = c.fused_gate_up;
     const int64_t qkv_rows = c.q_width() + 2 * c.kv_width();
-    for (Status s : {assign_v(w.attn_norm, "attn_norm.weight", c.n_embd, false),
-                     fused_qkv ? part(w.wq, "attn_qkv.weight", qkv_rows, c.n_embd, 0, c.q_width())
-                               : assign_m(w.wq, "attn_q.weight", c.q_width(), c.n_embd),
-                     fused_qkv ? part(w.wk, "attn_qkv.weight", qkv_rows, c.n_embd, c.q_width(), c.kv_width())
-                               : assign_m(w.wk, "attn_k.weight", c.kv_width(), c.n_embd),
-                     fused_qkv ? part(w.wv, "attn_qkv.weight", qkv_rows, c.n_embd, c.q_width() + c.kv_width(), c.kv_width())
-                               : assign_m(w.wv, "attn_v.weight", c.kv_width(), c.n_embd),
-                     assign_m(w.wo, "attn_output.weight", c.n_embd, c.q_width()),
-                     assign_v(w.bq, "attn_q.bias", c.q_width(), true),
-                     assign_v(w.bk, "attn_k.bias", c.kv_width(), true),
-                     assign_v(w.bv, "attn_v.bias", c.kv_width(), true),
-                     assign_v(w.q_norm, "attn_q_norm.weight", c.head_dim, !c.qk_norm),
-                     assign_v(w.k_norm, "attn_k_norm.weight", c.head_dim, !c.qk_norm),
-                     assign_v(w.ffn_norm, "ffn_norm.weight", c.n_embd, false),
-                     fused_up ? part(w.w_gate, "ffn_up.weight", 2 * c.n_ff, c.n_embd, 0, c.n_ff)
-                              : assign_m(w.w_gate, "ffn_gate.weight", c.n_ff, c.n_embd),
-                     fused_up ? part(w.w_up, "ffn_up.weight", 2 * c.n_ff, c.n_embd, c.n_ff, c.n_ff)
-                              : assign_m(w.w_up, "ffn_up.weight", c.n_ff, c.n_embd),
-                     assign_m(w.w_down, "ffn_down.weight", c.n_embd, c.n_ff)}) {
+    for (Status s :
+         {assign_v(w.attn_norm, "attn_norm.weight", c.n_embd, false),
+          fused_qkv ? part(w.wq, "attn_qkv.weight", qkv_rows, c.n_embd, 0, c.q_width())
+                    : assign_m(w.wq, "attn_q.weight", c.q_width(), c.n_embd),
+          fused_qkv ? part(w.wk, "attn_qkv.weight", qkv_rows, c.n_embd, c.q_width(), c.kv_width())
+                    : assign_m(w.wk, "attn_k.weight", c.kv_width(), c.n_embd),
+          fused_qkv ? part(w.wv, "attn_qkv.weight", qkv_rows, c.n_embd, c.q_width() + c.kv_width(), c.kv_width())
+                    : assign_m(w.wv, "attn_v.weight", c.kv_width(), c.n_embd),
+          assign_m(w.wo, "attn_output.weight", c.n_embd, c.q_width()), assign_v(w.bq, "attn_q.bias", c.q_width(), true),
+          assign_v(w.bk, "attn_k.bias", c.kv_width(), true), assign_v(w.bv, "attn_v.bias", c.kv_width(), true),
+          assign_v(w.q_norm, "attn_q_norm.weight", c.head_dim, !c.qk_norm),
+          assign_v(w.k_norm, "attn_k_norm.weight", c.head_dim, !c.qk_norm),
+          assign_v(w.ffn_norm, "ffn_norm.weight", c.n_embd, false),
+          fused_up ? part(w.w_gate, "ffn_up.weight", 2 * c.n_ff, c.n_embd, 0, c.n_ff)
+                   : assign_m(w.w_gate, "ffn_gate.weight", c.n_ff, c.n_embd),
+          fused_up ? part(w.w_up, "ffn_up.weight", 2 * c.n_ff, c.n_embd, c.n_ff, c.n_ff)
+                   : assign_m(w.w_up, "ffn_up.weight", c.n_ff, c.n_embd),
+          assign_m(w.w_down, "ffn_down.weight", c.n_embd, c.n_ff)}) {
       if (!s.ok()) return fail(s.error());
     }
     KVC_ASSERT(!c.qkv_bias || (w.bq && w.bk && w.bv));  // check_tensors requires them
@@ -335,12 +333,13 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
     std::vector<float> unused;
     auto found = ld.host_vector("rope_freqs.weight", c.rope.n_rot / 2, true, m->rope_factors_);
     if (!found.ok()) return fail(found.error());
-    for (const auto& [name, chosen] : {std::pair{"rope_factors_long.weight", c.rope_long},
-                                       {"rope_factors_short.weight", !c.rope_long}}) {
+    for (const auto& [name, chosen] :
+         {std::pair{"rope_factors_long.weight", c.rope_long}, {"rope_factors_short.weight", !c.rope_long}}) {
       if (!ld.has(name)) continue;
       if (*found && chosen) {
-        return fail(make_error(ErrorCode::invalid_file, std::string("tensor ") + name + " and rope_freqs.weight: "
-                                                        "a file has one kind of rope factors, not both"));
+        return fail(make_error(ErrorCode::invalid_file, std::string("tensor ") + name +
+                                                            " and rope_freqs.weight: "
+                                                            "a file has one kind of rope factors, not both"));
       }
       auto r = ld.host_vector(name, c.rope.n_rot / 2, false, chosen ? m->rope_factors_ : unused);
       if (!r.ok()) return fail(r.error());
@@ -349,18 +348,21 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
     if (*found) {
       for (float f : m->rope_factors_) {
         if (!(f > 0.0f) || !std::isfinite(f)) {
-          return fail(make_error(ErrorCode::invalid_file, "rope factors (rope_freqs / rope_factors_*): every factor must be positive"));
+          return fail(make_error(ErrorCode::invalid_file,
+                                 "rope factors (rope_freqs / rope_factors_*): every factor must be positive"));
         }
       }
       if (be.name().rfind("cuda", 0) == 0) {
-        return fail(make_error(ErrorCode::unsupported, "rope frequency factors (Llama 3's rope_freqs, Phi-3's LongRoPE) "
-                                                       "are not supported by the CUDA backend yet; use --backend cpu"));
+        return fail(make_error(ErrorCode::unsupported,
+                               "rope frequency factors (Llama 3's rope_freqs, Phi-3's LongRoPE) "
+                               "are not supported by the CUDA backend yet; use --backend cpu"));
       }
       m->config_.rope.freq_factors = m->rope_factors_.data();
     }
     if (c.rope.attn_factor != 1.0f && be.name().rfind("cuda", 0) == 0) {
-      return fail(make_error(ErrorCode::unsupported, "rope.scaling.attn_factor is not supported by the CUDA backend "
-                                                     "yet; use --backend cpu"));
+      return fail(make_error(ErrorCode::unsupported,
+                             "rope.scaling.attn_factor is not supported by the CUDA backend "
+                             "yet; use --backend cpu"));
     }
   }
   auto onorm = ld.vector("output_norm.weight", c.n_embd);
@@ -381,8 +383,8 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
 std::string Model::weight_type_summary() const {
   std::map<std::string, size_t> bytes;
   auto add = [&](const backend::Weight& w) {
-    bytes[kernels::dtype_name(w.view.type)] += kernels::row_bytes(w.view.type, w.view.n_cols) *
-                                               static_cast<size_t>(w.view.n_rows);
+    bytes[kernels::dtype_name(w.view.type)] +=
+        kernels::row_bytes(w.view.type, w.view.n_cols) * static_cast<size_t>(w.view.n_rows);
   };
   for (const auto& l : weights_.layers) {
     for (const auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*w);
@@ -398,12 +400,20 @@ kv::BlockKey kv_fingerprint(const Model& m, const kernels::KvBlockLayout& layout
   // Little-endian words: layout geometry, formats and their group, then rope settings, then
   // the values version (absent for version 0, whose builds hashed only what precedes it).
   // (The weights fingerprint already covers every tensor: Q/K norms and rope_freqs too.)
-  const int64_t words[] = {layout.n_layer,       layout.n_kv_head,  layout.head_dim, layout.block_tokens,
-                           static_cast<int64_t>(layout.k_type), static_cast<int64_t>(layout.v_type),
-                           c.rope.n_rot,         c.rope.interleaved ? 1 : 0,
-                           layout.group,         c.sliding_window,
-                           c.qk_norm ? 1 : 0,    c.rope.freq_factors ? 1 : 0,
-                           c.rope_long ? 1 : 0,  c.no_rope_every};
+  const int64_t words[] = {layout.n_layer,
+                           layout.n_kv_head,
+                           layout.head_dim,
+                           layout.block_tokens,
+                           static_cast<int64_t>(layout.k_type),
+                           static_cast<int64_t>(layout.v_type),
+                           c.rope.n_rot,
+                           c.rope.interleaved ? 1 : 0,
+                           layout.group,
+                           c.sliding_window,
+                           c.qk_norm ? 1 : 0,
+                           c.rope.freq_factors ? 1 : 0,
+                           c.rope_long ? 1 : 0,
+                           c.no_rope_every};
   const double reals[] = {static_cast<double>(c.rope.freq_base), static_cast<double>(c.rope.freq_scale),
                           static_cast<double>(c.rope.attn_factor)};
   uint8_t bytes[sizeof words + sizeof reals + sizeof version];

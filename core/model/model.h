@@ -10,10 +10,10 @@
 #include "core/chat/chat_template.h"
 #include "core/gguf/gguf_file.h"
 #include "core/kv/block_key.h"
-#include "kernels/cpu/kv_block.h"
 #include "core/model/model_config.h"
 #include "core/tokenizer/tokenizer.h"
 #include "core/util/result.h"
+#include "kernels/cpu/kv_block.h"
 
 namespace kvc::model {
 
@@ -36,10 +36,10 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  backend::Weight token_embd;        // (n_vocab rows, n_embd cols)
-  std::vector<LayerWeights> layers;  // n_layer
+  backend::Weight token_embd;          // (n_vocab rows, n_embd cols)
+  std::vector<LayerWeights> layers;    // n_layer
   const float* output_norm = nullptr;  // (n_embd)
-  backend::Weight output;            // (n_vocab, n_embd); token_embd when tied
+  backend::Weight output;              // (n_vocab, n_embd); token_embd when tied
 };
 
 struct LoadOptions {
@@ -88,7 +88,8 @@ class Model {
   ModelWeights weights_;
   backend::Backend* backend_ = nullptr;
   std::vector<void*> owned_;  // backend allocations (norms, biases) freed with the model
-  std::vector<float> rope_factors_;  // (n_rot / 2) rope_freqs (Llama 3) or LongRoPE's (Phi-3), host; config_.rope points here
+  std::vector<float>
+      rope_factors_;  // (n_rot / 2) rope_freqs (Llama 3) or LongRoPE's (Phi-3), host; config_.rope points here
   std::string path_;
   size_t weight_bytes_ = 0;
   kv::BlockKey weights_fingerprint_;

@@ -52,8 +52,8 @@ void generate_rows(const TensorPlan& t, uint64_t seed, int64_t row_begin, int64_
     float std = t.std2_from_row >= 0 && r >= t.std2_from_row ? t.std2 : t.std;
     if (!t.row_std_scale.empty()) std *= t.row_std_scale[static_cast<size_t>(r)];
     for (int64_t c = 0; c < n_cols; ++c) {
-      scratch[static_cast<size_t>(c)] = t.values.empty() ? t.mean + std * near_normal(splitmix64(s))
-                                                         : t.values[static_cast<size_t>(r * n_cols + c)];
+      scratch[static_cast<size_t>(c)] =
+          t.values.empty() ? t.mean + std * near_normal(splitmix64(s)) : t.values[static_cast<size_t>(r * n_cols + c)];
     }
     kernels::quantize_row(t.type, scratch.data(), out + static_cast<size_t>(r - row_begin) * row, n_cols);
   }
@@ -69,8 +69,9 @@ std::vector<float> llama3_rope_factors(int64_t n_pairs, float base, float factor
   std::vector<float> f(static_cast<size_t>(n_pairs));
   const double ctx = static_cast<double>(orig_ctx);
   for (int64_t k = 0; k < n_pairs; ++k) {
-    const double wavelength = 2.0 * 3.14159265358979323846 *
-                              std::pow(static_cast<double>(base), static_cast<double>(k) / static_cast<double>(n_pairs));
+    const double wavelength =
+        2.0 * 3.14159265358979323846 *
+        std::pow(static_cast<double>(base), static_cast<double>(k) / static_cast<double>(n_pairs));
     double v = 1.0;
     if (wavelength > ctx) {
       v = static_cast<double>(factor);
@@ -95,13 +96,17 @@ Status ModelSpec::validate(int64_t n_vocab) const {
   if (head_size() <= 0 || head_size() % 2 != 0 || head_size() > 1024) {
     return bad("the head size (--head-dim, or --dim / --heads) must be even and at most 1024 for rotary embeddings");
   }
-  if (head_dim != 0 && arch != "qwen3") return bad("--head-dim is for --arch qwen3 (other architectures use --dim / --heads)");
-  if ((arch == "llama3" || arch == "phi3") && !(rope_scale_factor >= 1 && rope_scale_factor < 1000 && rope_orig_ctx > 0)) {
+  if (head_dim != 0 && arch != "qwen3")
+    return bad("--head-dim is for --arch qwen3 (other architectures use --dim / --heads)");
+  if ((arch == "llama3" || arch == "phi3") &&
+      !(rope_scale_factor >= 1 && rope_scale_factor < 1000 && rope_orig_ctx > 0)) {
     return bad("--rope-scale-factor must be in [1, 1000) and --rope-orig-ctx positive");
   }
-  if (n_embd % 32 != 0 || n_ff % 32 != 0) return bad("--dim and --ffn must be multiples of 32 (the quantization block)");
+  if (n_embd % 32 != 0 || n_ff % 32 != 0)
+    return bad("--dim and --ffn must be multiples of 32 (the quantization block)");
   if (n_vocab < 4) return bad("the vocabulary is too small");
-  if (arch != "llama" && arch != "llama3" && arch != "qwen2" && arch != "qwen3" && arch != "phi3" && arch != "smollm3") {
+  if (arch != "llama" && arch != "llama3" && arch != "qwen2" && arch != "qwen3" && arch != "phi3" &&
+      arch != "smollm3") {
     return bad("unknown architecture '" + arch + "' (choose llama, llama3, qwen2, qwen3, phi3 or smollm3)");
   }
   if (sliding_window < 0 || sliding_window > n_ctx) return bad("--window must lie in [0, --ctx]");
@@ -111,7 +116,8 @@ Status ModelSpec::validate(int64_t n_vocab) const {
   }
   if (!(rope_freq_base > 0)) return bad("--rope-base must be positive");
   if (k_outliers < 0 || k_outliers > head_size()) {
-    return bad("--k-outliers must lie in [0, head size " + std::to_string(head_size()) + "], got " + std::to_string(k_outliers));
+    return bad("--k-outliers must lie in [0, head size " + std::to_string(head_size()) + "], got " +
+               std::to_string(k_outliers));
   }
   if (!(k_outlier_scale >= 1 && k_outlier_scale <= 100)) return bad("--k-outlier-scale must lie in [1, 100]");
   if (n_layer > 512 || n_embd > 65536 || n_ff > 262144) return bad("the model is implausibly large");
@@ -186,7 +192,8 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
     // sqrt(1 + ln(ctx / orig) / ln(orig)) (rounded like the factors, see llama3_rope_factors).
     w.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(spec.rope_orig_ctx));
     const double scale = static_cast<double>(spec.n_ctx) / static_cast<double>(spec.rope_orig_ctx);
-    const double attn = scale <= 1 ? 1.0 : std::sqrt(1 + std::log(scale) / std::log(static_cast<double>(spec.rope_orig_ctx)));
+    const double attn =
+        scale <= 1 ? 1.0 : std::sqrt(1 + std::log(scale) / std::log(static_cast<double>(spec.rope_orig_ctx)));
     w.set_f32(a + "rope.scaling.attn_factor", static_cast<float>(std::round(attn * 4096.0) / 4096.0));
   }
   if (spec.sliding_window > 0) w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(spec.sliding_window));
@@ -224,13 +231,27 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   };
   matrix("token_embd.weight", n_vocab, spec.n_embd, spec.weight_std);
   if (spec.arch == "llama3") {
-    plans.push_back({"rope_freqs.weight", {head_dim / 2}, DType::f32, 0.0f, 0.0f,
-                     llama3_rope_factors(head_dim / 2, spec.rope_freq_base, spec.rope_scale_factor, spec.rope_orig_ctx)});
+    plans.push_back(
+        {"rope_freqs.weight",
+         {head_dim / 2},
+         DType::f32,
+         0.0f,
+         0.0f,
+         llama3_rope_factors(head_dim / 2, spec.rope_freq_base, spec.rope_scale_factor, spec.rope_orig_ctx)});
   }
   if (spec.arch == "phi3") {  // LongRoPE-shaped factor pairs: long ones up to the factor, short ones mild
-    plans.push_back({"rope_factors_long.weight", {head_dim / 2}, DType::f32, 0.0f, 0.0f,
-                     llama3_rope_factors(head_dim / 2, spec.rope_freq_base, spec.rope_scale_factor, spec.rope_orig_ctx)});
-    plans.push_back({"rope_factors_short.weight", {head_dim / 2}, DType::f32, 0.0f, 0.0f,
+    plans.push_back(
+        {"rope_factors_long.weight",
+         {head_dim / 2},
+         DType::f32,
+         0.0f,
+         0.0f,
+         llama3_rope_factors(head_dim / 2, spec.rope_freq_base, spec.rope_scale_factor, spec.rope_orig_ctx)});
+    plans.push_back({"rope_factors_short.weight",
+                     {head_dim / 2},
+                     DType::f32,
+                     0.0f,
+                     0.0f,
                      llama3_rope_factors(head_dim / 2, spec.rope_freq_base, 1.25f, spec.rope_orig_ctx)});
   }
   for (int64_t l = 0; l < spec.n_layer; ++l) {
@@ -277,29 +298,34 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   for (const auto& p : plans) {
     total += kernels::row_bytes(p.type, p.shape[0]) * static_cast<size_t>(p.shape.size() > 1 ? p.shape[1] : 1);
   }
-  auto pool = std::make_shared<kernels::ThreadPool>(spec.n_threads > 0 ? spec.n_threads : kernels::default_thread_count());
+  auto pool =
+      std::make_shared<kernels::ThreadPool>(spec.n_threads > 0 ? spec.n_threads : kernels::default_thread_count());
   auto done = std::make_shared<size_t>(0);
   for (const auto& p : plans) {
-    w.add_tensor_stream(p.name, p.shape, p.type, [p, pool, done, total, &progress, seed = spec.seed](const gguf::ByteSink& sink) -> Status {
-      const int64_t n_rows = p.shape.size() > 1 ? p.shape[1] : 1;
-      const size_t row = kernels::row_bytes(p.type, p.shape[0]);
-      // Chunks of about 4 MiB, generated in parallel, emitted in order.
-      const int64_t chunk_rows = std::max<int64_t>(1, static_cast<int64_t>((size_t{4} << 20) / row));
-      std::vector<uint8_t> buf;
-      std::vector<std::vector<float>> scratch(static_cast<size_t>(pool->n_threads()));
-      for (int64_t r0 = 0; r0 < n_rows; r0 += chunk_rows) {
-        const int64_t r1 = std::min(n_rows, r0 + chunk_rows);
-        buf.resize(static_cast<size_t>(r1 - r0) * row);
-        pool->run([&](int ith, int nth) {
-          const int64_t b = r0 + (r1 - r0) * ith / nth, e = r0 + (r1 - r0) * (ith + 1) / nth;
-          if (b < e) generate_rows(p, seed, b, e, buf.data() + static_cast<size_t>(b - r0) * row, scratch[static_cast<size_t>(ith)]);
-        });
-        KVC_TRY(sink(buf));
-        *done += buf.size();
-        if (progress) progress(*done, total);
-      }
-      return {};
-    });
+    w.add_tensor_stream(p.name, p.shape, p.type,
+                        [p, pool, done, total, &progress, seed = spec.seed](const gguf::ByteSink& sink) -> Status {
+                          const int64_t n_rows = p.shape.size() > 1 ? p.shape[1] : 1;
+                          const size_t row = kernels::row_bytes(p.type, p.shape[0]);
+                          // Chunks of about 4 MiB, generated in parallel, emitted in order.
+                          const int64_t chunk_rows =
+                              std::max<int64_t>(1, static_cast<int64_t>((size_t{4} << 20) / row));
+                          std::vector<uint8_t> buf;
+                          std::vector<std::vector<float>> scratch(static_cast<size_t>(pool->n_threads()));
+                          for (int64_t r0 = 0; r0 < n_rows; r0 += chunk_rows) {
+                            const int64_t r1 = std::min(n_rows, r0 + chunk_rows);
+                            buf.resize(static_cast<size_t>(r1 - r0) * row);
+                            pool->run([&](int ith, int nth) {
+                              const int64_t b = r0 + (r1 - r0) * ith / nth, e = r0 + (r1 - r0) * (ith + 1) / nth;
+                              if (b < e)
+                                generate_rows(p, seed, b, e, buf.data() + static_cast<size_t>(b - r0) * row,
+                                              scratch[static_cast<size_t>(ith)]);
+                            });
+                            KVC_TRY(sink(buf));
+                            *done += buf.size();
+                            if (progress) progress(*done, total);
+                          }
+                          return {};
+                        });
   }
   KVC_TRY(w.write(path));
   if (!spec.broken.empty()) KVC_TRY(patch_broken_variant(spec.broken, path));

@@ -26,7 +26,7 @@ struct ModelSpec {
   int64_t n_head_kv = 2;
   int64_t n_ff = 768;
   int64_t n_ctx = 2048;
-  int64_t head_dim = 0;         // qwen3 only: the head size (attention.key_length); 0: n_embd / n_head
+  int64_t head_dim = 0;  // qwen3 only: the head size (attention.key_length); 0: n_embd / n_head
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
   float rope_scale_factor = 8.0f;  // llama3, phi3 (long factors): the low-frequency pairs' divisor
@@ -34,17 +34,17 @@ struct ModelSpec {
   int64_t sliding_window = 0;      // attention.sliding_window; 0: none written
   FileType type = FileType::q8_0;
   uint64_t seed = 1;
-  float weight_std = 0.02f;     // matrices: near-normal with this standard deviation, mean 0
-  float qk_std = 0.0f;          // attn_q / attn_k: this std instead (0: weight_std); larger
-                                // values sharpen attention, so position errors show in logits
-  float norm_std = 0.02f;       // norm weights: near-normal around 1 with this std
-  float bias_std = 0.1f;        // qwen2's Q/K/V biases: near-normal around 0
-  int64_t k_outliers = 0;       // outlier channels per KV head: their attn_k rows have
+  float weight_std = 0.02f;       // matrices: near-normal with this standard deviation, mean 0
+  float qk_std = 0.0f;            // attn_q / attn_k: this std instead (0: weight_std); larger
+                                  // values sharpen attention, so position errors show in logits
+  float norm_std = 0.02f;         // norm weights: near-normal around 1 with this std
+  float bias_std = 0.1f;          // qwen2's Q/K/V biases: near-normal around 0
+  int64_t k_outliers = 0;         // outlier channels per KV head: their attn_k rows have
   float k_outlier_scale = 20.0f;  // this many times the deviation (trained models' K outliers)
-  bool tied = false;            // no output.weight: the output reuses token_embd
-  std::string chat_template;    // tokenizer.chat_template; empty: none
-  int n_threads = 0;            // 0: one per physical core
-  std::string broken;           // tests only: write this hostile variant (broken_variants()); empty: a good model
+  bool tied = false;              // no output.weight: the output reuses token_embd
+  std::string chat_template;      // tokenizer.chat_template; empty: none
+  int n_threads = 0;              // 0: one per physical core
+  std::string broken;             // tests only: write this hostile variant (broken_variants()); empty: a good model
 
   int64_t head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
   Status validate(int64_t n_vocab) const;

@@ -20,21 +20,33 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 
 bool is_matrix_type(kernels::DType t) {
   switch (t) {
-    case kernels::DType::f32: case kernels::DType::f16: case kernels::DType::bf16: case kernels::DType::q8_0:
-    case kernels::DType::q4_0: case kernels::DType::q4_1: case kernels::DType::q5_0: case kernels::DType::q5_1:
-    case kernels::DType::iq4_nl: case kernels::DType::q2_k: case kernels::DType::q3_k: case kernels::DType::q4_k:
-    case kernels::DType::q5_k: case kernels::DType::q6_k:
-      return true;
-    case kernels::DType::q8_k:
-      return false;
+    case kernels::DType::f32:
+    case kernels::DType::f16:
+    case kernels::DType::bf16:
+    case kernels::DType::q8_0:
+    case kernels::DType::q4_0:
+    case kernels::DType::q4_1:
+    case kernels::DType::q5_0:
+    case kernels::DType::q5_1:
+    case kernels::DType::iq4_nl:
+    case kernels::DType::q2_k:
+    case kernels::DType::q3_k:
+    case kernels::DType::q4_k:
+    case kernels::DType::q5_k:
+    case kernels::DType::q6_k: return true;
+    case kernels::DType::q8_k: return false;
   }
   return false;
 }
 
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
   std::vector<ExpectedTensor> out;
-  auto matrix = [&](std::string name, int64_t rows, int64_t cols) { out.push_back({std::move(name), rows, cols, true, false}); };
-  auto vector = [&](std::string name, int64_t n, bool optional) { out.push_back({std::move(name), 1, n, false, optional}); };
+  auto matrix = [&](std::string name, int64_t rows, int64_t cols) {
+    out.push_back({std::move(name), rows, cols, true, false});
+  };
+  auto vector = [&](std::string name, int64_t n, bool optional) {
+    out.push_back({std::move(name), 1, n, false, optional});
+  };
   matrix("token_embd.weight", c.n_vocab, c.n_embd);
   // Rope frequency divisors: Llama 3's, or Phi-3's LongRoPE pair (Model::load picks one).
   vector("rope_freqs.weight", c.rope.n_rot / 2, true);
@@ -74,7 +86,8 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
 
 Status check_tensors(const gguf::GgufFile& f, const ModelConfig& c) {
   if (f.tensors().empty()) {
-    return make_error(ErrorCode::invalid_file, "the file has no tensors (a vocabulary-only GGUF?): tensor token_embd.weight is missing");
+    return make_error(ErrorCode::invalid_file,
+                      "the file has no tensors (a vocabulary-only GGUF?): tensor token_embd.weight is missing");
   }
   for (const ExpectedTensor& e : expected_tensors(c)) {
     const gguf::TensorInfo* t = f.find_tensor(e.name);
@@ -84,14 +97,15 @@ Status check_tensors(const gguf::GgufFile& f, const ModelConfig& c) {
       if (e.name.ends_with(".bias")) why = " (" + c.arch + " models have Q, K and V biases)";
       return make_error(ErrorCode::invalid_file, "tensor " + e.name + " is missing" + why);
     }
-    const std::vector<int64_t> want = e.matrix ? std::vector<int64_t>{e.n_cols, e.n_rows} : std::vector<int64_t>{e.n_cols};
+    const std::vector<int64_t> want =
+        e.matrix ? std::vector<int64_t>{e.n_cols, e.n_rows} : std::vector<int64_t>{e.n_cols};
     if (t->shape != want) {
       return make_error(ErrorCode::invalid_file, "tensor " + e.name + " has shape " + shape_str(t->shape) +
                                                      ", expected " + shape_str(want) + " from the metadata");
     }
     if (e.matrix && !is_matrix_type(t->type)) {
-      return make_error(ErrorCode::unsupported, "tensor " + e.name + ": type " + kernels::dtype_name(t->type) +
-                                                    " cannot be a weight matrix");
+      return make_error(ErrorCode::unsupported,
+                        "tensor " + e.name + ": type " + kernels::dtype_name(t->type) + " cannot be a weight matrix");
     }
   }
   return {};
@@ -138,11 +152,11 @@ Result<CheckedModel> check_model_file(const gguf::GgufFile& f) {
   // A tensor the architecture does not read means a feature kvchat does not implement: the
   // output would be silently wrong, so the file is refused (llama.cpp refuses it too).
   if (const auto unused = unused_tensors(f, *config); !unused.empty()) {
-    return make_error(ErrorCode::unsupported, "tensor " + unused.front() + " is not used by architecture " + config->arch +
-                                                  " as kvchat implements it" +
-                                                  (unused.size() > 1 ? " (nor are " + std::to_string(unused.size() - 1) +
-                                                                           " more)" : std::string()) +
-                                                  ", so its output would be wrong; this model needs a newer kvchat");
+    return make_error(
+        ErrorCode::unsupported,
+        "tensor " + unused.front() + " is not used by architecture " + config->arch + " as kvchat implements it" +
+            (unused.size() > 1 ? " (nor are " + std::to_string(unused.size() - 1) + " more)" : std::string()) +
+            ", so its output would be wrong; this model needs a newer kvchat");
   }
   return CheckedModel{std::move(*config), std::move(*tok), std::move(*tmpl)};
 }

@@ -1,4 +1,5 @@
-// Checking that a GGUF is a usable llama-family model before anything is loaded: config, tokenizer, chat template, tensors.
+// Checking that a GGUF is a usable llama-family model before anything is loaded: config, tokenizer, chat template,
+// tensors.
 #pragma once
 
 #include <cstddef>

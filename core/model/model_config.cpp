@@ -16,9 +16,9 @@ struct ArchTraits {
   const char* name;
   bool interleaved_rope;  // llama: adjacent pairs; qwen2: halves (neox)
   bool qkv_bias;
-  bool qk_norm;           // qwen3: RMSNorm of each head of Q and K before rope
-  bool window;            // attention.sliding_window is honoured (llama.cpp ignores Qwen2's and Phi-3's)
-  int no_rope_every;      // every n-th layer has no rope (SmolLM3: 4, fixed as in llama.cpp); 0: none
+  bool qk_norm;       // qwen3: RMSNorm of each head of Q and K before rope
+  bool window;        // attention.sliding_window is honoured (llama.cpp ignores Qwen2's and Phi-3's)
+  int no_rope_every;  // every n-th layer has no rope (SmolLM3: 4, fixed as in llama.cpp); 0: none
 };
 constexpr ArchTraits k_archs[] = {
     {"llama", true, false, false, true, 0},  {"mistral", true, false, false, true, 0},
@@ -29,12 +29,12 @@ constexpr ArchTraits k_archs[] = {
 // Bounds on the hyperparameters: far above any released model, low enough that every size
 // computed from them (K and V bytes per token, the layer table) fits in 64 bits and is
 // allocated only once the tensors confirm it.
-constexpr int64_t k_max_width = int64_t{1} << 20;    // embedding_length
-constexpr int64_t k_max_layers = int64_t{1} << 14;   // block_count
-constexpr int64_t k_max_heads = int64_t{1} << 14;    // head_count, head_count_kv
-constexpr int64_t k_max_head_dim = int64_t{1} << 14; // key_length, value_length
-constexpr int64_t k_max_ffn = int64_t{1} << 22;      // feed_forward_length
-constexpr int64_t k_max_context = int64_t{1} << 24;  // context_length (kvchat-cli -c allows as much)
+constexpr int64_t k_max_width = int64_t{1} << 20;     // embedding_length
+constexpr int64_t k_max_layers = int64_t{1} << 14;    // block_count
+constexpr int64_t k_max_heads = int64_t{1} << 14;     // head_count, head_count_kv
+constexpr int64_t k_max_head_dim = int64_t{1} << 14;  // key_length, value_length
+constexpr int64_t k_max_ffn = int64_t{1} << 22;       // feed_forward_length
+constexpr int64_t k_max_context = int64_t{1} << 24;   // context_length (kvchat-cli -c allows as much)
 
 std::string num(double v) {
   char buf[32];
@@ -115,17 +115,16 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
     auto window = f.get_uint(p + "attention.sliding_window");  // 0 is allowed: no window
     if (!window.ok()) return window.error();
     if (*window > static_cast<uint64_t>(k_max_context)) {
-      return bad(p + "attention.sliding_window", std::to_string(*window) + " is not a plausible size (at most " +
-                                                     std::to_string(k_max_context) + ")");
+      return bad(p + "attention.sliding_window",
+                 std::to_string(*window) + " is not a plausible size (at most " + std::to_string(k_max_context) + ")");
     }
     c.sliding_window = static_cast<int64_t>(*window);
   }
   // The head size: attention.key_length where the file sets it (Qwen 3's differs from
   // width / heads), else width / heads, which must then divide evenly.
   if (!f.find(p + "attention.key_length") && c.n_embd % c.n_head != 0) {
-    return bad(p + "attention.head_count", std::to_string(c.n_head) + " does not divide " + p +
-                                               "embedding_length " + std::to_string(c.n_embd) +
-                                               ", so the head size is not a whole number");
+    return bad(p + "attention.head_count", std::to_string(c.n_head) + " does not divide " + p + "embedding_length " +
+                                               std::to_string(c.n_embd) + ", so the head size is not a whole number");
   }
   auto hd = optional_count(f, p + "attention.key_length", k_max_head_dim, c.n_embd / c.n_head);
   if (!hd.ok()) return hd.error();
@@ -157,8 +156,8 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   auto n_rot = optional_count(f, p + "rope.dimension_count", k_max_head_dim, c.head_dim);
   if (!n_rot.ok()) return n_rot.error();
   if (*n_rot > c.head_dim || *n_rot % 2 != 0) {
-    return bad(p + "rope.dimension_count", std::to_string(*n_rot) + " must be even and at most the head size " +
-                                               std::to_string(c.head_dim));
+    return bad(p + "rope.dimension_count",
+               std::to_string(*n_rot) + " must be even and at most the head size " + std::to_string(c.head_dim));
   }
   c.rope.n_rot = static_cast<int>(*n_rot);
   c.rope.freq_base = *base;
@@ -225,13 +224,11 @@ Result<kernels::KvBlockLayout> ModelConfig::kv_layout(int block_tokens, kv::KvFo
                       "the KV block size must be positive, got " + std::to_string(block_tokens));
   }
   auto layout = kernels::make_kv_block_layout(static_cast<int>(n_layer), static_cast<int>(n_head_kv),
-                                              static_cast<int>(head_dim), block_tokens,
-                                              k_format,
-                                              v_format);
+                                              static_cast<int>(head_dim), block_tokens, k_format, v_format);
   if (!layout) {
-    return make_error(ErrorCode::invalid_argument,
-                      "cannot lay out the KV cache for " + std::to_string(n_layer) + " layers, " +
-                          std::to_string(n_head_kv) + " KV heads of size " + std::to_string(head_dim));
+    return make_error(ErrorCode::invalid_argument, "cannot lay out the KV cache for " + std::to_string(n_layer) +
+                                                       " layers, " + std::to_string(n_head_kv) + " KV heads of size " +
+                                                       std::to_string(head_dim));
   }
   return *layout;
 }

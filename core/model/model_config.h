@@ -21,16 +21,16 @@ namespace kvc::model {
 // them fit in 64 bits; rope base and rms eps finite and positive; n_vocab agrees with
 // <arch>.vocab_size where the file has it.
 struct ModelConfig {
-  std::string arch;        // general.architecture: "llama", "qwen2", ...
-  std::string name;        // general.name, if present
+  std::string arch;  // general.architecture: "llama", "qwen2", ...
+  std::string name;  // general.name, if present
   int64_t n_vocab = 0;
-  int64_t n_embd = 0;      // model width
+  int64_t n_embd = 0;  // model width
   int64_t n_layer = 0;
   int64_t n_head = 0;
-  int64_t n_head_kv = 0;   // n_head (MHA), fewer (GQA), 1 (MQA)
-  int64_t head_dim = 0;    // usually n_embd / n_head
-  int64_t n_ff = 0;        // FFN hidden width
-  int64_t n_ctx_train = 0; // context length the model was trained for
+  int64_t n_head_kv = 0;    // n_head (MHA), fewer (GQA), 1 (MQA)
+  int64_t head_dim = 0;     // usually n_embd / n_head
+  int64_t n_ff = 0;         // FFN hidden width
+  int64_t n_ctx_train = 0;  // context length the model was trained for
   // attention.sliding_window: every layer attends to at most this many positions, its own
   // included (Mistral-style local attention); 0: to all earlier positions.
   int64_t sliding_window = 0;
@@ -39,8 +39,8 @@ struct ModelConfig {
   bool qkv_bias = false;     // qwen2-style biases on Q, K, V
   bool qk_norm = false;      // qwen3: per-head RMSNorm of Q and K (attn_q_norm / attn_k_norm) before rope
   int no_rope_every = 0;     // smollm3: layers l with (l + 1) % no_rope_every == 0 have no rope; 0: none
-  int64_t n_ctx_orig = 0;    // rope.scaling.original_context_length (else n_ctx_train): past it, LongRoPE's long factors
-  bool rope_long = false;    // Phi-3 LongRoPE: the long factors are in use (set by Model::load)
+  int64_t n_ctx_orig = 0;  // rope.scaling.original_context_length (else n_ctx_train): past it, LongRoPE's long factors
+  bool rope_long = false;  // Phi-3 LongRoPE: the long factors are in use (set by Model::load)
   // Whether layer l applies rope to Q and K.
   bool layer_has_rope(int64_t l) const { return no_rope_every == 0 || (l + 1) % no_rope_every != 0; }
   bool tied_embeddings = false;  // no output.weight: logits use token_embd

@@ -17,7 +17,10 @@ const char* to_string(StopReason r) {
 }
 
 OutputText::OutputText(const tokenizer::Tokenizer& tok, std::vector<std::string> stop_strings, bool stop_at_eog)
-    : tok_(&tok), stops_(std::move(stop_strings)), stop_at_eog_(stop_at_eog), decoder_(tok, /*strip_leading_space=*/false) {
+    : tok_(&tok),
+      stops_(std::move(stop_strings)),
+      stop_at_eog_(stop_at_eog),
+      decoder_(tok, /*strip_leading_space=*/false) {
   std::erase_if(stops_, [](const std::string& s) { return s.empty(); });
 }
 

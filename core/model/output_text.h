@@ -22,7 +22,7 @@ class OutputText {
     bool consumed = true;  // false: an end-of-generation token, not part of the output
     bool stop = false;     // generation ends here
     StopReason reason = StopReason::max_tokens;
-    std::string ready;     // text that became final with this token
+    std::string ready;  // text that became final with this token
   };
   Step push(int32_t id);
   // Text still held back, when generation ends for another reason (max tokens, context).

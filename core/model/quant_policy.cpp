@@ -10,8 +10,8 @@ namespace {
 
 using kernels::DType;
 
-constexpr FileType k_all[] = {FileType::f32,    FileType::f16,  FileType::bf16,   FileType::q8_0, FileType::q4_0,
-                              FileType::q4_1,   FileType::q5_0, FileType::q5_1,   FileType::iq4_nl, FileType::q2_k,
+constexpr FileType k_all[] = {FileType::f32,    FileType::f16,    FileType::bf16,   FileType::q8_0,   FileType::q4_0,
+                              FileType::q4_1,   FileType::q5_0,   FileType::q5_1,   FileType::iq4_nl, FileType::q2_k,
                               FileType::q3_k_m, FileType::q4_k_m, FileType::q5_k_m, FileType::q6_k};
 
 // Layer index of a "blk.N." tensor name, or -1.
@@ -132,16 +132,26 @@ DType tensor_type(FileType target, std::string_view name, int n_dims, int64_t ro
     switch (target) {
       case FileType::q2_k: t = model.n_gqa >= 4 ? DType::q4_k : DType::q3_k; break;
       case FileType::q3_k_m: t = layer < 2 ? DType::q5_k : DType::q4_k; break;
-      case FileType::iq4_nl: if (model.n_gqa >= 4) t = DType::q5_k; break;
-      case FileType::q4_k_m: case FileType::q5_k_m: if (more_bits(layer, model.n_layer)) t = DType::q6_k; break;
+      case FileType::iq4_nl:
+        if (model.n_gqa >= 4) t = DType::q5_k;
+        break;
+      case FileType::q4_k_m:
+      case FileType::q5_k_m:
+        if (more_bits(layer, model.n_layer)) t = DType::q6_k;
+        break;
       default: break;
     }
   } else if (ends_with(name, "ffn_down.weight")) {
     switch (target) {
       case FileType::q2_k: t = DType::q3_k; break;
       case FileType::q3_k_m: t = layer < model.n_layer / 16 ? DType::q5_k : DType::q4_k; break;
-      case FileType::iq4_nl: if (layer < model.n_layer / 8) t = DType::q5_k; break;
-      case FileType::q4_k_m: case FileType::q5_k_m: if (more_bits(layer, model.n_layer)) t = DType::q6_k; break;
+      case FileType::iq4_nl:
+        if (layer < model.n_layer / 8) t = DType::q5_k;
+        break;
+      case FileType::q4_k_m:
+      case FileType::q5_k_m:
+        if (more_bits(layer, model.n_layer)) t = DType::q6_k;
+        break;
       default: break;
     }
   } else if (ends_with(name, "attn_output.weight")) {
@@ -150,7 +160,8 @@ DType tensor_type(FileType target, std::string_view name, int n_dims, int64_t ro
   }
   if (!fits(t, row_length)) {  // rows a k-quant cannot hold take the legacy type llama.cpp uses
     switch (t) {
-      case DType::q2_k: case DType::q3_k: t = DType::q4_0; break;
+      case DType::q2_k:
+      case DType::q3_k: t = DType::q4_0; break;
       case DType::q4_k: t = DType::q5_0; break;
       case DType::q5_k: t = DType::q5_1; break;
       case DType::q6_k: t = DType::q8_0; break;

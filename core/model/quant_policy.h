@@ -27,8 +27,8 @@ uint32_t gguf_file_type(FileType t);
 // What the policy needs to know of the model beyond the tensor itself.
 struct PolicyModel {
   int64_t n_layer = 0;
-  int64_t n_gqa = 1;        // n_head / n_head_kv
-  bool has_output = true;   // false: tied embeddings, token_embd.weight is also the output matrix
+  int64_t n_gqa = 1;       // n_head / n_head_kv
+  bool has_output = true;  // false: tied embeddings, token_embd.weight is also the output matrix
 };
 
 // The element type of tensor `name` (GGUF naming, "blk.N.*"). 1-D tensors (norms, biases)

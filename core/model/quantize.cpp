@@ -47,31 +47,32 @@ Status quantize_model(const std::string& in_path, const std::string& out_path, F
       *done += t.n_bytes;
       continue;
     }
-    w.add_tensor_stream(t.name, t.shape, dst, [&t, &f, dst, pool, done, total, &progress](const gguf::ByteSink& sink) -> Status {
-      const int64_t n_cols = t.shape[0];
-      const int64_t n_rows = t.n_elements() / n_cols;
-      const size_t in_row = kernels::row_bytes(t.type, n_cols), out_row = kernels::row_bytes(dst, n_cols);
-      const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>((size_t{4} << 20) / out_row));
-      const uint8_t* src = f.tensor_data(t);
-      std::vector<uint8_t> buf;
-      std::vector<std::vector<float>> scratch(static_cast<size_t>(pool->n_threads()));
-      for (int64_t r0 = 0; r0 < n_rows; r0 += chunk) {
-        const int64_t r1 = std::min(n_rows, r0 + chunk);
-        buf.resize(static_cast<size_t>(r1 - r0) * out_row);
-        pool->run([&](int ith, int nth) {
-          auto& row = scratch[static_cast<size_t>(ith)];
-          row.resize(static_cast<size_t>(n_cols));
-          for (int64_t r = r0 + (r1 - r0) * ith / nth; r < r0 + (r1 - r0) * (ith + 1) / nth; ++r) {
-            kernels::dequantize_row(t.type, src + static_cast<size_t>(r) * in_row, row.data(), n_cols);
-            kernels::quantize_row(dst, row.data(), buf.data() + static_cast<size_t>(r - r0) * out_row, n_cols);
+    w.add_tensor_stream(
+        t.name, t.shape, dst, [&t, &f, dst, pool, done, total, &progress](const gguf::ByteSink& sink) -> Status {
+          const int64_t n_cols = t.shape[0];
+          const int64_t n_rows = t.n_elements() / n_cols;
+          const size_t in_row = kernels::row_bytes(t.type, n_cols), out_row = kernels::row_bytes(dst, n_cols);
+          const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>((size_t{4} << 20) / out_row));
+          const uint8_t* src = f.tensor_data(t);
+          std::vector<uint8_t> buf;
+          std::vector<std::vector<float>> scratch(static_cast<size_t>(pool->n_threads()));
+          for (int64_t r0 = 0; r0 < n_rows; r0 += chunk) {
+            const int64_t r1 = std::min(n_rows, r0 + chunk);
+            buf.resize(static_cast<size_t>(r1 - r0) * out_row);
+            pool->run([&](int ith, int nth) {
+              auto& row = scratch[static_cast<size_t>(ith)];
+              row.resize(static_cast<size_t>(n_cols));
+              for (int64_t r = r0 + (r1 - r0) * ith / nth; r < r0 + (r1 - r0) * (ith + 1) / nth; ++r) {
+                kernels::dequantize_row(t.type, src + static_cast<size_t>(r) * in_row, row.data(), n_cols);
+                kernels::quantize_row(dst, row.data(), buf.data() + static_cast<size_t>(r - r0) * out_row, n_cols);
+              }
+            });
+            KVC_TRY(sink(buf));
+            *done += buf.size();
+            if (progress) progress(*done, total);
           }
+          return {};
         });
-        KVC_TRY(sink(buf));
-        *done += buf.size();
-        if (progress) progress(*done, total);
-      }
-      return {};
-    });
   }
   return w.write(out_path);
 }

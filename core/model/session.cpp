@@ -83,9 +83,9 @@ void Session::clear() {
 Result<std::span<const float>> Session::run(std::span<const int32_t> tokens, Logits which) {
   if (tokens.empty()) return make_error(ErrorCode::invalid_argument, "nothing to evaluate");
   if (cache_->n_tokens(seq_) + static_cast<int64_t>(tokens.size()) > n_ctx_) {
-    return make_error(ErrorCode::invalid_argument, "context full: " +
-                                                       std::to_string(cache_->n_tokens(seq_) + static_cast<int64_t>(tokens.size())) +
-                                                       " tokens do not fit a context of " + std::to_string(n_ctx_) + " (raise -c)");
+    return make_error(ErrorCode::invalid_argument,
+                      "context full: " + std::to_string(cache_->n_tokens(seq_) + static_cast<int64_t>(tokens.size())) +
+                          " tokens do not fit a context of " + std::to_string(n_ctx_) + " (raise -c)");
   }
   if (which == Logits::all) {
     all_logits_.clear();

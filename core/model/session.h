@@ -9,16 +9,16 @@
 
 #include "core/kv/kv_cache.h"
 #include "core/model/forward.h"
-#include "core/model/output_text.h"
 #include "core/model/model.h"
+#include "core/model/output_text.h"
 #include "core/sampling/sampler.h"
 #include "core/util/result.h"
 
 namespace kvc::model {
 
 struct SessionOptions {
-  int64_t n_ctx = 0;          // most tokens the sequence may hold; 0: the model's (capped at 4096)
-  int64_t n_batch = 256;      // tokens per forward pass during prefill
+  int64_t n_ctx = 0;      // most tokens the sequence may hold; 0: the model's (capped at 4096)
+  int64_t n_batch = 256;  // tokens per forward pass during prefill
   kv::KvFormat k_format = kv::KvFormat::f16;
   kv::KvFormat v_format = kv::KvFormat::f16;
   int32_t block_tokens = 16;  // B
@@ -77,7 +77,6 @@ struct GenerateOptions {
   std::vector<std::string> stop_strings;  // generation ends before any of these
   bool stop_at_eog = true;                // end at EOS / end-of-turn tokens
 };
-
 
 struct GenerateResult {
   std::vector<int32_t> tokens;  // generated ids (without a final end-of-generation token)

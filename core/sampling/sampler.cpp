@@ -49,18 +49,15 @@ int32_t argmax(std::span<const float> logits) {
 
 Status SamplingParams::validate() const {
   if (!std::isfinite(temperature)) {
-    return invalid("--temperature must be a finite number (0 or less means greedy), got " +
-                   number(temperature));
+    return invalid("--temperature must be a finite number (0 or less means greedy), got " + number(temperature));
   }
   if (!(top_p > 0.0f && top_p <= 1.0f)) return invalid("--top-p must be in (0, 1], got " + number(top_p));
   if (!(min_p <= 1.0f)) return invalid("--min-p must be in [0, 1] (0 turns it off), got " + number(min_p));
   if (!(repeat_penalty > 0.0f) || !std::isfinite(repeat_penalty)) {
-    return invalid("--repeat-penalty must be a positive number (1 turns it off), got " +
-                   number(repeat_penalty));
+    return invalid("--repeat-penalty must be a positive number (1 turns it off), got " + number(repeat_penalty));
   }
   if (repeat_last_n < 0) {
-    return invalid("--repeat-last-n must be 0 or more (0 turns the penalty off), got " +
-                   std::to_string(repeat_last_n));
+    return invalid("--repeat-last-n must be 0 or more (0 turns the penalty off), got " + std::to_string(repeat_last_n));
   }
   return {};
 }
@@ -181,12 +178,10 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> recent
     const float cut = m + params_.temperature * static_cast<float>(std::log(threshold)) - 1e-3f;
     candidates_.clear();
     for (size_t i = 0; i < logits.size(); ++i) {
-      if (logits[i] >= cut)
-        candidates_.push_back(Candidate{logits[i], static_cast<int32_t>(i), weight_of(logits[i])});
+      if (logits[i] >= cut) candidates_.push_back(Candidate{logits[i], static_cast<int32_t>(i), weight_of(logits[i])});
     }
   }
-  std::erase_if(candidates_,
-                [threshold](const Candidate& c) { return static_cast<double>(c.weight) < threshold; });
+  std::erase_if(candidates_, [threshold](const Candidate& c) { return static_cast<double>(c.weight) < threshold; });
 
   if (params_.top_p < 1.0f) {
     if (!use_top_k) {

@@ -43,8 +43,9 @@ Result<BpeModel> BpeModel::create(const Vocabulary& v) {
     const std::string& merge = v.merges[r];
     const size_t space = merge.find(' ', 1);  // a leading space would be part of the left piece
     if (space == std::string::npos || space + 1 >= merge.size()) {
-      return make_error(ErrorCode::invalid_file, "tokenizer: merge " + std::to_string(r) + " (tokenizer.ggml.merges) \"" +
-                                                     merge + "\" is not \"left right\"");
+      return make_error(
+          ErrorCode::invalid_file,
+          "tokenizer: merge " + std::to_string(r) + " (tokenizer.ggml.merges) \"" + merge + "\" is not \"left right\"");
     }
     std::string key = merge;
     key[space] = '\n';
@@ -95,7 +96,8 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
   auto consider = [&](int left, int right) {
     if (left < 0 || right < 0) return;
     const int rank = rank_of(text_of(symbols[static_cast<size_t>(left)]), text_of(symbols[static_cast<size_t>(right)]));
-    if (rank >= 0) queue.push({rank, left, right, symbols[static_cast<size_t>(left)].n + symbols[static_cast<size_t>(right)].n});
+    if (rank >= 0)
+      queue.push({rank, left, right, symbols[static_cast<size_t>(left)].n + symbols[static_cast<size_t>(right)].n});
   };
   for (int i = 1; i < static_cast<int>(symbols.size()); ++i) consider(i - 1, i);
   while (!queue.empty()) {

@@ -9,10 +9,12 @@ namespace kvc::tokenizer {
 
 namespace {
 
-bool stands_for_itself(int b) { return (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff); }
+bool stands_for_itself(int b) {
+  return (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+}
 
 struct Table {
-  std::array<std::string, 256> utf8;  // byte -> UTF-8 of its code point
+  std::array<std::string, 256> utf8;   // byte -> UTF-8 of its code point
   std::array<int16_t, 0x144> byte_of;  // code point (all below U+0144) -> byte, or -1
 
   Table() {

@@ -13,9 +13,7 @@ namespace {
 
 using nlohmann::json;
 
-Error hf_error(const std::string& message) {
-  return make_error(ErrorCode::invalid_file, "tokenizer.json: " + message);
-}
+Error hf_error(const std::string& message) { return make_error(ErrorCode::invalid_file, "tokenizer.json: " + message); }
 
 // The Split expressions of a pre_tokenizer (a Split, or a Sequence holding Splits).
 void collect_splits(const json& pre, std::vector<std::string>& out) {
@@ -122,13 +120,12 @@ Result<Vocabulary> vocabulary_from_hf(std::string_view tokenizer_json, std::stri
                                              ? config["add_bos_token"].get<bool>()
                                              : pre->default_add_bos());
     v.add_space_prefix = false;
-    if (chat_template && config.is_object() && config.contains("chat_template") && config["chat_template"].is_string()) {
+    if (chat_template && config.is_object() && config.contains("chat_template") &&
+        config["chat_template"].is_string()) {
       *chat_template = config["chat_template"].get<std::string>();
     }
     return v;
-  } catch (const json::exception& e) {
-    return hf_error(e.what());
-  }
+  } catch (const json::exception& e) { return hf_error(e.what()); }
 }
 
 }  // namespace kvc::tokenizer

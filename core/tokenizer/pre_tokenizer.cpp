@@ -49,7 +49,10 @@ struct Family {
 const std::vector<Family>& families() {
   static const std::vector<Family> f = {
       {{"default", ""}, {R"([\p{P}\$\+<=>\^~\|]+)", k_gpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"}},
-      {{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"}, {k_llama3}, true, true},
+      {{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"},
+       {k_llama3},
+       true,
+       true},
       {{"dbrx", "smaug-bpe", "chatglm-bpe"}, {k_llama3}},
       {{"qwen2", "qwen2.5", "qwen-2.5", "deepseek-r1-qwen", "stablelm2", "megrez", "hunyuan"}, {k_qwen2}},
       {{"gpt-2", "gpt2", "phi-2", "mpt", "olmo", "jais", "roberta-bpe", "jina-v1-en", "jina-v2-code", "jina-v2-es",
@@ -104,10 +107,10 @@ Result<PreTokenizer> PreTokenizer::create(std::string_view pre) {
     PCRE2_SIZE err_at = 0;
     // UTF with Unicode classes (\p{L}, \s as Unicode spaces); invalid UTF-8 in the text is
     // allowed and simply never matches; '$' means the end of the piece, as in ECMAScript.
-    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(expr), PCRE2_ZERO_TERMINATED,
-                                     PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY, &err,
-                                     &err_at, nullptr);
-    KVC_ASSERT(code != nullptr);  // the table's expressions are constants, tested
+    pcre2_code* code =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(expr), PCRE2_ZERO_TERMINATED,
+                      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY, &err, &err_at, nullptr);
+    KVC_ASSERT(code != nullptr);                  // the table's expressions are constants, tested
     pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // without JIT (unsupported CPU) matching still works
     impl->expressions.emplace_back(code);
   }

@@ -61,8 +61,7 @@ void drain_utf8(std::string& bytes, std::string& out, bool final) {
 }
 
 StreamDecoder::StreamDecoder(Tokenizer tokenizer, bool strip_leading_space)
-    : tokenizer_(std::move(tokenizer)),
-      strip_leading_space_(strip_leading_space && tokenizer_.add_space_prefix()) {}
+    : tokenizer_(std::move(tokenizer)), strip_leading_space_(strip_leading_space && tokenizer_.add_space_prefix()) {}
 
 std::string StreamDecoder::push(int32_t id) {
   std::string_view bytes = tokenizer_.token_bytes(id);

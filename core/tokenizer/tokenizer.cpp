@@ -18,12 +18,12 @@ namespace kvc::tokenizer {
 
 struct Tokenizer::Impl {
   Vocabulary vocab;
-  sentencepiece::SentencePieceProcessor sp;  // SentencePiece vocabularies
-  std::optional<BpeModel> bpe;               // byte-level BPE vocabularies
+  sentencepiece::SentencePieceProcessor sp;             // SentencePiece vocabularies
+  std::optional<BpeModel> bpe;                          // byte-level BPE vocabularies
   std::unordered_map<std::string_view, int32_t> id_of;  // views into vocab.tokens
   // Control, unknown and user-defined pieces, longest first (ties by id): the split order.
   std::vector<int32_t> special_ids;
-  std::vector<std::string> bytes_of;  // (n_vocab) what each token contributes to decoded text
+  std::vector<std::string> bytes_of;       // (n_vocab) what each token contributes to decoded text
   std::vector<uint8_t> end_of_generation;  // (n_vocab) 1 for EOS and end-of-turn tokens
 };
 
@@ -57,10 +57,14 @@ int parse_byte_piece(std::string_view piece) {
   int v = 0;
   for (const char c : piece.substr(3, 2)) {
     v <<= 4;
-    if (c >= '0' && c <= '9') v |= c - '0';
-    else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-    else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-    else return -1;
+    if (c >= '0' && c <= '9')
+      v |= c - '0';
+    else if (c >= 'A' && c <= 'F')
+      v |= c - 'A' + 10;
+    else if (c >= 'a' && c <= 'f')
+      v |= c - 'a' + 10;
+    else
+      return -1;
   }
   return v;
 }
@@ -110,8 +114,7 @@ Status validate(Vocabulary& v) {
     const std::string where = "token " + std::to_string(i) + " " + quoted(piece);
     if (piece.empty()) return vocab_error("token " + std::to_string(i) + " is an empty string");
     if (const auto [it, inserted] = seen.emplace(piece, i); !inserted) {
-      return vocab_error(where + " duplicates token " + std::to_string(it->second) +
-                         "; pieces must be unique");
+      return vocab_error(where + " duplicates token " + std::to_string(it->second) + "; pieces must be unique");
     }
     if (!std::isfinite(v.scores[i])) return vocab_error(where + " has a score that is not finite");
     const int32_t t = v.types[i];
@@ -125,8 +128,7 @@ Status validate(Vocabulary& v) {
       const int b = parse_byte_piece(piece);
       if (b < 0) return vocab_error(where + " has type byte but is not spelled <0xXX>");
       if (byte_ids[static_cast<size_t>(b)] >= 0) {
-        return vocab_error(where + " repeats the byte of token " +
-                           std::to_string(byte_ids[static_cast<size_t>(b)]));
+        return vocab_error(where + " repeats the byte of token " + std::to_string(byte_ids[static_cast<size_t>(b)]));
       }
       byte_ids[static_cast<size_t>(b)] = static_cast<int32_t>(i);
       ++n_bytes;
@@ -140,16 +142,16 @@ Status validate(Vocabulary& v) {
   // produces, as llama.cpp never produces them from text.
   if (v.unk_id == -1 && !unknown_ids.empty()) v.unk_id = unknown_ids.front();
   if (v.unk_id == -1) {
-    return vocab_error("no token has type unknown (2) and tokenizer.ggml.unknown_token_id is not set; a "
-                       "SentencePiece vocabulary needs an unknown token (usually <unk>)");
+    return vocab_error(
+        "no token has type unknown (2) and tokenizer.ggml.unknown_token_id is not set; a "
+        "SentencePiece vocabulary needs an unknown token (usually <unk>)");
   }
   const auto unk_type = static_cast<TokenType>(v.types[static_cast<size_t>(v.unk_id)]);
   if (unk_type != TokenType::unknown && unk_type != TokenType::control) {
-    return vocab_error("the unknown-token id " + std::to_string(v.unk_id) +
-                       " (tokenizer.ggml.unknown_token_id) names " +
-                       quoted(v.tokens[static_cast<size_t>(v.unk_id)]) +
-                       ", which is neither of type unknown nor control" +
-                       (unknown_ids.empty() ? std::string() : "; the unknown-type token is " + std::to_string(unknown_ids.front())));
+    return vocab_error(
+        "the unknown-token id " + std::to_string(v.unk_id) + " (tokenizer.ggml.unknown_token_id) names " +
+        quoted(v.tokens[static_cast<size_t>(v.unk_id)]) + ", which is neither of type unknown nor control" +
+        (unknown_ids.empty() ? std::string() : "; the unknown-type token is " + std::to_string(unknown_ids.front())));
   }
   v.types[static_cast<size_t>(v.unk_id)] = static_cast<int32_t>(TokenType::unknown);
   for (const int32_t id : unknown_ids) {
@@ -166,9 +168,17 @@ Status validate(Vocabulary& v) {
 }
 
 bool is_end_of_turn_name(std::string_view piece) {
-  static constexpr std::array<std::string_view, 10> k_names = {
-      "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>",
-      "<|return|>", "<|call|>",   "<EOT>",      "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"};
+  static constexpr std::array<std::string_view, 10> k_names = {"<|im_end|>",
+                                                               "<|eot_id|>",
+                                                               "<|eom_id|>",
+                                                               "<end_of_turn>",
+                                                               "<|end|>",
+                                                               "<|endoftext|>",
+                                                               "<|return|>",
+                                                               "<|call|>",
+                                                               "<EOT>",
+                                                               "<\xef\xbd\x9c"
+                                                               "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"};
   return std::find(k_names.begin(), k_names.end(), piece) != k_names.end();
 }
 
@@ -190,9 +200,7 @@ Result<Tokenizer> Tokenizer::create(const Vocabulary& vocab) {
   const bool spm = v.model == "llama";
   if (spm) {
     const auto status = impl->sp.LoadFromSerializedProto(serialize_model_proto(v, false));
-    if (!status.ok()) {
-      return vocab_error("sentencepiece rejected the vocabulary: " + status.ToString());
-    }
+    if (!status.ok()) { return vocab_error("sentencepiece rejected the vocabulary: " + status.ToString()); }
     KVC_ASSERT(impl->sp.GetPieceSize() == static_cast<int>(v.tokens.size()));
   } else {
     auto bpe = BpeModel::create(v);
@@ -234,11 +242,8 @@ Result<Tokenizer> Tokenizer::create(const Vocabulary& vocab) {
         if (const int b = parse_byte_piece(piece); b >= 0) impl->bytes_of[i] = std::string(1, static_cast<char>(b));
         break;
       case TokenType::control:
-      case TokenType::unknown:
-        impl->special_ids.push_back(id);
-        break;
-      case TokenType::unused:
-        break;
+      case TokenType::unknown: impl->special_ids.push_back(id); break;
+      case TokenType::unused: break;
     }
     if (id == v.eos_id || id == v.eot_id || id == v.eom_id || is_end_of_turn_name(piece)) {
       impl->end_of_generation[i] = 1;
@@ -337,9 +342,7 @@ TokenType Tokenizer::type(int32_t id) const {
   return static_cast<TokenType>(impl_->vocab.types[static_cast<size_t>(id)]);
 }
 
-bool Tokenizer::is_control(int32_t id) const {
-  return id >= 0 && id < n_vocab() && type(id) == TokenType::control;
-}
+bool Tokenizer::is_control(int32_t id) const { return id >= 0 && id < n_vocab() && type(id) == TokenType::control; }
 
 bool Tokenizer::is_end_of_generation(int32_t id) const {
   return id >= 0 && id < n_vocab() && impl_->end_of_generation[static_cast<size_t>(id)] != 0;

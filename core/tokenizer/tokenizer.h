@@ -33,7 +33,7 @@ struct Vocabulary {
   std::string pre;              // tokenizer.ggml.pre: the BPE pre-tokenizer ("" = llama.cpp's default)
   std::vector<std::string> tokens;
   std::vector<float> scores;
-  std::vector<int32_t> types;  // TokenType values
+  std::vector<int32_t> types;       // TokenType values
   std::vector<std::string> merges;  // tokenizer.ggml.merges, BPE only: "left right", rank = index
   int32_t bos_id = -1;
   int32_t eos_id = -1;
@@ -81,8 +81,8 @@ class Tokenizer {
   std::string decode(std::span<const int32_t> ids) const;
 
   int32_t n_vocab() const;
-  int32_t bos() const;  // -1 when absent
-  int32_t eos() const;  // -1 when absent
+  int32_t bos() const;     // -1 when absent
+  int32_t eos() const;     // -1 when absent
   bool wants_bos() const;  // the vocabulary's add_bos flag
   bool wants_eos() const;  // the vocabulary's add_eos flag
   bool add_space_prefix() const;
@@ -104,8 +104,7 @@ class Tokenizer {
  private:
   struct Impl;
   explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
-  std::vector<int32_t> encode_impl(std::string_view text, bool add_bos, bool parse_special,
-                                   bool prefix_at_start) const;
+  std::vector<int32_t> encode_impl(std::string_view text, bool add_bos, bool parse_special, bool prefix_at_start) const;
   std::shared_ptr<const Impl> impl_;
 };
 

@@ -9,8 +9,7 @@
 
 namespace kvc::tokenizer {
 
-Result<Vocabulary> train_vocabulary(const std::string& corpus_path, int vocab_size,
-                                    std::string* serialized_model) {
+Result<Vocabulary> train_vocabulary(const std::string& corpus_path, int vocab_size, std::string* serialized_model) {
   if (!std::ifstream(corpus_path).good()) {
     return make_error(ErrorCode::io, "cannot read the tokenizer corpus " + corpus_path);
   }
@@ -46,15 +45,14 @@ Result<Vocabulary> train_vocabulary(const std::string& corpus_path, int vocab_si
   std::string proto;
   const auto trained = sentencepiece::SentencePieceTrainer::Train(args, nullptr, &proto);
   if (!trained.ok()) {
-    return make_error(ErrorCode::invalid_argument,
-                      "training a " + std::to_string(vocab_size) + "-piece vocabulary on " +
-                          corpus_path + " failed: " + trained.ToString());
+    return make_error(ErrorCode::invalid_argument, "training a " + std::to_string(vocab_size) +
+                                                       "-piece vocabulary on " + corpus_path +
+                                                       " failed: " + trained.ToString());
   }
 
   sentencepiece::SentencePieceProcessor sp;
   if (const auto loaded = sp.LoadFromSerializedProto(proto); !loaded.ok()) {
-    return make_error(ErrorCode::internal, "sentencepiece cannot load the model it trained: " +
-                                               loaded.ToString());
+    return make_error(ErrorCode::internal, "sentencepiece cannot load the model it trained: " + loaded.ToString());
   }
   Vocabulary v;
   v.model = "llama";
@@ -64,10 +62,14 @@ Result<Vocabulary> train_vocabulary(const std::string& corpus_path, int vocab_si
     v.scores.push_back(sp.GetScore(id));
     // No user-defined symbols are trained, so every other piece is normal.
     TokenType t = TokenType::normal;
-    if (sp.IsUnknown(id)) t = TokenType::unknown;
-    else if (sp.IsControl(id)) t = TokenType::control;
-    else if (sp.IsByte(id)) t = TokenType::byte;
-    else if (sp.IsUnused(id)) t = TokenType::unused;
+    if (sp.IsUnknown(id))
+      t = TokenType::unknown;
+    else if (sp.IsControl(id))
+      t = TokenType::control;
+    else if (sp.IsByte(id))
+      t = TokenType::byte;
+    else if (sp.IsUnused(id))
+      t = TokenType::unused;
     v.types.push_back(static_cast<int32_t>(t));
   }
   v.unk_id = sp.unk_id();

@@ -4,11 +4,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define KVC_ASSERT(cond)                                                               \
-  do {                                                                                 \
-    if (!(cond)) [[unlikely]] {                                                        \
-      std::fprintf(stderr, "kvchat: assertion failed: %s (%s:%d)\n", #cond, __FILE__, \
-                   __LINE__);                                                          \
-      std::abort();                                                                    \
-    }                                                                                  \
+#define KVC_ASSERT(cond)                                                                         \
+  do {                                                                                           \
+    if (!(cond)) [[unlikely]] {                                                                  \
+      std::fprintf(stderr, "kvchat: assertion failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
+      std::abort();                                                                              \
+    }                                                                                            \
   } while (0)

@@ -9,9 +9,9 @@
 namespace kvc {
 
 enum class ErrorCode {
-  io,            // a file could not be opened, read, written or mapped
-  invalid_file,  // a file's contents are malformed (bad GGUF, bad tokenizer data)
-  unsupported,   // well-formed, but a feature kvchat does not implement yet
+  io,                // a file could not be opened, read, written or mapped
+  invalid_file,      // a file's contents are malformed (bad GGUF, bad tokenizer data)
+  unsupported,       // well-formed, but a feature kvchat does not implement yet
   invalid_argument,  // bad user input (a flag, a prompt, a setting)
   out_of_memory,     // an allocation the user asked for cannot be satisfied
   internal,          // a failure in a library we call, reported with its own words
@@ -32,21 +32,33 @@ inline Error make_error(ErrorCode code, std::string message) { return Error{code
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
   Result(Error error) : v_(std::move(error)) {}  // NOLINT
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
 
-  T& value() & { assert(ok()); return std::get<0>(v_); }
-  const T& value() const& { assert(ok()); return std::get<0>(v_); }
-  T&& value() && { assert(ok()); return std::get<0>(std::move(v_)); }
+  T& value() & {
+    assert(ok());
+    return std::get<0>(v_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<0>(v_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<0>(std::move(v_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
 
-  const Error& error() const { assert(!ok()); return std::get<1>(v_); }
+  const Error& error() const {
+    assert(!ok());
+    return std::get<1>(v_);
+  }
 
  private:
   std::variant<T, Error> v_;
@@ -60,7 +72,10 @@ class [[nodiscard]] Result<void> {
   Result(Error error) : error_(std::move(error)), ok_(false) {}  // NOLINT
   bool ok() const { return ok_; }
   explicit operator bool() const { return ok_; }
-  const Error& error() const { assert(!ok_); return error_; }
+  const Error& error() const {
+    assert(!ok_);
+    return error_;
+  }
 
  private:
   Error error_;
@@ -72,8 +87,8 @@ using Status = Result<void>;
 }  // namespace kvc
 
 // Propagates an error from an expression returning Result<...>.
-#define KVC_TRY(expr)                                   \
-  do {                                                  \
-    auto&& kvc_try_r_ = (expr);                         \
-    if (!kvc_try_r_.ok()) return kvc_try_r_.error();    \
+#define KVC_TRY(expr)                                \
+  do {                                               \
+    auto&& kvc_try_r_ = (expr);                      \
+    if (!kvc_try_r_.ok()) return kvc_try_r_.error(); \
   } while (0)

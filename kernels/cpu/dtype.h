@@ -25,9 +25,9 @@ enum class DType : uint32_t {
 };
 
 struct DTypeInfo {
-  const char* name;      // "Q4_K"
-  int64_t block_elems;   // elements per block (1 for plain floats)
-  size_t block_bytes;    // bytes per block
+  const char* name;     // "Q4_K"
+  int64_t block_elems;  // elements per block (1 for plain floats)
+  size_t block_bytes;   // bytes per block
 };
 
 // Null when `raw` names a type kvchat does not implement.

@@ -22,8 +22,8 @@ bool KvBlockLayout::check_invariants() const {
          block_bytes == n_layer * layer_bytes;
 }
 
-std::optional<KvBlockLayout> make_kv_block_layout(int n_layer, int n_kv_head, int head_dim,
-                                                  int block_tokens, KvType k_type, KvType v_type) {
+std::optional<KvBlockLayout> make_kv_block_layout(int n_layer, int n_kv_head, int head_dim, int block_tokens,
+                                                  KvType k_type, KvType v_type) {
   KvBlockLayout l;
   l.n_layer = n_layer;
   l.n_kv_head = n_kv_head;
@@ -77,32 +77,30 @@ void load_row(KvType type, int group, const uint8_t* in, int64_t n, const uint8_
 
 void store(const KvBlockLayout& layout, uint8_t* block, int layer, int row, const float* k, const float* v,
            bool anchor_set) {
-  KVC_KERNEL_CHECK(block != nullptr && 0 <= layer && layer < layout.n_layer && 0 <= row &&
-                   row < layout.block_tokens);
+  KVC_KERNEL_CHECK(block != nullptr && 0 <= layer && layer < layout.n_layer && 0 <= row && row < layout.block_tokens);
   const int64_t n = static_cast<int64_t>(layout.n_kv_head) * layout.head_dim;
   uint8_t* anchor = layout.k_anchor_bytes > 0 ? block + layout.k_anchor_offset(layer) : nullptr;
-  store_row(layout.k_type, layout.group, k, n, row == 0 && !anchor_set, anchor, block + layout.k_row_offset(layer, row));
+  store_row(layout.k_type, layout.group, k, n, row == 0 && !anchor_set, anchor,
+            block + layout.k_row_offset(layer, row));
   store_row(layout.v_type, layout.group, v, n, false, nullptr, block + layout.v_row_offset(layer, row));
 }
 
 }  // namespace
 
-void kv_store(const KvBlockLayout& layout, uint8_t* block, int layer, int row, const float* k,
-              const float* v) {
+void kv_store(const KvBlockLayout& layout, uint8_t* block, int layer, int row, const float* k, const float* v) {
   store(layout, block, layer, row, k, v, false);
 }
 
 void kv_load(const KvBlockLayout& layout, const uint8_t* block, int layer, int row, float* k, float* v) {
-  KVC_KERNEL_CHECK(block != nullptr && 0 <= layer && layer < layout.n_layer && 0 <= row &&
-                   row < layout.block_tokens);
+  KVC_KERNEL_CHECK(block != nullptr && 0 <= layer && layer < layout.n_layer && 0 <= row && row < layout.block_tokens);
   const int64_t n = static_cast<int64_t>(layout.n_kv_head) * layout.head_dim;
   const uint8_t* anchor = layout.k_anchor_bytes > 0 ? block + layout.k_anchor_offset(layer) : nullptr;
   load_row(layout.k_type, layout.group, block + layout.k_row_offset(layer, row), n, anchor, k);
   load_row(layout.v_type, layout.group, block + layout.v_row_offset(layer, row), n, nullptr, v);
 }
 
-void kv_store_at(const KvBlockLayout& layout, uint8_t* const* blocks, int layer, int64_t t,
-                 const float* k, const float* v) {
+void kv_store_at(const KvBlockLayout& layout, uint8_t* const* blocks, int layer, int64_t t, const float* k,
+                 const float* v) {
   KVC_KERNEL_CHECK(t >= 0);
   const KvSlot s = kv_slot(layout, t);
   const uint8_t* prev = s.block > 0 ? blocks[s.block - 1] : nullptr;

@@ -65,8 +65,8 @@ struct KvBlockLayout {
 // The layout for a model's shape (the group chosen from head_dim), or nullopt when the shape
 // cannot be stored: a count <= 0, or a quantized type with head_dim not a multiple of 8 (the
 // caller reports it; a model file can have such a head_dim, so it is not a bug here).
-std::optional<KvBlockLayout> make_kv_block_layout(int n_layer, int n_kv_head, int head_dim,
-                                                  int block_tokens, KvType k_type, KvType v_type);
+std::optional<KvBlockLayout> make_kv_block_layout(int n_layer, int n_kv_head, int head_dim, int block_tokens,
+                                                  KvType k_type, KvType v_type);
 
 // Where position t of a sequence lives, given its block table (block i holds [i B, (i+1) B)).
 struct KvSlot {
@@ -81,8 +81,7 @@ inline KvSlot kv_slot(const KvBlockLayout& layout, int64_t t) {
 // also sets the anchor to itself, and a row r > 0 is stored against the anchor, so row 0 of
 // a block is written before its other rows.
 //   k, v: (n_kv_head, head_dim) floats.
-void kv_store(const KvBlockLayout& layout, uint8_t* block, int layer, int row, const float* k,
-              const float* v);
+void kv_store(const KvBlockLayout& layout, uint8_t* block, int layer, int row, const float* k, const float* v);
 
 // Decodes row `row` of `block` back to floats (the anchor added back for anchored K).
 //   k, v: (n_kv_head, head_dim) floats.  Row `row` and, when K is anchored, row 0 were stored.
@@ -92,7 +91,7 @@ void kv_load(const KvBlockLayout& layout, const uint8_t* block, int layer, int r
 // Anchored K at row 0 of a block after a non-null one: the anchor is the mean of that block's
 // K rows, so that block is complete before this row is stored (callers store a block's row 0
 // after the previous block, and before the block's other rows).
-void kv_store_at(const KvBlockLayout& layout, uint8_t* const* blocks, int layer, int64_t t,
-                 const float* k, const float* v);
+void kv_store_at(const KvBlockLayout& layout, uint8_t* const* blocks, int layer, int64_t t, const float* k,
+                 const float* v);
 
 }  // namespace kvc::kernels

@@ -44,9 +44,7 @@ enum class KvType : uint8_t {
 constexpr bool kv_type_anchored(KvType t) { return t == KvType::q4h; }
 constexpr bool kv_type_rotated(KvType t) { return t == KvType::q8h || t == KvType::q4h; }
 // The type whose bytes a format uses: q8 for q8h, q4 for q4h, the type itself otherwise.
-constexpr KvType kv_storage_type(KvType t) {
-  return t == KvType::q8h ? KvType::q8 : t == KvType::q4h ? KvType::q4 : t;
-}
+constexpr KvType kv_storage_type(KvType t) { return t == KvType::q8h ? KvType::q8 : t == KvType::q4h ? KvType::q4 : t; }
 constexpr bool kv_type_quantized(KvType t) { return t != KvType::f16; }
 constexpr bool kv_type_valid(KvType t) { return static_cast<uint8_t>(t) <= static_cast<uint8_t>(KvType::q4h); }
 

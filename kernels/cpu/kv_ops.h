@@ -18,22 +18,20 @@ using DecodeRowFn = void (*)(const uint8_t* in, int64_t n, float* out);
 // scores[j * score_stride + t] = scale * dot(q[j], dequant(k[t])) for j in [0, n_q),
 // t in [0, n_pos), where k[t] = k + t * k_stride_bytes is the first group of one head
 // (head_dim / 32 groups).  q: (n_q, head_dim) float, contiguous.
-using ScoreRangeQ = void (*)(const float* q, int n_q, int head_dim, const uint8_t* k,
-                             int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores,
-                             int64_t score_stride);
+using ScoreRangeQ = void (*)(const float* q, int n_q, int head_dim, const uint8_t* k, int64_t k_stride_bytes,
+                             int64_t n_pos, float scale, float* scores, int64_t score_stride);
 
 // acc[j][d] += sum_t w[j * w_stride + t] * dequant(v[t])[d], v[t] = v + t * v_stride_bytes.
 //   acc: (n_q, head_dim) float, contiguous.
-using AccumulateRangeQ = void (*)(const float* w, int64_t w_stride, int n_q, const uint8_t* v,
-                                  int64_t v_stride_bytes, int64_t n_pos, int head_dim,
-                                  float* acc);
+using AccumulateRangeQ = void (*)(const float* w, int64_t w_stride, int n_q, const uint8_t* v, int64_t v_stride_bytes,
+                                  int64_t n_pos, int head_dim, float* acc);
 
 // The same scores from q quantized per head to int8 (quantize_q_heads below) with integer
 // dot products: scores[j * score_stride + t] = scale * q_scale[j] * sum_g d_g (q8[j] . k_g).
 //   q8: (n_q, head_dim) int8;  q_scale: (n_q);  q_sums: (n_q, head_dim / 4) int32.
-using ScoreRangeQi = void (*)(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q,
-                              int head_dim, const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos,
-                              float scale, float* scores, int64_t score_stride);
+using ScoreRangeQi = void (*)(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q, int head_dim,
+                              const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores,
+                              int64_t score_stride);
 
 // The score and accumulate loops above for groups smaller than 32 (type q8 or q4, group 16 or
 // 8, head_dim a multiple of group).
@@ -86,16 +84,15 @@ float kv_group_scale(float d, uint16_t* d_bits);
 // scale per head: q8 = round(q / d), d = amax / 127 (|q - d q8| <= d / 2); q_sums[j][l] is
 // the sum of q8[j][4l, 4l + 4) (what VPDPBUSD adds per lane), for the offset correction.
 //   q: (n_q, head_dim);  q8: (n_q, head_dim);  q_scale: (n_q);  q_sums: (n_q, head_dim / 4).
-void quantize_q_heads(const float* q, int n_q, int head_dim, int8_t* q8, float* q_scale,
-                      int32_t* q_sums);
+void quantize_q_heads(const float* q, int n_q, int head_dim, int8_t* q8, float* q_scale, int32_t* q_sums);
 
 // The VNNI score loops (kv_score_vnni_avx512.cpp).
-void score_range_q8_vnni(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q,
-                         int head_dim, const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos,
-                         float scale, float* scores, int64_t score_stride);
-void score_range_q4_vnni(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q,
-                         int head_dim, const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos,
-                         float scale, float* scores, int64_t score_stride);
+void score_range_q8_vnni(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q, int head_dim,
+                         const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores,
+                         int64_t score_stride);
+void score_range_q4_vnni(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q, int head_dim,
+                         const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores,
+                         int64_t score_stride);
 // The scalar loops for any valid group (kv_ops_scalar.cpp): the same contracts as the table's
 // loops above with groups of `group` elements (type q8 or q4, head_dim a multiple of group).
 // kv_ops_scalar()'s entries are these at group 32 (and for small groups); every ISA encodes
@@ -107,14 +104,14 @@ void encode_row_any_group(KvType type, int group, const float* x, int64_t n, uin
 void decode_row_any_group(KvType type, int group, const uint8_t* in, int64_t n, float* out);
 void score_range_any_group(KvType type, int group, const float* q, int n_q, int head_dim, const uint8_t* k,
                            int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores, int64_t score_stride);
-void accumulate_range_any_group(KvType type, int group, const float* w, int64_t w_stride, int n_q,
-                                const uint8_t* v, int64_t v_stride_bytes, int64_t n_pos, int head_dim, float* acc);
+void accumulate_range_any_group(KvType type, int group, const float* w, int64_t w_stride, int n_q, const uint8_t* v,
+                                int64_t v_stride_bytes, int64_t n_pos, int head_dim, float* acc);
 
 // The AVX2 score and accumulate loops for groups of 16 and 8 (kv_ops_small_group_avx2.cpp),
 // the small-group entries of every table from AVX2 up.
-void score_range_small_group_avx2(KvType type, int group, const float* q, int n_q, int head_dim,
-                                  const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos, float scale,
-                                  float* scores, int64_t score_stride);
+void score_range_small_group_avx2(KvType type, int group, const float* q, int n_q, int head_dim, const uint8_t* k,
+                                  int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores,
+                                  int64_t score_stride);
 void accumulate_range_small_group_avx2(KvType type, int group, const float* w, int64_t w_stride, int n_q,
                                        const uint8_t* v, int64_t v_stride_bytes, int64_t n_pos, int head_dim,
                                        float* acc);

@@ -30,9 +30,7 @@ struct Group {
   __m256 v[4];
 };
 
-__m256 to_float(__m128i bytes8, __m256 d) {
-  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes8)), d);
-}
+__m256 to_float(__m128i bytes8, __m256 d) { return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes8)), d); }
 
 template <KvType T>
 Group load_group(const uint8_t* p) {
@@ -49,8 +47,7 @@ Group load_group(const uint8_t* p) {
     a = _mm_sub_epi8(_mm_and_si128(bytes, nib), eight);
     b = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), nib), eight);
   }
-  return {{to_float(a, d), to_float(_mm_srli_si128(a, 8), d), to_float(b, d),
-           to_float(_mm_srli_si128(b, 8), d)}};
+  return {{to_float(a, d), to_float(_mm_srli_si128(a, 8), d), to_float(b, d), to_float(_mm_srli_si128(b, 8), d)}};
 }
 
 float hmax(__m256 v) {
@@ -75,8 +72,7 @@ __m256i quantize32(const float* x, __m256 id, float lo, float hi, int bias) {
   __m256i q[4];
   for (int i = 0; i < 4; ++i) {
     const __m256 v = _mm256_min_ps(
-        _mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i * k_lanes), id), _mm256_set1_ps(lo)),
-        _mm256_set1_ps(hi));
+        _mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i * k_lanes), id), _mm256_set1_ps(lo)), _mm256_set1_ps(hi));
     q[i] = _mm256_add_epi32(_mm256_cvtps_epi32(v), _mm256_set1_epi32(bias));
   }
   // packs work per 128-bit lane: the bytes come out as dwords (0 4 1 5 2 6 3 7) of q order.
@@ -128,8 +124,8 @@ void decode_avx2(const uint8_t* in, int64_t n, float* out) {
 
 // Scores of NJ query rows: each K row is dequantized once (in registers) for all NJ rows.
 template <KvType T, int NJ>
-void score_tile(const float* q, int head_dim, const uint8_t* k, int64_t k_stride, int64_t n_pos,
-                float scale, float* scores, int64_t score_stride) {
+void score_tile(const float* q, int head_dim, const uint8_t* k, int64_t k_stride, int64_t n_pos, float scale,
+                float* scores, int64_t score_stride) {
   const int n_groups = head_dim / k_kv_group_max;
   for (int64_t t = 0; t < n_pos; ++t) {
     const uint8_t* kt = k + t * k_stride;
@@ -148,8 +144,8 @@ void score_tile(const float* q, int head_dim, const uint8_t* k, int64_t k_stride
       // Three hadds leave [s0 s0 s1 s1 s2 s2 s3 s3] split over the two 128-bit halves.
       const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
       float dots[4];
-      _mm_storeu_ps(dots, _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)),
-                                     _mm_set1_ps(scale)));
+      _mm_storeu_ps(dots,
+                    _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)), _mm_set1_ps(scale)));
       for (int j = 0; j < NJ; ++j) scores[j * score_stride + t] = dots[j];
     } else {
       for (int j = 0; j < NJ; ++j) scores[j * score_stride + t] = hsum(acc[j]) * scale;
@@ -158,8 +154,8 @@ void score_tile(const float* q, int head_dim, const uint8_t* k, int64_t k_stride
 }
 
 template <KvType T>
-void score_range_avx2(const float* q, int n_q, int head_dim, const uint8_t* k, int64_t k_stride,
-                      int64_t n_pos, float scale, float* scores, int64_t score_stride) {
+void score_range_avx2(const float* q, int n_q, int head_dim, const uint8_t* k, int64_t k_stride, int64_t n_pos,
+                      float scale, float* scores, int64_t score_stride) {
   constexpr int k_tile = 4;
   for (int j0 = 0; j0 < n_q; j0 += k_tile) {
     const float* qt = q + static_cast<int64_t>(j0) * head_dim;
@@ -175,8 +171,8 @@ void score_range_avx2(const float* q, int n_q, int head_dim, const uint8_t* k, i
 
 // acc tile of NJ query rows x one group (32 dims), held in registers over all positions.
 template <KvType T, int NJ>
-void accumulate_tile(const float* w, int64_t w_stride, const uint8_t* v, int64_t v_stride,
-                     int64_t n_pos, float* acc, int head_dim) {
+void accumulate_tile(const float* w, int64_t w_stride, const uint8_t* v, int64_t v_stride, int64_t n_pos, float* acc,
+                     int head_dim) {
   // The pragmas let GCC keep a[][] in registers (it unrolls before scalar replacement).
   __m256 a[NJ][4];
 #pragma GCC unroll 2
@@ -201,8 +197,8 @@ void accumulate_tile(const float* w, int64_t w_stride, const uint8_t* v, int64_t
 }
 
 template <KvType T>
-void accumulate_range_avx2(const float* w, int64_t w_stride, int n_q, const uint8_t* v,
-                           int64_t v_stride, int64_t n_pos, int head_dim, float* acc) {
+void accumulate_range_avx2(const float* w, int64_t w_stride, int n_q, const uint8_t* v, int64_t v_stride, int64_t n_pos,
+                           int head_dim, float* acc) {
   constexpr int k_rows = 2;  // query rows per tile: 8 accumulators + 4 values in 16 registers
   const int n_groups = head_dim / k_kv_group_max;
   for (int g = 0; g < n_groups; ++g) {

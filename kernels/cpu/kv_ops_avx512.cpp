@@ -121,8 +121,8 @@ __m256 transpose_sum8(const __m512* a) {
 
 // Scores of NJ query rows: each K row is dequantized once (in registers) for all NJ rows.
 template <KvType T, int NJ>
-void score_tile(const float* q, int head_dim, const uint8_t* k, int64_t k_stride, int64_t n_pos,
-                float scale, float* scores, int64_t score_stride) {
+void score_tile(const float* q, int head_dim, const uint8_t* k, int64_t k_stride, int64_t n_pos, float scale,
+                float* scores, int64_t score_stride) {
   const int n_groups = head_dim / k_kv_group_max;
   for (int64_t t = 0; t < n_pos; ++t) {
     const uint8_t* kt = k + t * k_stride;
@@ -147,8 +147,8 @@ void score_tile(const float* q, int head_dim, const uint8_t* k, int64_t k_stride
 }
 
 template <KvType T>
-void score_range_avx512(const float* q, int n_q, int head_dim, const uint8_t* k, int64_t k_stride,
-                        int64_t n_pos, float scale, float* scores, int64_t score_stride) {
+void score_range_avx512(const float* q, int n_q, int head_dim, const uint8_t* k, int64_t k_stride, int64_t n_pos,
+                        float scale, float* scores, int64_t score_stride) {
   constexpr int k_tile = 8;
   for (int j0 = 0; j0 < n_q; j0 += k_tile) {
     const float* qt = q + static_cast<int64_t>(j0) * head_dim;
@@ -168,8 +168,8 @@ void score_range_avx512(const float* q, int n_q, int head_dim, const uint8_t* k,
 
 // acc tile of NJ query rows x NG groups (32 dims each), held in registers over all positions.
 template <KvType T, int NJ, int NG>
-void accumulate_tile(const float* w, int64_t w_stride, const uint8_t* v, int64_t v_stride,
-                     int64_t n_pos, float* acc, int head_dim) {
+void accumulate_tile(const float* w, int64_t w_stride, const uint8_t* v, int64_t v_stride, int64_t n_pos, float* acc,
+                     int head_dim) {
   // The pragmas let GCC keep a[][] in registers (it unrolls before scalar replacement).
   constexpr int NV = 2 * NG;
   __m512 a[NJ][NV];
@@ -202,8 +202,8 @@ void accumulate_tile(const float* w, int64_t w_stride, const uint8_t* v, int64_t
 }
 
 template <KvType T>
-void accumulate_range_avx512(const float* w, int64_t w_stride, int n_q, const uint8_t* v,
-                             int64_t v_stride, int64_t n_pos, int head_dim, float* acc) {
+void accumulate_range_avx512(const float* w, int64_t w_stride, int n_q, const uint8_t* v, int64_t v_stride,
+                             int64_t n_pos, int head_dim, float* acc) {
   using Tile = void (*)(const float*, int64_t, const uint8_t*, int64_t, int64_t, float*, int);
   constexpr int k_rows = 4;    // query rows per tile
   constexpr int k_groups = 2;  // groups of 32 dims per tile
@@ -218,9 +218,8 @@ void accumulate_range_avx512(const float* w, int64_t w_stride, int n_q, const ui
     const int ng = n_groups - g0 >= k_groups ? k_groups : n_groups - g0;
     for (int j0 = 0; j0 < n_q; j0 += k_rows) {
       const int nj = n_q - j0 >= k_rows ? k_rows : n_q - j0;
-      k_tiles[nj - 1][ng - 1](w + j0 * w_stride, w_stride, v + g0 * k_group_bytes<T>, v_stride,
-                              n_pos, acc + static_cast<int64_t>(j0) * head_dim + g0 * k_kv_group_max,
-                              head_dim);
+      k_tiles[nj - 1][ng - 1](w + j0 * w_stride, w_stride, v + g0 * k_group_bytes<T>, v_stride, n_pos,
+                              acc + static_cast<int64_t>(j0) * head_dim + g0 * k_kv_group_max, head_dim);
     }
   }
 }

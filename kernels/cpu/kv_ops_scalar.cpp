@@ -35,8 +35,7 @@ float kv_group_scale(float d, uint16_t* d_bits) {
   }
   return d16 != 0.0f ? 1.0f / d16 : 0.0f;
 }
-void quantize_q_heads(const float* q, int n_q, int head_dim, int8_t* q8, float* q_scale,
-                      int32_t* q_sums) {
+void quantize_q_heads(const float* q, int n_q, int head_dim, int8_t* q8, float* q_scale, int32_t* q_sums) {
   for (int j = 0; j < n_q; ++j) {
     const float* qj = q + static_cast<int64_t>(j) * head_dim;
     int8_t* oj = q8 + static_cast<int64_t>(j) * head_dim;
@@ -185,9 +184,8 @@ void decode_scalar(const uint8_t* in, int64_t n, int group, float* out) {
 }
 
 template <KvType T>
-void score_range_scalar(const float* q, int n_q, int head_dim, int group, const uint8_t* k,
-                        int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores,
-                        int64_t score_stride) {
+void score_range_scalar(const float* q, int n_q, int head_dim, int group, const uint8_t* k, int64_t k_stride_bytes,
+                        int64_t n_pos, float scale, float* scores, int64_t score_stride) {
   const int n_groups = head_dim / group;
   const int64_t group_bytes = kv_group_bytes(T, group);
   for (int64_t t = 0; t < n_pos; ++t) {
@@ -206,8 +204,8 @@ void score_range_scalar(const float* q, int n_q, int head_dim, int group, const 
 }
 
 template <KvType T>
-void accumulate_range_scalar(const float* w, int64_t w_stride, int n_q, const uint8_t* v,
-                             int64_t v_stride_bytes, int64_t n_pos, int head_dim, int group, float* acc) {
+void accumulate_range_scalar(const float* w, int64_t w_stride, int n_q, const uint8_t* v, int64_t v_stride_bytes,
+                             int64_t n_pos, int head_dim, int group, float* acc) {
   const int n_groups = head_dim / group;
   const int64_t group_bytes = kv_group_bytes(T, group);
   for (int64_t t = 0; t < n_pos; ++t) {
@@ -232,8 +230,8 @@ void decode_32(const uint8_t* in, int64_t n, float* out) {
   decode_scalar<T>(in, n, k_kv_group_max, out);
 }
 template <KvType T>
-void score_range_32(const float* q, int n_q, int head_dim, const uint8_t* k, int64_t k_stride_bytes,
-                    int64_t n_pos, float scale, float* scores, int64_t score_stride) {
+void score_range_32(const float* q, int n_q, int head_dim, const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos,
+                    float scale, float* scores, int64_t score_stride) {
   score_range_scalar<T>(q, n_q, head_dim, k_kv_group_max, k, k_stride_bytes, n_pos, scale, scores, score_stride);
 }
 template <KvType T>
@@ -291,8 +289,8 @@ void score_range_any_group(KvType type, int group, const float* q, int n_q, int 
   }
 }
 
-void accumulate_range_any_group(KvType type, int group, const float* w, int64_t w_stride, int n_q,
-                                const uint8_t* v, int64_t v_stride_bytes, int64_t n_pos, int head_dim, float* acc) {
+void accumulate_range_any_group(KvType type, int group, const float* w, int64_t w_stride, int n_q, const uint8_t* v,
+                                int64_t v_stride_bytes, int64_t n_pos, int head_dim, float* acc) {
   if (type == KvType::q8) {
     accumulate_range_scalar<KvType::q8>(w, w_stride, n_q, v, v_stride_bytes, n_pos, head_dim, group, acc);
   } else {

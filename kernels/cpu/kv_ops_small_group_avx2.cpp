@@ -23,9 +23,7 @@ float group_scale(const uint8_t* p) {
 }
 
 // Elements [0, 8) of a vector of int8 as floats times d.
-__m256 to_float(__m128i bytes8, __m256 d) {
-  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes8)), d);
-}
+__m256 to_float(__m128i bytes8, __m256 d) { return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes8)), d); }
 
 // The G elements of the group at p as G / 8 vectors, v[i] = elements [8i, 8i + 8). Reads only
 // the group's own bytes.
@@ -71,8 +69,8 @@ float hsum(__m256 v) {
 
 // Scores of NJ query rows: each K group is dequantized once for all NJ rows.
 template <KvType T, int G, int NJ>
-void score_tile(const float* q, int head_dim, const uint8_t* k, int64_t k_stride, int64_t n_pos,
-                float scale, float* scores, int64_t score_stride) {
+void score_tile(const float* q, int head_dim, const uint8_t* k, int64_t k_stride, int64_t n_pos, float scale,
+                float* scores, int64_t score_stride) {
   constexpr int NV = G / k_lanes;
   const int n_groups = head_dim / G;
   for (int64_t t = 0; t < n_pos; ++t) {
@@ -94,8 +92,8 @@ void score_tile(const float* q, int head_dim, const uint8_t* k, int64_t k_stride
 }
 
 template <KvType T, int G>
-void score_range(const float* q, int n_q, int head_dim, const uint8_t* k, int64_t k_stride, int64_t n_pos,
-                 float scale, float* scores, int64_t score_stride) {
+void score_range(const float* q, int n_q, int head_dim, const uint8_t* k, int64_t k_stride, int64_t n_pos, float scale,
+                 float* scores, int64_t score_stride) {
   constexpr int k_tile = 4;
   for (int j0 = 0; j0 < n_q; j0 += k_tile) {
     const float* qt = q + static_cast<int64_t>(j0) * head_dim;
@@ -111,8 +109,8 @@ void score_range(const float* q, int n_q, int head_dim, const uint8_t* k, int64_
 
 // acc tile of NJ query rows x one group (G dims), held in registers over all positions.
 template <KvType T, int G, int NJ>
-void accumulate_tile(const float* w, int64_t w_stride, const uint8_t* v, int64_t v_stride, int64_t n_pos,
-                     float* acc, int head_dim) {
+void accumulate_tile(const float* w, int64_t w_stride, const uint8_t* v, int64_t v_stride, int64_t n_pos, float* acc,
+                     int head_dim) {
   constexpr int NV = G / k_lanes;
   __m256 a[NJ][NV];
   for (int j = 0; j < NJ; ++j) {
@@ -132,8 +130,8 @@ void accumulate_tile(const float* w, int64_t w_stride, const uint8_t* v, int64_t
 }
 
 template <KvType T, int G>
-void accumulate_range(const float* w, int64_t w_stride, int n_q, const uint8_t* v, int64_t v_stride,
-                      int64_t n_pos, int head_dim, float* acc) {
+void accumulate_range(const float* w, int64_t w_stride, int n_q, const uint8_t* v, int64_t v_stride, int64_t n_pos,
+                      int head_dim, float* acc) {
   constexpr int k_rows = 4;  // query rows per tile: at most 8 accumulators + 2 values
   const int n_groups = head_dim / G;
   for (int g = 0; g < n_groups; ++g) {
@@ -153,9 +151,9 @@ void accumulate_range(const float* w, int64_t w_stride, int n_q, const uint8_t* 
 
 }  // namespace
 
-void score_range_small_group_avx2(KvType type, int group, const float* q, int n_q, int head_dim,
-                                  const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos, float scale,
-                                  float* scores, int64_t score_stride) {
+void score_range_small_group_avx2(KvType type, int group, const float* q, int n_q, int head_dim, const uint8_t* k,
+                                  int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores,
+                                  int64_t score_stride) {
   if (type == KvType::q8) {
     if (group == 16) {
       score_range<KvType::q8, 16>(q, n_q, head_dim, k, k_stride_bytes, n_pos, scale, scores, score_stride);

@@ -49,8 +49,8 @@ __m512i load_chunk(const uint8_t* g0, bool has_next, __m512* dk) {
     // [b0 b0 b1 b1] by 128-bit lanes; low nibbles in lanes 0 and 2, high nibbles in 1 and 3.
     const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g0 + 2));
     const __m128i b1 = has_next ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(g1 + 2)) : _mm_setzero_si128();
-    const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(b0)),
-                                         _mm256_broadcastsi128_si256(b1), 1);
+    const __m512i x =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(b0)), _mm256_broadcastsi128_si256(b1), 1);
     const __m512i nib = _mm512_set1_epi8(0x0f);
     return _mm512_mask_blend_epi64(0xcc, _mm512_and_si512(x, nib), _mm512_and_si512(_mm512_srli_epi16(x, 4), nib));
   }
@@ -74,9 +74,8 @@ __m256 transpose_sum8(const __m512* a) {
 // NC = chunks of 64 elements per head (the last one may hold a single group); a compile-time
 // count lets the compiler keep q and the corrections in registers for short heads.
 template <KvType T, int NJ, int NC>
-void score_tile(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int head_dim,
-                const uint8_t* k, int64_t k_stride, int64_t n_pos, float scale, float* scores,
-                int64_t score_stride) {
+void score_tile(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int head_dim, const uint8_t* k,
+                int64_t k_stride, int64_t n_pos, float scale, float* scores, int64_t score_stride) {
   const int n_groups = head_dim / k_kv_group_max;
   constexpr int n_chunks = NC;
   // init[j][c] = -offset * (sum of q8 per lane): VPDPBUSD of u = k + offset then gives q8 . k.
@@ -118,21 +117,21 @@ void score_tile(const int8_t* q8, const float* q_scale, const int32_t* q_sums, i
 }
 
 template <KvType T, int NJ>
-void score_tile_any(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int head_dim,
-                    const uint8_t* k, int64_t k_stride, int64_t n_pos, float scale, float* scores,
-                    int64_t score_stride) {
+void score_tile_any(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int head_dim, const uint8_t* k,
+                    int64_t k_stride, int64_t n_pos, float scale, float* scores, int64_t score_stride) {
   switch ((head_dim + k_chunk - 1) / k_chunk) {
     case 1: score_tile<T, NJ, 1>(q8, q_scale, q_sums, head_dim, k, k_stride, n_pos, scale, scores, score_stride); break;
     case 2: score_tile<T, NJ, 2>(q8, q_scale, q_sums, head_dim, k, k_stride, n_pos, scale, scores, score_stride); break;
     case 3: score_tile<T, NJ, 3>(q8, q_scale, q_sums, head_dim, k, k_stride, n_pos, scale, scores, score_stride); break;
-    default: score_tile<T, NJ, k_max_chunks>(q8, q_scale, q_sums, head_dim, k, k_stride, n_pos, scale, scores, score_stride); break;
+    default:
+      score_tile<T, NJ, k_max_chunks>(q8, q_scale, q_sums, head_dim, k, k_stride, n_pos, scale, scores, score_stride);
+      break;
   }
 }
 
 template <KvType T>
-void score_range(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q, int head_dim,
-                 const uint8_t* k, int64_t k_stride, int64_t n_pos, float scale, float* scores,
-                 int64_t score_stride) {
+void score_range(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q, int head_dim, const uint8_t* k,
+                 int64_t k_stride, int64_t n_pos, float scale, float* scores, int64_t score_stride) {
   constexpr int k_tile = 8;
   for (int j0 = 0; j0 < n_q; j0 += k_tile) {
     const int8_t* qt = q8 + static_cast<int64_t>(j0) * head_dim;
@@ -154,15 +153,15 @@ void score_range(const int8_t* q8, const float* q_scale, const int32_t* q_sums, 
 
 }  // namespace
 
-void score_range_q8_vnni(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q,
-                         int head_dim, const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos,
-                         float scale, float* scores, int64_t score_stride) {
+void score_range_q8_vnni(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q, int head_dim,
+                         const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores,
+                         int64_t score_stride) {
   score_range<KvType::q8>(q8, q_scale, q_sums, n_q, head_dim, k, k_stride_bytes, n_pos, scale, scores, score_stride);
 }
 
-void score_range_q4_vnni(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q,
-                         int head_dim, const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos,
-                         float scale, float* scores, int64_t score_stride) {
+void score_range_q4_vnni(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q, int head_dim,
+                         const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores,
+                         int64_t score_stride) {
   score_range<KvType::q4>(q8, q_scale, q_sums, n_q, head_dim, k, k_stride_bytes, n_pos, scale, scores, score_stride);
 }
 

@@ -36,17 +36,15 @@ struct ActScratch {
   std::vector<int16_t> bsums;  // (n_tokens, n_cols / 16), Q8_K form
 };
 
-constexpr int64_t k_row_grain = 16;                   // rows per unit of work split across threads
-constexpr int64_t k_act_chunk_bytes = 1 << 20;        // activations kept in L2 per pass over rows
-constexpr int64_t k_parallel_quantize_tokens = 8;     // below this, one thread quantizes
+constexpr int64_t k_row_grain = 16;                // rows per unit of work split across threads
+constexpr int64_t k_act_chunk_bytes = 1 << 20;     // activations kept in L2 per pass over rows
+constexpr int64_t k_parallel_quantize_tokens = 8;  // below this, one thread quantizes
 
 // Splits rows (in units of k_row_grain) across the pool and calls fn(row_begin, row_end).
 template <typename F>
 void for_rows(ThreadPool* pool, int64_t n_rows, F&& fn) {
   const int64_t n_units = (n_rows + k_row_grain - 1) / k_row_grain;
-  auto body = [&](int64_t u_begin, int64_t u_end) {
-    fn(u_begin * k_row_grain, std::min(n_rows, u_end * k_row_grain));
-  };
+  auto body = [&](int64_t u_begin, int64_t u_end) { fn(u_begin * k_row_grain, std::min(n_rows, u_end * k_row_grain)); };
   if (pool == nullptr) {
     body(0, n_units);
   } else {
@@ -95,8 +93,8 @@ void quantized_matmul(const KernelSet& ks, const MatrixView& w, const float* x, 
     for (int64_t t = 0; t < n_tokens; t += chunk) {
       const QuantizedActs acts{qs + t * n_cols, d + t * static_cast<int64_t>(n_blocks),
                                k_form ? bsums + t * (n_cols / 16) : nullptr, n_cols};
-      tile(wbytes + r_begin * rb, rb, r_end - r_begin, acts, std::min(chunk, n_tokens - t),
-           y + t * w.n_rows + r_begin, w.n_rows);
+      tile(wbytes + r_begin * rb, rb, r_end - r_begin, acts, std::min(chunk, n_tokens - t), y + t * w.n_rows + r_begin,
+           w.n_rows);
     }
   });
 }
@@ -119,9 +117,7 @@ void run_matmul(const KernelSet& ks, const MatrixView& w, const float* x, int64_
   switch (w.type) {
     case DType::f32:
     case DType::f16:
-    case DType::bf16:
-      float_matmul(ks, w, x, n_tokens, y, pool);
-      return;
+    case DType::bf16: float_matmul(ks, w, x, n_tokens, y, pool); return;
     case DType::q4_0:
     case DType::q4_1:
     case DType::q5_0:
@@ -136,8 +132,7 @@ void run_matmul(const KernelSet& ks, const MatrixView& w, const float* x, int64_
       check(w.n_cols % dtype_info(w.type).block_elems == 0, "n_cols is not a multiple of the block size");
       quantized_matmul(ks, w, x, n_tokens, y, pool);
       return;
-    case DType::q8_k:
-      break;
+    case DType::q8_k: break;
   }
   check(false, "unsupported weight type");
 }

@@ -46,8 +46,7 @@ struct RopeCache {
 
 bool same_params(const RopeParams& a, const RopeParams& b) {
   return a.n_rot == b.n_rot && a.freq_base == b.freq_base && a.freq_scale == b.freq_scale &&
-         a.interleaved == b.interleaved && a.freq_factors == b.freq_factors &&
-         a.attn_factor == b.attn_factor;
+         a.interleaved == b.interleaved && a.freq_factors == b.freq_factors && a.attn_factor == b.attn_factor;
 }
 
 }  // namespace
@@ -88,20 +87,17 @@ RopeTables rope_tables(const RopeParams& p, int64_t pos) {
   return {cache.cos_full.data(), cache.sin_signed.data()};
 }
 
-void rope_with(const OpsTable& t, float* x, int n_heads, int head_dim, int64_t pos,
-               const RopeParams& p) {
+void rope_with(const OpsTable& t, float* x, int n_heads, int head_dim, int64_t pos, const RopeParams& p) {
   KVC_KERNEL_CHECK(p.n_rot <= head_dim);
   if (p.n_rot == 0 || n_heads <= 0) return;
   const RopeTables tables = rope_tables(p, pos);
   t.rope_apply(x, n_heads, head_dim, p.n_rot, p.interleaved, tables.cos_full, tables.sin_signed);
 }
 
-void attention_f16_with(const OpsTable& t, const float* q, const uint16_t* k, const uint16_t* v,
-                        int64_t n_kv, const AttentionShape& s, int kv_head_begin, int kv_head_end,
-                        float* out, float* scratch) {
+void attention_f16_with(const OpsTable& t, const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
+                        const AttentionShape& s, int kv_head_begin, int kv_head_end, float* out, float* scratch) {
   KVC_KERNEL_CHECK(s.n_kv_head > 0 && s.n_head % s.n_kv_head == 0 && s.head_dim > 0);
-  KVC_KERNEL_CHECK(0 <= kv_head_begin && kv_head_begin <= kv_head_end &&
-                   kv_head_end <= s.n_kv_head && n_kv >= 0);
+  KVC_KERNEL_CHECK(0 <= kv_head_begin && kv_head_begin <= kv_head_end && kv_head_end <= s.n_kv_head && n_kv >= 0);
   const int n_group = s.n_head / s.n_kv_head;  // query heads per kv head
   const int64_t group_floats = static_cast<int64_t>(n_group) * s.head_dim;
   for (int h = kv_head_begin; h < kv_head_end; ++h) {
@@ -110,8 +106,7 @@ void attention_f16_with(const OpsTable& t, const float* q, const uint16_t* k, co
     const uint16_t* k_head = k + static_cast<int64_t>(h) * s.head_dim;
     const uint16_t* v_head = v + static_cast<int64_t>(h) * s.head_dim;
     float* scores = scratch;  // (n_group, n_kv)
-    t.score_range_f16(q_group, n_group, s.head_dim, k_head, s.kv_stride, n_kv, s.scale, scores,
-                      n_kv);
+    t.score_range_f16(q_group, n_group, s.head_dim, k_head, s.kv_stride, n_kv, s.scale, scores, n_kv);
     for (int j = 0; j < n_group; ++j) t.softmax_inplace(scores + j * n_kv, n_kv);
     std::memset(out_group, 0, static_cast<size_t>(group_floats) * sizeof(float));
     t.accumulate_range_f16(scores, n_kv, n_group, v_head, s.kv_stride, n_kv, s.head_dim, out_group);
@@ -122,9 +117,7 @@ void rmsnorm(const float* x, const float* w, int64_t n, float eps, float* out) {
   ops_active().rmsnorm(x, w, n, eps, out);
 }
 
-void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
-  ops_active().silu_mul(gate, up, n, out);
-}
+void silu_mul(const float* gate, const float* up, int64_t n, float* out) { ops_active().silu_mul(gate, up, n, out); }
 
 void add_inplace(float* x, const float* y, int64_t n) { ops_active().add_inplace(x, y, n); }
 
@@ -134,20 +127,16 @@ void rope(float* x, int n_heads, int head_dim, int64_t pos, const RopeParams& p)
   rope_with(ops_active(), x, n_heads, head_dim, pos, p);
 }
 
-void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
-                   const AttentionShape& s, int kv_head_begin, int kv_head_end, float* out,
-                   float* scratch) {
+void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv, const AttentionShape& s,
+                   int kv_head_begin, int kv_head_end, float* out, float* scratch) {
   attention_f16_with(ops_active(), q, k, v, n_kv, s, kv_head_begin, kv_head_end, out, scratch);
 }
 
 void attention_f16_reference(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
-                             const AttentionShape& s, int kv_head_begin, int kv_head_end,
-                             float* out, float* scratch) {
+                             const AttentionShape& s, int kv_head_begin, int kv_head_end, float* out, float* scratch) {
   attention_f16_with(ops_scalar(), q, k, v, n_kv, s, kv_head_begin, kv_head_end, out, scratch);
 }
 
-void f32_to_f16_row(const float* x, uint16_t* out, int64_t n) {
-  ops_active().f32_to_f16_row(x, out, n);
-}
+void f32_to_f16_row(const float* x, uint16_t* out, int64_t n) { ops_active().f32_to_f16_row(x, out, n); }
 
 }  // namespace kvc::kernels

@@ -33,7 +33,7 @@ struct RopeParams {
   float freq_scale = 1.0f;  // 1 / linear scaling factor
   bool interleaved = true;
   const float* freq_factors = nullptr;  // (n_rot / 2) host floats, or null: all 1
-  float attn_factor = 1.0f;  // multiplies cos and sin (rope.scaling.attn_factor: Phi-3's LongRoPE)
+  float attn_factor = 1.0f;             // multiplies cos and sin (rope.scaling.attn_factor: Phi-3's LongRoPE)
 };
 void rope(float* x, int n_heads, int head_dim, int64_t pos, const RopeParams& p);
 
@@ -52,12 +52,10 @@ struct AttentionShape {
   int64_t kv_stride = 0;  // elements between consecutive positions
   float scale = 1.0f;
 };
-void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
-                   const AttentionShape& s, int kv_head_begin, int kv_head_end, float* out,
-                   float* scratch);
+void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv, const AttentionShape& s,
+                   int kv_head_begin, int kv_head_end, float* out, float* scratch);
 void attention_f16_reference(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
-                             const AttentionShape& s, int kv_head_begin, int kv_head_end,
-                             float* out, float* scratch);
+                             const AttentionShape& s, int kv_head_begin, int kv_head_end, float* out, float* scratch);
 
 // Converts n floats to F16 (KV cache writes).
 void f32_to_f16_row(const float* x, uint16_t* out, int64_t n);

@@ -16,8 +16,7 @@ constexpr int k_lanes = 8;
 
 // Lanes [0, n) set, for n in [0, 8].
 __m256i tail_mask(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 // AMD CPUs run vmaskmovps slowly (a masked store costs tens of cycles), so the masked forms
@@ -75,9 +74,7 @@ __m256 exp8(__m256 x) {
   return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
 }
 
-__m256 load_f16(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
+__m256 load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
 void rmsnorm_avx2(const float* x, const float* w, int64_t n, float eps, float* out) {
   __m256 acc0 = _mm256_setzero_ps();
@@ -136,8 +133,7 @@ void softmax_inplace_avx2(float* x, int64_t n) {
   __m256 vsum = _mm256_setzero_ps();
   for (int64_t i = 0; i < n; i += k_lanes) {
     const int64_t left = n - i;
-    const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(load_n(x + i, left), max)),
-                                   _mm256_castsi256_ps(tail_mask(left)));
+    const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(load_n(x + i, left), max)), _mm256_castsi256_ps(tail_mask(left)));
     vsum = _mm256_add_ps(vsum, e);
     store_n(x + i, e, left);
   }
@@ -148,8 +144,8 @@ void softmax_inplace_avx2(float* x, int64_t n) {
   }
 }
 
-void rope_apply_avx2(float* x, int n_heads, int head_dim, int n_rot, bool interleaved,
-                     const float* cos_full, const float* sin_signed) {
+void rope_apply_avx2(float* x, int n_heads, int head_dim, int n_rot, bool interleaved, const float* cos_full,
+                     const float* sin_signed) {
   const int half = n_rot / 2;
   for (int h = 0; h < n_heads; ++h) {
     float* xh = x + static_cast<int64_t>(h) * head_dim;
@@ -184,8 +180,7 @@ void f32_to_f16_row_avx2(const float* x, uint16_t* out, int64_t n) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
   }
   if (i < n) {
-    const __m128i h = _mm256_cvtps_ph(load_n(x + i, n - i),
-                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m128i h = _mm256_cvtps_ph(load_n(x + i, n - i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     uint16_t tmp[k_lanes];
     _mm_storeu_si128(reinterpret_cast<__m128i*>(tmp), h);
     std::memcpy(out + i, tmp, static_cast<size_t>(n - i) * sizeof(uint16_t));
@@ -208,8 +203,8 @@ float dot_tail(const float* q, const uint16_t* k, int begin, int end) {
 
 // Scores of NJ query rows against each position: the K row is converted once per tile.
 template <int NJ>
-void score_tile(const float* q, int head_dim, const uint16_t* k, int64_t k_stride, int64_t n_pos,
-                float scale, float* scores, int64_t score_stride) {
+void score_tile(const float* q, int head_dim, const uint16_t* k, int64_t k_stride, int64_t n_pos, float scale,
+                float* scores, int64_t score_stride) {
   const int n_full = head_dim / k_lanes * k_lanes;
   for (int64_t t = 0; t < n_pos; ++t) {
     const uint16_t* kt = k + t * k_stride;
@@ -234,8 +229,8 @@ void score_tile(const float* q, int head_dim, const uint16_t* k, int64_t k_strid
   }
 }
 
-void score_range_f16_avx2(const float* q, int n_q, int head_dim, const uint16_t* k, int64_t k_stride,
-                          int64_t n_pos, float scale, float* scores, int64_t score_stride) {
+void score_range_f16_avx2(const float* q, int n_q, int head_dim, const uint16_t* k, int64_t k_stride, int64_t n_pos,
+                          float scale, float* scores, int64_t score_stride) {
   constexpr int k_tile = 4;
   for (int j0 = 0; j0 < n_q; j0 += k_tile) {
     const float* qt = q + static_cast<int64_t>(j0) * head_dim;
@@ -251,8 +246,8 @@ void score_range_f16_avx2(const float* q, int n_q, int head_dim, const uint16_t*
 
 // acc tile of NJ query rows x NV full vectors of dims, held in registers over all positions.
 template <int NJ, int NV>
-void accumulate_tile(const float* w, int64_t w_stride, const uint16_t* v, int64_t v_stride,
-                     int64_t n_pos, float* acc, int head_dim) {
+void accumulate_tile(const float* w, int64_t w_stride, const uint16_t* v, int64_t v_stride, int64_t n_pos, float* acc,
+                     int head_dim) {
   // GCC keeps a[][] in registers only when these loops are unrolled before scalar
   // replacement, hence the pragmas.
   __m256 a[NJ][NV];
@@ -288,8 +283,8 @@ constexpr AccumulateTile k_acc_tiles[k_acc_rows][k_acc_vecs] = {
     {accumulate_tile<2, 1>, accumulate_tile<2, 2>, accumulate_tile<2, 3>, accumulate_tile<2, 4>},
 };
 
-void accumulate_range_f16_avx2(const float* w, int64_t w_stride, int n_q, const uint16_t* v,
-                               int64_t v_stride, int64_t n_pos, int head_dim, float* acc) {
+void accumulate_range_f16_avx2(const float* w, int64_t w_stride, int n_q, const uint16_t* v, int64_t v_stride,
+                               int64_t n_pos, int head_dim, float* acc) {
   constexpr int k_tile_dims = k_acc_vecs * k_lanes;
   const int n_full = head_dim / k_lanes * k_lanes;
   for (int d0 = 0; d0 < n_full; d0 += k_tile_dims) {
@@ -297,7 +292,7 @@ void accumulate_range_f16_avx2(const float* w, int64_t w_stride, int n_q, const 
     for (int j0 = 0; j0 < n_q; j0 += k_acc_rows) {
       const int n_rows = n_q - j0 >= k_acc_rows ? k_acc_rows : n_q - j0;
       k_acc_tiles[n_rows - 1][n_vecs - 1](w + j0 * w_stride, w_stride, v + d0, v_stride, n_pos,
-                                           acc + static_cast<int64_t>(j0) * head_dim + d0, head_dim);
+                                          acc + static_cast<int64_t>(j0) * head_dim + d0, head_dim);
     }
   }
   if (n_full == head_dim) return;
@@ -312,10 +307,8 @@ void accumulate_range_f16_avx2(const float* w, int64_t w_stride, int n_q, const 
 }
 
 constexpr OpsTable k_avx2_table = {
-    Isa::avx2,          rmsnorm_avx2,         silu_mul_avx2,
-    add_inplace_avx2,   softmax_inplace_avx2, rope_apply_avx2,
-    f32_to_f16_row_avx2, exp_row_avx2,        score_range_f16_avx2,
-    accumulate_range_f16_avx2,
+    Isa::avx2,       rmsnorm_avx2,        silu_mul_avx2, add_inplace_avx2,     softmax_inplace_avx2,
+    rope_apply_avx2, f32_to_f16_row_avx2, exp_row_avx2,  score_range_f16_avx2, accumulate_range_f16_avx2,
 };
 
 }  // namespace

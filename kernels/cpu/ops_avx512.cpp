@@ -51,12 +51,8 @@ __m512 exp16(__m512 x) {
   return _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
 }
 
-__m512 load_f16(const uint16_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-__m512 load_f16_masked(__mmask16 m, const uint16_t* p) {
-  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
-}
+__m512 load_f16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+__m512 load_f16_masked(__mmask16 m, const uint16_t* p) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
 
 void rmsnorm_avx512(const float* x, const float* w, int64_t n, float eps, float* out) {
   __m512 acc0 = _mm512_setzero_ps();
@@ -129,8 +125,8 @@ void softmax_inplace_avx512(float* x, int64_t n) {
   }
 }
 
-void rope_apply_avx512(float* x, int n_heads, int head_dim, int n_rot, bool interleaved,
-                       const float* cos_full, const float* sin_signed) {
+void rope_apply_avx512(float* x, int n_heads, int head_dim, int n_rot, bool interleaved, const float* cos_full,
+                       const float* sin_signed) {
   const int half = n_rot / 2;
   for (int h = 0; h < n_heads; ++h) {
     float* xh = x + static_cast<int64_t>(h) * head_dim;
@@ -161,8 +157,7 @@ void rope_apply_avx512(float* x, int n_heads, int head_dim, int n_rot, bool inte
 void f32_to_f16_row_avx512(const float* x, uint16_t* out, int64_t n) {
   for (int64_t i = 0; i < n; i += k_lanes) {
     const __mmask16 m = n - i >= k_lanes ? static_cast<__mmask16>(0xffff) : tail_mask(n - i);
-    const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i),
-                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm256_mask_storeu_epi16(out + i, m, h);
   }
 }
@@ -200,8 +195,8 @@ __m256 reduce8(const __m512* a) {
 
 // Scores of NJ query rows against each position: the K row is converted once per tile.
 template <int NJ>
-void score_tile(const float* q, int head_dim, const uint16_t* k, int64_t k_stride, int64_t n_pos,
-                float scale, float* scores, int64_t score_stride) {
+void score_tile(const float* q, int head_dim, const uint16_t* k, int64_t k_stride, int64_t n_pos, float scale,
+                float* scores, int64_t score_stride) {
   const int n_full = head_dim / k_lanes * k_lanes;
   const __mmask16 m_tail = tail_mask(head_dim - n_full);
   for (int64_t t = 0; t < n_pos; ++t) {
@@ -228,9 +223,8 @@ void score_tile(const float* q, int head_dim, const uint16_t* k, int64_t k_strid
   }
 }
 
-void score_range_f16_avx512(const float* q, int n_q, int head_dim, const uint16_t* k,
-                            int64_t k_stride, int64_t n_pos, float scale, float* scores,
-                            int64_t score_stride) {
+void score_range_f16_avx512(const float* q, int n_q, int head_dim, const uint16_t* k, int64_t k_stride, int64_t n_pos,
+                            float scale, float* scores, int64_t score_stride) {
   constexpr int k_tile = 8;
   for (int j0 = 0; j0 < n_q; j0 += k_tile) {
     const float* qt = q + static_cast<int64_t>(j0) * head_dim;
@@ -251,8 +245,8 @@ void score_range_f16_avx512(const float* q, int n_q, int head_dim, const uint16_
 // acc tile of NJ query rows x NV vectors of dims, held in registers over all positions;
 // the last vector of the tile is masked by m_last.
 template <int NJ, int NV>
-void accumulate_tile(const float* w, int64_t w_stride, const uint16_t* v, int64_t v_stride,
-                     int64_t n_pos, float* acc, int head_dim, __mmask16 m_last) {
+void accumulate_tile(const float* w, int64_t w_stride, const uint16_t* v, int64_t v_stride, int64_t n_pos, float* acc,
+                     int head_dim, __mmask16 m_last) {
   // GCC keeps a[][] in registers only when these loops are unrolled before scalar
   // replacement, hence the pragmas (without them it stores all 16 vectors every position).
   __m512 a[NJ][NV];
@@ -283,8 +277,7 @@ void accumulate_tile(const float* w, int64_t w_stride, const uint16_t* v, int64_
   }
 }
 
-using AccumulateTile = void (*)(const float*, int64_t, const uint16_t*, int64_t, int64_t, float*, int,
-                                __mmask16);
+using AccumulateTile = void (*)(const float*, int64_t, const uint16_t*, int64_t, int64_t, float*, int, __mmask16);
 constexpr int k_acc_rows = 4;  // query rows per tile
 constexpr int k_acc_vecs = 4;  // vectors of 16 dims per tile
 constexpr AccumulateTile k_acc_tiles[k_acc_rows][k_acc_vecs] = {
@@ -294,8 +287,8 @@ constexpr AccumulateTile k_acc_tiles[k_acc_rows][k_acc_vecs] = {
     {accumulate_tile<4, 1>, accumulate_tile<4, 2>, accumulate_tile<4, 3>, accumulate_tile<4, 4>},
 };
 
-void accumulate_range_f16_avx512(const float* w, int64_t w_stride, int n_q, const uint16_t* v,
-                                 int64_t v_stride, int64_t n_pos, int head_dim, float* acc) {
+void accumulate_range_f16_avx512(const float* w, int64_t w_stride, int n_q, const uint16_t* v, int64_t v_stride,
+                                 int64_t n_pos, int head_dim, float* acc) {
   constexpr int k_tile_dims = k_acc_vecs * k_lanes;
   for (int d0 = 0; d0 < head_dim; d0 += k_tile_dims) {
     const int n_dims = head_dim - d0 >= k_tile_dims ? k_tile_dims : head_dim - d0;
@@ -305,17 +298,14 @@ void accumulate_range_f16_avx512(const float* w, int64_t w_stride, int n_q, cons
     for (int j0 = 0; j0 < n_q; j0 += k_acc_rows) {
       const int n_rows = n_q - j0 >= k_acc_rows ? k_acc_rows : n_q - j0;
       k_acc_tiles[n_rows - 1][n_vecs - 1](w + j0 * w_stride, w_stride, v + d0, v_stride, n_pos,
-                                           acc + static_cast<int64_t>(j0) * head_dim + d0, head_dim,
-                                           m_last);
+                                          acc + static_cast<int64_t>(j0) * head_dim + d0, head_dim, m_last);
     }
   }
 }
 
 constexpr OpsTable k_avx512_table = {
-    Isa::avx512,          rmsnorm_avx512,         silu_mul_avx512,
-    add_inplace_avx512,   softmax_inplace_avx512, rope_apply_avx512,
-    f32_to_f16_row_avx512, exp_row_avx512,        score_range_f16_avx512,
-    accumulate_range_f16_avx512,
+    Isa::avx512,       rmsnorm_avx512,        silu_mul_avx512, add_inplace_avx512,     softmax_inplace_avx512,
+    rope_apply_avx512, f32_to_f16_row_avx512, exp_row_avx512,  score_range_f16_avx512, accumulate_range_f16_avx512,
 };
 
 }  // namespace

@@ -9,11 +9,9 @@
 
 // A bug check inside the kernels (which may not include core/util/assert.h); stays on in
 // release builds and never guards user input.
-#define KVC_KERNEL_CHECK(cond)                                                \
-  do {                                                                        \
-    if (!(cond)) [[unlikely]] {                                               \
-      ::kvc::kernels::detail::kernel_check_failed(#cond, __FILE__, __LINE__); \
-    }                                                                         \
+#define KVC_KERNEL_CHECK(cond)                                                                            \
+  do {                                                                                                    \
+    if (!(cond)) [[unlikely]] { ::kvc::kernels::detail::kernel_check_failed(#cond, __FILE__, __LINE__); } \
   } while (0)
 
 namespace kvc::kernels {
@@ -25,21 +23,20 @@ namespace detail {
 // scores[j * score_stride + t] = scale * dot(q[j], k[t]) for j in [0, n_q), t in [0, n_pos).
 //   q: (n_q, head_dim) float, contiguous;  k[t] = k + t * k_stride, head_dim F16 elements.
 // A paged cache calls this once per block, with scores offset by the block's first position.
-using ScoreRangeF16 = void (*)(const float* q, int n_q, int head_dim, const uint16_t* k,
-                               int64_t k_stride, int64_t n_pos, float scale, float* scores,
-                               int64_t score_stride);
+using ScoreRangeF16 = void (*)(const float* q, int n_q, int head_dim, const uint16_t* k, int64_t k_stride,
+                               int64_t n_pos, float scale, float* scores, int64_t score_stride);
 
 // acc[j][d] += sum_t w[j * w_stride + t] * v[t][d] for j in [0, n_q), t in [0, n_pos).
 //   acc: (n_q, head_dim) float, contiguous;  v[t] = v + t * v_stride, head_dim F16 elements.
-using AccumulateRangeF16 = void (*)(const float* w, int64_t w_stride, int n_q, const uint16_t* v,
-                                    int64_t v_stride, int64_t n_pos, int head_dim, float* acc);
+using AccumulateRangeF16 = void (*)(const float* w, int64_t w_stride, int n_q, const uint16_t* v, int64_t v_stride,
+                                    int64_t n_pos, int head_dim, float* acc);
 
 // Rotates the first n_rot dims of each of n_heads heads of x: (n_heads, head_dim), as
 //   out[i] = x[i] * cos_full[i] + x[partner(i)] * sin_signed[i],   i in [0, n_rot),
 // partner(i) = i ^ 1 (interleaved) or (i + n_rot/2) mod n_rot (neox). The tables come from
 // rope_tables() below.
-using RopeApply = void (*)(float* x, int n_heads, int head_dim, int n_rot, bool interleaved,
-                           const float* cos_full, const float* sin_signed);
+using RopeApply = void (*)(float* x, int n_heads, int head_dim, int n_rot, bool interleaved, const float* cos_full,
+                           const float* sin_signed);
 
 // One ISA's implementation of every op. Invariant: every pointer is non-null, and a table is
 // only handed out (ops_for) when the CPU supports its ISA.
@@ -67,13 +64,11 @@ const OpsTable& ops_for(Isa isa);
 const OpsTable& ops_active();
 
 // Attention (ops.h semantics) computed with the inner loops of table `t`.
-void attention_f16_with(const OpsTable& t, const float* q, const uint16_t* k, const uint16_t* v,
-                        int64_t n_kv, const AttentionShape& s, int kv_head_begin, int kv_head_end,
-                        float* out, float* scratch);
+void attention_f16_with(const OpsTable& t, const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
+                        const AttentionShape& s, int kv_head_begin, int kv_head_end, float* out, float* scratch);
 
 // Rope with the inner loop of table `t`.
-void rope_with(const OpsTable& t, float* x, int n_heads, int head_dim, int64_t pos,
-               const RopeParams& p);
+void rope_with(const OpsTable& t, float* x, int n_heads, int head_dim, int64_t pos, const RopeParams& p);
 
 // cos/sin tables for (p, pos), each n_rot floats in the layout RopeApply documents. Angles
 // are computed in double, so large positions (1e5 and beyond) keep float accuracy. Cached

@@ -14,8 +14,7 @@ void rmsnorm_scalar(const float* x, const float* w, int64_t n, float eps, float*
   // out = x / sqrt(mean(x^2) + eps) * w
   double sum_sq = 0.0;
   for (int64_t i = 0; i < n; ++i) sum_sq += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  const auto inv_rms =
-      static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(n) + static_cast<double>(eps)));
+  const auto inv_rms = static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(n) + static_cast<double>(eps)));
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv_rms * w[i];
 }
 
@@ -45,8 +44,8 @@ void softmax_inplace_scalar(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv_sum;
 }
 
-void rope_apply_scalar(float* x, int n_heads, int head_dim, int n_rot, bool interleaved,
-                       const float* cos_full, const float* sin_signed) {
+void rope_apply_scalar(float* x, int n_heads, int head_dim, int n_rot, bool interleaved, const float* cos_full,
+                       const float* sin_signed) {
   // Each pair (a, b) becomes (a cos - b sin, a sin + b cos).
   const int half = n_rot / 2;
   for (int h = 0; h < n_heads; ++h) {
@@ -72,9 +71,8 @@ void exp_row_scalar(const float* x, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = std::exp(x[i]);
 }
 
-void score_range_f16_scalar(const float* q, int n_q, int head_dim, const uint16_t* k,
-                            int64_t k_stride, int64_t n_pos, float scale, float* scores,
-                            int64_t score_stride) {
+void score_range_f16_scalar(const float* q, int n_q, int head_dim, const uint16_t* k, int64_t k_stride, int64_t n_pos,
+                            float scale, float* scores, int64_t score_stride) {
   for (int64_t t = 0; t < n_pos; ++t) {
     const uint16_t* kt = k + t * k_stride;
     for (int j = 0; j < n_q; ++j) {
@@ -86,8 +84,8 @@ void score_range_f16_scalar(const float* q, int n_q, int head_dim, const uint16_
   }
 }
 
-void accumulate_range_f16_scalar(const float* w, int64_t w_stride, int n_q, const uint16_t* v,
-                                 int64_t v_stride, int64_t n_pos, int head_dim, float* acc) {
+void accumulate_range_f16_scalar(const float* w, int64_t w_stride, int n_q, const uint16_t* v, int64_t v_stride,
+                                 int64_t n_pos, int head_dim, float* acc) {
   for (int64_t t = 0; t < n_pos; ++t) {
     const uint16_t* vt = v + t * v_stride;
     for (int j = 0; j < n_q; ++j) {
@@ -99,10 +97,8 @@ void accumulate_range_f16_scalar(const float* w, int64_t w_stride, int n_q, cons
 }
 
 constexpr OpsTable k_scalar_table = {
-    Isa::scalar,          rmsnorm_scalar,         silu_mul_scalar,
-    add_inplace_scalar,   softmax_inplace_scalar, rope_apply_scalar,
-    f32_to_f16_row_scalar, exp_row_scalar,        score_range_f16_scalar,
-    accumulate_range_f16_scalar,
+    Isa::scalar,       rmsnorm_scalar,        silu_mul_scalar, add_inplace_scalar,     softmax_inplace_scalar,
+    rope_apply_scalar, f32_to_f16_row_scalar, exp_row_scalar,  score_range_f16_scalar, accumulate_range_f16_scalar,
 };
 
 }  // namespace

@@ -10,16 +10,13 @@
 
 namespace kvc::kernels {
 
-
 void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView& kv, int64_t n_kv,
-                          const AttentionShape& s, int kv_head_begin, int kv_head_end, float* out,
-                          float* scratch) {
+                          const AttentionShape& s, int kv_head_begin, int kv_head_end, float* out, float* scratch) {
   KVC_KERNEL_CHECK(kv.layout != nullptr && kv.blocks != nullptr);
   const KvBlockLayout& l = *kv.layout;
   KVC_KERNEL_CHECK(s.n_kv_head > 0 && s.n_head % s.n_kv_head == 0 && s.n_kv_head == l.n_kv_head &&
                    s.head_dim == l.head_dim && 0 <= kv.layer && kv.layer < l.n_layer);
-  KVC_KERNEL_CHECK(0 <= kv_head_begin && kv_head_begin <= kv_head_end &&
-                   kv_head_end <= s.n_kv_head && n_kv >= 0);
+  KVC_KERNEL_CHECK(0 <= kv_head_begin && kv_head_begin <= kv_head_end && kv_head_end <= s.n_kv_head && n_kv >= 0);
   const int64_t B = l.block_tokens;
   KVC_KERNEL_CHECK(n_kv <= kv.n_blocks * B);
   const OpsTable& ops = ops_for(t.isa);
@@ -30,8 +27,7 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
   const int64_t block_begin = begin / B;
   const int64_t block_end = (n_kv + B - 1) / B;
   for (int64_t b = block_begin; b < block_end; ++b) {
-    KVC_KERNEL_CHECK(kv.blocks[b] != nullptr &&
-                     reinterpret_cast<uintptr_t>(kv.blocks[b]) % alignof(uint16_t) == 0);
+    KVC_KERNEL_CHECK(kv.blocks[b] != nullptr && reinterpret_cast<uintptr_t>(kv.blocks[b]) % alignof(uint16_t) == 0);
   }
 
   // Integer K scores: q of each kv head's query heads quantized once, after the scores.
@@ -49,7 +45,7 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
   const bool int_k = table_group && ((k_type == KvType::q8 && t.score_range_q8_int != nullptr) ||
                                      (k_type == KvType::q4 && t.score_range_q4_int != nullptr));
   float* q_rot = scratch + n_group * (n_att + s.head_dim / 2 + 1);  // (n_group, head_dim)
-  float* anchor_dots = q_rot + group_floats;  // (n_group): scale q . a for one block's K anchor a
+  float* anchor_dots = q_rot + group_floats;                        // (n_group): scale q . a for one block's K anchor a
   const bool k_anchored = l.k_anchor_bytes > 0;
   if (int_k && s.head_dim <= k_max_int_head_dim && n_att > 0) {
     float* rest = scratch + n_group * n_att;
@@ -59,10 +55,10 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
   }
 
   for (int h = kv_head_begin; h < kv_head_end; ++h) {
-    const float* q_in = q + h * group_floats;     // (n_group, head_dim)
-    const float* q_group = q_in;                  // rotated K: q_rot
-    float* out_group = out + h * group_floats;    // (n_group, head_dim)
-    float* scores = scratch;                      // (n_group, n_att)
+    const float* q_in = q + h * group_floats;   // (n_group, head_dim)
+    const float* q_group = q_in;                // rotated K: q_rot
+    float* out_group = out + h * group_floats;  // (n_group, head_dim)
+    float* scores = scratch;                    // (n_group, n_att)
     std::memset(out_group, 0, static_cast<size_t>(group_floats) * sizeof(float));
     if (n_att == 0) continue;
     if (kv_type_rotated(l.k_type)) {
@@ -74,39 +70,37 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
     for (int64_t b = block_begin; b < block_end; ++b) {
       const int64_t t0 = b * B > begin ? b * B : begin;
       const int64_t t1 = (b + 1) * B < n_kv ? (b + 1) * B : n_kv;
-      const uint8_t* k = kv.blocks[b] + l.k_row_offset(kv.layer, static_cast<int>(t0 - b * B)) +
-                         l.k_head_offset(h);
+      const uint8_t* k = kv.blocks[b] + l.k_row_offset(kv.layer, static_cast<int>(t0 - b * B)) + l.k_head_offset(h);
       float* sb = scores + (t0 - begin);
       switch (k_type) {
         case KvType::f16:
-          ops.score_range_f16(q_group, n_group, s.head_dim, reinterpret_cast<const uint16_t*>(k),
-                              l.k_row_bytes / 2, t1 - t0, s.scale, sb, n_att);
+          ops.score_range_f16(q_group, n_group, s.head_dim, reinterpret_cast<const uint16_t*>(k), l.k_row_bytes / 2,
+                              t1 - t0, s.scale, sb, n_att);
           break;
         case KvType::q8:
           if (q_int.q8 != nullptr) {
-            t.score_range_q8_int(q_int.q8, q_int.scale, q_int.sums, n_group, s.head_dim, k, l.k_row_bytes,
-                                 t1 - t0, s.scale, sb, n_att);
+            t.score_range_q8_int(q_int.q8, q_int.scale, q_int.sums, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0,
+                                 s.scale, sb, n_att);
           } else if (!table_group) {
-            t.score_range_small_group(k_type, l.group, q_group, n_group, s.head_dim, k, l.k_row_bytes,
-                                      t1 - t0, s.scale, sb, n_att);
+            t.score_range_small_group(k_type, l.group, q_group, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale,
+                                      sb, n_att);
           } else {
             t.score_range_q8(q_group, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
           }
           break;
         case KvType::q4:
           if (q_int.q8 != nullptr) {
-            t.score_range_q4_int(q_int.q8, q_int.scale, q_int.sums, n_group, s.head_dim, k, l.k_row_bytes,
-                                 t1 - t0, s.scale, sb, n_att);
+            t.score_range_q4_int(q_int.q8, q_int.scale, q_int.sums, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0,
+                                 s.scale, sb, n_att);
           } else if (!table_group) {
-            t.score_range_small_group(k_type, l.group, q_group, n_group, s.head_dim, k, l.k_row_bytes,
-                                      t1 - t0, s.scale, sb, n_att);
+            t.score_range_small_group(k_type, l.group, q_group, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale,
+                                      sb, n_att);
           } else {
             t.score_range_q4(q_group, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
           }
           break;
         case KvType::q8h:
-        case KvType::q4h:
-          KVC_KERNEL_CHECK(false);  // kv_storage_type never returns a rotated type
+        case KvType::q4h: KVC_KERNEL_CHECK(false);  // kv_storage_type never returns a rotated type
       }
       if (k_anchored) {  // scores of the block's rows x - a: add scale q . a (the anchor is an F16 row)
         const auto* a = reinterpret_cast<const uint16_t*>(kv.blocks[b] + l.k_anchor_offset(kv.layer)) +
@@ -122,19 +116,18 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
     for (int64_t b = block_begin; b < block_end; ++b) {
       const int64_t t0 = b * B > begin ? b * B : begin;
       const int64_t t1 = (b + 1) * B < n_kv ? (b + 1) * B : n_kv;
-      const uint8_t* v = kv.blocks[b] + l.v_row_offset(kv.layer, static_cast<int>(t0 - b * B)) +
-                         l.v_head_offset(h);
+      const uint8_t* v = kv.blocks[b] + l.v_row_offset(kv.layer, static_cast<int>(t0 - b * B)) + l.v_head_offset(h);
       const float* w = scores + (t0 - begin);
       switch (v_type) {
         case KvType::f16:
-          ops.accumulate_range_f16(w, n_att, n_group, reinterpret_cast<const uint16_t*>(v),
-                                   l.v_row_bytes / 2, t1 - t0, s.head_dim, out_group);
+          ops.accumulate_range_f16(w, n_att, n_group, reinterpret_cast<const uint16_t*>(v), l.v_row_bytes / 2, t1 - t0,
+                                   s.head_dim, out_group);
           break;
         case KvType::q8:
         case KvType::q4:
           if (!table_group) {
-            t.accumulate_range_small_group(v_type, l.group, w, n_att, n_group, v, l.v_row_bytes, t1 - t0,
-                                           s.head_dim, out_group);
+            t.accumulate_range_small_group(v_type, l.group, w, n_att, n_group, v, l.v_row_bytes, t1 - t0, s.head_dim,
+                                           out_group);
           } else if (v_type == KvType::q8) {
             t.accumulate_range_q8(w, n_att, n_group, v, l.v_row_bytes, t1 - t0, s.head_dim, out_group);
           } else {
@@ -142,23 +135,20 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
           }
           break;
         case KvType::q8h:
-        case KvType::q4h:
-          KVC_KERNEL_CHECK(false);
+        case KvType::q4h: KVC_KERNEL_CHECK(false);
       }
     }
     if (kv_type_rotated(l.v_type)) kv_rotate_groups(out_group, group_floats, l.group);
-
   }
 }
 
-void attention_paged(const float* q, const PagedKvView& kv, int64_t n_kv, const AttentionShape& s,
-                     int kv_head_begin, int kv_head_end, float* out, float* scratch) {
+void attention_paged(const float* q, const PagedKvView& kv, int64_t n_kv, const AttentionShape& s, int kv_head_begin,
+                     int kv_head_end, float* out, float* scratch) {
   attention_paged_with(kv_ops_active(), q, kv, n_kv, s, kv_head_begin, kv_head_end, out, scratch);
 }
 
-void attention_paged_reference(const float* q, const PagedKvView& kv, int64_t n_kv,
-                               const AttentionShape& s, int kv_head_begin, int kv_head_end,
-                               float* out, float* scratch) {
+void attention_paged_reference(const float* q, const PagedKvView& kv, int64_t n_kv, const AttentionShape& s,
+                               int kv_head_begin, int kv_head_end, float* out, float* scratch) {
   attention_paged_with(kv_ops_scalar(), q, kv, n_kv, s, kv_head_begin, kv_head_end, out, scratch);
 }
 

@@ -38,12 +38,11 @@ inline int64_t paged_window_begin(const PagedKvView& kv, int64_t n_kv) {
 // multiple of 32) are dequantized in registers by simpler AVX2 loops on AVX2 and AVX-512.
 // scratch: at least paged_attention_scratch_floats(s, n_attended) floats, where n_attended
 // = n_kv - paged_window_begin(kv, n_kv).  With no attended position, out is zero.
-void attention_paged(const float* q, const PagedKvView& kv, int64_t n_kv, const AttentionShape& s,
-                     int kv_head_begin, int kv_head_end, float* out, float* scratch);
+void attention_paged(const float* q, const PagedKvView& kv, int64_t n_kv, const AttentionShape& s, int kv_head_begin,
+                     int kv_head_end, float* out, float* scratch);
 // The same with the scalar reference loops.
-void attention_paged_reference(const float* q, const PagedKvView& kv, int64_t n_kv,
-                               const AttentionShape& s, int kv_head_begin, int kv_head_end,
-                               float* out, float* scratch);
+void attention_paged_reference(const float* q, const PagedKvView& kv, int64_t n_kv, const AttentionShape& s,
+                               int kv_head_begin, int kv_head_end, float* out, float* scratch);
 
 // (n_head / n_kv_head) * (n_attended + 3 head_dim / 2 + 2): one score row per query head of
 // a kv head, room for those query heads quantized to int8 (integer K scores) and rotated

@@ -44,8 +44,7 @@ using namespace detail;
 void check_row(DType type, int64_t n) {
   const DTypeInfo* info = dtype_info(static_cast<uint32_t>(type));
   if (info == nullptr) precondition_failed("unknown element type", type, n);
-  if (n < 0 || n % info->block_elems != 0)
-    precondition_failed("row length is not a whole number of blocks", type, n);
+  if (n < 0 || n % info->block_elems != 0) precondition_failed("row length is not a whole number of blocks", type, n);
 }
 
 // ---------------------------------------------------------------- Q8_0, Q4_0
@@ -323,9 +322,7 @@ void quantize_iq4_nl(const float* x, BlockIQ4_NL* b, int64_t n_blocks) {
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
   check_row(type, n);
   switch (type) {
-    case DType::f32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
+    case DType::f32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
     case DType::f16: {
       const auto* h = static_cast<const uint16_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_f32(h[i]);
@@ -336,30 +333,18 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(h[i]);
       return;
     }
-    case DType::q8_0:
-      return dequantize_q8_0(static_cast<const BlockQ8_0*>(src), dst, n / k_qk);
-    case DType::q4_0:
-      return dequantize_q4_0(static_cast<const BlockQ4_0*>(src), dst, n / k_qk);
-    case DType::q4_1:
-      return dequantize_q4_1(static_cast<const BlockQ4_1*>(src), dst, n / k_qk);
-    case DType::q5_0:
-      return dequantize_q5_0(static_cast<const BlockQ5_0*>(src), dst, n / k_qk);
-    case DType::q5_1:
-      return dequantize_q5_1(static_cast<const BlockQ5_1*>(src), dst, n / k_qk);
-    case DType::iq4_nl:
-      return dequantize_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, n / k_qk);
-    case DType::q2_k:
-      return dequantize_q2_k(static_cast<const BlockQ2_K*>(src), dst, n / k_qk_k);
-    case DType::q3_k:
-      return dequantize_q3_k(static_cast<const BlockQ3_K*>(src), dst, n / k_qk_k);
-    case DType::q5_k:
-      return dequantize_q5_k(static_cast<const BlockQ5_K*>(src), dst, n / k_qk_k);
-    case DType::q4_k:
-      return dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, n / k_qk_k);
-    case DType::q6_k:
-      return dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, n / k_qk_k);
-    case DType::q8_k:
-      return dequantize_q8_k(static_cast<const BlockQ8_K*>(src), dst, n / k_qk_k);
+    case DType::q8_0: return dequantize_q8_0(static_cast<const BlockQ8_0*>(src), dst, n / k_qk);
+    case DType::q4_0: return dequantize_q4_0(static_cast<const BlockQ4_0*>(src), dst, n / k_qk);
+    case DType::q4_1: return dequantize_q4_1(static_cast<const BlockQ4_1*>(src), dst, n / k_qk);
+    case DType::q5_0: return dequantize_q5_0(static_cast<const BlockQ5_0*>(src), dst, n / k_qk);
+    case DType::q5_1: return dequantize_q5_1(static_cast<const BlockQ5_1*>(src), dst, n / k_qk);
+    case DType::iq4_nl: return dequantize_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, n / k_qk);
+    case DType::q2_k: return dequantize_q2_k(static_cast<const BlockQ2_K*>(src), dst, n / k_qk_k);
+    case DType::q3_k: return dequantize_q3_k(static_cast<const BlockQ3_K*>(src), dst, n / k_qk_k);
+    case DType::q5_k: return dequantize_q5_k(static_cast<const BlockQ5_K*>(src), dst, n / k_qk_k);
+    case DType::q4_k: return dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, n / k_qk_k);
+    case DType::q6_k: return dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, n / k_qk_k);
+    case DType::q8_k: return dequantize_q8_k(static_cast<const BlockQ8_K*>(src), dst, n / k_qk_k);
   }
   precondition_failed("dequantize_row: unsupported type", type, n);
 }
@@ -367,9 +352,7 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
 void quantize_row(DType type, const float* src, void* dst, int64_t n) {
   check_row(type, n);
   switch (type) {
-    case DType::f32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
+    case DType::f32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
     case DType::f16: {
       auto* h = static_cast<uint16_t*>(dst);
       for (int64_t i = 0; i < n; ++i) h[i] = f32_to_fp16(src[i]);
@@ -380,30 +363,18 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(src[i]);
       return;
     }
-    case DType::q8_0:
-      return quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), n / k_qk);
-    case DType::q4_0:
-      return quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), n / k_qk);
-    case DType::q4_1:
-      return quantize_q4_1(src, static_cast<BlockQ4_1*>(dst), n / k_qk);
-    case DType::q5_0:
-      return quantize_q5_0(src, static_cast<BlockQ5_0*>(dst), n / k_qk);
-    case DType::q5_1:
-      return quantize_q5_1(src, static_cast<BlockQ5_1*>(dst), n / k_qk);
-    case DType::iq4_nl:
-      return quantize_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), n / k_qk);
-    case DType::q2_k:
-      return quantize_q2_k(src, static_cast<BlockQ2_K*>(dst), n / k_qk_k);
-    case DType::q3_k:
-      return quantize_q3_k(src, static_cast<BlockQ3_K*>(dst), n / k_qk_k);
-    case DType::q5_k:
-      return quantize_q5_k(src, static_cast<BlockQ5_K*>(dst), n / k_qk_k);
-    case DType::q4_k:
-      return quantize_q4_k(src, static_cast<BlockQ4_K*>(dst), n / k_qk_k);
-    case DType::q6_k:
-      return quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), n / k_qk_k);
-    case DType::q8_k:
-      return quantize_q8_k(src, static_cast<BlockQ8_K*>(dst), n / k_qk_k);
+    case DType::q8_0: return quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), n / k_qk);
+    case DType::q4_0: return quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), n / k_qk);
+    case DType::q4_1: return quantize_q4_1(src, static_cast<BlockQ4_1*>(dst), n / k_qk);
+    case DType::q5_0: return quantize_q5_0(src, static_cast<BlockQ5_0*>(dst), n / k_qk);
+    case DType::q5_1: return quantize_q5_1(src, static_cast<BlockQ5_1*>(dst), n / k_qk);
+    case DType::iq4_nl: return quantize_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), n / k_qk);
+    case DType::q2_k: return quantize_q2_k(src, static_cast<BlockQ2_K*>(dst), n / k_qk_k);
+    case DType::q3_k: return quantize_q3_k(src, static_cast<BlockQ3_K*>(dst), n / k_qk_k);
+    case DType::q5_k: return quantize_q5_k(src, static_cast<BlockQ5_K*>(dst), n / k_qk_k);
+    case DType::q4_k: return quantize_q4_k(src, static_cast<BlockQ4_K*>(dst), n / k_qk_k);
+    case DType::q6_k: return quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), n / k_qk_k);
+    case DType::q8_k: return quantize_q8_k(src, static_cast<BlockQ8_K*>(dst), n / k_qk_k);
   }
   precondition_failed("quantize_row: unsupported type", type, n);
 }
@@ -424,8 +395,7 @@ bool can_quantize_to(DType type) {
     case DType::q4_k:
     case DType::q5_k:
     case DType::q6_k:
-    case DType::q8_k:
-      return true;
+    case DType::q8_k: return true;
   }
   return false;
 }

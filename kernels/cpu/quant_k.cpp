@@ -258,8 +258,7 @@ void quantize_q4_k(const float* x, BlockQ4_K* b, int64_t n_blocks) {
     }
     for (int pair = 0; pair < 4; ++pair) {
       for (int l = 0; l < 32; ++l) {
-        b[i].qs[32 * pair + l] =
-            static_cast<uint8_t>(level[64 * pair + l] | (level[64 * pair + 32 + l] << 4));
+        b[i].qs[32 * pair + l] = static_cast<uint8_t>(level[64 * pair + l] | (level[64 * pair + 32 + l] << 4));
       }
     }
   }
@@ -498,7 +497,7 @@ void quantize_q3_k(const float* x, BlockQ3_K* b, int64_t n_blocks) {
     }
     b[i].d = f32_to_fp16(smax / -32.0f);
     const float d = fp16_to_f32(b[i].d);
-    int code[16];  // stored scale + 32, in [0, 63]
+    int code[16];           // stored scale + 32, in [0, 63]
     uint8_t level[k_qk_k];  // q + 4, in [0, 7]
     for (int j = 0; j < 16; ++j) {
       const float* xs = v + 16 * j;

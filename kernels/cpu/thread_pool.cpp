@@ -65,7 +65,8 @@ void ThreadPool::dispatch(const Job& job) {
   generation_.notify_all();
   job.call(job.ctx, 0, n_threads_);
   if (spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) return;
-  for (int left; (left = pending_.load(std::memory_order_acquire)) != 0;) pending_.wait(left, std::memory_order_acquire);
+  for (int left; (left = pending_.load(std::memory_order_acquire)) != 0;)
+    pending_.wait(left, std::memory_order_acquire);
 }
 
 void ThreadPool::worker_main(int ith) {

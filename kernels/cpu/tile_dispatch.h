@@ -31,7 +31,8 @@ constexpr size_t k_prefetch_tiles = 6;
 template <int k_bytes>
 inline void prefetch_ahead(const void* p, size_t rb, int k_rows) {
   const char* q = static_cast<const char*>(p) + k_prefetch_tiles * static_cast<size_t>(k_rows) * rb;
-  for (int i = 0; i < k_bytes; i += 64) __builtin_prefetch(q + i, 0, 1);  // into L2: an L1 prefetch measured ~1.7x slower
+  for (int i = 0; i < k_bytes; i += 64)
+    __builtin_prefetch(q + i, 0, 1);  // into L2: an L1 prefetch measured ~1.7x slower
 }
 
 // Kernel: a struct with constants k_rows, k_tokens and a static template
@@ -52,8 +53,8 @@ void call_exact(int nr, int nt, Args&&... args) {
 
 // Rows outer, tokens inner: a tile's weight rows stay in L1 while every token passes by.
 template <typename Kernel>
-void tile_quant(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
-                float* y, int64_t ys) {
+void tile_quant(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens, float* y,
+                int64_t ys) {
   const int64_t d_stride = acts.n_cols / Kernel::k_block;
   for (int64_t r = 0; r < n_rows; r += Kernel::k_rows) {
     const int nr = static_cast<int>(std::min<int64_t>(Kernel::k_rows, n_rows - r));
@@ -132,8 +133,8 @@ void tile_prepared_run(const uint8_t* w, size_t rb, int64_t n_rows, const Quanti
 // and optionally static QuantizedActs prepare_acts(const QuantizedActs&, int64_t n_tokens),
 // the activations rearranged once per call for both runs.
 template <typename Kernel>
-void tile_prepared(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
-                   float* y, int64_t ys) {
+void tile_prepared(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens, float* y,
+                   int64_t ys) {
   QuantizedActs arranged = acts;
   if constexpr (requires { Kernel::prepare_acts(acts, n_tokens); }) arranged = Kernel::prepare_acts(acts, n_tokens);
   if (n_tokens <= Kernel::k_tokens) return tile_quant<StreamedRun<Kernel>>(w, rb, n_rows, arranged, n_tokens, y, ys);

@@ -31,20 +31,20 @@ void quantize_q8_k_scalar(const float* x, int64_t n, int8_t* qs, float* d, int16
 }
 
 template <typename Block, float (*dot)(const Block*, const int8_t*, const float*, int64_t)>
-void tile_q8_0_form(const uint8_t* w, size_t w_row_bytes, int64_t n_rows, const QuantizedActs& a,
-                    int64_t n_tokens, float* y, int64_t y_stride) {
+void tile_q8_0_form(const uint8_t* w, size_t w_row_bytes, int64_t n_rows, const QuantizedActs& a, int64_t n_tokens,
+                    float* y, int64_t y_stride) {
   const int64_t n_blocks = a.n_cols / 32;
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t r = 0; r < n_rows; ++r) {
-      y[t * y_stride + r] = dot(reinterpret_cast<const Block*>(w + r * w_row_bytes), a.qs + t * a.n_cols,
-                                a.d + t * n_blocks, n_blocks);
+      y[t * y_stride + r] =
+          dot(reinterpret_cast<const Block*>(w + r * w_row_bytes), a.qs + t * a.n_cols, a.d + t * n_blocks, n_blocks);
     }
   }
 }
 
 template <typename Block, float (*dot)(const Block*, const int8_t*, const float*, const int16_t*, int64_t)>
-void tile_q8_k_form(const uint8_t* w, size_t w_row_bytes, int64_t n_rows, const QuantizedActs& a,
-                    int64_t n_tokens, float* y, int64_t y_stride) {
+void tile_q8_k_form(const uint8_t* w, size_t w_row_bytes, int64_t n_rows, const QuantizedActs& a, int64_t n_tokens,
+                    float* y, int64_t y_stride) {
   const int64_t n_blocks = a.n_cols / 256;
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t r = 0; r < n_rows; ++r) {
@@ -55,8 +55,8 @@ void tile_q8_k_form(const uint8_t* w, size_t w_row_bytes, int64_t n_rows, const 
 }
 
 template <typename Elem, float (*dot)(const Elem*, const float*, int64_t)>
-void tile_float(const uint8_t* w, size_t w_row_bytes, int64_t n_rows, const float* x, int64_t n_cols,
-                int64_t n_tokens, float* y, int64_t y_stride) {
+void tile_float(const uint8_t* w, size_t w_row_bytes, int64_t n_rows, const float* x, int64_t n_cols, int64_t n_tokens,
+                float* y, int64_t y_stride) {
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t r = 0; r < n_rows; ++r) {
       y[t * y_stride + r] = dot(reinterpret_cast<const Elem*>(w + r * w_row_bytes), x + t * n_cols, n_cols);
@@ -187,8 +187,8 @@ float vec_dot_iq4_nl_q8_0(const BlockIQ4_NL* w, const int8_t* a_qs, const float*
 
 // Q2_K and Q3_K value at position p of a block: 2 low bits at bits 2j..2j+1 of qs[32n + l]
 // (p = 128n + 32j + l); Q3_K's high bit at bit 4n + j of hmask[l].
-float vec_dot_q2_k_q8_k(const BlockQ2_K* w, const int8_t* a_qs, const float* a_d,
-                        const int16_t* a_bsums, int64_t n_blocks) {
+float vec_dot_q2_k_q8_k(const BlockQ2_K* w, const int8_t* a_qs, const float* a_d, const int16_t* a_bsums,
+                        int64_t n_blocks) {
   float sum = 0.0f;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const int8_t* a = a_qs + 256 * b;
@@ -204,14 +204,14 @@ float vec_dot_q2_k_q8_k(const BlockQ2_K* w, const int8_t* a_qs, const float* a_d
       isum += (w[b].scales[s] & 0xF) * dot;
       msum += (w[b].scales[s] >> 4) * bs[s];
     }
-    sum += a_d[b] * (fp16_to_f32(w[b].d) * static_cast<float>(isum) -
-                     fp16_to_f32(w[b].dmin) * static_cast<float>(msum));
+    sum +=
+        a_d[b] * (fp16_to_f32(w[b].d) * static_cast<float>(isum) - fp16_to_f32(w[b].dmin) * static_cast<float>(msum));
   }
   return sum;
 }
 
-float vec_dot_q3_k_q8_k(const BlockQ3_K* w, const int8_t* a_qs, const float* a_d,
-                        const int16_t* /*a_bsums*/, int64_t n_blocks) {
+float vec_dot_q3_k_q8_k(const BlockQ3_K* w, const int8_t* a_qs, const float* a_d, const int16_t* /*a_bsums*/,
+                        int64_t n_blocks) {
   float sum = 0.0f;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const int8_t* a = a_qs + 256 * b;
@@ -233,8 +233,8 @@ float vec_dot_q3_k_q8_k(const BlockQ3_K* w, const int8_t* a_qs, const float* a_d
   return sum;
 }
 
-float vec_dot_q5_k_q8_k(const BlockQ5_K* w, const int8_t* a_qs, const float* a_d,
-                        const int16_t* a_bsums, int64_t n_blocks) {
+float vec_dot_q5_k_q8_k(const BlockQ5_K* w, const int8_t* a_qs, const float* a_d, const int16_t* a_bsums,
+                        int64_t n_blocks) {
   float sum = 0.0f;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const int8_t* a = a_qs + 256 * b;
@@ -253,14 +253,14 @@ float vec_dot_q5_k_q8_k(const BlockQ5_K* w, const int8_t* a_qs, const float* a_d
       isum += sc[j] * dot;
       msum += m[j] * (bs[2 * j] + bs[2 * j + 1]);
     }
-    sum += a_d[b] * (fp16_to_f32(w[b].d) * static_cast<float>(isum) -
-                     fp16_to_f32(w[b].dmin) * static_cast<float>(msum));
+    sum +=
+        a_d[b] * (fp16_to_f32(w[b].d) * static_cast<float>(isum) - fp16_to_f32(w[b].dmin) * static_cast<float>(msum));
   }
   return sum;
 }
 
-float vec_dot_q4_k_q8_k(const BlockQ4_K* w, const int8_t* a_qs, const float* a_d,
-                        const int16_t* a_bsums, int64_t n_blocks) {
+float vec_dot_q4_k_q8_k(const BlockQ4_K* w, const int8_t* a_qs, const float* a_d, const int16_t* a_bsums,
+                        int64_t n_blocks) {
   float sum = 0.0f;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const int8_t* a = a_qs + 256 * b;
@@ -277,8 +277,8 @@ float vec_dot_q4_k_q8_k(const BlockQ4_K* w, const int8_t* a_qs, const float* a_d
       isum += sc[j] * dot;
       msum += m[j] * (bs[2 * j] + bs[2 * j + 1]);
     }
-    sum += a_d[b] * (fp16_to_f32(w[b].d) * static_cast<float>(isum) -
-                     fp16_to_f32(w[b].dmin) * static_cast<float>(msum));
+    sum +=
+        a_d[b] * (fp16_to_f32(w[b].d) * static_cast<float>(isum) - fp16_to_f32(w[b].dmin) * static_cast<float>(msum));
   }
   return sum;
 }
@@ -288,8 +288,8 @@ float vec_dot_q4_k_q8_k(const BlockQ4_K* w, const int8_t* a_qs, const float* a_d
 //   low 4 bits:  ql[64h + l + 32*(k % 2)], low nibble for k < 2, high nibble for k >= 2
 //   high 2 bits: bits 2k, 2k+1 of qh[32h + l]
 //   scale:       scales[p / 16]
-float vec_dot_q6_k_q8_k(const BlockQ6_K* w, const int8_t* a_qs, const float* a_d,
-                        const int16_t* /*a_bsums*/, int64_t n_blocks) {
+float vec_dot_q6_k_q8_k(const BlockQ6_K* w, const int8_t* a_qs, const float* a_d, const int16_t* /*a_bsums*/,
+                        int64_t n_blocks) {
   float sum = 0.0f;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const int8_t* a = a_qs + 256 * b;
@@ -364,11 +364,16 @@ QuantTileFn quant_tile(const KernelSet& ks, DType type) {
     case DType::q4_k: return ks.q4_k;
     case DType::q5_k: return ks.q5_k;
     case DType::q6_k: return ks.q6_k;
-    case DType::f32: case DType::f16: case DType::bf16: case DType::q8_k: break;
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16:
+    case DType::q8_k: break;
   }
   return nullptr;
 }
 
-bool takes_q8_k(DType type) { return quant_tile(kernels_scalar(), type) != nullptr && dtype_info(type).block_elems == 256; }
+bool takes_q8_k(DType type) {
+  return quant_tile(kernels_scalar(), type) != nullptr && dtype_info(type).block_elems == 256;
+}
 
 }  // namespace kvc::kernels

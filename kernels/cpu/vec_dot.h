@@ -30,11 +30,11 @@ using QuantizeQ8_KFn = void (*)(const float* x, int64_t n, int8_t* qs, float* d,
 
 // y[t * y_stride + r] = row r of w . token t, for r in [0, n_rows), t in [0, n_tokens).
 //   w: n_rows rows of w_row_bytes each (GGUF layout); a: tokens [0, n_tokens) of the run.
-using QuantTileFn = void (*)(const uint8_t* w, size_t w_row_bytes, int64_t n_rows,
-                             const QuantizedActs& a, int64_t n_tokens, float* y, int64_t y_stride);
+using QuantTileFn = void (*)(const uint8_t* w, size_t w_row_bytes, int64_t n_rows, const QuantizedActs& a,
+                             int64_t n_tokens, float* y, int64_t y_stride);
 //   x: (n_tokens, n_cols) float, row stride n_cols.
-using FloatTileFn = void (*)(const uint8_t* w, size_t w_row_bytes, int64_t n_rows, const float* x,
-                             int64_t n_cols, int64_t n_tokens, float* y, int64_t y_stride);
+using FloatTileFn = void (*)(const uint8_t* w, size_t w_row_bytes, int64_t n_rows, const float* x, int64_t n_cols,
+                             int64_t n_tokens, float* y, int64_t y_stride);
 
 struct KernelSet {
   const char* name;
@@ -68,16 +68,16 @@ float vec_dot_q4_1_q8_0(const BlockQ4_1* w, const int8_t* a_qs, const float* a_d
 float vec_dot_q5_0_q8_0(const BlockQ5_0* w, const int8_t* a_qs, const float* a_d, int64_t n_blocks);
 float vec_dot_q5_1_q8_0(const BlockQ5_1* w, const int8_t* a_qs, const float* a_d, int64_t n_blocks);
 float vec_dot_iq4_nl_q8_0(const BlockIQ4_NL* w, const int8_t* a_qs, const float* a_d, int64_t n_blocks);
-float vec_dot_q2_k_q8_k(const BlockQ2_K* w, const int8_t* a_qs, const float* a_d,
-                        const int16_t* a_bsums, int64_t n_blocks);
-float vec_dot_q3_k_q8_k(const BlockQ3_K* w, const int8_t* a_qs, const float* a_d,
-                        const int16_t* a_bsums, int64_t n_blocks);
-float vec_dot_q5_k_q8_k(const BlockQ5_K* w, const int8_t* a_qs, const float* a_d,
-                        const int16_t* a_bsums, int64_t n_blocks);
-float vec_dot_q4_k_q8_k(const BlockQ4_K* w, const int8_t* a_qs, const float* a_d,
-                        const int16_t* a_bsums, int64_t n_blocks);
-float vec_dot_q6_k_q8_k(const BlockQ6_K* w, const int8_t* a_qs, const float* a_d,
-                        const int16_t* a_bsums, int64_t n_blocks);
+float vec_dot_q2_k_q8_k(const BlockQ2_K* w, const int8_t* a_qs, const float* a_d, const int16_t* a_bsums,
+                        int64_t n_blocks);
+float vec_dot_q3_k_q8_k(const BlockQ3_K* w, const int8_t* a_qs, const float* a_d, const int16_t* a_bsums,
+                        int64_t n_blocks);
+float vec_dot_q5_k_q8_k(const BlockQ5_K* w, const int8_t* a_qs, const float* a_d, const int16_t* a_bsums,
+                        int64_t n_blocks);
+float vec_dot_q4_k_q8_k(const BlockQ4_K* w, const int8_t* a_qs, const float* a_d, const int16_t* a_bsums,
+                        int64_t n_blocks);
+float vec_dot_q6_k_q8_k(const BlockQ6_K* w, const int8_t* a_qs, const float* a_d, const int16_t* a_bsums,
+                        int64_t n_blocks);
 float vec_dot_f32(const float* w, const float* x, int64_t n);
 float vec_dot_f16(const uint16_t* w, const float* x, int64_t n);
 float vec_dot_bf16(const uint16_t* w, const float* x, int64_t n);

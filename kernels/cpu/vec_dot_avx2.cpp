@@ -98,7 +98,9 @@ inline __m256i fifth_bits(const uint8_t* qh) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
 }
 
-inline __m256i signed_pairs(__m256i w, __m256i a) { return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w)); }
+inline __m256i signed_pairs(__m256i w, __m256i a) {
+  return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+}
 
 struct Q4_0Weights {
   using Block = BlockQ4_0;
@@ -180,7 +182,8 @@ struct Q8_0FormKernel {
         __m256i a_offset = _mm256_setzero_si256();
         if constexpr (W::k_offset != 0) a_offset = _mm256_maddubs_epi16(_mm256_set1_epi8(W::k_offset), av);
         __m256 a_sum = _mm256_setzero_ps();  // 8 partial sums of the block's a
-        if constexpr (W::k_min) a_sum = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), av), ones));
+        if constexpr (W::k_min)
+          a_sum = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), av), ones));
         for (int r = 0; r < R; ++r) {
           __m256i p = W::pairs(wq[r], av);
           if constexpr (W::k_offset != 0) p = _mm256_sub_epi16(p, a_offset);
@@ -275,8 +278,8 @@ struct Q4_KKernel {
         const float ad = a.d[t * a.d_stride + b];
         for (int r = 0; r < R; ++r) {
           acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[r][t]), _mm256_set1_ps(wd[r] * ad), acc[r][t]);
-          acc[r][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bs, m16[r])),
-                                       _mm256_set1_ps(wdmin[r] * ad), acc[r][t]);
+          acc[r][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bs, m16[r])), _mm256_set1_ps(wdmin[r] * ad),
+                                       acc[r][t]);
         }
       }
     }
@@ -316,7 +319,8 @@ struct Q6_KKernel {
       for (int r = 0; r < R; ++r) {
         const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(w + r * rb)[b];
         tiling::prefetch_ahead<sizeof(BlockQ6_K) + 63>(&blk, rb, k_rows);
-        sc32[r] = _mm256_slli_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales))), 5);
+        sc32[r] =
+            _mm256_slli_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales))), 5);
         wd[r] = _cvtsh_ss(blk.d);
       }
       __m256i iacc[R][T];
@@ -333,8 +337,8 @@ struct Q6_KKernel {
             ws[r] = _mm256_set_m128i(_mm_set1_epi16(blk.scales[s + 1]), _mm_set1_epi16(blk.scales[s]));
           }
           for (int t = 0; t < T; ++t) {
-            const __m256i av = _mm256_loadu_si256(
-                reinterpret_cast<const __m256i*>(a.qs + t * a.n_cols + 256 * b + 128 * h + 32 * k));
+            const __m256i av =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + t * a.n_cols + 256 * b + 128 * h + 32 * k));
             for (int r = 0; r < R; ++r)
               iacc[r][t] = _mm256_add_epi32(iacc[r][t], _mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], av), ws[r]));
           }
@@ -363,7 +367,9 @@ struct F32Load {
 };
 struct F16Load {
   using Elem = uint16_t;
-  static __m256 load(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static __m256 load(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
   static float one(const uint16_t* p) { return _cvtsh_ss(*p); }
 };
 struct BF16Load {
@@ -395,8 +401,8 @@ void float_rows(const uint8_t* w, size_t rb, int64_t n_rows, const float* x, int
 }
 
 template <typename L>
-void tile_float(const uint8_t* w, size_t rb, int64_t n_rows, const float* x, int64_t n_cols, int64_t n_tokens,
-                float* y, int64_t ys) {
+void tile_float(const uint8_t* w, size_t rb, int64_t n_rows, const float* x, int64_t n_cols, int64_t n_tokens, float* y,
+                int64_t ys) {
   int64_t t = 0;
   for (; t + 4 <= n_tokens; t += 4) float_rows<L, 4>(w, rb, n_rows, x + t * n_cols, n_cols, y + t * ys, ys);
   for (; t < n_tokens; ++t) float_rows<L, 1>(w, rb, n_rows, x + t * n_cols, n_cols, y + t * ys, ys);

@@ -30,7 +30,7 @@ void tile_q5_0_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const Qu
 void tile_q5_1_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
                            float* y, int64_t ys);
 void tile_iq4_nl_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
-                           float* y, int64_t ys);
+                             float* y, int64_t ys);
 // Q2_K and Q3_K weights, in vec_dot_lowbit_avx512.cpp.
 void tile_q2_k_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
                            float* y, int64_t ys);
@@ -153,7 +153,8 @@ struct Q8_0Weights {
   template <bool k_pair>
   static __m512i load(const Block* blk) {
     const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[0].qs));
-    const __m256i y1 = k_pair ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[1].qs)) : _mm256_setzero_si256();
+    const __m256i y1 =
+        k_pair ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[1].qs)) : _mm256_setzero_si256();
     return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(y0), y1, 1), _mm512_set1_epi8(-128));
   }
   // [d0, d1, d2, d3] x 4 of blocks 0-3 (34 bytes apart: halves 0, 17, 34, 51 of 128 bytes).
@@ -208,9 +209,11 @@ struct Q8_0FormKernel {
     for (int t = 0; t < T; ++t) {
       const int8_t* q = a.qs + t * a.n_cols + 32 * b;
       const __m512i av = k_pair ? _mm512_loadu_si512(q) : _mm512_maskz_loadu_epi8(0xFFFFFFFFull, q);
-      const __m512i init = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, _mm512_sub_epi8(_mm512_setzero_si512(), av));
+      const __m512i init =
+          _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, _mm512_sub_epi8(_mm512_setzero_si512(), av));
       const float* d = a.d + t * a.d_stride + b;
-      const __m512 ad = pair_scales(k_pair ? _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(d))) : _mm_load_ss(d));
+      const __m512 ad =
+          pair_scales(k_pair ? _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(d))) : _mm_load_ss(d));
       for (int r = 0; r < R; ++r) {
         const __m512i dot = _mm512_dpbusd_epi32(init, wq[r], av);
         acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(wd[r], ad), acc[r][t]);
@@ -298,8 +301,7 @@ struct Q8_0FormKernel {
   }
 
   template <int R, int T>
-  static void run_prepared(const PreparedQuad* p, const uint8_t* w, size_t rb, const ActTile& a, float* y,
-                           int64_t ys) {
+  static void run_prepared(const PreparedQuad* p, const uint8_t* w, size_t rb, const ActTile& a, float* y, int64_t ys) {
     run_units<R, T>([p](int64_t g) { return p + g * R; }, w, rb, a, y, ys);
   }
 
@@ -350,7 +352,9 @@ struct F32Load {
 };
 struct F16Load {
   using Elem = uint16_t;
-  static __m512 load(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static __m512 load(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
   static __m512 load_tail(const uint16_t* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
 };
 struct BF16Load {
@@ -382,8 +386,8 @@ void float_rows(const uint8_t* w, size_t rb, int64_t n_rows, const float* x, int
 }
 
 template <typename L>
-void tile_float(const uint8_t* w, size_t rb, int64_t n_rows, const float* x, int64_t n_cols, int64_t n_tokens,
-                float* y, int64_t ys) {
+void tile_float(const uint8_t* w, size_t rb, int64_t n_rows, const float* x, int64_t n_cols, int64_t n_tokens, float* y,
+                int64_t ys) {
   int64_t t = 0;
   for (; t + 4 <= n_tokens; t += 4) float_rows<L, 4>(w, rb, n_rows, x + t * n_cols, n_cols, y + t * ys, ys);
   for (; t < n_tokens; ++t) float_rows<L, 1>(w, rb, n_rows, x + t * n_cols, n_cols, y + t * ys, ys);

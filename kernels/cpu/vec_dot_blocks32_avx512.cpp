@@ -60,7 +60,9 @@ struct Q4_1Weights {
   static constexpr int k_offset = 0;
   static constexpr bool k_min = true;
   template <bool k_pair>
-  static __m512i load(const Block* blk) { return nibbles<k_pair>(blk); }
+  static __m512i load(const Block* blk) {
+    return nibbles<k_pair>(blk);
+  }
 };
 
 struct Q5_0Weights {
@@ -68,7 +70,9 @@ struct Q5_0Weights {
   static constexpr int k_offset = 16;
   static constexpr bool k_min = false;
   template <bool k_pair>
-  static __m512i load(const Block* blk) { return _mm512_or_si512(nibbles<k_pair>(blk), fifth_bits<k_pair>(blk)); }
+  static __m512i load(const Block* blk) {
+    return _mm512_or_si512(nibbles<k_pair>(blk), fifth_bits<k_pair>(blk));
+  }
 };
 
 struct Q5_1Weights {
@@ -76,7 +80,9 @@ struct Q5_1Weights {
   static constexpr int k_offset = 0;
   static constexpr bool k_min = true;
   template <bool k_pair>
-  static __m512i load(const Block* blk) { return _mm512_or_si512(nibbles<k_pair>(blk), fifth_bits<k_pair>(blk)); }
+  static __m512i load(const Block* blk) {
+    return _mm512_or_si512(nibbles<k_pair>(blk), fifth_bits<k_pair>(blk));
+  }
 };
 
 struct IQ4_NLWeights {
@@ -161,8 +167,8 @@ void tile_q5_1_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const Qu
   tiling::tile_quant<Blocks32Kernel<Q5_1Weights>>(w, rb, n_rows, acts, n_tokens, y, ys);
 }
 
-void tile_iq4_nl_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts,
-                             int64_t n_tokens, float* y, int64_t ys) {
+void tile_iq4_nl_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
+                             float* y, int64_t ys) {
   tiling::tile_quant<Blocks32Kernel<IQ4_NLWeights>>(w, rb, n_rows, acts, n_tokens, y, ys);
 }
 

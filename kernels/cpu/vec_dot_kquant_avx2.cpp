@@ -52,8 +52,8 @@ struct LowBitKernel {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * (c / 4)));
     __m256i v = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * (c % 4))), _mm256_set1_epi8(3));
     if constexpr (k_q3) {
-      const __m256i h = _mm256_srl_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.hmask)),
-                                         _mm_cvtsi32_si128(c));
+      const __m256i h =
+          _mm256_srl_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.hmask)), _mm_cvtsi32_si128(c));
       v = _mm256_or_si256(v, _mm256_and_si256(_mm256_slli_epi16(h, 2), _mm256_set1_epi8(4)));
     }
     return v;
@@ -80,7 +80,8 @@ struct LowBitKernel {
           wdmin[r] = 0.0f;
         } else {
           const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(sc[r]), _mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(0x0F))));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(sc[r]),
+                              _mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(0x0F))));
           m16[r] = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0F)));
           wdmin[r] = _cvtsh_ss(blk.dmin);
         }

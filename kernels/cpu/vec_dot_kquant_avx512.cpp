@@ -49,7 +49,8 @@ inline void unpack_q4_k_words(const uint8_t* s, uint32_t out[4]) {
 // format's offset), four chained vpdpbusd add the 16 products, and one vpmulld applies the
 // sub-block scale, all exact in int32: |lane| <= 16 * 32 * 127 * 128 < 2^31.
 inline void deal_dwords(const __m512i (&in)[4], __m512i (&out)[4]) {  // in: values 64k..64k+63 in order
-  const __m512i tr = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);  // 128-bit lane i: dwords i, 4+i, 8+i, 12+i
+  const __m512i tr = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4,
+                                      0);  // 128-bit lane i: dwords i, 4+i, 8+i, 12+i
   __m512i c[4];
   for (int k = 0; k < 4; ++k) c[k] = _mm512_permutexvar_epi32(tr, in[k]);
   const __m512i u01_lo = _mm512_shuffle_i64x2(c[0], c[1], _MM_SHUFFLE(1, 0, 1, 0));
@@ -134,7 +135,8 @@ inline void q5_k_dealt(const BlockQ5_K& blk, __m512i (&out)[4]) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * k));
     const __m512i nib = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1);
     const __m256i hk = _mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * k));  // bits 2k, 2k + 1 to bits 0, 1
-    const __m512i hb = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_slli_epi16(hk, 4)), _mm256_slli_epi16(hk, 3), 1);
+    const __m512i hb =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_slli_epi16(hk, 4)), _mm256_slli_epi16(hk, 3), 1);
     natural[k] = _mm512_or_si512(_mm512_and_si512(nib, low4), _mm512_and_si512(hb, bit4));
   }
   deal_qwords(natural, out);
@@ -228,7 +230,8 @@ struct Q4_KKernel {
       }
       for (int t = 0; t < T; ++t) {
         const __m512i bs = _mm512_loadu_si512(a.bsums + t * (a.n_cols / 16) + 16 * b);
-        const __m512 ad2 = pair_scales(_mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a.d + t * a.d_stride + b))));
+        const __m512 ad2 =
+            pair_scales(_mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a.d + t * a.d_stride + b))));
         for (int r = 0; r < R; ++r)
           acc[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(bs, m2[r])), _mm512_mul_ps(dmin2[r], ad2),
                                        acc[r][t]);
@@ -252,7 +255,10 @@ struct Q4_KKernel {
   template <int R, int T>
   static void run_prepared(const PreparedQ4_K* p, const uint8_t*, size_t, const ActTile& a, float* y, int64_t ys) {
     run_units<R, T>([p](int64_t b) { return p + b * R; },
-                    [p](int64_t b, int r) { return MinsQ4_K{p[b * R + r].m, p[b * R + r].dmin}; }, a, y, ys);
+                    [p](int64_t b, int r) {
+                      return MinsQ4_K{p[b * R + r].m, p[b * R + r].dmin};
+                    },
+                    a, y, ys);
   }
 
   // Decode: each super-block prepared in registers just before use.

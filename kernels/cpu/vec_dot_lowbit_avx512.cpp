@@ -42,9 +42,9 @@ inline __m128i q3_k_scales(const uint8_t* s) {
 
 // One row's super-block, ready for the dot products.
 struct PreparedLowBit {
-  __m512i q[4];   // step k's 64 weights as unsigned bytes (Q3_K: q + 4)
-  __m512i s[4];   // step k's scales: lane l holds sub-block 4k + l / 4's in its low int16
-  __m256i side;   // (16 int16) Q2_K: the sub-blocks' mins; Q3_K: their scales
+  __m512i q[4];  // step k's 64 weights as unsigned bytes (Q3_K: q + 4)
+  __m512i s[4];  // step k's scales: lane l holds sub-block 4k + l / 4's in its low int16
+  __m256i side;  // (16 int16) Q2_K: the sub-blocks' mins; Q3_K: their scales
   float d, dmin;
 };
 
@@ -67,7 +67,8 @@ struct LowBitKernel {
       const __m512i hz = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
       const __m512i hshift = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(static_cast<short>(2 * k))),
                                                 _mm256_set1_epi16(static_cast<short>(2 * k + 1)), 1);
-      v = _mm512_or_si512(v, _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(hz, hshift), 2), _mm512_set1_epi8(4)));
+      v = _mm512_or_si512(v,
+                          _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(hz, hshift), 2), _mm512_set1_epi8(4)));
     }
     return v;
   }

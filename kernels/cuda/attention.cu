@@ -49,9 +49,8 @@ __global__ void kv_store_kernel(KvGeometry g, const KvStoreTarget* targets, cons
 }
 
 // grid: ceil(n_rows * n_head / k_warps_per_block) blocks of k_warps_per_block warps.
-__global__ void attention_kernel(KvGeometry g, const uint8_t* const* tables, const AttentionRow* rows,
-                                 int64_t n_rows, const float* q, int n_head, float scale, int64_t window,
-                                 float* out) {
+__global__ void attention_kernel(KvGeometry g, const uint8_t* const* tables, const AttentionRow* rows, int64_t n_rows,
+                                 const float* q, int n_head, float scale, int64_t window, float* out) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int64_t item = static_cast<int64_t>(blockIdx.x) * k_warps_per_block + threadIdx.x / 32;
   if (item >= n_rows * n_head) return;
@@ -104,8 +103,8 @@ __global__ void attention_kernel(KvGeometry g, const uint8_t* const* tables, con
 
 }  // namespace
 
-void launch_kv_store(const KvGeometry& g, const KvStoreTarget* targets, int64_t n_rows, const float* k,
-                     const float* v, Stream s) {
+void launch_kv_store(const KvGeometry& g, const KvStoreTarget* targets, int64_t n_rows, const float* k, const float* v,
+                     Stream s) {
   if (n_rows <= 0) return;
   kv_store_kernel<<<dim3(static_cast<unsigned>(n_rows), 2), 128, 0, as_stream(s)>>>(g, targets, k, v);
 }

@@ -56,15 +56,14 @@ bool supports_weight_type(DType t);
 
 // x: (n_tokens, n_cols) <- rows tokens[i] of table (n_rows rows of type t, dequantized).
 // A token outside [0, n_rows) gives a zero row.
-void launch_embed(DType t, const void* table, int64_t n_rows, int64_t n_cols, const int32_t* tokens,
-                  int64_t n_tokens, float* x, Stream s);
+void launch_embed(DType t, const void* table, int64_t n_rows, int64_t n_cols, const int32_t* tokens, int64_t n_tokens,
+                  float* x, Stream s);
 // out = x / sqrt(mean(x^2) + eps) * w per row; x, out: (n_tokens, n); out may alias x.
-void launch_rmsnorm(const float* x, const float* w, int64_t n_tokens, int64_t n, float eps, float* out,
-                    Stream s);
+void launch_rmsnorm(const float* x, const float* w, int64_t n_tokens, int64_t n, float eps, float* out, Stream s);
 // y: (n_tokens, n_rows) = x: (n_tokens, n_cols) * W^T (+ bias: n_rows, may be null), W in
 // GGUF layout. Activations stay float. One warp per output row, tiles of up to 8 tokens.
-void launch_matmul(DType t, const void* w, int64_t n_rows, int64_t n_cols, const float* x, int64_t n_tokens,
-                   float* y, const float* bias, Stream s);
+void launch_matmul(DType t, const void* w, int64_t n_rows, int64_t n_cols, const float* x, int64_t n_tokens, float* y,
+                   const float* bias, Stream s);
 
 struct RopeArgs {
   int n_rot = 0;
@@ -73,8 +72,8 @@ struct RopeArgs {
   bool interleaved = true;
 };
 // x: (n_tokens, n_heads * head_dim) rotated in place; positions: n_tokens (device).
-void launch_rope(float* x, int64_t n_tokens, const int64_t* positions, int n_heads, int head_dim,
-                 const RopeArgs& a, Stream s);
+void launch_rope(float* x, int64_t n_tokens, const int64_t* positions, int n_heads, int head_dim, const RopeArgs& a,
+                 Stream s);
 // gate = silu(gate) * up; n floats.
 void launch_silu_mul(float* gate, const float* up, int64_t n, Stream s);
 // x += y; n floats.
@@ -102,8 +101,8 @@ struct KvStoreTarget {
   int64_t row = 0;
 };
 // Encodes k, v: (n_rows, n_kv_head * head_dim) floats into their targets (n_rows, device).
-void launch_kv_store(const KvGeometry& g, const KvStoreTarget* targets, int64_t n_rows, const float* k,
-                     const float* v, Stream s);
+void launch_kv_store(const KvGeometry& g, const KvStoreTarget* targets, int64_t n_rows, const float* k, const float* v,
+                     Stream s);
 
 // Batch row i attends positions [max(0, n_kv - window), n_kv) (all when window <= 0) of the
 // sequence whose block table starts at tables[table_begin].

@@ -80,12 +80,12 @@ __global__ void add_kernel(float* x, const float* y, int64_t n) {
 
 bool supports_weight_type(DType t) { return block_elems(t) > 0 && t != DType::q8_k; }
 
-void launch_embed(DType t, const void* table, int64_t n_rows, int64_t n_cols, const int32_t* tokens,
-                  int64_t n_tokens, float* x, Stream s) {
+void launch_embed(DType t, const void* table, int64_t n_rows, int64_t n_cols, const int32_t* tokens, int64_t n_tokens,
+                  float* x, Stream s) {
   if (n_tokens <= 0) return;
   const size_t row_bytes = static_cast<size_t>(n_cols / block_elems(t)) * static_cast<size_t>(block_bytes(t));
-  embed_kernel<<<static_cast<unsigned>(n_tokens), k_threads, 0, as_stream(s)>>>(
-      t, static_cast<const uint8_t*>(table), n_rows, n_cols, row_bytes, tokens, x);
+  embed_kernel<<<static_cast<unsigned>(n_tokens), k_threads, 0, as_stream(s)>>>(t, static_cast<const uint8_t*>(table),
+                                                                                n_rows, n_cols, row_bytes, tokens, x);
 }
 
 void launch_rmsnorm(const float* x, const float* w, int64_t n_tokens, int64_t n, float eps, float* out, Stream s) {

@@ -51,8 +51,8 @@ __global__ void matmul_kernel(DType t, const uint8_t* w, int64_t n_rows, int64_t
 
 }  // namespace
 
-void launch_matmul(DType t, const void* w, int64_t n_rows, int64_t n_cols, const float* x, int64_t n_tokens,
-                   float* y, const float* bias, Stream s) {
+void launch_matmul(DType t, const void* w, int64_t n_rows, int64_t n_cols, const float* x, int64_t n_tokens, float* y,
+                   const float* bias, Stream s) {
   if (n_tokens <= 0 || n_rows <= 0) return;
   const size_t row_bytes = static_cast<size_t>(n_cols / block_elems(t)) * static_cast<size_t>(block_bytes(t));
   const dim3 grid(static_cast<unsigned>((n_rows + k_warps_per_block - 1) / k_warps_per_block),

@@ -31,10 +31,20 @@ constexpr int k_q6_k_bytes = 210;
 // Elements and bytes of one block of `t` (1 element for plain floats); 0 for unknown types.
 KVC_HD int block_elems(DType t) {
   switch (t) {
-    case DType::q8_0: case DType::q4_0: case DType::q4_1: case DType::q5_0: case DType::q5_1: case DType::iq4_nl:
-      return k_qk0;
-    case DType::q2_k: case DType::q3_k: case DType::q4_k: case DType::q5_k: case DType::q6_k: return k_qkk;
-    case DType::f32: case DType::f16: case DType::bf16: return 1;
+    case DType::q8_0:
+    case DType::q4_0:
+    case DType::q4_1:
+    case DType::q5_0:
+    case DType::q5_1:
+    case DType::iq4_nl: return k_qk0;
+    case DType::q2_k:
+    case DType::q3_k:
+    case DType::q4_k:
+    case DType::q5_k:
+    case DType::q6_k: return k_qkk;
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: return 1;
     default: return 0;
   }
 }
@@ -52,7 +62,8 @@ KVC_HD int block_bytes(DType t) {
     case DType::q5_k: return k_q5_k_bytes;
     case DType::q6_k: return k_q6_k_bytes;
     case DType::f32: return 4;
-    case DType::f16: case DType::bf16: return 2;
+    case DType::f16:
+    case DType::bf16: return 2;
     default: return 0;
   }
 }
@@ -150,9 +161,9 @@ KVC_HD float q6_k_value(const uint8_t* b, int i) {
 // Element i of a row of `t` (any supported weight type); row = the row's first byte.
 KVC_HD float weight_value(DType t, const uint8_t* row, int64_t i) {
   switch (t) {
-    case DType::f32: return hd_bits_float(static_cast<uint32_t>(row[4 * i]) | static_cast<uint32_t>(row[4 * i + 1]) << 8 |
-                                          static_cast<uint32_t>(row[4 * i + 2]) << 16 |
-                                          static_cast<uint32_t>(row[4 * i + 3]) << 24);
+    case DType::f32:
+      return hd_bits_float(static_cast<uint32_t>(row[4 * i]) | static_cast<uint32_t>(row[4 * i + 1]) << 8 |
+                           static_cast<uint32_t>(row[4 * i + 2]) << 16 | static_cast<uint32_t>(row[4 * i + 3]) << 24);
     case DType::f16: return hd_fp16_to_f32(hd_load_u16(row + 2 * i));
     case DType::bf16: return hd_bf16_to_f32(hd_load_u16(row + 2 * i));
     case DType::q8_0: return q8_0_value(row + (i / k_qk0) * k_q8_0_bytes, static_cast<int>(i % k_qk0));
@@ -283,7 +294,8 @@ KVC_HD void dequantize_chunk32(DType t, const uint8_t* row, int64_t c, float* ou
         const uint8_t lo_byte = b[64 * half + l + (quarter & 1) * 32];
         const int lo = quarter < 2 ? (lo_byte & 0x0F) : (lo_byte >> 4);
         const int hi = (b[128 + 32 * half + l] >> (2 * quarter)) & 3;
-        out[l] = d * static_cast<float>(scales[8 * half + l / 16 + 2 * quarter]) * static_cast<float>((lo | (hi << 4)) - 32);
+        out[l] =
+            d * static_cast<float>(scales[8 * half + l / 16 + 2 * quarter]) * static_cast<float>((lo | (hi << 4)) - 32);
       }
       return;
     }

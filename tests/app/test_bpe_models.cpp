@@ -44,10 +44,12 @@ bool valid_utf8(const std::string& s) {
 
 }  // namespace
 
-TEST_CASE("bpe models: chat with the Llama 3 and Qwen vocabularies streams valid UTF-8 in their templates", "[app][e2e]") {
+TEST_CASE("bpe models: chat with the Llama 3 and Qwen vocabularies streams valid UTF-8 in their templates",
+          "[app][e2e]") {
   if (const std::string why = fetched_missing(); !why.empty()) KVC_SKIP(why);
   test::TempDir tmp;
-  for (const auto& [vocab, tmpl] : {std::pair{"ggml-vocab-llama-bpe.gguf", "llama-3"}, {"ggml-vocab-qwen2.gguf", "chatml"}}) {
+  for (const auto& [vocab, tmpl] :
+       {std::pair{"ggml-vocab-llama-bpe.gguf", "llama-3"}, {"ggml-vocab-qwen2.gguf", "chatml"}}) {
     INFO(vocab);
     const std::string m = make_model(tmp, test::model_path(vocab), std::string("m-") + vocab);
     const auto r = test::cli("chat -m " + test::quoted(m) + " -n 24 --temp 0", tmp, std::string(k_prompt) + "\n");
@@ -79,7 +81,9 @@ TEST_CASE("bpe models: a reply stops at the vocabulary's end-of-generation token
   REQUIRE(g.size() == 12);
   // The first token after the second that has not come before: declared the EOS in a copy of the vocabulary.
   size_t cut = 2;
-  while (cut < g.size() && std::find(g.begin(), g.begin() + static_cast<std::ptrdiff_t>(cut), g[cut]) != g.begin() + static_cast<std::ptrdiff_t>(cut)) ++cut;
+  while (cut < g.size() && std::find(g.begin(), g.begin() + static_cast<std::ptrdiff_t>(cut), g[cut]) !=
+                               g.begin() + static_cast<std::ptrdiff_t>(cut))
+    ++cut;
   REQUIRE(cut < g.size());
   auto f = gguf::GgufFile::open(vocab_path);
   REQUIRE(f.ok());
@@ -91,9 +95,9 @@ TEST_CASE("bpe models: a reply stops at the vocabulary's end-of-generation token
   // Same options and seed: the same weights, only the EOS differs.
   const std::string m2 = make_model(tmp, tmp.file("eos.gguf"), "m2.gguf");
   auto gen = [&](const std::string& m) {
-    const auto r = test::cli("generate -m " + test::quoted(m) + " -p " + test::quoted(k_prompt) +
-                                 " -n 12 --temp 0 --repeat-penalty 1 -q",
-                             tmp);
+    const auto r = test::cli(
+        "generate -m " + test::quoted(m) + " -p " + test::quoted(k_prompt) + " -n 12 --temp 0 --repeat-penalty 1 -q",
+        tmp);
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     return r.out;

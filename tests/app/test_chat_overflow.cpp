@@ -1,4 +1,5 @@
-// kvchat-cli chat past the end of the context: 60 turns on a 512-token model run to the end, the oldest messages dropped by whole turns with the cache kept warm.
+// kvchat-cli chat past the end of the context: 60 turns on a 512-token model run to the end, the oldest messages
+// dropped by whole turns with the cache kept warm.
 #include <catch2/catch.hpp>
 
 #include <array>
@@ -25,17 +26,19 @@ std::string make_ctx512_model(const kvc::test::TempDir& tmp) {
   return path;
 }
 
-std::string sixty_turns() {
-  return kvc::test::read_file(kvc::test::data_dir() / "conversations/sixty-turns.txt");
-}
+std::string sixty_turns() { return kvc::test::read_file(kvc::test::data_dir() / "conversations/sixty-turns.txt"); }
 
 }  // namespace
 
-TEST_CASE("cli: chat runs 60 turns on a 512-token context to the end, cutting whole turns, the cache warm", "[app][e2e]") {
+TEST_CASE("cli: chat runs 60 turns on a 512-token context to the end, cutting whole turns, the cache warm",
+          "[app][e2e]") {
   kvc::test::TempDir tmp;
   const std::string model = make_ctx512_model(tmp);
   const std::string input = sixty_turns();
-  auto chat = cli("chat -m " + quoted(model) + " -t 2 -n 48 --temp 0 --summary --system 'You are a storyteller. You tell short, happy stories about animals, children and their friends.'", tmp, input);
+  auto chat = cli(
+      "chat -m " + quoted(model) +
+          " -t 2 -n 48 --temp 0 --summary --system 'You are a storyteller. You tell short, happy stories about animals, children and their friends.'",
+      tmp, input);
   INFO(chat.err.substr(chat.err.size() > 6000 ? chat.err.size() - 6000 : 0));
   REQUIRE(chat.exit_code == 0);
   CHECK(chat.err.find("kvchat-cli:") == std::string::npos);  // no error reported on any turn
@@ -69,7 +72,8 @@ TEST_CASE("cli: chat runs 60 turns on a 512-token context to the end, cutting wh
   CHECK(n_warm >= 59 - static_cast<int>(cuts.size()));
   CHECK(n_warm >= 30);
 
-  const std::regex summary(R"(summary: 60 turns, ([0-9]+) context cuts \| new tokens per turn ([0-9.]+) .*recomputed per turn ([0-9.]+) )");
+  const std::regex summary(
+      R"(summary: 60 turns, ([0-9]+) context cuts \| new tokens per turn ([0-9.]+) .*recomputed per turn ([0-9.]+) )");
   std::smatch m;
   REQUIRE(std::regex_search(chat.out, m, summary));
   CHECK(std::stoi(m[1]) == static_cast<int>(cuts.size()));
@@ -85,7 +89,8 @@ TEST_CASE("cli: a message too long for the context alone is refused and the chat
   auto chat = cli("chat -m " + quoted(model) + " -t 2 -n 8 --temp 0", tmp, input);
   INFO(chat.err);
   REQUIRE(chat.exit_code == 0);
-  CHECK(chat.err.find("more than the context of 512 tokens: shorten it, or raise the context size") != std::string::npos);
+  CHECK(chat.err.find("more than the context of 512 tokens: shorten it, or raise the context size") !=
+        std::string::npos);
   const std::regex turn(R"(\[([0-9]+) tokens \|)");
   CHECK(std::distance(std::sregex_iterator(chat.err.begin(), chat.err.end(), turn), std::sregex_iterator()) == 2);
 }

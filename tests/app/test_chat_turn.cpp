@@ -1,4 +1,5 @@
-// A user turn's segment: with a model's template, the stream plus the segments is the template's render of the whole conversation.
+// A user turn's segment: with a model's template, the stream plus the segments is the template's render of the whole
+// conversation.
 #include <catch2/catch.hpp>
 
 #include "app/common/chat_turn.h"
@@ -98,8 +99,9 @@ TEST_CASE("chat turn: a template that rewrites earlier replies keeps the stream 
   const ChatTemplate r1 = load("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", tok);
   const Conversation e = run_turns(tok, r1, "", {{"What is 2 + 2?", "add them\n</think>\n\n4."}, {"And 3 + 3?", "6."}});
   CHECK(e.exact == std::vector<bool>{true, false});
-  CHECK(e.stream == "<｜User｜>What is 2 + 2?<｜Assistant｜><think>\nadd them\n</think>\n\n4.<｜end▁of▁sentence｜>"
-                    "<｜User｜>And 3 + 3?<｜Assistant｜><think>\n6.");
+  CHECK(e.stream ==
+        "<｜User｜>What is 2 + 2?<｜Assistant｜><think>\nadd them\n</think>\n\n4.<｜end▁of▁sentence｜>"
+        "<｜User｜>And 3 + 3?<｜Assistant｜><think>\n6.");
   // Llama 3 trims replies: a reply that ends in a newline is closed as generated.
   const ChatTemplate llama = load("meta-llama-Llama-3.1-8B-Instruct", tok);
   const Conversation d = run_turns(tok, llama, "", {{"Hi", "Hello.\n"}, {"Bye", "Bye."}});
@@ -111,7 +113,8 @@ TEST_CASE("chat turn: without a runnable template the family segments are used",
   const auto tok = tokenizer_of("ggml-vocab-llama-spm.gguf");
   const ChatTemplate t = ChatTemplate::from_family(ChatTemplate::Family::chatml);
   const Conversation c = run_turns(tok, t, "S", {{"U1", "R1"}, {"U2", "R2"}});
-  const std::vector<ChatMessage> all = {{"system", "S"}, {"user", "U1"}, {"assistant", "R1"}, {"user", "U2"}, {"assistant", "R2"}};
+  const std::vector<ChatMessage> all = {
+      {"system", "S"}, {"user", "U1"}, {"assistant", "R1"}, {"user", "U2"}, {"assistant", "R2"}};
   CHECK(c.stream + t.assistant_suffix() == t.render(all, false));
   CHECK(c.exact == std::vector<bool>{false, false});
   // A template that rejects the conversation is an error for the caller to show.

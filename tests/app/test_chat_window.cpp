@@ -1,4 +1,5 @@
-// A turn's prompt under the overflow policy, on a real vocabulary and template: the window is the template's render of the kept messages, and its system prompt prefix is shared.
+// A turn's prompt under the overflow policy, on a real vocabulary and template: the window is the template's render of
+// the kept messages, and its system prompt prefix is shared.
 #include <catch2/catch.hpp>
 
 #include "app/common/chat_turn.h"
@@ -30,7 +31,8 @@ struct Stored {
 
 }  // namespace
 
-TEST_CASE("chat window: the kept messages render as the template renders them, the system prompt's tokens shared", "[app]") {
+TEST_CASE("chat window: the kept messages render as the template renders them, the system prompt's tokens shared",
+          "[app]") {
   const auto tok = llama_tokenizer();
   const auto tmpl_text = test::read_file(test::data_dir() / "templates/Qwen-Qwen2.5-7B-Instruct.jinja");
   const ChatTemplate tmpl = ChatTemplate::load(tmpl_text, kvc::model::template_tokens(tok));

@@ -24,8 +24,10 @@ TEST_CASE("cli: generate streams the stories260K greedy reference text", "[app][
   std::ifstream in(ref);
   std::string line, text;
   while (std::getline(in, line)) {
-    if (line.rfind("text: ", 0) == 0) text = line.substr(6);
-    else if (!text.empty()) text += "\n" + line;  // the reference text spans lines
+    if (line.rfind("text: ", 0) == 0)
+      text = line.substr(6);
+    else if (!text.empty())
+      text += "\n" + line;  // the reference text spans lines
   }
   REQUIRE(!text.empty());
   auto r = cli("generate -m " + quoted(kvc::test::model_path("stories260K.gguf")) +
@@ -44,7 +46,8 @@ TEST_CASE("cli: tokenize prints the reference ids", "[app][e2e]") {
                    " -p 'The quick brown fox jumps over the lazy dog. Memory tiers keep what matters.'",
                tmp);
   REQUIRE(r.exit_code == 0);
-  CHECK(r.out == "1 450 4996 17354 1701 29916 432 17204 975 278 17366 11203 29889 18914 260 4285 3013 825 13750 29889\n");
+  CHECK(r.out ==
+        "1 450 4996 17354 1701 29916 432 17204 975 278 17366 11203 29889 18914 260 4285 3013 825 13750 29889\n");
 }
 
 TEST_CASE("cli: inspect reports shape, KV bytes per format and a memory estimate", "[app][e2e]") {
@@ -91,7 +94,9 @@ TEST_CASE("cli: bad input gets a clear error and a non-zero exit", "[app][e2e]")
     CHECK_THAT(r.err, Catch::Contains("top-p"));
   }
   SECTION("unknown quantization type") {
-    auto r = cli("quantize " + quoted(kvc::test::model_path("stories260K.gguf")) + " " + quoted(tmp.file("o.gguf")) + " q3_x", tmp);
+    auto r = cli(
+        "quantize " + quoted(kvc::test::model_path("stories260K.gguf")) + " " + quoted(tmp.file("o.gguf")) + " q3_x",
+        tmp);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Catch::Contains("q4_0"));
   }
@@ -99,7 +104,8 @@ TEST_CASE("cli: bad input gets a clear error and a non-zero exit", "[app][e2e]")
 
 TEST_CASE("cli: every command has --help", "[app]") {
   kvc::test::TempDir tmp;
-  for (const char* c : {"generate", "chat", "inspect", "bench", "tokenize", "logits", "quantize", "mkmodel", "render-chat"}) {
+  for (const char* c :
+       {"generate", "chat", "inspect", "bench", "tokenize", "logits", "quantize", "mkmodel", "render-chat"}) {
     auto r = cli(std::string(c) + " --help", tmp);
     INFO(c);
     CHECK(r.exit_code == 0);
@@ -110,12 +116,15 @@ TEST_CASE("cli: every command has --help", "[app]") {
   CHECK_THAT(v.out, Catch::StartsWith("kvchat-cli "));
 }
 
-TEST_CASE("cli: quantize writes every file type, and each result generates and stays near the F16 logits", "[app][e2e]") {
+TEST_CASE("cli: quantize writes every file type, and each result generates and stays near the F16 logits",
+          "[app][e2e]") {
   // 320 columns: the K-quant mixes take their legacy fallbacks in most rows (ffn_down, 768
   // columns, keeps the K-quant), as files of Qwen2.5-0.5B-sized models do.
   kvc::test::TempDir tmp;
   const auto f16 = tmp.file("m-f16.gguf");
-  auto mk = cli("mkmodel -o " + quoted(f16) + " --type f16 --dim 320 --layers 2 --heads 5 --kv-heads 1 --ffn 768 --vocab 600 -q", tmp);
+  auto mk = cli(
+      "mkmodel -o " + quoted(f16) + " --type f16 --dim 320 --layers 2 --heads 5 --kv-heads 1 --ffn 768 --vocab 600 -q",
+      tmp);
   INFO(mk.err);
   REQUIRE(mk.exit_code == 0);
   auto ref = cli("logits -m " + quoted(f16) + " -p 'hello memory' -o " + quoted(tmp.file("ref.f32")) + " -q", tmp);
@@ -125,9 +134,9 @@ TEST_CASE("cli: quantize writes every file type, and each result generates and s
   // measured: Q2_K 0.20, Q3_K_M 0.16, Q4_K_M 0.105, Q5_K_M 0.096 (its Q5_1 fallbacks), Q6_K
   // 0.021, Q4_1 0.19, Q5_0 0.108, Q5_1 0.099, IQ4_NL 0.16; bounds 1.5x those. A wrong layout
   // gives about 1.
-  const std::pair<const char*, double> types[] = {{"q2_k", 0.3},    {"q3_k_m", 0.25}, {"q4_k_m", 0.16}, {"q5_k_m", 0.15},
-                                                  {"q6_k", 0.04},   {"q4_1", 0.3},    {"q5_0", 0.16},   {"q5_1", 0.15},
-                                                  {"iq4_nl", 0.24}, {"Q3_K", 0.25}};
+  const std::pair<const char*, double> types[] = {
+      {"q2_k", 0.3}, {"q3_k_m", 0.25}, {"q4_k_m", 0.16}, {"q5_k_m", 0.15}, {"q6_k", 0.04},
+      {"q4_1", 0.3}, {"q5_0", 0.16},   {"q5_1", 0.15},   {"iq4_nl", 0.24}, {"Q3_K", 0.25}};
   for (const auto& [type, bound] : types) {
     INFO(type);
     const auto out = tmp.file(std::string("m-") + type + ".gguf");
@@ -159,7 +168,9 @@ TEST_CASE("cli: quantize writes every file type, and each result generates and s
 TEST_CASE("cli: mkmodel, quantize, then logits and chat on the result", "[app][e2e]") {
   kvc::test::TempDir tmp;
   const auto f32 = tmp.file("m-f32.gguf"), q8 = tmp.file("m-q8.gguf");
-  auto mk = cli("mkmodel -o " + quoted(f32) + " --type f32 --dim 128 --layers 2 --heads 4 --kv-heads 2 --ffn 256 --vocab 600 -q", tmp);
+  auto mk = cli(
+      "mkmodel -o " + quoted(f32) + " --type f32 --dim 128 --layers 2 --heads 4 --kv-heads 2 --ffn 256 --vocab 600 -q",
+      tmp);
   INFO(mk.err);
   REQUIRE(mk.exit_code == 0);
   auto qz = cli("quantize " + quoted(f32) + " " + quoted(q8) + " q8_0 -q", tmp);
@@ -213,7 +224,8 @@ TEST_CASE("cli: bench-cache reports every tier and serves the history from each"
     CHECK_THAT(r.out, Catch::Contains(std::string("\"") + key + "\""));
   }
   // 64 history tokens are 4 full blocks: each tier serves all of them.
-  CHECK_THAT(r.out, Catch::Contains("\"t1\": 64") && Catch::Contains("\"t2\": 64") && Catch::Contains("\"restart_t2\": 64"));
+  CHECK_THAT(r.out,
+             Catch::Contains("\"t1\": 64") && Catch::Contains("\"t2\": 64") && Catch::Contains("\"restart_t2\": 64"));
   CHECK_THAT(r.out, Catch::Contains("\"kv_bytes_per_token\": 1024.0"));
   // The event exports: demotions and promotions through every tier are in them.
   std::ifstream csv(tmp.file("t.csv"));
@@ -229,9 +241,10 @@ TEST_CASE("cli: bench-cache reports every tier and serves the history from each"
 
 TEST_CASE("cli: bench-cache's restart is a new process that recomputes no history", "[app][e2e]") {
   kvc::test::TempDir tmp;
-  auto r = cli("bench-cache -m " + quoted(kvc::test::model_path("tiny-gqa-q8_0.gguf")) +
-                   " -t 2 --history 64 --new 8 --conversations 1 --turns 1 -r 1 --json --data-dir " + quoted(tmp.file("d")),
-               tmp);
+  auto r =
+      cli("bench-cache -m " + quoted(kvc::test::model_path("tiny-gqa-q8_0.gguf")) +
+              " -t 2 --history 64 --new 8 --conversations 1 --turns 1 -r 1 --json --data-dir " + quoted(tmp.file("d")),
+          tmp);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const nlohmann::json j = nlohmann::json::parse(r.out);
@@ -279,7 +292,8 @@ TEST_CASE("cli: perplexity compares a quantized KV cache with F16", "[app][e2e]"
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("ppl f16") && Catch::Contains("ppl int8") && Catch::Contains("top-1 agree"));
-  auto bad = cli("perplexity -m " + quoted(kvc::test::model_path("tiny-gqa-q8_0.gguf")) + " -f /nonexistent --kv-type q9", tmp);
+  auto bad = cli(
+      "perplexity -m " + quoted(kvc::test::model_path("tiny-gqa-q8_0.gguf")) + " -f /nonexistent --kv-type q9", tmp);
   CHECK(bad.exit_code == 2);
 }
 

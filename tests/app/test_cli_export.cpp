@@ -36,7 +36,8 @@ TEST_CASE("kvchat-cli export: the list, a conversation as Markdown and JSON, and
   CHECK(md.out.find("## User\n\nHow long is the Nile?") != std::string::npos);
   CHECK(md.out.find("## Assistant\n\nAbout 6650 km.") != std::string::npos);
 
-  const auto js = kvc::test::cli("export " + std::to_string(id) + " --format json -o " + kvc::test::quoted(tmp.file("c.json")), tmp);
+  const auto js = kvc::test::cli(
+      "export " + std::to_string(id) + " --format json -o " + kvc::test::quoted(tmp.file("c.json")), tmp);
   REQUIRE(js.exit_code == 0);
   const auto j = nlohmann::json::parse(kvc::test::read_file(tmp.path() / "c.json"));
   CHECK(j.dump().find("About 6650 km.") != std::string::npos);

@@ -66,7 +66,8 @@ HttpResponse hf_like(const HttpRequest& req, const std::string& sha) {
 
 }  // namespace
 
-TEST_CASE("pull: a redirect to the CDN, the sha256 of X-Linked-Etag checked and recorded beside the file", "[app][e2e]") {
+TEST_CASE("pull: a redirect to the CDN, the sha256 of X-Linked-Etag checked and recorded beside the file",
+          "[app][e2e]") {
   const std::string sha = kvc::fetch::sha256_hex(model_bytes());
   LoopbackHttpServer server([&](const HttpRequest& req) { return hf_like(req, sha); });
   kvc::test::TempDir tmp;
@@ -178,7 +179,8 @@ TEST_CASE("pull: a connection dropped mid-file is resumed by a range request", "
   }
 }
 
-TEST_CASE("pull: a server that ignores ranges sends the whole file again, which replaces the partial one", "[app][e2e]") {
+TEST_CASE("pull: a server that ignores ranges sends the whole file again, which replaces the partial one",
+          "[app][e2e]") {
   std::atomic<int> n_served{0};
   LoopbackHttpServer server([&](const HttpRequest& req) {
     HttpResponse r = kvc::test::serve_file(req, model_bytes(), false);
@@ -268,7 +270,8 @@ TEST_CASE("pull: cancelled from another thread, then resumed", "[app][e2e]") {
     cancel = true;
   });
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = kvc::fetch::download_model(req, [&](const kvc::fetch::DownloadProgress& p) { done = p.done_bytes; }, &cancel);
+  auto r = kvc::fetch::download_model(
+      req, [&](const kvc::fetch::DownloadProgress& p) { done = p.done_bytes; }, &cancel);
   canceller.join();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   REQUIRE_FALSE(r.ok());
@@ -323,7 +326,8 @@ TEST_CASE("kvchat-cli pull: a disk that fills keeps the partial file, and the ne
   CHECK(kvc::test::read_file(tmp.path() / "data" / "models" / "m.gguf") == model_bytes());
 }
 
-TEST_CASE("kvchat-cli pull: Ctrl-C cancels with status 130 and keeps the partial file, bad sources are refused", "[app][e2e]") {
+TEST_CASE("kvchat-cli pull: Ctrl-C cancels with status 130 and keeps the partial file, bad sources are refused",
+          "[app][e2e]") {
   LoopbackHttpServer server([&](const HttpRequest& req) {
     HttpResponse r = kvc::test::serve_file(req, model_bytes());
     r.chunk_bytes = 16 * 1024;
@@ -339,7 +343,8 @@ TEST_CASE("kvchat-cli pull: Ctrl-C cancels with status 130 and keeps the partial
   CHECK(run.out.find("status=130") != std::string::npos);
   CHECK(size_or_zero(tmp.path() / "data" / "models" / "m.gguf.part") > 0);
 
-  auto bad = shell(kvc::test::quoted(KVC_CLI_PATH) + " pull just-a-name.gguf --data-dir " + kvc::test::quoted(tmp.file("data")));
+  auto bad = shell(kvc::test::quoted(KVC_CLI_PATH) + " pull just-a-name.gguf --data-dir " +
+                   kvc::test::quoted(tmp.file("data")));
   CHECK(bad.exit_code == 2);
   CHECK(bad.out.find("OWNER/REPO/FILE.gguf") != std::string::npos);
   auto list = shell(kvc::test::quoted(KVC_CLI_PATH) + " pull --list");

@@ -29,7 +29,8 @@ std::vector<int32_t> some_tokens(int n, int salt) {
 
 }  // namespace
 
-TEST_CASE("engine turn runner: streams, reuses history, matches a session, cancels, resumes from disk", "[app][engine]") {
+TEST_CASE("engine turn runner: streams, reuses history, matches a session, cancels, resumes from disk",
+          "[app][engine]") {
   auto be = backend::make_cpu_backend(2);
   auto m = model::Model::load(test::model_path("stories260K.gguf"), *be);
   REQUIRE(m.ok());
@@ -82,9 +83,8 @@ TEST_CASE("engine turn runner: streams, reuses history, matches a session, cance
 
     // Returning false from the stream callback stops the turn.
     int n_deltas = 0;
-    auto cancelled = runner.run({6, {}, some_tokens(20, 3), greedy(200)}, [&](const app::TurnDelta&) {
-      return ++n_deltas < 2;
-    });
+    auto cancelled =
+        runner.run({6, {}, some_tokens(20, 3), greedy(200)}, [&](const app::TurnDelta&) { return ++n_deltas < 2; });
     REQUIRE(cancelled.ok());
     CHECK(cancelled->stats.stop_reason == model::to_string(model::StopReason::cancelled));
     CHECK(cancelled->tokens.size() < 200);

@@ -46,7 +46,8 @@ TEST_CASE("pull sources: URLs as given, Hugging Face OWNER/REPO/FILE as a resolv
 TEST_CASE("pull file names: the URL's last part, percent-decoded, unsafe names refused", "[app]") {
   CHECK(*file_name_from_url("https://h/x/Model-Q8_0.gguf?download=true") == "Model-Q8_0.gguf");
   CHECK(*file_name_from_url("https://h/x/My%20Model.gguf") == "My Model.gguf");
-  for (const char* bad : {"https://h/x/", "https://h/x/%2e%2e", "https://h/a%2Fb.gguf", "https://h/.hidden", "https://h/a%00b"}) {
+  for (const char* bad :
+       {"https://h/x/", "https://h/x/%2e%2e", "https://h/a%2Fb.gguf", "https://h/.hidden", "https://h/a%00b"}) {
     CAPTURE(bad);
     auto r = file_name_from_url(bad);
     REQUIRE_FALSE(r.ok());
@@ -71,7 +72,7 @@ TEST_CASE("published sha256: Hugging Face's quoted ETags, nothing from other ETa
   const std::string hex = "6F85A640A97CF2BF5B8E764087B1E83DA0FDB51D7C9FAB7D0FECE9385611DF83";
   CHECK(sha256_from_etag("\"" + hex + "\"") == "6f85a640a97cf2bf5b8e764087b1e83da0fdb51d7c9fab7d0fece9385611df83");
   CHECK(sha256_from_etag("W/\"" + hex + "\"") == "6f85a640a97cf2bf5b8e764087b1e83da0fdb51d7c9fab7d0fece9385611df83");
-  CHECK(sha256_from_etag("\"5d41402abc4b2a76b9719d911017c592\"").empty());  // an MD5-sized ETag
+  CHECK(sha256_from_etag("\"5d41402abc4b2a76b9719d911017c592\"").empty());          // an MD5-sized ETag
   CHECK(sha256_from_etag("\"a94a8fe5ccb19ba61c4c0873d391e987982fbbd3\"").empty());  // a git blob's sha1
   CHECK(sha256_from_etag("").empty());
 }
@@ -105,9 +106,11 @@ TEST_CASE("model catalog: the shipped list loads, and a broken entry is named", 
   auto no_licence = parse_catalog(R"({"models": [{"name": "x", "source": "a/b/c.gguf", "size_bytes": 5}]})");
   REQUIRE_FALSE(no_licence.ok());
   CHECK(no_licence.error().message == "model catalog entry 1: \"licence\" must be a non-empty string");
-  auto bad_source = parse_catalog(R"({"models": [{"name": "x", "source": "c.gguf", "size_bytes": 5, "licence": "MIT"}]})");
+  auto bad_source =
+      parse_catalog(R"({"models": [{"name": "x", "source": "c.gguf", "size_bytes": 5, "licence": "MIT"}]})");
   REQUIRE_FALSE(bad_source.ok());
   CHECK(bad_source.error().message.find("entry 1") != std::string::npos);
   CHECK_FALSE(parse_catalog("[]").ok());
-  CHECK_FALSE(parse_catalog(R"({"models": [{"name": "x", "source": "a/b/c.gguf", "size_bytes": -1, "licence": "MIT"}]})").ok());
+  CHECK_FALSE(
+      parse_catalog(R"({"models": [{"name": "x", "source": "a/b/c.gguf", "size_bytes": -1, "licence": "MIT"}]})").ok());
 }

@@ -1,4 +1,5 @@
-// Hostile model files (mkmodel --break): every command and the library refuse them naming the key or tensor at fault, never crash.
+// Hostile model files (mkmodel --break): every command and the library refuse them naming the key or tensor at fault,
+// never crash.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -45,17 +46,17 @@ const Case k_cases[] = {
     // Tensors. The check runs before the data is touched: a file without tensors but with
     // bytes after its metadata made generate abort in GgufFile::tensor_data (the known crash).
     {"no-tensors", "token_embd.weight", refused, works},
-    {"missing-tensor", "blk.1.ffn_down.weight", refused, works},          // presence
+    {"missing-tensor", "blk.1.ffn_down.weight", refused, works},  // presence
     // An unread tensor means a feature kvchat does not implement: refused, as llama.cpp does.
     {"extra-tensor", "blk.0.attn_extra.weight", refused, works},
-    {"misshapen-matrix", "blk.0.attn_k.weight", refused, works},          // shape, before any upload
-    {"misshapen-vector", "output_norm.weight", refused, works},           // shape of a vector
-    {"unsupported-type", "blk.0.attn_q.weight", refused, refused, false}, // the parser's type check (IQ4_XS)
+    {"misshapen-matrix", "blk.0.attn_k.weight", refused, works},           // shape, before any upload
+    {"misshapen-vector", "output_norm.weight", refused, works},            // shape of a vector
+    {"unsupported-type", "blk.0.attn_q.weight", refused, refused, false},  // the parser's type check (IQ4_XS)
     {"quantized-norm", "", works, works},  // decided: vectors of any supported type are dequantized
     // Hyperparameters: each bound or relation in ModelConfig::from_gguf.
     {"unknown-arch", "general.architecture", refused, works},
     {"layers-zero", "llama.block_count", refused, works},
-    {"layers-huge", "llama.block_count", refused, works},  // the bound: 2^31 layers was std::bad_alloc, an abort
+    {"layers-huge", "llama.block_count", refused, works},    // the bound: 2^31 layers was std::bad_alloc, an abort
     {"layers-string", "llama.block_count", refused, works},  // the value's type
     {"heads-zero", "llama.attention.head_count", refused, works},
     {"heads-huge", "llama.attention.head_count", refused, works},  // the bound (not only "does not divide")
@@ -65,7 +66,7 @@ const Case k_cases[] = {
     {"head-size-huge", "llama.attention.key_length", refused, works},  // the bound: else a tensor shape error
     {"rope-dims-odd", "llama.rope.dimension_count", refused, works},
     {"ctx-zero", "llama.context_length", refused, works},
-    {"ctx-huge", "llama.context_length", refused, works},      // the bound: 2^31 used to load
+    {"ctx-huge", "llama.context_length", refused, works},        // the bound: 2^31 used to load
     {"rope-base-zero", "llama.rope.freq_base", refused, works},  // > 0: a base of 0 used to generate
     {"rope-base-negative", "llama.rope.freq_base", refused, works},
     {"rope-base-nan", "llama.rope.freq_base", refused, works},  // finite
@@ -107,7 +108,9 @@ void make_variants(const kvc::test::TempDir& tmp) {
   CHECK(std::set<std::string>(listed.begin(), listed.end()) == table);
   CHECK(listed.size() == table.size());
   for (const Case& c : k_cases) {
-    auto r = cli("mkmodel " + k_shape + " --break " + c.variant + " -o " + quoted(tmp.file(std::string(c.variant) + ".gguf")), tmp);
+    auto r = cli(
+        "mkmodel " + k_shape + " --break " + c.variant + " -o " + quoted(tmp.file(std::string(c.variant) + ".gguf")),
+        tmp);
     INFO(c.variant << ": " << r.err);
     REQUIRE(r.exit_code == 0);
   }
@@ -166,22 +169,25 @@ class CountingBackend final : public kvc::backend::Backend {
     if (r.ok()) ++n_live;
     return r;
   }
-  void embed(const kvc::backend::Weight& t, const int32_t* tokens, int64_t n, float* x) override { cpu_->embed(t, tokens, n, x); }
+  void embed(const kvc::backend::Weight& t, const int32_t* tokens, int64_t n, float* x) override {
+    cpu_->embed(t, tokens, n, x);
+  }
   void rmsnorm(const float* x, const float* w, int64_t n_tokens, int64_t n, float eps, float* out) override {
     cpu_->rmsnorm(x, w, n_tokens, n, eps, out);
   }
   void matmul(const kvc::backend::Weight& w, const float* x, int64_t n_tokens, float* y, const float* bias) override {
     cpu_->matmul(w, x, n_tokens, y, bias);
   }
-  void rope(float* x, int64_t n_tokens, const int64_t* pos, int n_heads, int head_dim, const kvc::kernels::RopeParams& p) override {
+  void rope(float* x, int64_t n_tokens, const int64_t* pos, int n_heads, int head_dim,
+            const kvc::kernels::RopeParams& p) override {
     cpu_->rope(x, n_tokens, pos, n_heads, head_dim, p);
   }
-  void kv_store(const kvc::kernels::KvBlockLayout& l, int layer, std::span<const kvc::backend::SeqSlice> s, const float* k,
-                const float* v) override {
+  void kv_store(const kvc::kernels::KvBlockLayout& l, int layer, std::span<const kvc::backend::SeqSlice> s,
+                const float* k, const float* v) override {
     cpu_->kv_store(l, layer, s, k, v);
   }
-  void attention(const kvc::kernels::KvBlockLayout& l, int layer, std::span<const kvc::backend::SeqSlice> s, const float* q,
-                 const kvc::kernels::AttentionShape& shape, int64_t window, float* out) override {
+  void attention(const kvc::kernels::KvBlockLayout& l, int layer, std::span<const kvc::backend::SeqSlice> s,
+                 const float* q, const kvc::kernels::AttentionShape& shape, int64_t window, float* out) override {
     cpu_->attention(l, layer, s, q, shape, window, out);
   }
   void silu_mul(float* gate, const float* up, int64_t n) override { cpu_->silu_mul(gate, up, n); }
@@ -193,7 +199,8 @@ class CountingBackend final : public kvc::backend::Backend {
 
 }  // namespace
 
-TEST_CASE("hostile models: inspect, generate, tokenize and every loading command refuse each variant by name", "[app][e2e]") {
+TEST_CASE("hostile models: inspect, generate, tokenize and every loading command refuse each variant by name",
+          "[app][e2e]") {
   kvc::test::TempDir tmp;
   make_variants(tmp);
   { std::ofstream(tmp.file("text.txt")) << std::string(400, 'a') + " Once upon a time there was a little model. "; }
@@ -237,7 +244,8 @@ TEST_CASE("hostile models: inspect, generate, tokenize and every loading command
       check_run(c, c.model, path, cli("chat" + m + " -n 2 --temp 0 -t 2 -q", tmp, "hello\n"));
       check_run(c, c.model, path, cli("logits" + m + " -p hi -o " + quoted(tmp.file("l.f32")) + " -t 2 -q", tmp));
       check_run(c, c.model, path, cli("bench" + m + " --pp 8 --tg 2 -r 1 -t 2 -q", tmp));
-      check_run(c, c.model, path, cli("perplexity" + m + " -f " + quoted(tmp.file("text.txt")) + " -c 32 --chunks 1 -t 2 -q", tmp));
+      check_run(c, c.model, path,
+                cli("perplexity" + m + " -f " + quoted(tmp.file("text.txt")) + " -c 32 --chunks 1 -t 2 -q", tmp));
       const std::string out = tmp.file(std::string(c.variant) + "-q8.gguf");
       check_run(c, c.model, path, cli("quantize " + quoted(path) + " " + quoted(out) + " q8_0 -t 2 -q", tmp));
       // A refused model is not converted: nothing is written.
@@ -246,7 +254,8 @@ TEST_CASE("hostile models: inspect, generate, tokenize and every loading command
   }
 }
 
-TEST_CASE("hostile models: Model::load and read_model_info refuse each variant by name, leaving nothing loaded", "[app][e2e]") {
+TEST_CASE("hostile models: Model::load and read_model_info refuse each variant by name, leaving nothing loaded",
+          "[app][e2e]") {
   kvc::test::TempDir tmp;
   make_variants(tmp);
   for (const Case& c : k_cases) {

@@ -51,10 +51,11 @@ TEST_CASE("kv quality: int4h KL on a model with 20x outlier key channels stays u
   // int4 0.0058, int4h 0.0021 nats/token (K and V; V has no outliers, so int4h K alone gains more).
   kvc::test::TempDir tmp;
   const std::string m = tmp.file("outliers.gguf");
-  auto mk = cli("mkmodel --type f16 --dim 128 --layers 2 --heads 4 --kv-heads 2 --ffn 256 --qk-std 0.08 "
-                "--vocab-from=" + quoted(kvc::test::model_path("stories260K.gguf")) +
-                    " --k-outliers 2 --k-outlier-scale 20 -q -o " + quoted(m),
-                tmp);
+  auto mk = cli(
+      "mkmodel --type f16 --dim 128 --layers 2 --heads 4 --kv-heads 2 --ffn 256 --qk-std 0.08 "
+      "--vocab-from=" +
+          quoted(kvc::test::model_path("stories260K.gguf")) + " --k-outliers 2 --k-outlier-scale 20 -q -o " + quoted(m),
+      tmp);
   INFO(mk.err);
   REQUIRE(mk.exit_code == 0);
   const double old_kl = run_kl(m, "int4", 256, tmp);

@@ -72,11 +72,14 @@ TEST_CASE("mkmodel: near-normal weights with the requested deviations, norms nea
   REQUIRE(r.exit_code == 0);
   auto f = gguf::GgufFile::open(tmp.file("m.gguf"));
   REQUIRE(f.ok());
-  for (const auto& [name, std] : {std::pair{"blk.0.ffn_up.weight", 0.03}, {"token_embd.weight", 0.03},
-                                  {"blk.1.attn_q.weight", 0.09}, {"blk.1.attn_k.weight", 0.09},
+  for (const auto& [name, std] : {std::pair{"blk.0.ffn_up.weight", 0.03},
+                                  {"token_embd.weight", 0.03},
+                                  {"blk.1.attn_q.weight", 0.09},
+                                  {"blk.1.attn_k.weight", 0.09},
                                   {"blk.0.attn_v.weight", 0.03}}) {
     const Moments m = moments_of(*f, name);
-    INFO(name << ": mean " << m.mean << " std " << m.std << " within 1 sd " << m.within_1sd << " max |z| " << m.max_abs_z);
+    INFO(name << ": mean " << m.mean << " std " << m.std << " within 1 sd " << m.within_1sd << " max |z| "
+              << m.max_abs_z);
     CHECK(std::abs(m.mean) < 0.1 * std);  // the smallest tensor has 2,048 values: 2.2 % of std per sd
     CHECK(m.std == Approx(std).epsilon(0.06));
     // A normal law has 68.3 % within one deviation, a uniform one 57.7 %; the sum of four
@@ -91,11 +94,13 @@ TEST_CASE("mkmodel: near-normal weights with the requested deviations, norms nea
   CHECK(norm.std < 0.02);
 }
 
-TEST_CASE("mkmodel: --arch llama3 writes Llama 3-shaped rope factors, qwen3 its Q/K norms and head size", "[app][e2e]") {
+TEST_CASE("mkmodel: --arch llama3 writes Llama 3-shaped rope factors, qwen3 its Q/K norms and head size",
+          "[app][e2e]") {
   test::TempDir tmp;
-  const auto r = test::cli("mkmodel --type f16 --arch llama3 --rope-base 500000 --rope-scale-factor 8 --rope-orig-ctx 64" +
-                               small() + " -o " + test::quoted(tmp.file("l3.gguf")),
-                           tmp);
+  const auto r =
+      test::cli("mkmodel --type f16 --arch llama3 --rope-base 500000 --rope-scale-factor 8 --rope-orig-ctx 64" +
+                    small() + " -o " + test::quoted(tmp.file("l3.gguf")),
+                tmp);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   auto f = gguf::GgufFile::open(tmp.file("l3.gguf"));
@@ -113,9 +118,8 @@ TEST_CASE("mkmodel: --arch llama3 writes Llama 3-shaped rope factors, qwen3 its 
   CHECK(std::is_sorted(ff.begin(), ff.end()));
   CHECK(std::any_of(ff.begin(), ff.end(), [](float x) { return x > 1.0f && x < 8.0f; }));
 
-  const auto q = test::cli("mkmodel --type f16 --arch qwen3 --head-dim 32" + small() + " -o " +
-                               test::quoted(tmp.file("q3.gguf")),
-                           tmp);
+  const auto q = test::cli(
+      "mkmodel --type f16 --arch qwen3 --head-dim 32" + small() + " -o " + test::quoted(tmp.file("q3.gguf")), tmp);
   INFO(q.err);
   REQUIRE(q.exit_code == 0);
   auto g = gguf::GgufFile::open(tmp.file("q3.gguf"));
@@ -124,7 +128,8 @@ TEST_CASE("mkmodel: --arch llama3 writes Llama 3-shaped rope factors, qwen3 its 
   CHECK(g->find_tensor("blk.0.attn_q.weight")->shape == std::vector<int64_t>{64, 128});  // 4 heads x 32 rows
   CHECK(g->find_tensor("blk.1.attn_k_norm.weight")->shape == std::vector<int64_t>{32});
   CHECK(g->find_tensor("blk.1.attn_q.bias") == nullptr);
-  const auto bad = test::cli("mkmodel --arch llama --head-dim 32" + small() + " -o " + test::quoted(tmp.file("x.gguf")), tmp);
+  const auto bad =
+      test::cli("mkmodel --arch llama --head-dim 32" + small() + " -o " + test::quoted(tmp.file("x.gguf")), tmp);
   CHECK(bad.exit_code != 0);
   CHECK_THAT(bad.err, Catch::Contains("--head-dim is for --arch qwen3"));
 }

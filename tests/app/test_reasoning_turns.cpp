@@ -1,4 +1,5 @@
-// Reasoning replies over a 6-turn conversation: the prompt is the template's visible history, and the cache serves all but the new message and the previous answer.
+// Reasoning replies over a 6-turn conversation: the prompt is the template's visible history, and the cache serves all
+// but the new message and the previous answer.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -95,12 +96,14 @@ TEST_CASE("reasoning turns: a Qwen 3 conversation recomputes only the new messag
     REQUIRE(r.ok());
     const int64_t n_message = static_cast<int64_t>(seg->tokens.size());
     const int64_t n_recomputed = r->stats.n_prompt - r->stats.n_prompt_reused;
-    n_as_generated += n_message + (k > 0 ? static_cast<int64_t>(tok.encode_continuation(stored.back().text, false).size()) : 0);
-    std::printf("reasoning turns: turn %zu: prompt %lld tokens (kept whole: %lld), %lld from cache, recomputed %lld "
-                "<= message %lld + previous answer %lld + 16\n",
-                k + 1, static_cast<long long>(r->stats.n_prompt), static_cast<long long>(n_as_generated),
-                static_cast<long long>(r->stats.n_prompt_reused), static_cast<long long>(n_recomputed),
-                static_cast<long long>(n_message), static_cast<long long>(n_previous_answer));
+    n_as_generated +=
+        n_message + (k > 0 ? static_cast<int64_t>(tok.encode_continuation(stored.back().text, false).size()) : 0);
+    std::printf(
+        "reasoning turns: turn %zu: prompt %lld tokens (kept whole: %lld), %lld from cache, recomputed %lld "
+        "<= message %lld + previous answer %lld + 16\n",
+        k + 1, static_cast<long long>(r->stats.n_prompt), static_cast<long long>(n_as_generated),
+        static_cast<long long>(r->stats.n_prompt_reused), static_cast<long long>(n_recomputed),
+        static_cast<long long>(n_message), static_cast<long long>(n_previous_answer));
     CHECK(n_recomputed <= n_message + n_previous_answer + 16);
     if (k > 0) CHECK(r->stats.n_prompt_reused > 0);
 

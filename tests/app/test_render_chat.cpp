@@ -34,12 +34,13 @@ std::string iso_date(const std::string& date_string) {
 
 TEST_CASE("cli: render-chat prints llama.cpp's prompt for a template file, byte for byte", "[app][e2e]") {
   test::TempDir tmp;
-  for (const std::string name : {"meta-llama-Llama-3.2-3B-Instruct", "microsoft-Phi-3.5-mini-instruct", "Qwen-Qwen3-0.6B"}) {
+  for (const std::string name :
+       {"meta-llama-Llama-3.2-3B-Instruct", "microsoft-Phi-3.5-mini-instruct", "Qwen-Qwen3-0.6B"}) {
     const auto doc = expected(name);
-    std::string common = "render-chat --template " + quoted((test::data_dir() / "templates" / (name + ".jinja")).string()) +
-                         " --bos " + quoted(doc["bos_token"].get<std::string>()) + " --eos " +
-                         quoted(doc["eos_token"].get<std::string>()) + " --date " +
-                         iso_date(doc["date_string"].get<std::string>());
+    std::string common =
+        "render-chat --template " + quoted((test::data_dir() / "templates" / (name + ".jinja")).string()) + " --bos " +
+        quoted(doc["bos_token"].get<std::string>()) + " --eos " + quoted(doc["eos_token"].get<std::string>()) +
+        " --date " + iso_date(doc["date_string"].get<std::string>());
     if (doc["bos_stripped"].get<bool>()) common += " --add-bos";
     for (const auto& c : doc["cases"]) {
       INFO(name << ": " << c["name"].get<std::string>());
@@ -61,7 +62,8 @@ TEST_CASE("cli: render-chat uses a model's own template and BOS, and an OpenAI r
   // That template drops system messages, so the system prompt is folded into the user's (as llama.cpp does).
   const std::string messages = write(tmp, "req.json", R"({"model": "x", "messages": [
       {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]})");
-  const auto r = cli("render-chat -m " + quoted(test::model_path("ggml-vocab-phi-3.gguf")) + " --messages " + quoted(messages), tmp);
+  const auto r = cli(
+      "render-chat -m " + quoted(test::model_path("ggml-vocab-phi-3.gguf")) + " --messages " + quoted(messages), tmp);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.err, Catch::Contains("chat template: phi-3, the model's template"));
@@ -93,7 +95,8 @@ TEST_CASE("cli: render-chat reports bad messages and templates clearly", "[app][
   CHECK(rejected.exit_code == 2);
   CHECK_THAT(rejected.err, Catch::Contains("Conversation roles must alternate"));
   // A template that cannot run is an error naming its line, not a silent stand-in.
-  auto broken = run("[{\"role\": \"user\", \"content\": \"U\"}]", write(tmp, "bad.jinja", "x\n{% for m in messages %}"));
+  auto broken =
+      run("[{\"role\": \"user\", \"content\": \"U\"}]", write(tmp, "bad.jinja", "x\n{% for m in messages %}"));
   CHECK(broken.exit_code == 3);
   CHECK_THAT(broken.err, Catch::Contains("line 2: '{% for %}' opened here is never closed"));
   auto missing = cli("render-chat --template " + quoted(tmpl) + " --messages /nonexistent.json", tmp);

@@ -1,4 +1,5 @@
-// Model chat templates rendered by kvchat's Jinja interpreter, byte for byte against llama-server --jinja's renders (tests/data/templates).
+// Model chat templates rendered by kvchat's Jinja interpreter, byte for byte against llama-server --jinja's renders
+// (tests/data/templates).
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -16,11 +17,16 @@ namespace {
 
 // The templates whose renders tests/data/make-template-references.sh recorded.
 const char* const k_templates[] = {
-    "meta-llama-Llama-3.1-8B-Instruct",   "meta-llama-Llama-3.2-3B-Instruct",
-    "meta-llama-Llama-3.3-70B-Instruct",  "Qwen-Qwen2.5-7B-Instruct",
-    "Qwen-Qwen3-0.6B",                    "deepseek-ai-DeepSeek-R1-Distill-Llama-8B",
-    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "google-gemma-2-2b-it",
-    "microsoft-Phi-3.5-mini-instruct",    "HuggingFaceTB-SmolLM3-3B",
+    "meta-llama-Llama-3.1-8B-Instruct",
+    "meta-llama-Llama-3.2-3B-Instruct",
+    "meta-llama-Llama-3.3-70B-Instruct",
+    "Qwen-Qwen2.5-7B-Instruct",
+    "Qwen-Qwen3-0.6B",
+    "deepseek-ai-DeepSeek-R1-Distill-Llama-8B",
+    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B",
+    "google-gemma-2-2b-it",
+    "microsoft-Phi-3.5-mini-instruct",
+    "HuggingFaceTB-SmolLM3-3B",
 };
 
 std::vector<ChatMessage> messages_of(const nlohmann::json& list) {
@@ -77,9 +83,12 @@ std::string template_text(const char* name) {
 TEST_CASE("chat render: the family of each model template is recognised", "[core]") {
   using Family = ChatTemplate::Family;
   const std::pair<const char*, Family> expected[] = {
-      {"meta-llama-Llama-3.1-8B-Instruct", Family::llama3}, {"Qwen-Qwen2.5-7B-Instruct", Family::chatml},
-      {"Qwen-Qwen3-0.6B", Family::chatml},                  {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B", Family::deepseek},
-      {"google-gemma-2-2b-it", Family::gemma},              {"microsoft-Phi-3.5-mini-instruct", Family::phi3},
+      {"meta-llama-Llama-3.1-8B-Instruct", Family::llama3},
+      {"Qwen-Qwen2.5-7B-Instruct", Family::chatml},
+      {"Qwen-Qwen3-0.6B", Family::chatml},
+      {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B", Family::deepseek},
+      {"google-gemma-2-2b-it", Family::gemma},
+      {"microsoft-Phi-3.5-mini-instruct", Family::phi3},
       {"HuggingFaceTB-SmolLM3-3B", Family::chatml},
   };
   for (const auto& [name, family] : expected) {
@@ -134,11 +143,13 @@ TEST_CASE("chat render: unknown and malformed templates get a labelled fallback"
   CHECK(odd.stop_strings().empty());  // no "User:" stop for a format that has none
   // Malformed templates: never a crash or a hang; the family renderer (or the fallback) with the reason.
   const std::pair<std::string, std::string> bad[] = {
-      {"{% for m in messages %}<|im_start|>{{ m.role }}", "chatml (built-in renderer); the model's template cannot run here: "
-                                                          "chat template, line 1: '{% for %}' opened here is never closed"},
+      {"{% for m in messages %}<|im_start|>{{ m.role }}",
+       "chatml (built-in renderer); the model's template cannot run here: "
+       "chat template, line 1: '{% for %}' opened here is never closed"},
       {"<|im_start|>{{ messages[0].content ", "'{{' opened here is never closed"},
-      {"{{ raise_exception('no') }}", "fallback (plain 'User:/Assistant:'); the model's template cannot run here: "
-                                      "chat template, line 1: the template rejects this conversation: no"},
+      {"{{ raise_exception('no') }}",
+       "fallback (plain 'User:/Assistant:'); the model's template cannot run here: "
+       "chat template, line 1: the template rejects this conversation: no"},
       {"<start_of_turn>{% for i in range(100000) %}" + std::string(1000, 'x') + "{% endfor %}",
        "gemma (built-in renderer); the model's template cannot run here: chat template, line 1: the template's output "
        "passed the limit of 32 MiB"},

@@ -53,7 +53,7 @@ const Snippet k_snippets[] = {
      Family::zephyr},
 };
 
-const Family k_families[] = {Family::chatml, Family::llama2, Family::llama3, Family::mistral, Family::zephyr,
+const Family k_families[] = {Family::chatml, Family::llama2, Family::llama3,   Family::mistral, Family::zephyr,
                              Family::gemma,  Family::phi3,   Family::deepseek, Family::fallback};
 
 // A 2-turn conversation with a system prompt. The replies are as the model's tokens spell
@@ -122,7 +122,8 @@ TEST_CASE("chat template: 2-turn renders match each family's documented format",
       {Family::deepseek,
        "Be brief.<｜User｜>Hi!<｜Assistant｜>Hello.<｜end▁of▁sentence｜><｜User｜>What is a cache?<｜Assistant｜>"
        "A fast copy.<｜end▁of▁sentence｜>"},
-      {Family::fallback, "Be brief.\n\nUser: Hi!\nAssistant: Hello.\nUser: What is a cache?\nAssistant: A fast copy.\n"},
+      {Family::fallback,
+       "Be brief.\n\nUser: Hi!\nAssistant: Hello.\nUser: What is a cache?\nAssistant: A fast copy.\n"},
   };
   for (const auto& [family, text] : expected) {
     const auto t = ChatTemplate::from_family(family);
@@ -139,8 +140,8 @@ TEST_CASE("chat template: render is the concatenation of the turn segments", "[c
     INFO(t.name());
     const auto m = conversation(f);
     const std::string segments = t.render_user_turn(m[0].content, m[1].content, true) + m[2].content +
-                                 t.assistant_suffix() + t.render_user_turn("", m[3].content, false) +
-                                 m[4].content + t.assistant_suffix();
+                                 t.assistant_suffix() + t.render_user_turn("", m[3].content, false) + m[4].content +
+                                 t.assistant_suffix();
     CHECK(t.render(m, false) == segments);
 
     // A conversation ending in a user message, with and without the header of the next reply.
@@ -151,9 +152,9 @@ TEST_CASE("chat template: render is the concatenation of the turn segments", "[c
 
     // Without a system prompt.
     const std::vector<ChatMessage> plain(m.begin() + 1, m.end());
-    CHECK(t.render(plain, false) == t.render_user_turn("", m[1].content, true) + m[2].content +
-                                        t.assistant_suffix() + t.render_user_turn("", m[3].content, false) +
-                                        m[4].content + t.assistant_suffix());
+    CHECK(t.render(plain, false) == t.render_user_turn("", m[1].content, true) + m[2].content + t.assistant_suffix() +
+                                        t.render_user_turn("", m[3].content, false) + m[4].content +
+                                        t.assistant_suffix());
     // The header never ends in a space (the reply's tokens carry it).
     const auto header = t.render_user_turn("", "x", true);
     CHECK(header.back() != ' ');

@@ -13,11 +13,11 @@ TEST_CASE("default context: the trained context within the KV budget, in steps o
   c.head_dim = 128;
   c.n_ctx_train = 131072;
   CHECK(model::context_kv_bytes(c, 1) == 131072.0);
-  CHECK(model::default_context(c, 0) == 8192);                  // 1 GiB by default
+  CHECK(model::default_context(c, 0) == 8192);                    // 1 GiB by default
   CHECK(model::default_context(c, int64_t{16} << 30) == 131072);  // all of it fits 16 GiB
   CHECK(model::default_context(c, (int64_t{1} << 30) + 1000) == 8192);
   CHECK(model::default_context(c, int64_t{300} << 20) == 2304);  // 2400 tokens, down to a step of 256
   CHECK(model::default_context(c, 1) == 256);                    // never below 256
   c.n_ctx_train = 128;
-  CHECK(model::default_context(c, 1) == 128);                    // nor above the trained context
+  CHECK(model::default_context(c, 1) == 128);  // nor above the trained context
 }

@@ -1,4 +1,5 @@
-// The context overflow policy on token counts: cuts by whole turns with hysteresis, replay, and the recompute it implies.
+// The context overflow policy on token counts: cuts by whole turns with hysteresis, replay, and the recompute it
+// implies.
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -60,7 +61,8 @@ TEST_CASE("context window: a conversation that fits keeps every message", "[core
   CHECK(in.n_head_calls == 0);
 }
 
-TEST_CASE("context window: an overflow drops whole turns, at least a quarter of the context, to half the room", "[core]") {
+TEST_CASE("context window: an overflow drops whole turns, at least a quarter of the context, to half the room",
+          "[core]") {
   std::vector<int64_t> users(12, 20), answers(11, 30);
   Input in = make_input(users, answers);
   const int64_t total = sum(in.n_tokens, 0);  // 40 + 12*20 + 11*30 = 610
@@ -107,7 +109,8 @@ TEST_CASE("context window: a message too long for the context alone is an error 
   }
 }
 
-TEST_CASE("context window: replaying the history gives the cut the turns left, and 60 turns recompute < 2x new", "[core]") {
+TEST_CASE("context window: replaying the history gives the cut the turns left, and 60 turns recompute < 2x new",
+          "[core]") {
   const chat::WindowPolicy p{512, chat::answer_reserve(512, 48)};
   CHECK(p.n_reserve == 48);
   CHECK(chat::answer_reserve(512, -1) == 128);
@@ -115,7 +118,7 @@ TEST_CASE("context window: replaying the history gives the cut the turns left, a
   std::vector<int64_t> users, answers;
   size_t cut = 0;
   int64_t n_recomputed = 0, n_new = 0, n_cuts = 0;
-  int64_t previous_end = 0;                     // tokens of the previous window plus its answer
+  int64_t previous_end = 0;  // tokens of the previous window plus its answer
   for (int turn = 0; turn < 60; ++turn) {
     users.push_back(10 + (turn * 7) % 15);
     Input in = make_input(users, answers);

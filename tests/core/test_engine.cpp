@@ -29,9 +29,9 @@ struct Fixture {
   }
 
   std::unique_ptr<kv::KvCache> cache(int64_t t0_blocks, int64_t t1_blocks, kv::ColdStore* cold = nullptr) {
-    auto layout = kernels::make_kv_block_layout(static_cast<int>(m->config().n_layer), static_cast<int>(m->config().n_head_kv),
-                                                static_cast<int>(m->config().head_dim), 16, kernels::KvType::f16,
-                                                kernels::KvType::f16);
+    auto layout = kernels::make_kv_block_layout(
+        static_cast<int>(m->config().n_layer), static_cast<int>(m->config().n_head_kv),
+        static_cast<int>(m->config().head_dim), 16, kernels::KvType::f16, kernels::KvType::f16);
     REQUIRE(layout);
     kv::KvCacheConfig c;
     c.layout = *layout;
@@ -76,7 +76,8 @@ std::vector<int32_t> solo(const model::Model& m, const std::vector<int32_t>& pro
 
 TEST_CASE("engine: 8 conversations under a T0 budget for 2 match their solo outputs", "[core][engine]") {
   Fixture f;
-  const std::vector<int32_t> system = {1, 450, 4996, 17354, 1701, 29916, 432, 17204, 975, 278, 17366, 11203, 29889, 18914, 260, 4285};
+  const std::vector<int32_t> system = {1,   450, 4996,  17354, 1701,  29916, 432, 17204,
+                                       975, 278, 17366, 11203, 29889, 18914, 260, 4285};
   constexpr int64_t n_gen = 24;
   // Each conversation: 16 system + 24 own tokens + 24 generated = 64 tokens = 4 blocks, and
   // admission asks for one more. T0 holds 11 blocks: two conversations at a time.
@@ -102,8 +103,8 @@ TEST_CASE("engine: 8 conversations under a T0 budget for 2 match their solo outp
     CHECK(r->tokens == want[static_cast<size_t>(c)]);
   }
   const auto st = eng.stats();
-  CHECK(st.n_preemptions > 0);                 // the budget really was too small for all at once
-  CHECK(st.max_batch_rows > 1);                // several sequences shared forward passes
+  CHECK(st.n_preemptions > 0);   // the budget really was too small for all at once
+  CHECK(st.max_batch_rows > 1);  // several sequences shared forward passes
   CHECK(cache->counters().n_alloc_failures > 0);
   REQUIRE(cache->check_invariants().ok());
 }
@@ -153,10 +154,14 @@ TEST_CASE("engine: the engine thread serves requests submitted from another thre
   engine::Engine eng(*f.m, *cache);
   eng.start();
   std::string streamed;
-  const auto id = eng.submit({7, {1, 450, 4996}, greedy(12), [&](std::string_view t) {
+  const auto id = eng.submit({7,
+                              {1, 450, 4996},
+                              greedy(12),
+                              [&](std::string_view t) {
                                 streamed += t;
                                 return true;
-                              }, {}});
+                              },
+                              {}});
   for (int i = 0; i < 2000 && eng.result(id)->state != engine::RequestState::finished; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
@@ -208,8 +213,8 @@ TEST_CASE("engine: events describe each turn and export to a Chrome trace", "[co
   CHECK(r2->ttft_ms >= r2->prefill_ms);
 
   const std::string trace = kv::to_chrome_trace_json(events);
-  CHECK_THAT(trace, Catch::Contains("\"traceEvents\"") && Catch::Contains("\"request 2\"") &&
-                        Catch::Contains("\"prefill\""));
+  CHECK_THAT(trace,
+             Catch::Contains("\"traceEvents\"") && Catch::Contains("\"request 2\"") && Catch::Contains("\"prefill\""));
   const std::string csv = kv::to_csv(events);
   CHECK(std::count(csv.begin(), csv.end(), '\n') == static_cast<long>(events.size()) + 1);
 }
@@ -291,7 +296,8 @@ class GatedColdStore final : public kv::ColdStore {
   }
   bool contains(const kv::BlockKey& k) const override { return inner_.contains(k); }
   kv::ColdRead read(const kv::BlockKey& k, std::span<uint8_t> out) override { return inner_.read(k, out); }
-  std::vector<kv::ColdRead> read_many(std::span<const kv::BlockKey> keys, std::span<const std::span<uint8_t>> outs) override {
+  std::vector<kv::ColdRead> read_many(std::span<const kv::BlockKey> keys,
+                                      std::span<const std::span<uint8_t>> outs) override {
     std::unique_lock lock(mu_);
     ++n_waiting_;
     cv_.notify_all();
@@ -355,8 +361,8 @@ TEST_CASE("engine: a history read from disk is staged while other conversations 
     REQUIRE(eng.step());
     REQUIRE(eng.check_invariants().ok());
   }
-  CHECK(eng.result(busy)->tokens.size() == before + 5);                    // kept decoding
-  CHECK(eng.result(resumed)->state == engine::RequestState::waiting);     // still reading
+  CHECK(eng.result(busy)->tokens.size() == before + 5);                // kept decoding
+  CHECK(eng.result(resumed)->state == engine::RequestState::waiting);  // still reading
   cold.set_open(true);
   REQUIRE(eng.run_until_idle([&] { return eng.check_invariants(); }).ok());
 
@@ -371,7 +377,8 @@ TEST_CASE("engine: a history read from disk is staged while other conversations 
   CHECK(eng.result(busy)->tokens == solo(*f.m, other, 40));
 }
 
-TEST_CASE("engine: forgetting a deleted conversation drops its own blocks and keeps the shared ones", "[core][engine]") {
+TEST_CASE("engine: forgetting a deleted conversation drops its own blocks and keeps the shared ones",
+          "[core][engine]") {
   Fixture f;
   kv::MemoryColdStore cold(int64_t{1} << 30);
   auto made = f.cache(64, 16, &cold);

@@ -46,7 +46,8 @@ GgufFile parse_ok(std::vector<uint8_t> bytes) {
 std::vector<std::pair<std::string, Value>> all_values() {
   const std::string odd_bytes("\xff\xfe\0x", 4);
   Array nested(std::vector<Array>{Array(std::vector<uint32_t>{1, 2, 3}), Array(std::vector<std::string>{"a", ""}),
-                                  Array(std::vector<Array>{Array(std::vector<double>{0.25})}), Array(std::vector<float>{})});
+                                  Array(std::vector<Array>{Array(std::vector<double>{0.25})}),
+                                  Array(std::vector<float>{})});
   return {
       {"t.u8", Value(uint8_t{200})},
       {"t.i8", Value(int8_t{-5})},
@@ -290,9 +291,8 @@ TEST_CASE("gguf: the writer refuses what the reader would refuse, before writing
   }
   {
     GgufWriter w;
-    w.add_tensor_stream("huge", {int64_t{1} << 61, 2}, DType::f32, [](const kvc::gguf::ByteSink&) {
-      return kvc::Status();
-    });
+    w.add_tensor_stream("huge", {int64_t{1} << 61, 2}, DType::f32,
+                        [](const kvc::gguf::ByteSink&) { return kvc::Status(); });
     expect_refused(w, "byte size overflows");
   }
   {

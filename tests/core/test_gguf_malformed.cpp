@@ -45,7 +45,9 @@ struct SmallFile {
     data = b.size();
     b.zeros(32 + 16);
   }
-  std::vector<uint8_t> prefix(size_t n) const { return {b.bytes().begin(), b.bytes().begin() + static_cast<std::ptrdiff_t>(n)}; }
+  std::vector<uint8_t> prefix(size_t n) const {
+    return {b.bytes().begin(), b.bytes().begin() + static_cast<std::ptrdiff_t>(n)};
+  }
 };
 
 }  // namespace
@@ -113,8 +115,13 @@ TEST_CASE("gguf malformed: metadata", "[core]") {
                  ErrorCode::invalid_file, {"metadata key #0 (general.name)", "length 1000"});
   }
   SECTION("array count") {
-    expect_error(GgufBytes().header(0, 1).key("tokenizer.ggml.tokens", k_array).u32(k_string).u64(uint64_t{1} << 62)
-                     .zeros(40).bytes(),
+    expect_error(GgufBytes()
+                     .header(0, 1)
+                     .key("tokenizer.ggml.tokens", k_array)
+                     .u32(k_string)
+                     .u64(uint64_t{1} << 62)
+                     .zeros(40)
+                     .bytes(),
                  ErrorCode::invalid_file,
                  {"metadata key #0 (tokenizer.ggml.tokens)", "array of 4611686018427387904 string elements",
                   "cannot fit in the remaining 40 bytes"});
@@ -150,22 +157,20 @@ TEST_CASE("gguf malformed: metadata", "[core]") {
                  ErrorCode::invalid_file, {"metadata key #1 (a.b)", "duplicate key", "#0"});
   }
   SECTION("alignment") {
-    auto aligned = [](uint32_t a) {
-      return GgufBytes().header(0, 1).key("general.alignment", k_u32).u32(a).bytes();
-    };
+    auto aligned = [](uint32_t a) { return GgufBytes().header(0, 1).key("general.alignment", k_u32).u32(a).bytes(); };
     CHECK(GgufFile::from_memory(aligned(64)).value().alignment() == 64);
     expect_error(aligned(0), ErrorCode::invalid_file, {"general.alignment", "alignment 0"});
     expect_error(aligned(3), ErrorCode::invalid_file, {"general.alignment", "alignment 3", "power of two"});
-    expect_error(GgufBytes().header(0, 1).key("general.alignment", k_string).str("32").bytes(),
-                 ErrorCode::invalid_file, {"general.alignment", "expected u32, found string"});
+    expect_error(GgufBytes().header(0, 1).key("general.alignment", k_string).str("32").bytes(), ErrorCode::invalid_file,
+                 {"general.alignment", "expected u32, found string"});
   }
 }
 
 namespace {
 
 // One F32-or-other tensor described by `info`, with `n_data` bytes of data after the padding.
-std::vector<uint8_t> one_tensor(const std::vector<uint64_t>& dims, uint32_t type, uint64_t offset,
-                                size_t n_data, size_t n_tensors = 1) {
+std::vector<uint8_t> one_tensor(const std::vector<uint64_t>& dims, uint32_t type, uint64_t offset, size_t n_data,
+                                size_t n_tensors = 1) {
   GgufBytes b;
   b.header(n_tensors, 0).tensor("blk.3.attn_q.weight", dims, type, offset);
   b.pad_to(32).zeros(n_data);
@@ -194,8 +199,7 @@ TEST_CASE("gguf malformed: tensor infos", "[core]") {
     expect_error(one_tensor({256}, 15, 0, 292), ErrorCode::unsupported, {"Q8_K (15)"});
     expect_error(one_tensor({256}, 4, 0, 256), ErrorCode::invalid_file, {"unknown type id 4"});
     expect_error(one_tensor({256}, 1000, 0, 256), ErrorCode::invalid_file, {"unknown type id 1000"});
-    expect_error(one_tensor({33, 2}, 8, 0, 256), ErrorCode::invalid_file,
-                 {"row length 33", "Q8_0", "block of 32"});
+    expect_error(one_tensor({33, 2}, 8, 0, 256), ErrorCode::invalid_file, {"row length 33", "Q8_0", "block of 32"});
   }
   SECTION("offsets") {
     expect_error(one_tensor({4, 2}, k_f32_type, 64, 32), ErrorCode::invalid_file,

@@ -1,4 +1,5 @@
-// The Jinja interpreter: whitespace control, expressions, statements, and malformed or hostile templates failing cleanly.
+// The Jinja interpreter: whitespace control, expressions, statements, and malformed or hostile templates failing
+// cleanly.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -55,14 +56,16 @@ TEST_CASE("jinja: whitespace control as Hugging Face renders chat templates", "[
   CHECK(render("a\n  {%- if true -%}\n  b\n{%- endif %}") == "ab");
   CHECK(render("  {%+ if true %}x{% endif %}") == "  x");
   CHECK(render("{{ 'x' }}  {% if true %}y{% endif %}") == "x  y");  // a tag before: not at a line start
-  CHECK(render("line\n") == "line");  // the one trailing newline of the source is dropped
+  CHECK(render("line\n") == "line");                                // the one trailing newline of the source is dropped
   CHECK(render("line\n\n") == "line\n");
   CHECK(render("{% raw %}{{ not run }}{% endraw %}") == "{{ not run }}");
 }
 
 TEST_CASE("jinja: expressions follow Python's semantics and Jinja2's precedence", "[core]") {
-  CHECK(render("{{ 1 + 2 * 3 }} {{ (1 + 2) * 3 }} {{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ 2 ** 10 }}") == "7 9 3 -4 1 1024");
-  CHECK(render("{{ 7 / 2 }} {{ 1.0 }} {{ 10 / 2 }} {{ 0.1 + 0.2 }} {{ 1e-5 }}") == "3.5 1.0 5.0 0.30000000000000004 1e-05");
+  CHECK(render("{{ 1 + 2 * 3 }} {{ (1 + 2) * 3 }} {{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ 2 ** 10 }}") ==
+        "7 9 3 -4 1 1024");
+  CHECK(render("{{ 7 / 2 }} {{ 1.0 }} {{ 10 / 2 }} {{ 0.1 + 0.2 }} {{ 1e-5 }}") ==
+        "3.5 1.0 5.0 0.30000000000000004 1e-05");
   CHECK(render("{{ 'a' ~ 1 ~ none ~ true }}|{{ 'a' + 'b' }}|{{ 'ab' * 3 }}") == "a1True|ab|ababab");
   CHECK(render("{{ [1, 'a', none] }} {{ {'k': 'v'} }} {{ none }}") == "[1, 'a', None] {'k': 'v'} ");
   CHECK(render("{{ 'x' if false }}|{{ 'y' if 1 > 0 else 'z' }}|{{ not 1 == 2 }}") == "|y|True");
@@ -80,14 +83,16 @@ TEST_CASE("jinja: expressions follow Python's semantics and Jinja2's precedence"
   CHECK(render("{{ 'Hi {}, {name}'.format('you', name='me') }}|{{ 'x' | upper }}|{{ 'hello world' | title }}") ==
         "Hi you, me|X|Hello World");
   CHECK(render("{{ messages | selectattr('role', 'equalto', 'user') | map(attribute='role') | list }}") == "['user']");
-  CHECK(render("{{ undefined_name }}|{{ undefined_name is defined }}|{{ messages[5] is defined }}|{{ 'a' + nothing }}") ==
-        "|False|False|a");
+  CHECK(
+      render("{{ undefined_name }}|{{ undefined_name is defined }}|{{ messages[5] is defined }}|{{ 'a' + nothing }}") ==
+      "|False|False|a");
   CHECK(render("{{ strftime_now('%d %b %Y') }}") == "26 Jul 2024");
 }
 
 TEST_CASE("jinja: statements, loops, scoping, namespaces and macros", "[core]") {
-  CHECK(render("{% for m in messages %}{{ loop.index0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }} {% endfor %}") ==
-        "0TrueFalse2 1FalseTrue2 ");
+  CHECK(
+      render("{% for m in messages %}{{ loop.index0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }} {% endfor %}") ==
+      "0TrueFalse2 1FalseTrue2 ");
   CHECK(render("{% for x in [] %}a{% else %}empty{% endfor %}") == "empty");
   CHECK(render("{% for x in [1, 2, 3, 4] if x is even %}{{ x }}{% endfor %}") == "24");
   CHECK(render("{% for x in [1, 2, 3] %}{% if x == 2 %}{% continue %}{% endif %}{{ x }}{% endfor %}") == "13");
@@ -99,8 +104,10 @@ TEST_CASE("jinja: statements, loops, scoping, namespaces and macros", "[core]") 
         "6");
   CHECK(render("{% if false %}a{% elif 0 %}b{% elif 'x' %}c{% else %}d{% endif %}") == "c");
   CHECK(render("{% set messages = messages[1:] %}{{ messages | length }}") == "1");
-  CHECK(render("{% macro greet(who, punct='!') %}Hi {{ who }}{{ punct }}{% endmacro %}{{ greet('you') }}{{ greet('me', '?') }}") ==
-        "Hi you!Hi me?");
+  CHECK(
+      render(
+          "{% macro greet(who, punct='!') %}Hi {{ who }}{{ punct }}{% endmacro %}{{ greet('you') }}{{ greet('me', '?') }}") ==
+      "Hi you!Hi me?");
   CHECK(render("{% set block %}  inside  {% endset %}[{{ block }}]{% filter upper %}loud{% endfilter %}") ==
         "[  inside  ]LOUD");
   CHECK(render("{% set l = [] %}{% do l.append(1) %}{{ l.append(2) or l }}") == "[1, 2]");
@@ -141,7 +148,9 @@ TEST_CASE("jinja: hostile templates stop at a limit quickly", "[core]") {
   std::string blocks;
   for (int i = 0; i < 100000; ++i) blocks += "{% if true %}";
   CHECK_THAT(render(blocks), Catch::Contains("nests blocks or expressions deeper than 128 levels"));
-  const auto nested = [](char open, char close) { return std::string(100000, open) + "1" + std::string(100000, close); };
+  const auto nested = [](char open, char close) {
+    return std::string(100000, open) + "1" + std::string(100000, close);
+  };
   CHECK_THAT(render("{{ " + nested('(', ')') + " }}"), Catch::Contains("deeper than 128 levels"));
   CHECK_THAT(render("{{ " + nested('[', ']') + " }}"), Catch::Contains("deeper than 128 levels"));
   CHECK_THAT(render("{{ " + std::string(100000, '-') + "1 }}"), Catch::Contains("deeper than 128 levels"));
@@ -203,10 +212,12 @@ TEST_CASE("jinja: values nested or chained past any stack are errors, and are fr
              Catch::Contains("steps of work"));
   // A list holding itself.
   CHECK_THAT(render("{% set l = [] %}{% do l.append(l) %}"), Catch::Contains("a list or dict cannot hold itself"));
-  CHECK_THAT(render("{% set a = [] %}{% set b = [a] %}{% do a.append({'x': [b]}) %}"), Catch::Contains("cannot hold itself"));
+  CHECK_THAT(render("{% set a = [] %}{% set b = [a] %}{% do a.append({'x': [b]}) %}"),
+             Catch::Contains("cannot hold itself"));
   CHECK_THAT(render("{% set ns = namespace() %}{% set ns.me = [ns] %}"), Catch::Contains("cannot hold itself"));
   CHECK_THAT(render("{% set d = {} %}{% do d.update(me=d) %}"), Catch::Contains("cannot hold itself"));
-  CHECK(render("{% set a = [] %}{% set b = [a, a] %}{% do b.append(a) %}{{ b }}") == "[[], [], []]");  // shared, no cycle
+  CHECK(render("{% set a = [] %}{% set b = [a, a] %}{% do b.append(a) %}{{ b }}") ==
+        "[[], [], []]");  // shared, no cycle
   CHECK_THAT(render("{{ ('[' * 100000) | from_json }}"), Catch::Contains("nests deeper than 64 levels"));
   // Macros whose bodies nest deep, calling each other: bounded by the run-time recursion limit.
   std::string nested_ifs;

@@ -30,8 +30,8 @@ KvEvent event_number(uint64_t i) {
 bool is_event_number(const KvEvent& e, uint64_t i) {
   const KvEvent x = event_number(i);
   return e.t_us == x.t_us && e.type == x.type && e.from == x.from && e.to == x.to && e.slot == x.slot &&
-         e.key == x.key && e.seq_id == x.seq_id && e.request_id == x.request_id &&
-         e.n_tokens == x.n_tokens && e.n_bytes == x.n_bytes;
+         e.key == x.key && e.seq_id == x.seq_id && e.request_id == x.request_id && e.n_tokens == x.n_tokens &&
+         e.n_bytes == x.n_bytes;
 }
 
 }  // namespace

@@ -9,8 +9,8 @@ using namespace kvc::kv;
 
 namespace {
 
-KvEvent ev(KvEventType type, int64_t t_us, int64_t request_id = -1, int64_t n_tokens = 0,
-           Tier from = Tier::none, Tier to = Tier::none, int64_t n_bytes = 0) {
+KvEvent ev(KvEventType type, int64_t t_us, int64_t request_id = -1, int64_t n_tokens = 0, Tier from = Tier::none,
+           Tier to = Tier::none, int64_t n_bytes = 0) {
   KvEvent e;
   e.type = type;
   e.t_us = t_us;
@@ -186,14 +186,14 @@ TEST_CASE("bandwidth meter: bytes per second per tier pair over 1 s buckets", "[
 
 TEST_CASE("bandwidth meter: the window slides and drops what is older", "[core][kv_metrics]") {
   BandwidthMeter m(1'000'000, 60);
-  m.add(500'000, Tier::t1, Tier::t0, 1500);     // bucket 0
-  m.add(1'500'000, Tier::t1, Tier::t0, 2000);   // bucket 1
-  m.add(61'200'000, Tier::t1, Tier::t0, 70);    // bucket 61 reuses bucket 1's slot
-  m.add(1'900'000, Tier::t1, Tier::t0, 5);      // bucket 1 again: older than the window now, ignored
+  m.add(500'000, Tier::t1, Tier::t0, 1500);    // bucket 0
+  m.add(1'500'000, Tier::t1, Tier::t0, 2000);  // bucket 1
+  m.add(61'200'000, Tier::t1, Tier::t0, 70);   // bucket 61 reuses bucket 1's slot
+  m.add(1'900'000, Tier::t1, Tier::t0, 5);     // bucket 1 again: older than the window now, ignored
   std::vector<float> s(62);
   m.series(Tier::t1, Tier::t0, 61'500'000, s);  // buckets 0..61
-  CHECK(s[0] == 0.0f);   // bucket 0 is outside the 60 s window even though its slot still holds it
-  CHECK(s[1] == 0.0f);   // overwritten
+  CHECK(s[0] == 0.0f);  // bucket 0 is outside the 60 s window even though its slot still holds it
+  CHECK(s[1] == 0.0f);  // overwritten
   CHECK(s[61] == 70.0f);
   float total = 0.0f;
   for (float v : s) total += v;

@@ -25,7 +25,8 @@ TEST_CASE("meminfo: MemTotal and MemAvailable in bytes", "[core]") {
   CHECK(real.disk_free_bytes > 0);  // the nearest existing parent's file system
 }
 
-TEST_CASE("budgets: a roomy machine gets two contexts in T0, half the spare RAM in T1, a quarter of the disk in T2", "[core]") {
+TEST_CASE("budgets: a roomy machine gets two contexts in T0, half the spare RAM in T1, a quarter of the disk in T2",
+          "[core]") {
   MachineResources m{32 * GiB, 20 * GiB, 400 * GiB};
   // 1 GiB of weights not loaded yet; 128 KiB per token, 4096 tokens: 512 MiB per context.
   const auto b = kvc::default_budgets(m, GiB, false, 128 * 1024, 4096);
@@ -37,10 +38,11 @@ TEST_CASE("budgets: a roomy machine gets two contexts in T0, half the spare RAM 
   CHECK(b.warning.empty());
 }
 
-TEST_CASE("budgets: a small machine shrinks every tier to its floor and warns before the model would not fit", "[core]") {
+TEST_CASE("budgets: a small machine shrinks every tier to its floor and warns before the model would not fit",
+          "[core]") {
   MachineResources m{4 * GiB, 1536 * MiB, 2 * GiB};
   const auto b = kvc::default_budgets(m, 1200 * MiB, false, 64 * 1024, 4096);  // 256 MiB per context
-  CHECK(b.t0_bytes == static_cast<int64_t>(256 * MiB));  // one context: nothing is spare
+  CHECK(b.t0_bytes == static_cast<int64_t>(256 * MiB));                        // one context: nothing is spare
   CHECK(b.t1_bytes == static_cast<int64_t>(64 * MiB));
   CHECK(b.t2_bytes == static_cast<int64_t>(512 * MiB));  // a quarter of 2 GiB, under free - 1 GiB
   CHECK(b.warning.find("needs about 1.4 GiB") != std::string::npos);

@@ -37,9 +37,9 @@ std::vector<int32_t> to_i32(const std::vector<int>& v) { return {v.begin(), v.en
 
 // How far our logits are from the reference, row by row, relative to each row's spread.
 struct Agreement {
-  double rel_rms = 0;           // RMS(diff) / RMS(reference - its mean), worst row
-  double rel_max = 0;           // max |diff| / stddev, worst row
-  int n_checked_top1 = 0;       // rows whose reference margin exceeds our measured error
+  double rel_rms = 0;      // RMS(diff) / RMS(reference - its mean), worst row
+  double rel_max = 0;      // max |diff| / stddev, worst row
+  int n_checked_top1 = 0;  // rows whose reference margin exceeds our measured error
   int n_top1_agree = 0;
 };
 
@@ -159,9 +159,15 @@ TEST_CASE("synthetic models: logits along the prompt match llama.cpp's", "[core]
   // positions, past the rope factors' original context of 64: F16 with sharp attention
   // (measured 0.0023 and 0.0007, top-1 rows 122 and 120 of 123), Q8_0 with soft attention
   // (0.014 and 0.013, rows 102 and 95).
-  const Case cases[] = {{"tiny-gqa-f16", 0.005, 6},     {"tiny-gqa-q8_0", 0.05, 3},     {"tiny-gqa-q4_0", 0.05, 4},
-                        {"tiny-gqa-q4_k_m", 0.05, 3},   {"tiny-mqa-q8_0", 0.05, 4},     {"tiny-qwen2-q8_0", 0.05, 4},
-                        {"tiny-llama3-f16", 0.01, 90},  {"tiny-llama3-q8_0", 0.05, 75}, {"tiny-qwen3-f16", 0.01, 90},
+  const Case cases[] = {{"tiny-gqa-f16", 0.005, 6},
+                        {"tiny-gqa-q8_0", 0.05, 3},
+                        {"tiny-gqa-q4_0", 0.05, 4},
+                        {"tiny-gqa-q4_k_m", 0.05, 3},
+                        {"tiny-mqa-q8_0", 0.05, 4},
+                        {"tiny-qwen2-q8_0", 0.05, 4},
+                        {"tiny-llama3-f16", 0.01, 90},
+                        {"tiny-llama3-q8_0", 0.05, 75},
+                        {"tiny-qwen3-f16", 0.01, 90},
                         {"tiny-qwen3-q8_0", 0.05, 70},
                         // qwen2's Q/K/V biases (std 0.5), F16 with sharp attention, 486 positions:
                         // measured 0.0005 (rows 121 of 123 on all three ISAs); with one bias left
@@ -173,23 +179,35 @@ TEST_CASE("synthetic models: logits along the prompt match llama.cpp's", "[core]
                         // F16 KV rounding with it (measured 0.0105 worst row); "short" 0.0035.
                         // smollm3 (4 layers, the fourth without rope) 0.0032. Top-1 rows of 123:
                         // long 108 / 109 (F16 / Q8_0), short 121, smollm3 118 / 93.
-                        {"tiny-phi3-long-f16", 0.03, 80},   {"tiny-phi3-long-q8_0", 0.05, 80},
-                        {"tiny-phi3-short-f16", 0.01, 90},  {"tiny-smollm3-f16", 0.01, 88},
+                        {"tiny-phi3-long-f16", 0.03, 80},
+                        {"tiny-phi3-long-q8_0", 0.05, 80},
+                        {"tiny-phi3-short-f16", 0.01, 90},
+                        {"tiny-smollm3-f16", 0.01, 88},
                         {"tiny-smollm3-q8_0", 0.05, 70},
                         // Every other weight type, 52 positions (stories260K's vocabulary). Measured
                         // (AVX-512 VNNI / AVX2 / scalar): F16 0.0026 and 0.0030 (w320), the
                         // quantized ones 0.028-0.038 (worst: w320-q5_k_m, 0.038); top-1 rows
                         // checked at least 50 / 52 (F16) and 27-41 for the quantized ones.
-                        {"tiny-q-f16", 0.005, 37},      {"tiny-q-q4_1", 0.05, 23},    {"tiny-q-q5_0", 0.05, 25},
-                        {"tiny-q-q5_1", 0.05, 23},      {"tiny-q-iq4_nl", 0.05, 28},  {"tiny-q-q2_k", 0.05, 24},
-                        {"tiny-q-q3_k_m", 0.05, 30},    {"tiny-q-q5_k_m", 0.05, 20},  {"tiny-q-q6_k", 0.05, 27},
-                        {"tiny-w320-f16", 0.005, 39},   {"tiny-w320-q2_k", 0.05, 24}, {"tiny-w320-q3_k_m", 0.05, 22},
-                        {"tiny-w320-q4_k_m", 0.05, 23}, {"tiny-w320-q5_k_m", 0.05, 27}};
+                        {"tiny-q-f16", 0.005, 37},
+                        {"tiny-q-q4_1", 0.05, 23},
+                        {"tiny-q-q5_0", 0.05, 25},
+                        {"tiny-q-q5_1", 0.05, 23},
+                        {"tiny-q-iq4_nl", 0.05, 28},
+                        {"tiny-q-q2_k", 0.05, 24},
+                        {"tiny-q-q3_k_m", 0.05, 30},
+                        {"tiny-q-q5_k_m", 0.05, 20},
+                        {"tiny-q-q6_k", 0.05, 27},
+                        {"tiny-w320-f16", 0.005, 39},
+                        {"tiny-w320-q2_k", 0.05, 24},
+                        {"tiny-w320-q3_k_m", 0.05, 22},
+                        {"tiny-w320-q4_k_m", 0.05, 23},
+                        {"tiny-w320-q5_k_m", 0.05, 27}};
   for (const Case& c : cases) {
     DYNAMIC_SECTION(c.file) {
       // A 512-token context, as llama-dump-logits ran them (tests/data/make-references.sh).
       auto l = load(std::string(c.file) + ".gguf", 2, 512);
-      const auto prompt = to_i32(test::read_reference_ids(test::reference_path(std::string(c.file) + ".reference.txt"), "prompt"));
+      const auto prompt =
+          to_i32(test::read_reference_ids(test::reference_path(std::string(c.file) + ".reference.txt"), "prompt"));
       REQUIRE(prompt.size() >= 20);
       const auto ref = test::reference_logits(c.file);
       auto s = model::Session::create(*l.m, 512);
@@ -230,7 +248,8 @@ TEST_CASE("session: a reused prefix gives the same logits as a fresh evaluation"
   CHECK(reused->n_reused() == 25);
   CHECK(reused->n_evaluated() == 15);
   double max_diff = 0;
-  for (size_t i = 0; i < expected.size(); ++i) max_diff = std::max(max_diff, std::abs(static_cast<double>((*got)[i]) - static_cast<double>(expected[i])));
+  for (size_t i = 0; i < expected.size(); ++i)
+    max_diff = std::max(max_diff, std::abs(static_cast<double>((*got)[i]) - static_cast<double>(expected[i])));
   // The same kernels on the same inputs; only chunking differs, which changes nothing in
   // per-token arithmetic, so the logits are identical.
   CHECK(max_diff == 0.0);
@@ -245,9 +264,7 @@ TEST_CASE("model load: a tensor the architecture does not read is refused, namin
   for (const auto& e : f->metadata()) {
     if (e.key != "general.alignment") w.set(e.key, e.value);
   }
-  for (const auto& t : f->tensors()) {
-    w.add_tensor_view(t.name, t.shape, t.type, {f->tensor_data(t), t.n_bytes});
-  }
+  for (const auto& t : f->tensors()) { w.add_tensor_view(t.name, t.shape, t.type, {f->tensor_data(t), t.n_bytes}); }
   std::vector<uint8_t> extra(64 * sizeof(float), 0);
   w.add_tensor("blk.0.attn_sinks.weight", {64}, kernels::DType::f32, extra);
   test::TempDir tmp;

@@ -39,7 +39,8 @@ void check_against_llama(const std::string& slice, FileType target, const model:
 TEST_CASE("quant policy: every tensor of tiny-gqa-f16 gets llama-quantize's type in each file type", "[core]") {
   // tiny-gqa: 4 layers, 8 heads / 2 KV heads (GQA 4), separate output, every row a multiple of 256.
   const model::PolicyModel facts{4, 4, true};
-  for (const char* name : {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"}) {
+  for (const char* name :
+       {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"}) {
     INFO(name);
     const auto t = model::parse_file_type(name);
     REQUIRE(t);

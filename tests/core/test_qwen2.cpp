@@ -53,7 +53,8 @@ std::vector<uint8_t> as_qwen2(const gguf::GgufFile& f, float bias_value) {
   }
   const auto n_layer = static_cast<int64_t>(*f.get_uint("llama.block_count"));
   for (int64_t l = 0; l < n_layer; ++l) {
-    for (auto [name, n] : {std::pair{"attn_q.bias", n_head * hd}, {"attn_k.bias", n_head_kv * hd}, {"attn_v.bias", n_head_kv * hd}}) {
+    for (auto [name, n] :
+         {std::pair{"attn_q.bias", n_head * hd}, {"attn_k.bias", n_head_kv * hd}, {"attn_v.bias", n_head_kv * hd}}) {
       std::vector<float> b(static_cast<size_t>(n), bias_value);
       std::vector<uint8_t> bytes(b.size() * sizeof(float));
       std::memcpy(bytes.data(), b.data(), bytes.size());
@@ -79,7 +80,8 @@ std::vector<float> logits_of(const std::string& path, std::span<const int32_t> p
 
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+  for (size_t i = 0; i < a.size(); ++i)
+    d = std::max(d, std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
   return d;
 }
 
@@ -94,7 +96,12 @@ TEST_CASE("qwen2: split-halves rope with reordered Q/K rows equals llama's adjac
   for (float bias : {0.0f, 0.05f}) {
     const auto bytes = as_qwen2(*src, bias);
     const std::string path = tmp.file("qwen2-" + std::to_string(bias) + ".gguf");
-    { std::FILE* f = std::fopen(path.c_str(), "wb"); REQUIRE(f); std::fwrite(bytes.data(), 1, bytes.size(), f); std::fclose(f); }
+    {
+      std::FILE* f = std::fopen(path.c_str(), "wb");
+      REQUIRE(f);
+      std::fwrite(bytes.data(), 1, bytes.size(), f);
+      std::fclose(f);
+    }
     const auto got = logits_of(path, prompt);
     REQUIRE(got.size() == want.size());
     const double d = max_abs_diff(got, want);

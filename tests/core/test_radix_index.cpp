@@ -45,8 +45,8 @@ struct Published {
 };
 
 // What the cache manager does for a prompt: match, then publish each further full block.
-Published publish(RadixIndex& idx, const BlockKey& fp, std::span<const int32_t> tokens,
-                  Tier tier = Tier::t0, uint64_t tick = 0) {
+Published publish(RadixIndex& idx, const BlockKey& fp, std::span<const int32_t> tokens, Tier tier = Tier::t0,
+                  uint64_t tick = 0) {
   const auto bs = static_cast<size_t>(idx.block_size());
   Published p;
   const PrefixMatch m = idx.match(fp, tokens);
@@ -197,8 +197,7 @@ TEST_CASE("radix: references pin blocks and only leaf tails are evictable", "[co
   const Published a = publish(idx, k_fp_a, blocks_of({1, 2, 3, 4}));
   const Published b = publish(idx, k_fp_a, blocks_of({1, 2, 5}));
   const Published c = publish(idx, k_fp_a, blocks_of({6}));
-  REQUIRE(as_set(idx.evictable_blocks(Tier::t0)) ==
-          as_set({a.handles[3], b.handles[2], c.handles[0]}));
+  REQUIRE(as_set(idx.evictable_blocks(Tier::t0)) == as_set({a.handles[3], b.handles[2], c.handles[0]}));
   REQUIRE(idx.evictable_blocks(Tier::t1).empty());
 
   idx.acquire(a.handles[3]);
@@ -237,9 +236,9 @@ TEST_CASE("radix: eviction order combines recency with recompute cost", "[core]"
   const Published deep = publish(idx, k_fp_a, blocks_of({2, 3, 4, 5, 6, 7, 8, 9}), Tier::t0, 10);
   const BlockInfo d = idx.info(deep.handles[7]);
   REQUIRE(d.recompute_tokens == 8 * 4);
-  REQUIRE(d.eviction_score == Approx(10.0 + w * 3.0));  // log2(32 / 4) = 3
+  REQUIRE(d.eviction_score == Approx(10.0 + w * 3.0));              // log2(32 / 4) = 3
   REQUIRE(idx.eviction_candidate(Tier::t0) == shallow.handles[0]);  // same recency, cheaper
-  idx.touch(shallow.handles[0], 12);  // 12 < 10 + 9: still the cheaper loss
+  idx.touch(shallow.handles[0], 12);                                // 12 < 10 + 9: still the cheaper loss
   REQUIRE(idx.eviction_candidate(Tier::t0) == shallow.handles[0]);
   idx.touch(shallow.handles[0], 20);
   REQUIRE(idx.eviction_candidate(Tier::t0) == deep.handles[7]);
@@ -298,14 +297,18 @@ TEST_CASE("radix: matching a 4000-token prompt takes microseconds", "[core]") {
   // Publishing the same prompt block by block into a fresh index (keys hashed by the caller).
   std::vector<BlockKey> keys;
   BlockKey k = k_fp_a;
-  for (size_t i = 0; i < 250; ++i) keys.push_back(k = chain_key(k, std::span<const int32_t>(prompt).subspan(i * 16, 16)));
+  for (size_t i = 0; i < 250; ++i)
+    keys.push_back(k = chain_key(k, std::span<const int32_t>(prompt).subspan(i * 16, 16)));
   const int n_insert_reps = 20;
   const auto t1 = std::chrono::steady_clock::now();
   for (int r = 0; r < n_insert_reps; ++r) {
     RadixIndex fresh({16, 1.0});
     BlockHandle parent;
     for (size_t i = 0; i < 250; ++i) {
-      parent = fresh.insert(k_fp_a, parent, {keys[i], std::span<const int32_t>(prompt).subspan(i * 16, 16), {Tier::t0, 0}, 0}).handle;
+      parent =
+          fresh
+              .insert(k_fp_a, parent, {keys[i], std::span<const int32_t>(prompt).subspan(i * 16, 16), {Tier::t0, 0}, 0})
+              .handle;
     }
     REQUIRE(fresh.n_blocks() == 250);
   }
@@ -332,14 +335,22 @@ class RandomDriver {
   void run(int n_ops) {
     for (int op = 0; op < n_ops; ++op) {
       const int kind = pick(0, 99);
-      if (kind < 25) publish_random();
-      else if (kind < 40) match_random();
-      else if (kind < 52) acquire_random();
-      else if (kind < 64) release_random();
-      else if (kind < 72) move_random();
-      else if (kind < 80) touch_random();
-      else if (kind < 95) evict_random();
-      else remove_random_leaf();
+      if (kind < 25)
+        publish_random();
+      else if (kind < 40)
+        match_random();
+      else if (kind < 52)
+        acquire_random();
+      else if (kind < 64)
+        release_random();
+      else if (kind < 72)
+        move_random();
+      else if (kind < 80)
+        touch_random();
+      else if (kind < 95)
+        evict_random();
+      else
+        remove_random_leaf();
       require_ok(idx_);
       if (op % 50 == 0) check_shape();
       max_blocks_ = std::max(max_blocks_, model_.size());
@@ -428,7 +439,8 @@ class RandomDriver {
     const size_t n = model_match(tree, t);
     REQUIRE(m.n_blocks() == n);
     for (size_t i = 0; i < n; ++i) {
-      const ModelBlock& b = model_.at({tree, std::vector<int32_t>(t.begin(), t.begin() + static_cast<ptrdiff_t>((i + 1) * k_bs))});
+      const ModelBlock& b =
+          model_.at({tree, std::vector<int32_t>(t.begin(), t.begin() + static_cast<ptrdiff_t>((i + 1) * k_bs))});
       REQUIRE(m.blocks()[i].handle == b.handle);
       REQUIRE(m.blocks()[i].location.tier == b.tier);
       REQUIRE(m.blocks()[i].key == idx_.key(b.handle));
@@ -452,8 +464,10 @@ class RandomDriver {
       ModelKey mk{tree, std::vector<int32_t>(t.begin(), t.begin() + static_cast<ptrdiff_t>((i + 1) * k_bs))};
       const auto found = model_.find(mk);
       REQUIRE(r.inserted == (found == model_.end()));
-      if (found == model_.end()) model_.emplace(mk, ModelBlock{r.handle, 0, tier, clock_});
-      else REQUIRE(found->second.handle == r.handle);
+      if (found == model_.end())
+        model_.emplace(mk, ModelBlock{r.handle, 0, tier, clock_});
+      else
+        REQUIRE(found->second.handle == r.handle);
       parent = r.handle;
       require_ok(idx_);
     }

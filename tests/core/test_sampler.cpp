@@ -73,8 +73,8 @@ std::vector<double> reference_distribution(const std::vector<float>& logits, con
   std::vector<double> w(n, 0.0);
   double z = 0;
   for (size_t r = 0; r < keep; ++r) {
-    w[order[r]] = std::exp(static_cast<double>(logits[order[r]] - logits[order[0]]) /
-                           static_cast<double>(p.temperature));
+    w[order[r]] =
+        std::exp(static_cast<double>(logits[order[r]] - logits[order[0]]) / static_cast<double>(p.temperature));
     z += w[order[r]];
   }
   if (p.top_p < 1.0f) {
@@ -273,9 +273,7 @@ TEST_CASE("invalid sampling parameters are rejected with the flag and range", "[
   p.top_p = 0.0f;
   REQUIRE_FALSE(p.validate().ok());
 
-  auto message_of = [](SamplingParams q) {
-    return q.validate().ok() ? std::string() : q.validate().error().message;
-  };
+  auto message_of = [](SamplingParams q) { return q.validate().ok() ? std::string() : q.validate().error().message; };
   SamplingParams q;
   q.min_p = 1.5f;
   REQUIRE(message_of(q).rfind("--min-p", 0) == 0);

@@ -45,9 +45,7 @@ std::vector<int32_t> some_tokens(int n) {
   return t;
 }
 
-std::vector<float> last_row(std::span<const float> all, int64_t n_vocab) {
-  return {all.end() - n_vocab, all.end()};
-}
+std::vector<float> last_row(std::span<const float> all, int64_t n_vocab) { return {all.end() - n_vocab, all.end()}; }
 
 }  // namespace
 
@@ -99,7 +97,8 @@ TEST_CASE("sliding window: read from GGUF, part of the KV fingerprint, and it bo
   CHECK(diff > 1e-3);
 }
 
-TEST_CASE("sliding window: a conversation longer than T0 runs, with the logits of an unbounded cache", "[core][kv][window]") {
+TEST_CASE("sliding window: a conversation longer than T0 runs, with the logits of an unbounded cache",
+          "[core][kv][window]") {
   test::TempDir tmp;
   auto be = backend::make_cpu_backend(2);
   auto win = model::Model::load(windowed_copy(tmp, k_window), *be);
@@ -128,7 +127,8 @@ TEST_CASE("sliding window: a conversation longer than T0 runs, with the logits o
     INFO("after " << n << " tokens: " << (l.ok() ? std::string() : l.error().what()));
     REQUIRE(l.ok());
     const auto got = last_row(*l, n_vocab);
-    for (int64_t v = 0; v < n_vocab; ++v) REQUIRE(got[static_cast<size_t>(v)] == want[(n - 1) * static_cast<size_t>(n_vocab) + static_cast<size_t>(v)]);
+    for (int64_t v = 0; v < n_vocab; ++v)
+      REQUIRE(got[static_cast<size_t>(v)] == want[(n - 1) * static_cast<size_t>(n_vocab) + static_cast<size_t>(v)]);
     REQUIRE(s->cache().check_invariants().ok());
     CHECK(s->cache().tier_usage(kv::Tier::t0).used_blocks <= 8);
   }
@@ -141,7 +141,8 @@ TEST_CASE("sliding window: a conversation longer than T0 runs, with the logits o
   auto l = s->evaluate(stream);
   REQUIRE(l.ok());
   const auto got = last_row(*l, n_vocab);
-  for (int64_t v = 0; v < n_vocab; ++v) REQUIRE(got[static_cast<size_t>(v)] == want[240 * static_cast<size_t>(n_vocab) + static_cast<size_t>(v)]);
+  for (int64_t v = 0; v < n_vocab; ++v)
+    REQUIRE(got[static_cast<size_t>(v)] == want[240 * static_cast<size_t>(n_vocab) + static_cast<size_t>(v)]);
   const int64_t promoted = s->cache().counters().n_promoted[1] - promoted_before;
   CHECK(promoted >= 2);
   CHECK(promoted <= (k_window + 16) / 16 + 1);

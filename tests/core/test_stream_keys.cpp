@@ -24,7 +24,9 @@ std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& 
   return a;
 }
 
-bool has(const std::vector<kv::BlockKey>& v, const kv::BlockKey& k) { return std::find(v.begin(), v.end(), k) != v.end(); }
+bool has(const std::vector<kv::BlockKey>& v, const kv::BlockKey& k) {
+  return std::find(v.begin(), v.end(), k) != v.end();
+}
 
 }  // namespace
 
@@ -40,10 +42,10 @@ TEST_CASE("stream keys: the chain of full blocks, as the cache computes it", "[c
 }
 
 TEST_CASE("stream keys: a deleted stream's blocks minus those a remaining stream reaches", "[core][kv]") {
-  const auto system = iota_tokens(32, 1);  // a 2-block system prompt, shared
-  const auto dead_a = concat(system, iota_tokens(40, 1000));        // + 2 private full blocks
-  const auto dead_branch = concat(system, iota_tokens(20, 5000));   // an edited branch: + 1 private
-  const auto live_b = concat(system, iota_tokens(33, 9000));        // another conversation
+  const auto system = iota_tokens(32, 1);                          // a 2-block system prompt, shared
+  const auto dead_a = concat(system, iota_tokens(40, 1000));       // + 2 private full blocks
+  const auto dead_branch = concat(system, iota_tokens(20, 5000));  // an edited branch: + 1 private
+  const auto live_b = concat(system, iota_tokens(33, 9000));       // another conversation
   const std::vector<std::vector<int32_t>> dead = {dead_a, dead_branch}, live = {live_b};
   const auto out = kv::unshared_block_keys(k_fp, 16, dead, live);
   const auto ka = kv::stream_block_keys(k_fp, 16, dead_a);

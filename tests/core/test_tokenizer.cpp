@@ -1,11 +1,11 @@
 // Tests of the tokenizer against the original SentencePiece models, and of the streaming decoder.
-#include <catch2/catch.hpp>
 #include <sentencepiece_processor.h>
+#include <catch2/catch.hpp>
 
 #include <cmath>
 #include <fstream>
-#include <sstream>
 #include <limits>
+#include <sstream>
 
 #include "core/tokenizer/tokenizer.h"
 #include "core/tokenizer/train_vocabulary.h"
@@ -24,10 +24,14 @@ tk::Vocabulary vocabulary_of(const sentencepiece::SentencePieceProcessor& sp) {
     v.tokens.push_back(sp.IdToPiece(id));
     v.scores.push_back(sp.GetScore(id));
     TokenType t = TokenType::normal;
-    if (sp.IsUnknown(id)) t = TokenType::unknown;
-    else if (sp.IsControl(id)) t = TokenType::control;
-    else if (sp.IsByte(id)) t = TokenType::byte;
-    else if (sp.IsUnused(id)) t = TokenType::unused;
+    if (sp.IsUnknown(id))
+      t = TokenType::unknown;
+    else if (sp.IsControl(id))
+      t = TokenType::control;
+    else if (sp.IsByte(id))
+      t = TokenType::byte;
+    else if (sp.IsUnused(id))
+      t = TokenType::unused;
     v.types.push_back(static_cast<int32_t>(t));
   }
   v.unk_id = sp.unk_id();
@@ -188,7 +192,8 @@ TEST_CASE("tokenizer: parse_special turns control pieces in the text into ids", 
   const std::string text = "<|im_start|>user\nHello<|im_end|>\n<s>x</s>";
   const auto ids = tok.encode(text, false, true);
   std::vector<int32_t> expected = {im_start};
-  for (const std::vector<int32_t>& part : std::initializer_list<std::vector<int32_t>>{s.reference("user\nHello"), {im_end}, s.reference("\n"), {1}, s.reference("x"), {2}}) {
+  for (const std::vector<int32_t>& part : std::initializer_list<std::vector<int32_t>>{
+           s.reference("user\nHello"), {im_end}, s.reference("\n"), {1}, s.reference("x"), {2}}) {
     expected = concat(expected, part);
   }
   CHECK(ids == expected);
@@ -292,7 +297,9 @@ TEST_CASE("tokenizer: the streaming decoder holds back split UTF-8 sequences", "
   CHECK(d.n_pending_bytes() == 0);
   // A broken sequence becomes U+FFFD and the next byte is kept.
   CHECK(d.push(byte(0xC3)).empty());
-  CHECK(d.push(byte('A')) == "\xef\xbf\xbd" "A");
+  CHECK(d.push(byte('A')) ==
+        "\xef\xbf\xbd"
+        "A");
   // An unfinished sequence at the end of the stream becomes U+FFFD.
   CHECK(d.push(byte(0xE6)).empty());
   CHECK(d.finish() == "\xef\xbf\xbd");
@@ -331,12 +338,12 @@ TEST_CASE("tokenizer: drain_utf8 follows Unicode's replacement rules", "[core]")
   CHECK(drain("ab\xc3\xa9", false) == std::make_pair(std::string("ab\xc3\xa9"), std::string()));
   CHECK(drain("ab\xe6\x97", false) == std::make_pair(std::string("ab"), std::string("\xe6\x97")));
   CHECK(drain("\xe6\x97", true).first == fffd);
-  CHECK(drain("\xc0\xaf", false).first == fffd + fffd);      // overlong lead byte C0
-  CHECK(drain("\xe0\x80\x80", false).first == fffd + fffd + fffd);  // overlong 3-byte form
-  CHECK(drain("\xed\xa0\x80", false).first == fffd + fffd + fffd);  // surrogate
+  CHECK(drain("\xc0\xaf", false).first == fffd + fffd);                        // overlong lead byte C0
+  CHECK(drain("\xe0\x80\x80", false).first == fffd + fffd + fffd);             // overlong 3-byte form
+  CHECK(drain("\xed\xa0\x80", false).first == fffd + fffd + fffd);             // surrogate
   CHECK(drain("\xf4\x90\x80\x80", false).first == fffd + fffd + fffd + fffd);  // > U+10FFFF
-  CHECK(drain("\xe6\x97x", false).first == fffd + "x");      // truncated by an ASCII byte
-  CHECK(drain("\x80", false).first == fffd);                  // lone continuation byte
+  CHECK(drain("\xe6\x97x", false).first == fffd + "x");                        // truncated by an ASCII byte
+  CHECK(drain("\x80", false).first == fffd);                                   // lone continuation byte
 }
 
 TEST_CASE("tokenizer: train_vocabulary on the demo corpus", "[core]") {

@@ -60,9 +60,9 @@ std::string ids_line(const std::vector<int32_t>& ids);
 
 // The SentencePiece and BPE vocabularies that ship in tests/data (BPE ones xz-compressed).
 const std::vector<std::string> k_shipped = {
-    "ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf",      "ggml-vocab-gpt-2.gguf",  "ggml-vocab-deepseek-llm.gguf",
-    "ggml-vocab-deepseek-coder.gguf", "ggml-vocab-falcon.gguf", "ggml-vocab-starcoder.gguf", "ggml-vocab-refact.gguf",
-    "ggml-vocab-mpt.gguf"};
+    "ggml-vocab-llama-spm.gguf",    "ggml-vocab-phi-3.gguf",          "ggml-vocab-gpt-2.gguf",
+    "ggml-vocab-deepseek-llm.gguf", "ggml-vocab-deepseek-coder.gguf", "ggml-vocab-falcon.gguf",
+    "ggml-vocab-starcoder.gguf",    "ggml-vocab-refact.gguf",         "ggml-vocab-mpt.gguf"};
 // Fetched from npm and converted by kvchat-cli convert-vocab (tests/data/test-vocabularies.sh).
 const std::vector<std::string> k_fetched = {"ggml-vocab-llama-bpe.gguf", "ggml-vocab-qwen2.gguf",
                                             "ggml-vocab-deepseek-r1-qwen.gguf"};
@@ -95,7 +95,8 @@ void check_cli_cases(const std::string& vocab, const test::TempDir& tmp, size_t 
     const Case& c = cases[i];
     const std::string file = tmp.file("case" + std::to_string(n++) + ".txt");
     std::ofstream(file, std::ios::binary) << c.text;
-    const auto r = test::cli("tokenize -m " + test::quoted(test::model_path(vocab)) + " --no-bos -f " + test::quoted(file), tmp);
+    const auto r =
+        test::cli("tokenize -m " + test::quoted(test::model_path(vocab)) + " --no-bos -f " + test::quoted(file), tmp);
     INFO(vocab << " text: \"" << c.text << "\"\n" << r.err);
     REQUIRE(r.exit_code == 0);
     CHECK(r.out == ids_line(c.ids) + "\n");
@@ -126,15 +127,19 @@ TEST_CASE("tokenizer: llama.cpp's test cases for the Llama 3 and Qwen vocabulari
 TEST_CASE("cli: tokenize --no-bos -f prints llama.cpp's ids for the test cases", "[app][e2e]") {
   test::TempDir tmp;
   // Every case for the SentencePiece vocabularies, every fifth for the BPE ones.
-  for (const std::string& vocab : k_shipped) check_cli_cases(vocab, tmp, vocab.find("spm") != std::string::npos || vocab.find("phi-3") != std::string::npos ? 1 : 5);
+  for (const std::string& vocab : k_shipped)
+    check_cli_cases(vocab, tmp,
+                    vocab.find("spm") != std::string::npos || vocab.find("phi-3") != std::string::npos ? 1 : 5);
 }
 
 TEST_CASE("cli: tokenize adds BOS exactly where llama.cpp does", "[app][e2e]") {
   // llama-tokenize -m VOCAB -p "hello world": BOS first for Llama 2, Phi-3 and DeepSeek LLM
   // (their add_bos_token), none for GPT-2 and Falcon (no such key, and their family adds none).
   test::TempDir tmp;
-  for (const auto& [vocab, bos] : {std::pair<std::string, int>{"ggml-vocab-llama-spm.gguf", 1}, {"ggml-vocab-phi-3.gguf", 1},
-                                   {"ggml-vocab-deepseek-llm.gguf", 100000}, {"ggml-vocab-gpt-2.gguf", -1},
+  for (const auto& [vocab, bos] : {std::pair<std::string, int>{"ggml-vocab-llama-spm.gguf", 1},
+                                   {"ggml-vocab-phi-3.gguf", 1},
+                                   {"ggml-vocab-deepseek-llm.gguf", 100000},
+                                   {"ggml-vocab-gpt-2.gguf", -1},
                                    {"ggml-vocab-falcon.gguf", -1}}) {
     INFO(vocab);
     const auto r = test::cli("tokenize -m " + test::quoted(test::model_path(vocab)) + " -p 'hello world'", tmp);

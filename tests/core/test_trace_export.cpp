@@ -3,8 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -160,8 +160,8 @@ TEST_CASE("chrome trace: spans and instants sit where the events say", "[core][t
   CHECK(promote["args"]["n_bytes"] == 65536);
   const nlohmann::json& hit = by_name.at("hit T2");
   CHECK(hit["tid"] == 2);
-  CHECK(hit["args"]["key"] == chain_key(chain_key(BlockKey{}, std::vector<int32_t>{1, 2, 3, 4}),
-                                        std::vector<int32_t>{5, 6, 7, 8}).hex());
+  CHECK(hit["args"]["key"] ==
+        chain_key(chain_key(BlockKey{}, std::vector<int32_t>{1, 2, 3, 4}), std::vector<int32_t>{5, 6, 7, 8}).hex());
   CHECK(by_name.at("miss")["tid"] == k_trace_tid_lookups);
   CHECK(by_name.at("evict from T1")["tid"] == 1);
   const nlohmann::json& preempt = by_name.at("preempt T0->T1");
@@ -214,7 +214,7 @@ TEST_CASE("csv: turns table", "[core][trace_export]") {
   const std::vector<std::string> r1 = split(lines[1], ',');
   REQUIRE(r1.size() == 14);
   CHECK(r1[0] == "1");
-  CHECK(r1[5] == "16");  // cached_t2
+  CHECK(r1[5] == "16");                     // cached_t2
   CHECK(std::stod(r1[12]) == Approx(5.5));  // ttft_ms
 }
 

@@ -34,12 +34,13 @@ void run_on_backend(const char* kind, Body&& body) {
 // One test body, registered as two test cases, "NAME (cpu)" and "NAME (cuda)", so the CPU half
 // passes everywhere and the CUDA half shows as skipped where there is no GPU. The body that
 // follows the macro sees the backend as `be`.
-#define KVC_BACKEND_TEST_CASE(name, tags) KVC_BACKEND_TEST_CASE_IMPL(name, tags, KVC_TEST_CAT(kvc_backend_body_, __LINE__))
+#define KVC_BACKEND_TEST_CASE(name, tags) \
+  KVC_BACKEND_TEST_CASE_IMPL(name, tags, KVC_TEST_CAT(kvc_backend_body_, __LINE__))
 #define KVC_TEST_CAT(a, b) KVC_TEST_CAT_(a, b)
 #define KVC_TEST_CAT_(a, b) a##b
-#define KVC_BACKEND_TEST_CASE_IMPL(name, tags, body)                          \
-  static void body(kvc::backend::Backend& be);                              \
-  TEST_CASE(name " (cpu)", tags) { kvc::test::run_on_backend("cpu", body); } \
+#define KVC_BACKEND_TEST_CASE_IMPL(name, tags, body)                           \
+  static void body(kvc::backend::Backend& be);                                 \
+  TEST_CASE(name " (cpu)", tags) { kvc::test::run_on_backend("cpu", body); }   \
   TEST_CASE(name " (cuda)", tags) { kvc::test::run_on_backend("cuda", body); } \
   static void body([[maybe_unused]] kvc::backend::Backend& be)
 

@@ -140,7 +140,8 @@ void check_elementwise() {
     auto y = to_host(dq, q.size());
     std::vector<float> ref = q;
     for (size_t t = 0; t < pos.size(); ++t) {
-      kk::rope(ref.data() + t * n_heads * head_dim, n_heads, head_dim, pos[t], kk::RopeParams{n_rot, 10000.0f, 0.5f, inter});
+      kk::rope(ref.data() + t * n_heads * head_dim, n_heads, head_dim, pos[t],
+               kk::RopeParams{n_rot, 10000.0f, 0.5f, inter});
     }
     double wr = 0;
     for (size_t i = 0; i < q.size(); ++i) wr = std::max(wr, std::abs(y[i] - ref[i]) / (1e-6 * (std::abs(q[i]) + 1.0)));
@@ -179,28 +180,41 @@ void check_kv_attention() {
         const auto layout = kk::make_kv_block_layout(2, n_kv_head, head_dim, B, kt, vt);
         const int64_t kv_w = int64_t{n_kv_head} * head_dim, q_w = int64_t{n_head} * head_dim;
         const int64_t n_pos = 45, n_blocks = 3;  // one sequence; the last 5 positions are queried
-        std::vector<std::vector<uint8_t>> host(n_blocks, std::vector<uint8_t>(static_cast<size_t>(layout->block_bytes)));
+        std::vector<std::vector<uint8_t>> host(n_blocks,
+                                               std::vector<uint8_t>(static_cast<size_t>(layout->block_bytes)));
         std::vector<uint8_t*> host_ptrs, dev_ptrs;
         for (auto& h : host) {
           host_ptrs.push_back(h.data());
           dev_ptrs.push_back(to_device(h));
         }
-        const auto k = random_floats(static_cast<size_t>(n_pos * kv_w), 30), v = random_floats(static_cast<size_t>(n_pos * kv_w), 31);
+        const auto k = random_floats(static_cast<size_t>(n_pos * kv_w), 30),
+                   v = random_floats(static_cast<size_t>(n_pos * kv_w), 31);
         std::vector<kc::KvStoreTarget> targets;
         for (int64_t p = 0; p < n_pos; ++p) {
           targets.push_back({dev_ptrs[static_cast<size_t>(p / B)], p % B});
           kk::kv_store_at(*layout, host_ptrs.data(), layer, p, k.data() + p * kv_w, v.data() + p * kv_w);
         }
-        const kc::KvGeometry g{kt, vt, n_kv_head, head_dim, B, layout->group, layout->k_row_bytes, layout->v_row_bytes,
-                               layout->k_offset(layer), layout->v_offset(layer)};
+        const kc::KvGeometry g{kt,
+                               vt,
+                               n_kv_head,
+                               head_dim,
+                               B,
+                               layout->group,
+                               layout->k_row_bytes,
+                               layout->v_row_bytes,
+                               layout->k_offset(layer),
+                               layout->v_offset(layer)};
         auto* dtargets = to_device(targets);
         float *dk = to_device(k), *dv = to_device(v);
         kc::launch_kv_store(g, dtargets, n_pos, dk, dv, g_stream);
         double wb = 0;
         for (int64_t b = 0; b < n_blocks; ++b) {
-          if (to_host(dev_ptrs[static_cast<size_t>(b)], host[static_cast<size_t>(b)].size()) != host[static_cast<size_t>(b)]) wb = 2;
+          if (to_host(dev_ptrs[static_cast<size_t>(b)], host[static_cast<size_t>(b)].size()) !=
+              host[static_cast<size_t>(b)])
+            wb = 2;
         }
-        const std::string name = std::string(kk::kv_type_name(kt)) + " head_dim " + std::to_string(head_dim) + " kv heads " + std::to_string(n_kv_head);
+        const std::string name = std::string(kk::kv_type_name(kt)) + " head_dim " + std::to_string(head_dim) +
+                                 " kv heads " + std::to_string(n_kv_head);
         report(("kv_store bytes " + name).c_str(), wb);
         const int64_t n_q = 5;
         const auto q = random_floats(static_cast<size_t>(n_q * q_w), 50, 0.5f);
@@ -216,17 +230,21 @@ void check_kv_attention() {
           double wa = 0;
           for (int64_t i = 0; i < n_q; ++i) {
             const kk::PagedKvView view{host_ptrs.data(), n_blocks, &*layout, layer, window};
-            std::vector<float> ref(static_cast<size_t>(q_w)), scratch(static_cast<size_t>(kk::paged_attention_scratch_floats(s, n_pos)));
-            kk::attention_paged_reference(q.data() + i * q_w, view, rows[static_cast<size_t>(i)].n_kv, s, 0, n_kv_head, ref.data(), scratch.data());
+            std::vector<float> ref(static_cast<size_t>(q_w)),
+                scratch(static_cast<size_t>(kk::paged_attention_scratch_floats(s, n_pos)));
+            kk::attention_paged_reference(q.data() + i * q_w, view, rows[static_cast<size_t>(i)].n_kv, s, 0, n_kv_head,
+                                          ref.data(), scratch.data());
             // Both sides dequantize K and V exactly and compute in float: only summation order and
             // the online softmax's rescaling differ. |v| <= ~4 here.
-            for (int64_t j = 0; j < q_w; ++j) wa = std::max(wa, std::abs(out[static_cast<size_t>(i * q_w + j)] - ref[static_cast<size_t>(j)]) / 1e-4);
+            for (int64_t j = 0; j < q_w; ++j)
+              wa = std::max(wa, std::abs(out[static_cast<size_t>(i * q_w + j)] - ref[static_cast<size_t>(j)]) / 1e-4);
           }
           report(("attention " + name + (window ? " window 7" : "")).c_str(), wa);
         }
         for (uint8_t* p : dev_ptrs) kc::device_free(p);
-        for (void* p : {static_cast<void*>(dtargets), static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(dtables),
-                        static_cast<void*>(drows), static_cast<void*>(dq), static_cast<void*>(dout)}) {
+        for (void* p :
+             {static_cast<void*>(dtargets), static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(dtables),
+              static_cast<void*>(drows), static_cast<void*>(dq), static_cast<void*>(dout)}) {
           kc::device_free(p);
         }
       }
@@ -247,7 +265,8 @@ int main() {
     std::printf("cannot open the device: %s\n", st.message.c_str());
     return 2;
   }
-  std::printf("device: %s (sm_%d%d, %zu MiB)\n", info.name.c_str(), info.cc_major, info.cc_minor, info.total_bytes >> 20);
+  std::printf("device: %s (sm_%d%d, %zu MiB)\n", info.name.c_str(), info.cc_major, info.cc_minor,
+              info.total_bytes >> 20);
   check_matmul_embed();
   check_elementwise();
   check_kv_attention();

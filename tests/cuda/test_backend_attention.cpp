@@ -23,8 +23,8 @@ using test::random_floats;
 
 // One sequence: its blocks in backend memory and a host mirror written by the CPU reference.
 struct Seq {
-  std::vector<uint8_t*> dev;                   // (n_blocks) backend blocks
-  std::vector<std::vector<uint8_t>> host;      // (n_blocks, block_bytes) reference blocks
+  std::vector<uint8_t*> dev;               // (n_blocks) backend blocks
+  std::vector<std::vector<uint8_t>> host;  // (n_blocks, block_bytes) reference blocks
   std::vector<uint8_t*> host_ptrs;
 };
 
@@ -86,10 +86,12 @@ KVC_BACKEND_TEST_CASE("backend ops: kv_store bytes and paged attention over F16/
           }
         }
         const auto q = random_floats(static_cast<size_t>((n_new[0] + n_new[1]) * q_width), 50, 0.5f);
-        const kernels::AttentionShape s{sh.n_head, sh.n_kv_head, head_dim, kv_width, 1.0f / std::sqrt(static_cast<float>(head_dim))};
+        const kernels::AttentionShape s{sh.n_head, sh.n_kv_head, head_dim, kv_width,
+                                        1.0f / std::sqrt(static_cast<float>(head_dim))};
         for (int64_t window : {0, 7}) {
-          INFO(be.name() << " head_dim " << head_dim << " heads " << sh.n_head << "/" << sh.n_kv_head << " K " << kernels::kv_type_name(ty.k)
-                         << " V " << kernels::kv_type_name(ty.v) << " window " << window);
+          INFO(be.name() << " head_dim " << head_dim << " heads " << sh.n_head << "/" << sh.n_kv_head << " K "
+                         << kernels::kv_type_name(ty.k) << " V " << kernels::kv_type_name(ty.v) << " window "
+                         << window);
           const backend::SeqSlice slices[2] = {{seqs[0].dev, hist[0], n_new[0], 0},
                                                {seqs[1].dev, hist[1], n_new[1], n_new[0]}};
           DeviceBuffer<float> dq(be, q), dout(be, q.size());
@@ -111,23 +113,33 @@ KVC_BACKEND_TEST_CASE("backend ops: kv_store bytes and paged attention over F16/
               // scales the softmax weights by at most e^(+-2 delta), so out moves by at most
               // (e^(2 delta) - 1) max|v|. Float rounding adds ~1e-5 max|v| (F16 K: that alone).
               double qmax = 0, ksum_max = 0, vmax = 0;
-              for (int64_t j = 0; j < q_width; ++j) qmax = std::max(qmax, std::abs(static_cast<double>(q[static_cast<size_t>(row * q_width + j)])));
+              for (int64_t j = 0; j < q_width; ++j)
+                qmax = std::max(qmax, std::abs(static_cast<double>(q[static_cast<size_t>(row * q_width + j)])));
               for (int64_t p = 0; p < n_kv; ++p) {
                 std::vector<float> kr(static_cast<size_t>(kv_width)), vr(kr.size());
                 const kernels::KvSlot sl = kernels::kv_slot(*layout, p);
-                kernels::decode_row_reference(ty.k, layout->group, seqs[i].host_ptrs[static_cast<size_t>(sl.block)] + layout->k_row_offset(layer, sl.row), kv_width, kr.data());
-                kernels::decode_row_reference(ty.v, layout->group, seqs[i].host_ptrs[static_cast<size_t>(sl.block)] + layout->v_row_offset(layer, sl.row), kv_width, vr.data());
+                kernels::decode_row_reference(
+                    ty.k, layout->group,
+                    seqs[i].host_ptrs[static_cast<size_t>(sl.block)] + layout->k_row_offset(layer, sl.row), kv_width,
+                    kr.data());
+                kernels::decode_row_reference(
+                    ty.v, layout->group,
+                    seqs[i].host_ptrs[static_cast<size_t>(sl.block)] + layout->v_row_offset(layer, sl.row), kv_width,
+                    vr.data());
                 for (int h = 0; h < sh.n_kv_head; ++h) {
                   double ks = 0;
-                  for (int d = 0; d < head_dim; ++d) ks += std::abs(static_cast<double>(kr[static_cast<size_t>(h * head_dim + d)]));
+                  for (int d = 0; d < head_dim; ++d)
+                    ks += std::abs(static_cast<double>(kr[static_cast<size_t>(h * head_dim + d)]));
                   ksum_max = std::max(ksum_max, ks);
                 }
                 for (float e : vr) vmax = std::max(vmax, std::abs(static_cast<double>(e)));
               }
-              const double delta = ty.k == KvType::f16 ? 0.0 : static_cast<double>(s.scale) * (qmax / 127) / 2 * ksum_max;
+              const double delta =
+                  ty.k == KvType::f16 ? 0.0 : static_cast<double>(s.scale) * (qmax / 127) / 2 * ksum_max;
               const double bound = (std::exp(2 * delta) - 1) * vmax + 1e-5 * vmax;
               for (int64_t j = 0; j < q_width; ++j) {
-                REQUIRE(std::abs(static_cast<double>(out[static_cast<size_t>(row * q_width + j)] - ref[static_cast<size_t>(j)])) <= bound);
+                REQUIRE(std::abs(static_cast<double>(out[static_cast<size_t>(row * q_width + j)] -
+                                                     ref[static_cast<size_t>(j)])) <= bound);
               }
             }
           }

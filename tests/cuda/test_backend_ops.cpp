@@ -24,7 +24,8 @@ using test::random_floats;
 
 }  // namespace
 
-KVC_BACKEND_TEST_CASE("backend ops: matmul on every weight type, decode and prefill tiles, with bias", "[cuda][backend]") {
+KVC_BACKEND_TEST_CASE("backend ops: matmul on every weight type, decode and prefill tiles, with bias",
+                      "[cuda][backend]") {
   const int64_t n_rows = 13, n_cols = 512;  // 13: not a multiple of the rows per GPU block
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
                   DType::iq4_nl, DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k}) {
@@ -51,7 +52,8 @@ KVC_BACKEND_TEST_CASE("backend ops: matmul on every weight type, decode and pref
         for (int64_t r = 0; r < n_rows; ++r) {
           double ref = static_cast<double>(bias[static_cast<size_t>(r)]), mag = 0;
           for (int64_t c = 0; c < n_cols; ++c) {
-            const double p = static_cast<double>(wd[static_cast<size_t>(r * n_cols + c)]) * static_cast<double>(x[static_cast<size_t>(tk * n_cols + c)]);
+            const double p = static_cast<double>(wd[static_cast<size_t>(r * n_cols + c)]) *
+                             static_cast<double>(x[static_cast<size_t>(tk * n_cols + c)]);
             ref += p;
             mag += std::abs(p);
           }
@@ -70,8 +72,8 @@ KVC_BACKEND_TEST_CASE("backend ops: matmul on every weight type, decode and pref
 
 KVC_BACKEND_TEST_CASE("backend ops: embed, rmsnorm, silu_mul, add", "[cuda][backend]") {
   const int64_t n_vocab = 40, n_embd = 256;
-  for (DType t : {DType::f32, DType::f16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl,
-                  DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k}) {
+  for (DType t : {DType::f32, DType::f16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
+                  DType::iq4_nl, DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k}) {
     INFO(be.name() << " " << kernels::dtype_name(t));
     const auto table = random_floats(static_cast<size_t>(n_vocab * n_embd), 4);
     std::vector<uint8_t> bytes(kernels::row_bytes(t, n_embd) * n_vocab);
@@ -103,10 +105,13 @@ KVC_BACKEND_TEST_CASE("backend ops: embed, rmsnorm, silu_mul, add", "[cuda][back
   const auto out = dout.to_host();
   for (int64_t t = 0; t < n_tokens; ++t) {
     double ss = 0;
-    for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[static_cast<size_t>(t * n + i)]) * static_cast<double>(x[static_cast<size_t>(t * n + i)]);
+    for (int64_t i = 0; i < n; ++i)
+      ss += static_cast<double>(x[static_cast<size_t>(t * n + i)]) *
+            static_cast<double>(x[static_cast<size_t>(t * n + i)]);
     const double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + 1e-5);
     for (int64_t i = 0; i < n; ++i) {
-      const double ref = static_cast<double>(x[static_cast<size_t>(t * n + i)]) * inv * static_cast<double>(wn[static_cast<size_t>(i)]);
+      const double ref = static_cast<double>(x[static_cast<size_t>(t * n + i)]) * inv *
+                         static_cast<double>(wn[static_cast<size_t>(i)]);
       // Float sums of n/16 terms per SIMD lane on the CPU, then three roundings.
       const double bound = (static_cast<double>(n) / 16 + 4) * 6e-8 * std::abs(ref) + 1e-9;
       REQUIRE(std::abs(static_cast<double>(out[static_cast<size_t>(t * n + i)]) - ref) <= bound);
@@ -118,7 +123,8 @@ KVC_BACKEND_TEST_CASE("backend ops: embed, rmsnorm, silu_mul, add", "[cuda][back
   be.silu_mul(dg.get(), du.get(), 1000);
   const auto sg = dg.to_host();
   for (size_t i = 0; i < g.size(); ++i) {
-    const double ref = static_cast<double>(g[i]) / (1.0 + std::exp(-static_cast<double>(g[i]))) * static_cast<double>(u[i]);
+    const double ref =
+        static_cast<double>(g[i]) / (1.0 + std::exp(-static_cast<double>(g[i]))) * static_cast<double>(u[i]);
     REQUIRE(std::abs(static_cast<double>(sg[i]) - ref) <= 1e-5 * (1.0 + std::abs(ref)));  // float exp: a few ulp
   }
   be.add(dg.get(), du.get(), 1000);
@@ -142,12 +148,13 @@ KVC_BACKEND_TEST_CASE("backend ops: rope with both pairings at small and large p
       for (int64_t t = 0; t < n_tokens; ++t) {
         for (int h = 0; h < n_heads; ++h) {
           const size_t base = static_cast<size_t>((t * n_heads + h) * head_dim);
-          for (int i = n_rot; i < head_dim; ++i) REQUIRE(y[base + static_cast<size_t>(i)] == x[base + static_cast<size_t>(i)]);
+          for (int i = n_rot; i < head_dim; ++i)
+            REQUIRE(y[base + static_cast<size_t>(i)] == x[base + static_cast<size_t>(i)]);
           for (int k = 0; k < n_rot / 2; ++k) {
             const size_t ia = base + static_cast<size_t>(interleaved ? 2 * k : k);
             const size_t ib = base + static_cast<size_t>(interleaved ? 2 * k + 1 : k + n_rot / 2);
-            const double th = static_cast<double>(positions[static_cast<size_t>(t)]) * 0.5 *
-                              std::pow(10000.0, -2.0 * k / n_rot);
+            const double th =
+                static_cast<double>(positions[static_cast<size_t>(t)]) * 0.5 * std::pow(10000.0, -2.0 * k / n_rot);
             const double xa = static_cast<double>(x[ia]), xb = static_cast<double>(x[ib]);
             const double ra = xa * std::cos(th) - xb * std::sin(th);
             const double rb = xa * std::sin(th) + xb * std::cos(th);

@@ -21,7 +21,8 @@ using kvc::test::cli;
 using kvc::test::quoted;
 
 std::string generate_args() {
-  return "generate -m '" + kvc::test::model_path("stories260K.gguf") + "' -p 'Once upon a time' -n 12 --temp 0 -q --backend ";
+  return "generate -m '" + kvc::test::model_path("stories260K.gguf") +
+         "' -p 'Once upon a time' -n 12 --temp 0 -q --backend ";
 }
 
 }  // namespace

@@ -34,7 +34,6 @@ Loaded load(const std::string& file, const char* kind) {
   return l;
 }
 
-
 std::vector<int32_t> to_i32(const std::vector<int>& v) { return {v.begin(), v.end()}; }
 
 // Worst row's RMS of (a - b) relative to the standard deviation of b.
@@ -108,14 +107,15 @@ TEST_CASE("cuda e2e: prompt logits on every test model match llama.cpp's and the
     const char* file;
     double max_rel_rms;
   };
-  const Case cases[] = {{"stories260K", 2e-3},    {"tiny-gqa-f16", 0.02},    {"tiny-gqa-q8_0", 0.05},
+  const Case cases[] = {{"stories260K", 2e-3},   {"tiny-gqa-f16", 0.02},    {"tiny-gqa-q8_0", 0.05},
                         {"tiny-gqa-q4_0", 0.05}, {"tiny-gqa-q4_k_m", 0.05}, {"tiny-mqa-q8_0", 0.05},
                         {"tiny-q-q4_1", 0.05},   {"tiny-q-q5_0", 0.05},     {"tiny-q-q5_1", 0.05},
                         {"tiny-q-iq4_nl", 0.05}, {"tiny-q-q2_k", 0.05},     {"tiny-q-q3_k_m", 0.05},
                         {"tiny-q-q5_k_m", 0.05}, {"tiny-w320-q2_k", 0.05},  {"tiny-w320-q4_k_m", 0.05}};
   for (const Case& c : cases) {
     DYNAMIC_SECTION(c.file) {
-      const auto prompt = to_i32(test::read_reference_ids(test::reference_path(std::string(c.file) + ".reference.txt"), "prompt"));
+      const auto prompt =
+          to_i32(test::read_reference_ids(test::reference_path(std::string(c.file) + ".reference.txt"), "prompt"));
       const auto ref = test::reference_logits(c.file);
       std::vector<float> per_backend[2];
       int64_t n_vocab = 0;

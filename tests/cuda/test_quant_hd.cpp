@@ -31,7 +31,10 @@ const DType k_quant_types[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_
 // Byte offsets of a block's fp16 fields (scales, mins), as quant.h lays them out.
 std::vector<int> half_offsets(DType t) {
   switch (t) {
-    case DType::q4_1: case DType::q5_1: case DType::q4_k: case DType::q5_k: return {0, 2};
+    case DType::q4_1:
+    case DType::q5_1:
+    case DType::q4_k:
+    case DType::q5_k: return {0, 2};
     case DType::q2_k: return {80, 82};
     case DType::q3_k: return {108};
     case DType::q6_k: return {208};
@@ -63,8 +66,8 @@ TEST_CASE("hd half conversions equal the CPU's on every half and on random float
 TEST_CASE("quant_hd: element, chunk and block dequantization equal dequantize_row bit for bit", "[cuda][kernels]") {
   const int64_t n = 1024;  // 4 K-quant blocks, 32 Q8_0/Q4_0 blocks
   const auto x = random_floats(static_cast<size_t>(n), 11, 0.5f);
-  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl, DType::q2_k, DType::q3_k,
-                  DType::q4_k, DType::q5_k, DType::q6_k, DType::f16, DType::bf16, DType::f32}) {
+  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl, DType::q2_k,
+                  DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k, DType::f16, DType::bf16, DType::f32}) {
     INFO(kernels::dtype_name(t));
     std::vector<uint8_t> row(kernels::row_bytes(t, n));
     kernels::quantize_row(t, x.data(), row.data(), n);
@@ -82,7 +85,8 @@ TEST_CASE("quant_hd: element, chunk and block dequantization equal dequantize_ro
       std::vector<float> blk(static_cast<size_t>(be));
       for (int64_t b = 0; b < n / be; ++b) {
         kc::dequantize_block(t, row.data() + b * kc::block_bytes(t), blk.data());
-        for (int i = 0; i < be; ++i) REQUIRE(same_bits(blk[static_cast<size_t>(i)], ref[static_cast<size_t>(b * be + i)]));
+        for (int i = 0; i < be; ++i)
+          REQUIRE(same_bits(blk[static_cast<size_t>(i)], ref[static_cast<size_t>(b * be + i)]));
       }
     }
   }
@@ -127,8 +131,9 @@ TEST_CASE("quant_hd: dot_block is the dot of the dequantized block within float 
         ref += static_cast<double>(wd[k]) * static_cast<double>(x[k]);
         wmax = std::max(wmax, std::abs(static_cast<double>(wd[k])));
       }
-      for (int i = 0; i < be; ++i) mag += (std::abs(static_cast<double>(wd[static_cast<size_t>(b * be + i)])) + wmax) *
-                                          std::abs(static_cast<double>(x[static_cast<size_t>(b * be + i)]));
+      for (int i = 0; i < be; ++i)
+        mag += (std::abs(static_cast<double>(wd[static_cast<size_t>(b * be + i)])) + wmax) *
+               std::abs(static_cast<double>(x[static_cast<size_t>(b * be + i)]));
       const float got = kc::dot_block(t, row.data() + static_cast<size_t>(b) * kc::block_bytes(t), x.data() + b * be);
       // Float sums of be terms, scales applied per sub-block (|scale * level| <= |w| + min <= 2 max|w|):
       // the error stays below be * 2^-24 * 4 * sum (|w| + max|w|) |x|.
@@ -139,7 +144,8 @@ TEST_CASE("quant_hd: dot_block is the dot of the dequantized block within float 
   }
 }
 
-TEST_CASE("kv_hd: encoded rows are the CPU reference's bytes and decode to its values, groups 32/16/8", "[cuda][kernels]") {
+TEST_CASE("kv_hd: encoded rows are the CPU reference's bytes and decode to its values, groups 32/16/8",
+          "[cuda][kernels]") {
   struct Case {
     int head_dim, group;
   };
@@ -153,7 +159,10 @@ TEST_CASE("kv_hd: encoded rows are the CPU reference's bytes and decode to its v
       for (uint32_t seed = 0; seed < 20; ++seed) {
         auto x = random_floats(static_cast<size_t>(n), 100 + seed, seed % 2 ? 3.0f : 0.02f);
         if (seed == 3) std::fill(x.begin() + c.group, x.begin() + 2 * c.group, 0.0f);  // an all-zero group
-        if (seed == 4) { x[0] = 1.0f; x[1] = -1.0f; }                                 // a tie between signs
+        if (seed == 4) {
+          x[0] = 1.0f;
+          x[1] = -1.0f;
+        }  // a tie between signs
         std::vector<uint8_t> ours(static_cast<size_t>(kc::kv_row_bytes(t, c.group, n)));
         std::vector<uint8_t> ref(ours.size());
         kc::kv_encode_row(t, c.group, x.data(), n, ours.data());
@@ -161,7 +170,8 @@ TEST_CASE("kv_hd: encoded rows are the CPU reference's bytes and decode to its v
         REQUIRE(ours == ref);
         std::vector<float> dec(static_cast<size_t>(n));
         kernels::decode_row_reference(t, c.group, ref.data(), n, dec.data());
-        for (int64_t i = 0; i < n; ++i) REQUIRE(same_bits(kc::kv_value(t, c.group, ref.data(), i), dec[static_cast<size_t>(i)]));
+        for (int64_t i = 0; i < n; ++i)
+          REQUIRE(same_bits(kc::kv_value(t, c.group, ref.data(), i), dec[static_cast<size_t>(i)]));
       }
     }
   }
@@ -179,7 +189,8 @@ TEST_CASE("kv_hd: random group bytes decode as the CPU reference does, groups 32
       for (int64_t g = 0; g < n / group; ++g) row[static_cast<size_t>(g * gb + 1)] &= 0x7b;  // finite F16 scales
       std::vector<float> dec(static_cast<size_t>(n));
       kernels::decode_row_reference(t, group, row.data(), n, dec.data());
-      for (int64_t i = 0; i < n; ++i) REQUIRE(same_bits(kc::kv_value(t, group, row.data(), i), dec[static_cast<size_t>(i)]));
+      for (int64_t i = 0; i < n; ++i)
+        REQUIRE(same_bits(kc::kv_value(t, group, row.data(), i), dec[static_cast<size_t>(i)]));
     }
   }
 }

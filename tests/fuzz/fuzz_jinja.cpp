@@ -17,7 +17,9 @@ using kvc::chat::jinja::Value;
 // What ChatTemplate passes a template: a short conversation and the special tokens.
 Object variables() {
   Array messages;
-  const char* const turns[][2] = {{"system", "Be brief."}, {"user", " Hi! "}, {"assistant", "<think>\nx\n</think>\n\nHello."},
+  const char* const turns[][2] = {{"system", "Be brief."},
+                                  {"user", " Hi! "},
+                                  {"assistant", "<think>\nx\n</think>\n\nHello."},
                                   {"user", "And now?"}};
   for (const auto& t : turns) {
     Object m;

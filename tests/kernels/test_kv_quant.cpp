@@ -41,13 +41,20 @@ std::vector<float> test_row(int64_t n_groups, uint32_t seed, int group = k_kv_gr
     const float mag = std::pow(10.0f, -2.0f + 5.0f * unit(rng));
     for (int i = 0; i < group; ++i) p[i] = mag * normal(rng);
     switch (g % 6) {
-      case 1: for (int i = 0; i < group; ++i) p[i] = 0.0f; break;
+      case 1:
+        for (int i = 0; i < group; ++i) p[i] = 0.0f;
+        break;
       case 2:
         p[3] = 4.0f;
         p[group / 2 + 1] = -4.0f;
         for (int i = group / 2 + 2; i < group; ++i) p[i] = 0.5f * static_cast<float>(i - group / 2 - 4);
         break;
-      case 3: p[0] = 127.0f; p[1] = 0.5f; p[2] = 1.5f; p[3] = -2.5f; break;  // d = 1: exact ties
+      case 3:
+        p[0] = 127.0f;
+        p[1] = 0.5f;
+        p[2] = 1.5f;
+        p[3] = -2.5f;
+        break;  // d = 1: exact ties
       default: break;
     }
   }
@@ -243,12 +250,14 @@ TEST_CASE("kv row round trip stays within the format's step", "[kernels]") {
           } else {
             const int64_t g = i / group;
             const double d = scale_of(bytes.data() + g * kv_group_bytes(type, group));
-            const double steps = type == KvType::q4 && d != 0.0 && xi / d > 7.5 ? 8.0 * (1.0 + std::ldexp(1.0, -11)) - 7.0
-                                                                                : 0.5 + std::ldexp(1.0, -15);
+            const double steps = type == KvType::q4 && d != 0.0 && xi / d > 7.5
+                                     ? 8.0 * (1.0 + std::ldexp(1.0, -11)) - 7.0
+                                     : 0.5 + std::ldexp(1.0, -15);
             bound = std::fabs(d) * steps + std::ldexp(std::fabs(xi), -24);
           }
           if (!(err <= bound)) {
-            INFO("element " << i << " x " << xi << " back " << static_cast<double>(back[static_cast<size_t>(i)]) << " bound " << bound);
+            INFO("element " << i << " x " << xi << " back " << static_cast<double>(back[static_cast<size_t>(i)])
+                            << " bound " << bound);
             REQUIRE(err <= bound);
           }
         }

@@ -89,9 +89,7 @@ Stored store_rows(const KvBlockLayout& l, const std::vector<float>& k, const std
   s.blocks.assign(static_cast<size_t>(n_blocks), std::vector<uint8_t>(static_cast<size_t>(l.block_bytes), 0xff));
   std::vector<uint8_t*> w;
   for (auto& b : s.blocks) w.push_back(b.data());
-  for (int64_t t = 0; t < n_pos; ++t) {
-    kv_store_at(l, w.data(), layer, t, k.data() + t * n, v.data() + t * n);
-  }
+  for (int64_t t = 0; t < n_pos; ++t) { kv_store_at(l, w.data(), layer, t, k.data() + t * n, v.data() + t * n); }
   for (auto* b : w) s.table.push_back(b);
   s.kd.resize(static_cast<size_t>(n_pos * n));
   s.vd.resize(static_cast<size_t>(n_pos * n));
@@ -271,7 +269,8 @@ TEST_CASE("paged attention over rotated KV: SIMD matches the scalar reference, t
             for (int64_t t = 0; t < n_kv; ++t) {
               for (int d = 0; d < head_dim; ++d) {
                 want[static_cast<size_t>(i * head_dim + d)] +=
-                    p[static_cast<size_t>(t)] / sum * static_cast<double>(s.vd[static_cast<size_t>(t * n + h * head_dim + d)]);
+                    p[static_cast<size_t>(t)] / sum *
+                    static_cast<double>(s.vd[static_cast<size_t>(t * n + h * head_dim + d)]);
               }
             }
           }
@@ -280,7 +279,8 @@ TEST_CASE("paged attention over rotated KV: SIMD matches the scalar reference, t
           std::vector<float> ref(q.size());
           attention_paged_reference(q.data(), view, n_kv, sh, 0, sh.n_kv_head, ref.data(), scratch.data());
           double err_ref = 0.0;
-          for (size_t e = 0; e < ref.size(); ++e) err_ref = std::max(err_ref, std::fabs(static_cast<double>(ref[e]) - want[e]));
+          for (size_t e = 0; e < ref.size(); ++e)
+            err_ref = std::max(err_ref, std::fabs(static_cast<double>(ref[e]) - want[e]));
           // Float rounding of the rotations, the anchor sums and the dots: about 1e-6 of max |v|
           // measured; a wrong rotation or a missing anchor is off by whole values.
           CHECK(err_ref <= 2e-4 * max_v);
@@ -289,7 +289,8 @@ TEST_CASE("paged attention over rotated KV: SIMD matches the scalar reference, t
             std::vector<float> got(q.size());
             attention_paged_with(*t, q.data(), view, n_kv, sh, 0, sh.n_kv_head, got.data(), scratch.data());
             double err = 0.0;
-            for (size_t e = 0; e < got.size(); ++e) err = std::max(err, static_cast<double>(std::fabs(got[e] - ref[e])));
+            for (size_t e = 0; e < got.size(); ++e)
+              err = std::max(err, static_cast<double>(std::fabs(got[e] - ref[e])));
             // The integer K path (AVX-512 VNNI, groups of 32) rounds q to int8: up to ~1 % of max |v|
             // here; the float paths differ by rounding only.
             const bool int_k = l->group == 32 && t->score_range_q4_int != nullptr && kt != KvType::f16;

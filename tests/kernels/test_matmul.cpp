@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <string>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/matmul.h"
@@ -40,16 +40,31 @@ RandomMatrix random_matrix(DType type, int64_t n_rows, int64_t n_cols, std::mt19
   for (int64_t b = 0; b < n_blocks; ++b) {
     const size_t o = static_cast<size_t>(b) * dtype_info(type).block_bytes;
     switch (type) {
-      case DType::q4_0: case DType::q8_0: case DType::q5_0: case DType::iq4_nl: put(o, f32_to_fp16(scale(rng))); break;
-      case DType::q4_1: case DType::q5_1:  // an offset m of either sign, of a few steps
+      case DType::q4_0:
+      case DType::q8_0:
+      case DType::q5_0:
+      case DType::iq4_nl: put(o, f32_to_fp16(scale(rng))); break;
+      case DType::q4_1:
+      case DType::q5_1:  // an offset m of either sign, of a few steps
         put(o, f32_to_fp16(scale(rng)));
         put(o + 2, f32_to_fp16(scale(rng) * (byte(rng) % 2 ? 6.0f : -6.0f)));
         break;
-      case DType::q4_k: case DType::q5_k: put(o, f32_to_fp16(scale(rng))); put(o + 2, f32_to_fp16(scale(rng))); break;
-      case DType::q2_k: put(o + 80, f32_to_fp16(scale(rng))); put(o + 82, f32_to_fp16(scale(rng))); break;
+      case DType::q4_k:
+      case DType::q5_k:
+        put(o, f32_to_fp16(scale(rng)));
+        put(o + 2, f32_to_fp16(scale(rng)));
+        break;
+      case DType::q2_k:
+        put(o + 80, f32_to_fp16(scale(rng)));
+        put(o + 82, f32_to_fp16(scale(rng)));
+        break;
       case DType::q3_k: put(o + 108, f32_to_fp16(scale(rng))); break;
       case DType::q6_k: put(o + 208, f32_to_fp16(scale(rng))); break;
-      case DType::f32: { const float f = value(rng); std::memcpy(m.bytes.data() + o, &f, 4); break; }
+      case DType::f32: {
+        const float f = value(rng);
+        std::memcpy(m.bytes.data() + o, &f, 4);
+        break;
+      }
       case DType::f16: put(o, f32_to_fp16(value(rng))); break;
       case DType::bf16: put(o, f32_to_bf16(value(rng))); break;
       case DType::q8_k: break;
@@ -66,13 +81,20 @@ struct Elem {
 
 std::vector<Elem> dequantize_row_for_test(DType type, const uint8_t* row, int64_t n) {
   std::vector<Elem> out(static_cast<size_t>(n));
-  auto h = [](const uint8_t* p) { uint16_t v; std::memcpy(&v, p, 2); return static_cast<double>(fp16_to_f32(v)); };
+  auto h = [](const uint8_t* p) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return static_cast<double>(fp16_to_f32(v));
+  };
   auto set = [&](int64_t i, double w, double mag) { out[static_cast<size_t>(i)] = {w, mag}; };
   for (int64_t base = 0; base < n; base += dtype_info(type).block_elems) {
     const uint8_t* blk = row + static_cast<size_t>(base / dtype_info(type).block_elems) * dtype_info(type).block_bytes;
     switch (type) {
       case DType::q8_0:
-        for (int j = 0; j < 32; ++j) { const double v = h(blk) * static_cast<int8_t>(blk[2 + j]); set(base + j, v, std::fabs(v)); }
+        for (int j = 0; j < 32; ++j) {
+          const double v = h(blk) * static_cast<int8_t>(blk[2 + j]);
+          set(base + j, v, std::fabs(v));
+        }
         break;
       case DType::q4_0:
         for (int j = 0; j < 16; ++j) {
@@ -81,7 +103,9 @@ std::vector<Elem> dequantize_row_for_test(DType type, const uint8_t* row, int64_
           set(base + j + 16, hi, std::fabs(hi));
         }
         break;
-      case DType::q4_1: case DType::q5_1: case DType::q5_0: {
+      case DType::q4_1:
+      case DType::q5_1:
+      case DType::q5_0: {
         // [d][m (not Q5_0)][qh (Q5 only): 4 bytes][qs: 16]; value j: nibble j % 16 of
         // qs[j % 16] (high for j >= 16), fifth bit j of qh.
         const bool q5 = type != DType::q4_1, has_m = type != DType::q5_0;
@@ -105,7 +129,8 @@ std::vector<Elem> dequantize_row_for_test(DType type, const uint8_t* row, int64_
         }
         break;
       }
-      case DType::q2_k: case DType::q3_k: {
+      case DType::q2_k:
+      case DType::q3_k: {
         // Value p = 128 n + 32 j + l: bits 2j+1..2j of qs[32 n + l]; Q3_K: minus 4 unless bit
         // 4n + j of hmask[l] is set. Sub-block p / 16.
         const bool q3 = type == DType::q3_k;
@@ -127,7 +152,8 @@ std::vector<Elem> dequantize_row_for_test(DType type, const uint8_t* row, int64_
         }
         break;
       }
-      case DType::q4_k: case DType::q5_k: {
+      case DType::q4_k:
+      case DType::q5_k: {
         const bool q5 = type == DType::q5_k;
         const double d = h(blk), dmin = h(blk + 2);
         const uint8_t* s = blk + 4;
@@ -164,9 +190,19 @@ std::vector<Elem> dequantize_row_for_test(DType type, const uint8_t* row, int64_
         }
         break;
       }
-      case DType::f32: { float f; std::memcpy(&f, blk, 4); set(base, f, std::fabs(f)); break; }
+      case DType::f32: {
+        float f;
+        std::memcpy(&f, blk, 4);
+        set(base, f, std::fabs(f));
+        break;
+      }
       case DType::f16: set(base, h(blk), std::fabs(h(blk))); break;
-      case DType::bf16: { uint16_t v; std::memcpy(&v, blk, 2); set(base, bf16_to_f32(v), std::fabs(bf16_to_f32(v))); break; }
+      case DType::bf16: {
+        uint16_t v;
+        std::memcpy(&v, blk, 2);
+        set(base, bf16_to_f32(v), std::fabs(bf16_to_f32(v)));
+        break;
+      }
       case DType::q8_k: break;
     }
   }
@@ -216,9 +252,9 @@ double magnitude(const std::vector<Elem>& w, const std::vector<double>& a, size_
 
 const DType k_quant_types[] = {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl, DType::q8_0,
                                DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k};
-const DType k_all_types[] = {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl, DType::q8_0,
-                             DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k,
-                             DType::f32,  DType::f16,  DType::bf16};
+const DType k_all_types[] = {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl,
+                             DType::q8_0, DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k,
+                             DType::q6_k, DType::f32,  DType::f16,  DType::bf16};
 
 }  // namespace
 
@@ -231,11 +267,13 @@ TEST_CASE("scalar reference matmul matches a double-precision dot of the dequant
     const std::vector<float> x = random_acts(n_cols * n_tokens, rng);
     std::vector<float> y(static_cast<size_t>(n_rows * n_tokens));
     matmul_reference(m.view(), x.data(), n_tokens, y.data());
-    const TestActs qa = is_quantized(type) ? quantize_for_test(x, act_block(type))
-                                           : TestActs{std::vector<double>(x.begin(), x.end()), std::vector<double>(x.size())};
+    const TestActs qa = is_quantized(type)
+                            ? quantize_for_test(x, act_block(type))
+                            : TestActs{std::vector<double>(x.begin(), x.end()), std::vector<double>(x.size())};
     const int64_t n_terms = is_quantized(type) ? 2 * n_cols / act_block(type) : n_cols;
     for (int64_t r = 0; r < n_rows; ++r) {
-      const auto w = dequantize_row_for_test(type, m.bytes.data() + static_cast<size_t>(r) * row_bytes(type, n_cols), n_cols);
+      const auto w =
+          dequantize_row_for_test(type, m.bytes.data() + static_cast<size_t>(r) * row_bytes(type, n_cols), n_cols);
       for (int64_t t = 0; t < n_tokens; ++t) {
         const size_t off = static_cast<size_t>(t * n_cols);
         double exact_x = 0, exact_q = 0, quant_err = 0;
@@ -333,7 +371,8 @@ void check_against_scalar(DType type, int64_t n_rows, int64_t n_cols, int64_t n_
   const int64_t n_terms = is_quantized(type) ? 2 * n_cols / act_block(type) : n_cols;
   std::vector<double> bound(ref.size());
   for (int64_t r = 0; r < n_rows; ++r) {
-    const auto w = dequantize_row_for_test(type, m.bytes.data() + static_cast<size_t>(r) * row_bytes(type, n_cols), n_cols);
+    const auto w =
+        dequantize_row_for_test(type, m.bytes.data() + static_cast<size_t>(r) * row_bytes(type, n_cols), n_cols);
     for (int64_t t = 0; t < n_tokens; ++t) {
       // Both sides sum the same exact integer block sums (or the same float products)
       // in different orders: each is within (n_terms + 4) u S of the exact sum.
@@ -379,8 +418,8 @@ TEST_CASE("prefill (row tiles prepared once) matches the scalar reference on odd
   // groups (Q8_0 form: 96 = tail only, 416 = 3 groups + 1 block) and an odd number of
   // super-blocks (K form: 768 = 3, the mins' single-block step).
   for (DType type : k_quant_types) {
-    const std::vector<int64_t> cols = act_block(type) == 256 ? std::vector<int64_t>{256, 768}
-                                                             : std::vector<int64_t>{96, 416};
+    const std::vector<int64_t> cols =
+        act_block(type) == 256 ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{96, 416};
     for (int64_t n_cols : cols)
       for (int64_t n_rows : {5, 18})
         for (int64_t n_tokens : {5, 11}) check_against_scalar(type, n_rows, n_cols, n_tokens, isas, rng);
@@ -420,7 +459,8 @@ TEST_CASE("a token's outputs do not depend on how many tokens share the call", "
   }
 }
 
-TEST_CASE("with power-of-two scales and integer activations every SIMD variant equals the scalar reference bit for bit", "[kernels]") {
+TEST_CASE("with power-of-two scales and integer activations every SIMD variant equals the scalar reference bit for bit",
+          "[kernels]") {
   // Weight scales and mins of 2^-12 and activations that quantize to themselves (integers in
   // [-8, 8] with one +-127 per block, so d = 1) make every float operation of every kernel
   // exact: the outputs then differ only if an integer sum does. One super-block (K form) or
@@ -437,9 +477,20 @@ TEST_CASE("with power-of-two scales and integer activations every SIMD variant e
     auto put = [&](size_t off, uint16_t h) { std::memcpy(m.bytes.data() + off, &h, 2); };
     for (size_t o = 0; o < m.bytes.size(); o += bb) {
       switch (type) {
-        case DType::q4_1: case DType::q5_1: put(o, pow2); put(o + 2, (o / bb) % 2 ? pow2 : neg_pow2); break;
-        case DType::q4_k: case DType::q5_k: put(o, pow2); put(o + 2, pow2); break;
-        case DType::q2_k: put(o + 80, pow2); put(o + 82, pow2); break;
+        case DType::q4_1:
+        case DType::q5_1:
+          put(o, pow2);
+          put(o + 2, (o / bb) % 2 ? pow2 : neg_pow2);
+          break;
+        case DType::q4_k:
+        case DType::q5_k:
+          put(o, pow2);
+          put(o + 2, pow2);
+          break;
+        case DType::q2_k:
+          put(o + 80, pow2);
+          put(o + 82, pow2);
+          break;
         case DType::q3_k: put(o + 108, pow2); break;
         case DType::q6_k: put(o + 208, pow2); break;
         default: put(o, pow2); break;  // Q4_0, Q5_0, IQ4_NL, Q8_0: d first
@@ -449,7 +500,8 @@ TEST_CASE("with power-of-two scales and integer activations every SIMD variant e
       std::uniform_int_distribution<int> small(-8, 8);
       std::vector<float> x(static_cast<size_t>(n_cols * n_tokens));
       for (auto& v : x) v = static_cast<float>(small(rng));
-      for (size_t b = 0; b < x.size(); b += static_cast<size_t>(act_block(type))) x[b + 5] = (b / 7) % 2 ? 127.0f : -127.0f;
+      for (size_t b = 0; b < x.size(); b += static_cast<size_t>(act_block(type)))
+        x[b + 5] = (b / 7) % 2 ? 127.0f : -127.0f;
       std::vector<float> ref(static_cast<size_t>(n_rows * n_tokens));
       matmul_reference(m.view(), x.data(), n_tokens, ref.data());
       for (Isa isa : isas) {
@@ -488,7 +540,10 @@ TEST_CASE("prefill of extreme values keeps integer sums exact", "[kernels]") {
         case DType::q3_k: std::memset(&m.bytes[o], 0x00, 108); break;  // q = -4, scales -32
         case DType::q4_k: std::memset(&m.bytes[o + 4], 0xFF, 140); break;
         case DType::q5_k: std::memset(&m.bytes[o + 4], 0xFF, 172); break;
-        case DType::q6_k: std::memset(&m.bytes[o], 0xFF, 192); std::memset(&m.bytes[o + 192], 0x7F, 16); break;
+        case DType::q6_k:
+          std::memset(&m.bytes[o], 0xFF, 192);
+          std::memset(&m.bytes[o + 192], 0x7F, 16);
+          break;
         default: break;
       }
     }

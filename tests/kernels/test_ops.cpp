@@ -69,7 +69,8 @@ TEST_CASE("vectorised exp is within 2 ulp of exp over [-87, 88.7]", "[kernels]")
   // 200k points spanning every binade the ops see (softmax feeds x <= 0, silu feeds -gate).
   const int64_t n = 200001;
   std::vector<float> x(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = -87.0f + 175.7f * static_cast<float>(i) / static_cast<float>(n - 1);
+  for (int64_t i = 0; i < n; ++i)
+    x[static_cast<size_t>(i)] = -87.0f + 175.7f * static_cast<float>(i) / static_cast<float>(n - 1);
   std::vector<float> out(static_cast<size_t>(n));
   for (const OpsTable* t : simd_tables()) {
     INFO(isa_name(t->isa));
@@ -117,8 +118,8 @@ TEST_CASE("rmsnorm: reference matches the formula, SIMD matches the reference", 
     const double inv_rms = 1.0 / std::sqrt(sum_sq / static_cast<double>(n) + static_cast<double>(eps));
     std::vector<double> want(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
-      want[static_cast<size_t>(i)] = static_cast<double>(x[static_cast<size_t>(i)]) * inv_rms *
-                                     static_cast<double>(w[static_cast<size_t>(i)]);
+      want[static_cast<size_t>(i)] =
+          static_cast<double>(x[static_cast<size_t>(i)]) * inv_rms * static_cast<double>(w[static_cast<size_t>(i)]);
     }
     // Reference: double sum, then three float roundings (inv_rms, two products): < 4 eps.
     std::vector<float> ref(static_cast<size_t>(n));
@@ -176,8 +177,8 @@ TEST_CASE("silu_mul stays finite for huge gates", "[kernels]") {
     for (size_t i = 0; i < gate.size(); ++i) {
       INFO("gate " << gate[i] << " -> " << out[i]);
       REQUIRE(std::isfinite(out[i]));
-      if (gate[i] > 0) REQUIRE(out[i] == 0.5f * gate[i]);              // silu(g) = g for large g
-      if (gate[i] < 0) REQUIRE(std::fabs(out[i]) < 1e-30f);           // silu(g) -> 0 for g << 0
+      if (gate[i] > 0) REQUIRE(out[i] == 0.5f * gate[i]);    // silu(g) = g for large g
+      if (gate[i] < 0) REQUIRE(std::fabs(out[i]) < 1e-30f);  // silu(g) -> 0 for g << 0
     }
   }
 }
@@ -299,8 +300,8 @@ TEST_CASE("rope matches its formula for both pairings, partial rotation, large p
         p.interleaved = interleaved;
         p.freq_base = c.head_dim == 128 ? 1000000.0f : 10000.0f;
         p.freq_scale = c.n_heads == 3 ? 0.25f : 1.0f;
-        INFO("heads " << c.n_heads << " dim " << c.head_dim << " n_rot " << c.n_rot << " interleaved "
-                      << interleaved << " pos " << pos);
+        INFO("heads " << c.n_heads << " dim " << c.head_dim << " n_rot " << c.n_rot << " interleaved " << interleaved
+                      << " pos " << pos);
         const auto x = random_floats(c.n_heads * c.head_dim, -1.0f, 1.0f, 9);
         const auto want = rope_formula(x, c.n_heads, c.head_dim, pos, p);
         for (const OpsTable* t : tables) {
@@ -335,8 +336,7 @@ struct AttentionCase {
   std::vector<uint16_t> v;  // (n_kv, kv_stride)
 };
 
-AttentionCase make_attention_case(int n_head, int n_kv_head, int head_dim, int64_t n_kv, float q_range,
-                                  uint32_t seed) {
+AttentionCase make_attention_case(int n_head, int n_kv_head, int head_dim, int64_t n_kv, float q_range, uint32_t seed) {
   AttentionCase c;
   c.shape.n_head = n_head;
   c.shape.n_kv_head = n_kv_head;
@@ -406,8 +406,8 @@ TEST_CASE("attention matches a double-precision naive version for GQA, MQA and M
   for (const Heads& hd : heads) {
     for (int64_t n_kv : {int64_t{1}, int64_t{5}, int64_t{300}}) {
       for (float q_range : {1.0f, 40.0f}) {  // 40: scores up to ~+-100, softmax near one-hot
-        INFO(hd.n_head << "/" << hd.n_kv_head << " heads, head_dim " << hd.head_dim << ", n_kv " << n_kv
-                       << ", q range " << q_range);
+        INFO(hd.n_head << "/" << hd.n_kv_head << " heads, head_dim " << hd.head_dim << ", n_kv " << n_kv << ", q range "
+                       << q_range);
         const AttentionCase c = make_attention_case(hd.n_head, hd.n_kv_head, hd.head_dim, n_kv, q_range, 10);
         const auto want = attention_naive(c);
         // Float scores carry ~head_dim * eps * |q||k| * scale of error (1e-6 at q range 1,
@@ -476,14 +476,12 @@ TEST_CASE("attention decode timing at 1200 positions", "[.bench]") {
     for (int batch = 0; batch < 5; ++batch) {
       const auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < n_iter; ++i) {
-        attention_f16_with(*t, c.q.data(), c.k.data(), c.v.data(), c.n_kv, c.shape, 0, 4, out.data(),
-                           scratch.data());
+        attention_f16_with(*t, c.q.data(), c.k.data(), c.v.data(), c.n_kv, c.shape, 0, 4, out.data(), scratch.data());
       }
       const std::chrono::duration<double, std::micro> us = std::chrono::steady_clock::now() - start;
       best_us = std::min(best_us, us.count() / n_iter);
     }
-    std::printf("attention_f16 %-7s n_kv 1200, 32/4 heads, dim 64: %8.1f us per call\n", isa_name(t->isa),
-                best_us);
+    std::printf("attention_f16 %-7s n_kv 1200, 32/4 heads, dim 64: %8.1f us per call\n", isa_name(t->isa), best_us);
   }
   REQUIRE(true);
 }

@@ -52,11 +52,13 @@ struct PagedCase {
   std::vector<const uint8_t*> table;         // (n_blocks)
 
   int64_t row_elems() const { return static_cast<int64_t>(shape.n_kv_head) * shape.head_dim; }
-  PagedKvView view(int64_t window = 0) const { return {table.data(), static_cast<int64_t>(table.size()), &layout, layer, window}; }
+  PagedKvView view(int64_t window = 0) const {
+    return {table.data(), static_cast<int64_t>(table.size()), &layout, layer, window};
+  }
 };
 
-PagedCase make_case(int n_head, int n_kv_head, int head_dim, int64_t n_kv, int block_tokens,
-                    KvType k_type, KvType v_type, float q_range, uint32_t seed) {
+PagedCase make_case(int n_head, int n_kv_head, int head_dim, int64_t n_kv, int block_tokens, KvType k_type,
+                    KvType v_type, float q_range, uint32_t seed) {
   PagedCase c;
   c.shape.n_head = n_head;
   c.shape.n_kv_head = n_kv_head;
@@ -93,8 +95,8 @@ PagedCase make_case(int n_head, int n_kv_head, int head_dim, int64_t n_kv, int b
   return c;
 }
 
-std::vector<float> run_paged(const KvOpsTable& t, const PagedCase& c, int64_t window = 0,
-                             int head_begin = 0, int head_end = -1) {
+std::vector<float> run_paged(const KvOpsTable& t, const PagedCase& c, int64_t window = 0, int head_begin = 0,
+                             int head_end = -1) {
   const AttentionShape& s = c.shape;
   if (head_end < 0) head_end = s.n_kv_head;
   const int64_t n_att = c.n_kv - paged_window_begin(c.view(window), c.n_kv);
@@ -106,9 +108,9 @@ std::vector<float> run_paged(const KvOpsTable& t, const PagedCase& c, int64_t wi
 
 // softmax(q.k * scale) . v per query head in double over positions [begin, n_kv) of rows
 // k, v: (n_kv, n_kv_head * head_dim). weights, when given, receives (n_head, n_kv - begin).
-std::vector<double> attention_double(const PagedCase& c, const std::vector<float>& q,
-                                     const std::vector<float>& k, const std::vector<float>& v,
-                                     int64_t begin, std::vector<double>* weights = nullptr) {
+std::vector<double> attention_double(const PagedCase& c, const std::vector<float>& q, const std::vector<float>& k,
+                                     const std::vector<float>& v, int64_t begin,
+                                     std::vector<double>* weights = nullptr) {
   const AttentionShape& s = c.shape;
   const int64_t n = c.row_elems();
   const int64_t n_att = c.n_kv - begin;
@@ -165,7 +167,8 @@ double float_attention_bound(const PagedCase& c, int64_t begin, const std::vecto
     }
   }
   for (int64_t t = begin; t < c.n_kv; ++t) {
-    for (int64_t e = 0; e < n; ++e) max_v = std::max(max_v, std::fabs(static_cast<double>(c.vd[static_cast<size_t>(t * n + e)])));
+    for (int64_t e = 0; e < n; ++e)
+      max_v = std::max(max_v, std::fabs(static_cast<double>(c.vd[static_cast<size_t>(t * n + e)])));
   }
   const double u = std::ldexp(1.0, -24);
   const double n_att = static_cast<double>(c.n_kv - begin);
@@ -175,9 +178,8 @@ double float_attention_bound(const PagedCase& c, int64_t begin, const std::vecto
 
 // True when table t scores this case's K with integer dot products (groups of 32 only).
 bool integer_k(const KvOpsTable& t, const PagedCase& c) {
-  return c.layout.group == k_kv_group_max &&
-         ((c.layout.k_type == KvType::q8 && t.score_range_q8_int != nullptr) ||
-          (c.layout.k_type == KvType::q4 && t.score_range_q4_int != nullptr));
+  return c.layout.group == k_kv_group_max && ((c.layout.k_type == KvType::q8 && t.score_range_q8_int != nullptr) ||
+                                              (c.layout.k_type == KvType::q4 && t.score_range_q4_int != nullptr));
 }
 
 // q as the integer K path uses it: d * q8 per head (detail::quantize_q_heads).
@@ -188,7 +190,8 @@ std::vector<float> quantized_q(const PagedCase& c) {
   std::vector<int32_t> sums(c.q.size() / 4);
   detail::quantize_q_heads(c.q.data(), s.n_head, s.head_dim, q8.data(), scale.data(), sums.data());
   std::vector<float> out(c.q.size());
-  for (size_t e = 0; e < out.size(); ++e) out[e] = scale[e / static_cast<size_t>(s.head_dim)] * static_cast<float>(q8[e]);
+  for (size_t e = 0; e < out.size(); ++e)
+    out[e] = scale[e / static_cast<size_t>(s.head_dim)] * static_cast<float>(q8[e]);
   return out;
 }
 
@@ -202,10 +205,12 @@ double integer_q_bound(const PagedCase& c) {
   for (int i = 0; i < s.n_head; ++i) {
     const int h = i / (s.n_head / s.n_kv_head);
     double amax = 0.0;
-    for (int d = 0; d < s.head_dim; ++d) amax = std::max(amax, std::fabs(static_cast<double>(c.q[static_cast<size_t>(i * s.head_dim + d)])));
+    for (int d = 0; d < s.head_dim; ++d)
+      amax = std::max(amax, std::fabs(static_cast<double>(c.q[static_cast<size_t>(i * s.head_dim + d)])));
     for (int64_t t = 0; t < c.n_kv; ++t) {
       double sum = 0.0;
-      for (int d = 0; d < s.head_dim; ++d) sum += std::fabs(static_cast<double>(c.kd[static_cast<size_t>(t * n + h * s.head_dim + d)]));
+      for (int d = 0; d < s.head_dim; ++d)
+        sum += std::fabs(static_cast<double>(c.kd[static_cast<size_t>(t * n + h * s.head_dim + d)]));
       eps = std::max(eps, static_cast<double>(s.scale) * amax / 127.0 / 2.0 * sum * (1.0 + 1e-6));
     }
   }
@@ -268,16 +273,15 @@ TEST_CASE("paged F16 attention equals attention_f16 on the same data laid out co
   }
 }
 
-TEST_CASE("paged attention: SIMD matches the scalar reference, the reference matches double precision",
-          "[kernels]") {
+TEST_CASE("paged attention: SIMD matches the scalar reference, the reference matches double precision", "[kernels]") {
   for (KvType kt : k_types) {
     for (KvType vt : k_types) {
       for (int block_tokens : {16, 32}) {
         for (int64_t n_kv : {1, 17, 100}) {
           for (const Heads& hd : k_heads) {
             for (int head_dim : {64, 96}) {
-              INFO("K " << kv_type_name(kt) << " V " << kv_type_name(vt) << " B " << block_tokens << " n_kv "
-                        << n_kv << " heads " << hd.n_head << "/" << hd.n_kv_head << " head_dim " << head_dim);
+              INFO("K " << kv_type_name(kt) << " V " << kv_type_name(vt) << " B " << block_tokens << " n_kv " << n_kv
+                        << " heads " << hd.n_head << "/" << hd.n_kv_head << " head_dim " << head_dim);
               const PagedCase c = make_case(hd.n_head, hd.n_kv_head, head_dim, n_kv, block_tokens, kt, vt, 2.0f,
                                             static_cast<uint32_t>(n_kv + head_dim));
               const double bound = float_attention_bound(c, 0);
@@ -500,11 +504,13 @@ TEST_CASE("query heads quantize to int8 within half a step, with per-lane sums",
   detail::quantize_q_heads(q.data(), 3, 64, q8.data(), scale, sums.data());
   for (int j = 0; j < 3; ++j) {
     double amax = 0.0;
-    for (int d = 0; d < 64; ++d) amax = std::max(amax, std::fabs(static_cast<double>(q[static_cast<size_t>(j * 64 + d)])));
+    for (int d = 0; d < 64; ++d)
+      amax = std::max(amax, std::fabs(static_cast<double>(q[static_cast<size_t>(j * 64 + d)])));
     CHECK(static_cast<double>(scale[j]) == Approx(amax / 127.0));
     for (int d = 0; d < 64; ++d) {
       const size_t e = static_cast<size_t>(j * 64 + d);
-      CHECK(std::fabs(static_cast<double>(q[e]) - static_cast<double>(scale[j]) * q8[e]) <= static_cast<double>(scale[j]) * 0.5 * (1 + 1e-5));
+      CHECK(std::fabs(static_cast<double>(q[e]) - static_cast<double>(scale[j]) * q8[e]) <=
+            static_cast<double>(scale[j]) * 0.5 * (1 + 1e-5));
     }
     for (int l = 0; l < 16; ++l) {
       const size_t b = static_cast<size_t>(j * 64 + 4 * l);

@@ -100,11 +100,13 @@ TEST_CASE("paged attention timing at 4096 positions: rotated formats against pla
         const auto layout = make_kv_block_layout(1, s.n_kv_head, head_dim, block_tokens, type, type);
         REQUIRE(layout.has_value());
         side[i].layout = *layout;
-        side[i].blocks.assign(static_cast<size_t>(n_blocks), std::vector<uint8_t>(static_cast<size_t>(layout->block_bytes)));
+        side[i].blocks.assign(static_cast<size_t>(n_blocks),
+                              std::vector<uint8_t>(static_cast<size_t>(layout->block_bytes)));
         std::vector<uint8_t*> writable;
         for (auto& b : side[i].blocks) writable.push_back(b.data());
         const float* r = rows.data();
-        for (int64_t t = 0; t < n_kv; ++t, r += s.n_kv_head * head_dim) kv_store_at(*layout, writable.data(), 0, t, r, r);
+        for (int64_t t = 0; t < n_kv; ++t, r += s.n_kv_head * head_dim)
+          kv_store_at(*layout, writable.data(), 0, t, r, r);
         side[i].table.assign(writable.begin(), writable.end());
       }
       std::vector<float> q(static_cast<size_t>(s.n_head * head_dim));

@@ -54,24 +54,12 @@ std::vector<float> make_data(Dist dist, int64_t n, uint32_t seed) {
   std::vector<float> x(static_cast<size_t>(n));
   for (size_t i = 0; i < x.size(); ++i) {
     switch (dist) {
-      case Dist::normal:
-        x[i] = 0.02f * normal(rng);
-        break;
-      case Dist::uniform:
-        x[i] = uniform(rng);
-        break;
-      case Dist::zero:
-        x[i] = 0.0f;
-        break;
-      case Dist::outliers:
-        x[i] = normal(rng) * (i % 97 == 5 ? 60.0f : 1.0f);
-        break;
-      case Dist::constant:
-        x[i] = -1.25f;
-        break;
-      case Dist::positive:
-        x[i] = 1.0f + std::fabs(normal(rng));
-        break;
+      case Dist::normal: x[i] = 0.02f * normal(rng); break;
+      case Dist::uniform: x[i] = uniform(rng); break;
+      case Dist::zero: x[i] = 0.0f; break;
+      case Dist::outliers: x[i] = normal(rng) * (i % 97 == 5 ? 60.0f : 1.0f); break;
+      case Dist::constant: x[i] = -1.25f; break;
+      case Dist::positive: x[i] = 1.0f + std::fabs(normal(rng)); break;
     }
   }
   return x;
@@ -79,18 +67,12 @@ std::vector<float> make_data(Dist dist, int64_t n, uint32_t seed) {
 
 const char* dist_name(Dist d) {
   switch (d) {
-    case Dist::normal:
-      return "normal";
-    case Dist::uniform:
-      return "uniform";
-    case Dist::zero:
-      return "zero";
-    case Dist::outliers:
-      return "outliers";
-    case Dist::constant:
-      return "constant";
-    case Dist::positive:
-      return "positive";
+    case Dist::normal: return "normal";
+    case Dist::uniform: return "uniform";
+    case Dist::zero: return "zero";
+    case Dist::outliers: return "outliers";
+    case Dist::constant: return "constant";
+    case Dist::positive: return "positive";
   }
   return "?";
 }
@@ -187,9 +169,7 @@ TEST_CASE("Q4_K random blocks match the element formula", "[kernels]") {
   }
   const auto y = dequant(DType::q4_k, blocks.data(), n_blocks * 256);
   for (int b = 0; b < n_blocks; ++b) {
-    for (int i = 0; i < 256; ++i) {
-      REQUIRE(y[b * 256 + i] == Approx(q4k_element(blocks[b], i)).margin(1e-6));
-    }
+    for (int i = 0; i < 256; ++i) { REQUIRE(y[b * 256 + i] == Approx(q4k_element(blocks[b], i)).margin(1e-6)); }
   }
 }
 
@@ -242,7 +222,8 @@ TEST_CASE("Q5_0 quantizer follows llama.cpp: the largest magnitude maps to level
   REQUIRE(y[0] == 0.0f);
 }
 
-TEST_CASE("Q4_1 and Q5_1 quantizers follow llama.cpp: the block's minimum is m, its range 15 or 31 steps", "[kernels]") {
+TEST_CASE("Q4_1 and Q5_1 quantizers follow llama.cpp: the block's minimum is m, its range 15 or 31 steps",
+          "[kernels]") {
   std::vector<float> x(32, 1.0f);
   x[7] = -2.0f;  // the minimum
   x[9] = 13.0f;  // the maximum: range 15
@@ -251,7 +232,7 @@ TEST_CASE("Q4_1 and Q5_1 quantizers follow llama.cpp: the block's minimum is m, 
   REQUIRE(fp16_to_f32(b4.d) == 1.0f);
   REQUIRE(fp16_to_f32(b4.m) == -2.0f);
   REQUIRE(dequant(DType::q4_1, &b4, 32) == x);  // every value lies on the grid
-  x[9] = 29.0f;  // range 31
+  x[9] = 29.0f;                                 // range 31
   BlockQ5_1 b5{};
   quantize_row(DType::q5_1, x.data(), &b5, 32);
   REQUIRE(fp16_to_f32(b5.d) == 1.0f);
@@ -342,8 +323,7 @@ TEST_CASE("F32, F16 and BF16 rows convert exactly", "[kernels]") {
 TEST_CASE("Quantize round trips stay within each format's step", "[kernels]") {
   const int64_t n = 256 * 8;
   const double eps16 = std::ldexp(1.0, -10);  // relative fp16 rounding of a stored scale, with margin
-  for (Dist dist :
-       {Dist::normal, Dist::uniform, Dist::zero, Dist::outliers, Dist::constant, Dist::positive}) {
+  for (Dist dist : {Dist::normal, Dist::uniform, Dist::zero, Dist::outliers, Dist::constant, Dist::positive}) {
     INFO("distribution " << dist_name(dist));
     const auto x = make_data(dist, n, 7 + static_cast<uint32_t>(dist));
 
@@ -356,9 +336,8 @@ TEST_CASE("Quantize round trips stay within each format's step", "[kernels]") {
 
     // Q4_0: one step d = amax / 8 (the opposite of the maximum saturates at level 15).
     const auto y4 = round_trip(DType::q4_0, x);
-    CHECK(worst_ratio(x, y4, 32, [eps16](const float* b, int) {
-            return amax_d(b, 32) / 8.0 * (1.0 + 8 * eps16) + 1e-30;
-          }) <= 1.0);
+    CHECK(worst_ratio(x, y4, 32,
+                      [eps16](const float* b, int) { return amax_d(b, 32) / 8.0 * (1.0 + 8 * eps16) + 1e-30; }) <= 1.0);
 
     // Q4_K: the sub-block's own grid h = range / 15 (range includes 0), one step h for the
     // search, plus 6-bit rounding of scale and min against the super-block's largest ones.
@@ -426,12 +405,12 @@ TEST_CASE("Round trips of Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K and Q5_K stay wit
             }) <= 1.0);
     }
     // Q5_0: one step amax / 16 (the opposite of the maximum saturates at level 31).
-    CHECK(worst_ratio(x, round_trip(DType::q5_0, x), 32, [&](const float* b, int) {
-            return amax_d(b, 32) / 16.0 * (1.0 + 16 * eps16) + 1e-30;
-          }) <= 1.0);
+    CHECK(worst_ratio(x, round_trip(DType::q5_0, x), 32,
+                      [&](const float* b, int) { return amax_d(b, 32) / 16.0 * (1.0 + 16 * eps16) + 1e-30; }) <= 1.0);
     // IQ4_NL: the scale search may clip the largest value a little; the widest gap between
     // levels is 24 of 127, so every value stays within a fifth of the block's largest.
-    CHECK(worst_ratio(x, round_trip(DType::iq4_nl, x), 32, [&](const float* b, int) { return amax_d(b, 32) * 0.2 + 1e-30; }) <= 1.0);
+    CHECK(worst_ratio(x, round_trip(DType::iq4_nl, x), 32,
+                      [&](const float* b, int) { return amax_d(b, 32) * 0.2 + 1e-30; }) <= 1.0);
     // Q5_K: Q4_K's bound with 31 steps per sub-block.
     CHECK(worst_ratio(x, round_trip(DType::q5_k, x), 256, [&](const float* b, int i) {
             double h_max = 0, m_max = 0, h_own = 0;
@@ -465,10 +444,12 @@ TEST_CASE("Round trips of Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K and Q5_K stay wit
     if (dist == Dist::normal || dist == Dist::uniform) {
       // Typical quality on smooth data (measured on normal data: Q4_1 0.078, Q5_0 0.043,
       // Q5_1 0.038, IQ4_NL 0.075, Q5_K 0.035, Q3_K 0.144, Q2_K 0.258).
-      INFO("rel RMS: Q4_1 " << rel_rms(x, round_trip(DType::q4_1, x)) << " Q5_0 " << rel_rms(x, round_trip(DType::q5_0, x))
-                            << " Q5_1 " << rel_rms(x, round_trip(DType::q5_1, x)) << " IQ4_NL "
-                            << rel_rms(x, round_trip(DType::iq4_nl, x)) << " Q5_K " << rel_rms(x, round_trip(DType::q5_k, x))
-                            << " Q3_K " << rel_rms(x, round_trip(DType::q3_k, x)) << " Q2_K "
+      INFO("rel RMS: Q4_1 " << rel_rms(x, round_trip(DType::q4_1, x)) << " Q5_0 "
+                            << rel_rms(x, round_trip(DType::q5_0, x)) << " Q5_1 "
+                            << rel_rms(x, round_trip(DType::q5_1, x)) << " IQ4_NL "
+                            << rel_rms(x, round_trip(DType::iq4_nl, x)) << " Q5_K "
+                            << rel_rms(x, round_trip(DType::q5_k, x)) << " Q3_K "
+                            << rel_rms(x, round_trip(DType::q3_k, x)) << " Q2_K "
                             << rel_rms(x, round_trip(DType::q2_k, x)));
       CHECK(rel_rms(x, round_trip(DType::q4_1, x)) < 0.10);
       CHECK(rel_rms(x, round_trip(DType::q5_0, x)) < 0.05);
@@ -518,9 +499,8 @@ TEST_CASE("Quantizers survive NaN and Inf and keep the finite values", "[kernels
 }
 
 TEST_CASE("can_quantize_to covers every implemented type", "[kernels]") {
-  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
-                  DType::q5_1, DType::iq4_nl, DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k,
-                  DType::q8_k}) {
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
+                  DType::iq4_nl, DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k, DType::q8_k}) {
     REQUIRE(can_quantize_to(t));
   }
   REQUIRE_FALSE(can_quantize_to(static_cast<DType>(9)));   // Q8_1: not implemented

@@ -33,7 +33,8 @@ float q2k_element(const BlockQ2_K& b, int i) {
   const int h = i / 128, k = (i % 128) / 32, l = i % 32;
   const int q = (b.qs[32 * h + l] >> (2 * k)) % 4;
   const int sc = b.scales[i / 16] % 16, m = b.scales[i / 16] / 16;
-  return fp16_to_f32(b.d) * static_cast<float>(sc) * static_cast<float>(q) - fp16_to_f32(b.dmin) * static_cast<float>(m);
+  return fp16_to_f32(b.d) * static_cast<float>(sc) * static_cast<float>(q) -
+         fp16_to_f32(b.dmin) * static_cast<float>(m);
 }
 float q3k_element(const BlockQ3_K& b, int i) {
   const int h = i / 128, k = (i % 128) / 32, l = i % 32, j = i / 16;
@@ -80,7 +81,8 @@ TEST_CASE("Q4_1, Q5_0 and Q5_1 hand-built blocks: nibbles, fifth bits from qh an
   std::memcpy(c.qs, b.qs, 16);
   std::memcpy(c.qh, b.qh, 4);
   y = dequant(DType::q5_0, &c, 32);
-  for (int j = 0; j < 32; ++j) REQUIRE(y[j] == static_cast<float>((j < 16 ? j : 31 - j) + (j == 0 || j == 23 ? 16 : 0) - 16));
+  for (int j = 0; j < 32; ++j)
+    REQUIRE(y[j] == static_cast<float>((j < 16 ? j : 31 - j) + (j == 0 || j == 23 ? 16 : 0) - 16));
   BlockQ4_1 e{};
   e.d = k_half_two;
   e.m = f32_to_fp16(-3.0f);
@@ -115,13 +117,13 @@ TEST_CASE("Q2_K, Q3_K and Q5_K hand-built blocks: the bit positions the format d
   }
   BlockQ3_K b3{};
   b3.d = k_half_one;
-  b3.scales[3] = 0x05;   // scale 3: low bits 5
-  b3.scales[11] = 0x02;  // scale 3: high bits 2 (bits 1..0 of byte 8 + 3) -> 37 - 32 = 5
-  b3.scales[5] = 0x40;   // scale 13: low bits 4 (high nibble of byte 5)
-  b3.scales[9] = 0xC0;   // scale 13: high bits 3 (bits 7..6 of byte 8 + 1) -> 52 - 32 = 20
+  b3.scales[3] = 0x05;              // scale 3: low bits 5
+  b3.scales[11] = 0x02;             // scale 3: high bits 2 (bits 1..0 of byte 8 + 3) -> 37 - 32 = 5
+  b3.scales[5] = 0x40;              // scale 13: low bits 4 (high nibble of byte 5)
+  b3.scales[9] = 0xC0;              // scale 13: high bits 3 (bits 7..6 of byte 8 + 1) -> 52 - 32 = 20
   std::memset(b3.hmask, 0xFF, 32);  // every q = low bits, no -4
-  b3.qs[18] = 0x0C;      // value 32 + 18 = 50 (half 0, quarter 1; sub-block 3): low bits 3
-  b3.hmask[23] = 0xBF;   // value 128 + 64 + 23 = 215 (bit 4 + 2 clear; sub-block 13): q = 0 - 4
+  b3.qs[18] = 0x0C;                 // value 32 + 18 = 50 (half 0, quarter 1; sub-block 3): low bits 3
+  b3.hmask[23] = 0xBF;              // value 128 + 64 + 23 = 215 (bit 4 + 2 clear; sub-block 13): q = 0 - 4
   y = dequant(DType::q3_k, &b3, 256);
   for (int i = 0; i < 256; ++i) {
     const int s = i / 16;
@@ -160,11 +162,22 @@ TEST_CASE("Q4_1, Q5_0, Q5_1, Q2_K, Q3_K and Q5_K random blocks match the element
     }
   };
   auto scale = [](int i) { return f32_to_fp16(0.01f * static_cast<float>(i + 1)); };
-  check(std::vector<BlockQ4_1>(n), DType::q4_1, q5_element<BlockQ4_1>, [&](BlockQ4_1& b, int i) { b.d = scale(i); b.m = scale(i + 3); });
+  check(std::vector<BlockQ4_1>(n), DType::q4_1, q5_element<BlockQ4_1>, [&](BlockQ4_1& b, int i) {
+    b.d = scale(i);
+    b.m = scale(i + 3);
+  });
   check(std::vector<BlockQ5_0>(n), DType::q5_0, q5_element<BlockQ5_0>, [&](BlockQ5_0& b, int i) { b.d = scale(i); });
-  check(std::vector<BlockQ5_1>(n), DType::q5_1, q5_element<BlockQ5_1>, [&](BlockQ5_1& b, int i) { b.d = scale(i); b.m = scale(i + 5); });
-  check(std::vector<BlockQ2_K>(n), DType::q2_k, q2k_element, [&](BlockQ2_K& b, int i) { b.d = scale(i); b.dmin = scale(i + 1); });
+  check(std::vector<BlockQ5_1>(n), DType::q5_1, q5_element<BlockQ5_1>, [&](BlockQ5_1& b, int i) {
+    b.d = scale(i);
+    b.m = scale(i + 5);
+  });
+  check(std::vector<BlockQ2_K>(n), DType::q2_k, q2k_element, [&](BlockQ2_K& b, int i) {
+    b.d = scale(i);
+    b.dmin = scale(i + 1);
+  });
   check(std::vector<BlockQ3_K>(n), DType::q3_k, q3k_element, [&](BlockQ3_K& b, int i) { b.d = scale(i); });
-  check(std::vector<BlockQ5_K>(n), DType::q5_k, q5k_element, [&](BlockQ5_K& b, int i) { b.d = scale(i); b.dmin = scale(i + 2); });
+  check(std::vector<BlockQ5_K>(n), DType::q5_k, q5k_element, [&](BlockQ5_K& b, int i) {
+    b.d = scale(i);
+    b.dmin = scale(i + 2);
+  });
 }
-

@@ -1,6 +1,6 @@
 // Quant formats against llama.cpp's own bytes: llama-quantize's outputs (Q8_0, Q4_0, Q4_1, Q5_0,
-// Q5_1, IQ4_NL, Q2_K, Q3_K_M, Q4_K_M, Q5_K_M, Q6_K) of the synthetic F16 model (the first rows of each tensor, tests/data/references/llama-quantize-*.slice.gguf)
-// versus that F16 model, made at test time.
+// Q5_1, IQ4_NL, Q2_K, Q3_K_M, Q4_K_M, Q5_K_M, Q6_K) of the synthetic F16 model (the first rows of each tensor,
+// tests/data/references/llama-quantize-*.slice.gguf) versus that F16 model, made at test time.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -120,8 +120,7 @@ std::vector<float> f16_row(const GgufFile& f16, const std::string& name, int64_t
   if (t.type != static_cast<uint32_t>(DType::f16)) FAIL(name << " is not F16 in the F16 model");
   const auto n_cols = static_cast<int64_t>(t.dims[0]);
   std::vector<float> y(static_cast<size_t>(n_cols));
-  dequantize_row(DType::f16, f16.data(t) + row_bytes(DType::f16, n_cols) * static_cast<size_t>(row), y.data(),
-                 n_cols);
+  dequantize_row(DType::f16, f16.data(t) + row_bytes(DType::f16, n_cols) * static_cast<size_t>(row), y.data(), n_cols);
   return y;
 }
 
@@ -138,8 +137,11 @@ TEST_CASE("Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 quantizers reproduce llama-quantize's
   // llama.cpp's reference quantizers of these types are closed-form (the block's extreme
   // values fix the grid): ours follow the same rule, so every block matches byte for byte.
   const GgufFile& f16 = f16_model();
-  for (const auto& [file, type] : {std::pair{"q8_0", DType::q8_0}, {"q4_0", DType::q4_0}, {"q4_1", DType::q4_1},
-                                   {"q5_0", DType::q5_0}, {"q5_1", DType::q5_1}}) {
+  for (const auto& [file, type] : {std::pair{"q8_0", DType::q8_0},
+                                   {"q4_0", DType::q4_0},
+                                   {"q4_1", DType::q4_1},
+                                   {"q5_0", DType::q5_0},
+                                   {"q5_1", DType::q5_1}}) {
     const GgufFile q = llama_quantized(file);
     int64_t n_blocks = 0, n_differ = 0;
     for (const auto& [name, t] : q.tensors) {
@@ -219,7 +221,7 @@ TEST_CASE("k-quant and IQ4_NL tensors of llama-quantize's files dequantize close
     double max_theirs;  // bound on llama.cpp's relative RMS error (measured + ~25 %)
   };
   const Case cases[] = {
-      {"iq4_nl", DType::iq4_nl, 0.09}, {"q2_k", DType::q2_k, 0.35},   {"q3_k_m", DType::q3_k, 0.18},
+      {"iq4_nl", DType::iq4_nl, 0.09}, {"q2_k", DType::q2_k, 0.35},    {"q3_k_m", DType::q3_k, 0.18},
       {"q4_k_m", DType::q4_k, 0.085},  {"q4_k_m", DType::q6_k, 0.021}, {"q5_k_m", DType::q5_k, 0.043},
       {"q6_k", DType::q6_k, 0.021},
   };

@@ -38,7 +38,8 @@ int wait_exit(pid_t pid, int ms) {
 
 ServeProcess::ServeProcess(const std::string& model, const std::string& data_dir, const std::string& extra_args,
                            const TempDir& tmp)
-    : err_file_(tmp.file("serve-" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + ".err")) {
+    : err_file_(
+          tmp.file("serve-" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + ".err")) {
   int out[2];
   REQUIRE(::pipe(out) == 0);
   posix_spawn_file_actions_t fa;

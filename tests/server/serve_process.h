@@ -2,8 +2,8 @@
 // and the tiny chatml (Qwen vocabulary) model the server tests run on.
 #pragma once
 
-#include <string>
 #include <sys/types.h>
+#include <string>
 
 #include "support/test_support.h"
 
@@ -13,7 +13,8 @@ class ServeProcess {
  public:
   // Starts `kvchat-cli serve -m MODEL --port 0 --data-dir DATA_DIR EXTRA` and waits (up to 30 s)
   // for the line naming its port; the test fails if it does not come.
-  ServeProcess(const std::string& model, const std::string& data_dir, const std::string& extra_args, const TempDir& tmp);
+  ServeProcess(const std::string& model, const std::string& data_dir, const std::string& extra_args,
+               const TempDir& tmp);
   ~ServeProcess();  // SIGKILL if still running
   ServeProcess(const ServeProcess&) = delete;
   ServeProcess& operator=(const ServeProcess&) = delete;

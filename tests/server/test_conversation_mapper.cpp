@@ -80,7 +80,8 @@ void check_model(const model::Model& m) {
   second.push_back({"user", "And a block?"});
   auto p1 = mapper.map(second);
   REQUIRE(p1.ok());
-  CHECK(p1->tokens == cat(cat(p0->tokens, ids), seg("Be brief.", {{"user", "What is a cache?"}, {"assistant", text}}, "And a block?")));
+  CHECK(p1->tokens == cat(cat(p0->tokens, ids),
+                          seg("Be brief.", {{"user", "What is a cache?"}, {"assistant", text}}, "And a block?")));
   CHECK(p1->n_answers == 1);
   CHECK(p1->n_answers_recalled == 1);
   CHECK(p1->conversation == p0->conversation);
@@ -90,8 +91,9 @@ void check_model(const model::Model& m) {
   auto p2 = mapper.map(second);
   REQUIRE(p2.ok());
   CHECK(p2->n_answers_recalled == 0);
-  CHECK(p2->tokens == cat(cat(p0->tokens, tok.encode_continuation(second[2].content, false)),
-                          seg("Be brief.", {{"user", "What is a cache?"}, {"assistant", second[2].content}}, "And a block?")));
+  CHECK(p2->tokens ==
+        cat(cat(p0->tokens, tok.encode_continuation(second[2].content, false)),
+            seg("Be brief.", {{"user", "What is a cache?"}, {"assistant", second[2].content}}, "And a block?")));
 
   // Two user messages in a row: the first one's reply is empty, as in ChatTemplate::render.
   auto p3 = mapper.map(std::vector<ChatMessage>{{"user", "a"}, {"user", "b"}});
@@ -103,7 +105,8 @@ void check_model(const model::Model& m) {
   CHECK(p4->tokens == cat(cat(seg("", {}, ""), tok.encode_continuation("Hello!", false)),
                           seg("", {{"user", ""}, {"assistant", "Hello!"}}, "Hi")));
 
-  for (const auto& bad : {std::vector<ChatMessage>{{"system", "S"}}, std::vector<ChatMessage>{{"user", "a"}, {"assistant", "b"}}}) {
+  for (const auto& bad :
+       {std::vector<ChatMessage>{{"system", "S"}}, std::vector<ChatMessage>{{"user", "a"}, {"assistant", "b"}}}) {
     auto r = mapper.map(bad);
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().code == ErrorCode::invalid_argument);
@@ -112,7 +115,8 @@ void check_model(const model::Model& m) {
 
 }  // namespace
 
-TEST_CASE("conversation mapper: histories as the app's stream, answers as their sampled ids (SentencePiece)", "[server]") {
+TEST_CASE("conversation mapper: histories as the app's stream, answers as their sampled ids (SentencePiece)",
+          "[server]") {
   auto be = backend::make_cpu_backend(1);
   auto m = load(test::model_path("tiny-gqa-q8_0.gguf"), *be);
   check_model(*m);

@@ -36,30 +36,31 @@ TEST_CASE("request parsing: a chat request's fields and defaults", "[server]") {
   CHECK_FALSE(p.value.params.stream);
   CHECK_FALSE(p.value.params.seeded);
 
-  p = parse_chat_request(chat(json{{"messages", json::array({json{{"role", "developer"}, {"content", "Be brief."}},
-                                                             json{{"role", "user"},
-                                                                  {"content", json::array({json{{"type", "text"}, {"text", "a"}},
-                                                                                           json{{"type", "text"}, {"text", "b"}}})}},
-                                                             json{{"role", "assistant"}, {"content", nullptr}},
-                                                             json{{"role", "user"}, {"content", "c"}}})},
-                                   {"max_tokens", 7},
-                                   {"max_completion_tokens", 9},
-                                   {"temperature", 0},
-                                   {"top_p", 0.5},
-                                   {"top_k", 3},
-                                   {"min_p", 0.1},
-                                   {"seed", -5},
-                                   {"stop", json::array({"END", ""})},
-                                   {"stream", true},
-                                   {"stream_options", {{"include_usage", true}}},
-                                   {"presence_penalty", 1.5},
-                                   {"frequency_penalty", -1},
-                                   {"user", "ignored"},
-                                   {"response_format", {{"type", "text"}}},
-                                   {"logprobs", false},
-                                   {"tools", json::array()}})
-                             .dump(),
-                         {});
+  p = parse_chat_request(
+      chat(json{{"messages", json::array({json{{"role", "developer"}, {"content", "Be brief."}},
+                                          json{{"role", "user"},
+                                               {"content", json::array({json{{"type", "text"}, {"text", "a"}},
+                                                                        json{{"type", "text"}, {"text", "b"}}})}},
+                                          json{{"role", "assistant"}, {"content", nullptr}},
+                                          json{{"role", "user"}, {"content", "c"}}})},
+                {"max_tokens", 7},
+                {"max_completion_tokens", 9},
+                {"temperature", 0},
+                {"top_p", 0.5},
+                {"top_k", 3},
+                {"min_p", 0.1},
+                {"seed", -5},
+                {"stop", json::array({"END", ""})},
+                {"stream", true},
+                {"stream_options", {{"include_usage", true}}},
+                {"presence_penalty", 1.5},
+                {"frequency_penalty", -1},
+                {"user", "ignored"},
+                {"response_format", {{"type", "text"}}},
+                {"logprobs", false},
+                {"tools", json::array()}})
+          .dump(),
+      {});
   REQUIRE(p.ok);
   const ChatRequest& r = p.value;
   REQUIRE(r.messages.size() == 4);
@@ -86,7 +87,8 @@ TEST_CASE("request parsing: bad chat requests name the field at fault", "[server
   CHECK(chat_error(chat(json{{"model", nullptr}})).param == "model");
   CHECK(chat_error(chat(json{{"messages", json::array()}})).param == "messages");
   CHECK(chat_error(chat(json{{"messages", json::array({"hi"})}})).param == "messages[0]");
-  CHECK(chat_error(chat(json{{"messages", json::array({json{{"role", "tool"}, {"content", "x"}}})}})).param == "messages[0].role");
+  CHECK(chat_error(chat(json{{"messages", json::array({json{{"role", "tool"}, {"content", "x"}}})}})).param ==
+        "messages[0].role");
   CHECK(chat_error(chat(json{{"messages", json::array({json{{"role", "user"}}})}})).param == "messages[0].content");
   CHECK(chat_error(chat(json{{"temperature", 2.5}})).param == "temperature");
   CHECK(chat_error(chat(json{{"temperature", true}})).param == "temperature");
@@ -101,8 +103,9 @@ TEST_CASE("request parsing: bad chat requests name the field at fault", "[server
   RequestLimits limits;
   limits.max_messages = 2;
   limits.max_tokens = 100;
-  const json three = json::array({json{{"role", "user"}, {"content", "a"}}, json{{"role", "assistant"}, {"content", "b"}},
-                                  json{{"role", "user"}, {"content", "c"}}});
+  const json three =
+      json::array({json{{"role", "user"}, {"content", "a"}}, json{{"role", "assistant"}, {"content", "b"}},
+                   json{{"role", "user"}, {"content", "c"}}});
   CHECK(chat_error(chat(json{{"messages", three}}), limits).param == "messages");
   const ApiError e = chat_error(chat(json{{"max_tokens", 101}}), limits);
   CHECK(e.param == "max_tokens");
@@ -142,10 +145,11 @@ TEST_CASE("request parsing: completion prompts as text or token ids", "[server]"
   p = parse_completion_request(R"({"model": "m", "prompt": [[4, 5]]})", {});
   REQUIRE(p.ok);
   CHECK(p.value.prompt_ids == std::vector<int32_t>{4, 5});
-  for (const char* body : {R"({"model": "m"})", R"({"model": "m", "prompt": ["a", "b"]})", R"({"model": "m", "prompt": [-1]})",
-                           R"({"model": "m", "prompt": []})", R"({"model": "m", "prompt": 5})",
-                           R"({"model": "m", "prompt": "x", "echo": true})", R"({"model": "m", "prompt": "x", "best_of": 2})",
-                           R"({"model": "m", "prompt": "x", "suffix": "y"})"}) {
+  for (const char* body :
+       {R"({"model": "m"})", R"({"model": "m", "prompt": ["a", "b"]})", R"({"model": "m", "prompt": [-1]})",
+        R"({"model": "m", "prompt": []})", R"({"model": "m", "prompt": 5})",
+        R"({"model": "m", "prompt": "x", "echo": true})", R"({"model": "m", "prompt": "x", "best_of": 2})",
+        R"({"model": "m", "prompt": "x", "suffix": "y"})"}) {
     INFO(body);
     auto bad = parse_completion_request(body, {});
     REQUIRE_FALSE(bad.ok);

@@ -65,7 +65,8 @@ void check_serving(httplib::Client& c) {
 
 TEST_CASE("serve: malformed, mistyped, oversized and misrouted requests get 4xx", "[app][server]") {
   test::TempDir tmp;
-  test::ServeProcess s(test::model_path("stories260K.gguf"), tmp.file("data"), "--alias kvchat-test --max-body 65536", tmp);
+  test::ServeProcess s(test::model_path("stories260K.gguf"), tmp.file("data"), "--alias kvchat-test --max-body 65536",
+                       tmp);
   httplib::Client c = client_for(s);
   const auto post = [&](const std::string& body) { return c.Post("/v1/chat/completions", body, "application/json"); };
 
@@ -83,7 +84,8 @@ TEST_CASE("serve: malformed, mistyped, oversized and misrouted requests get 4xx"
         {json{{"messages", "hi"}}, "messages"},
         {json{{"messages", json::array({json{{"role", "user"}, {"content", 7}}})}}, "messages[0].content"},
         {json{{"messages", json::array({json{{"role", "wizard"}, {"content", "x"}}})}}, "messages[0].role"},
-        {json{{"messages", json::array({json{{"role", "user"}, {"content", json::array({json{{"type", "image_url"}}})}}})}},
+        {json{{"messages",
+               json::array({json{{"role", "user"}, {"content", json::array({json{{"type", "image_url"}}})}}})}},
          "messages[0].content[0].type"},
         {json{{"max_tokens", "10"}}, "max_tokens"},
         {json{{"max_tokens", 0}}, "max_tokens"},
@@ -107,7 +109,8 @@ TEST_CASE("serve: malformed, mistyped, oversized and misrouted requests get 4xx"
     auto r = post("[1, 2, 3]");  // JSON, but not an object
     CHECK(error_of(r)["message"].get<std::string>().find("object") != std::string::npos);
     json body = base;
-    body["messages"] = json::array({json{{"role", "user"}, {"content", "Hi"}}, json{{"role", "assistant"}, {"content", "Yes"}}});
+    body["messages"] =
+        json::array({json{{"role", "user"}, {"content", "Hi"}}, json{{"role", "assistant"}, {"content", "Yes"}}});
     r = post(body.dump());
     CHECK(r->status == 400);  // nothing to answer: the last message is the assistant's
     CHECK(error_of(r)["param"] == "messages");
@@ -134,7 +137,8 @@ TEST_CASE("serve: malformed, mistyped, oversized and misrouted requests get 4xx"
     CHECK(r->status == 404);
   }
   SECTION("a prompt longer than the context") {
-    test::ServeProcess small(test::model_path("stories260K.gguf"), tmp.file("data-small"), "--alias kvchat-test -c 64", tmp);
+    test::ServeProcess small(test::model_path("stories260K.gguf"), tmp.file("data-small"), "--alias kvchat-test -c 64",
+                             tmp);
     httplib::Client c2 = client_for(small);
     auto r = c2.Post("/v1/chat/completions", chat_body(std::string(2000, 'a'), 4), "application/json");
     CHECK(error_of(r)["code"] == "context_length_exceeded");
@@ -147,7 +151,8 @@ TEST_CASE("serve: malformed, mistyped, oversized and misrouted requests get 4xx"
 
 TEST_CASE("serve: --api-key wants a Bearer key on every route but /health", "[app][server]") {
   test::TempDir tmp;
-  test::ServeProcess s(test::model_path("stories260K.gguf"), tmp.file("data"), "--alias kvchat-test --api-key sesame", tmp);
+  test::ServeProcess s(test::model_path("stories260K.gguf"), tmp.file("data"), "--alias kvchat-test --api-key sesame",
+                       tmp);
   httplib::Client c = client_for(s);
   auto r = c.Get("/v1/models");
   CHECK(error_of(r)["code"] == "invalid_api_key");
@@ -155,7 +160,8 @@ TEST_CASE("serve: --api-key wants a Bearer key on every route but /health", "[ap
   r = c.Get("/v1/models", httplib::Headers{{"Authorization", "Bearer open"}});
   CHECK(error_of(r)["code"] == "invalid_api_key");
   CHECK(r->status == 401);
-  r = c.Post("/v1/chat/completions", httplib::Headers{{"Authorization", "sesame"}}, chat_body("Hi", 2), "application/json");
+  r = c.Post("/v1/chat/completions", httplib::Headers{{"Authorization", "sesame"}}, chat_body("Hi", 2),
+             "application/json");
   CHECK(r->status == 401);
   r = c.Get("/health");
   REQUIRE(r);
@@ -169,7 +175,8 @@ TEST_CASE("serve: --api-key wants a Bearer key on every route but /health", "[ap
 TEST_CASE("serve: a full queue answers 429 with Retry-After, and concurrent streams all finish", "[app][server]") {
   test::TempDir tmp;
   // A random-weights model: it never ends its answers early, and takes a while over 400 tokens.
-  test::ServeProcess s(test::model_path("tiny-gqa-q8_0.gguf"), tmp.file("data"), "--alias kvchat-test --max-queue 4", tmp);
+  test::ServeProcess s(test::model_path("tiny-gqa-q8_0.gguf"), tmp.file("data"), "--alias kvchat-test --max-queue 4",
+                       tmp);
   // Four streams at once fill the queue; each reads its whole answer.
   std::vector<std::future<std::string>> streams;
   for (int i = 0; i < 4; ++i) {
@@ -271,8 +278,9 @@ TEST_CASE("serve: SIGTERM ends streams in flight with an error event and exits c
   const std::string body = stream.get();
   INFO(body.substr(body.size() > 400 ? body.size() - 400 : 0));
   CHECK(body.find("data: {\"choices\"") != std::string::npos);
-  CHECK(body.ends_with("\"code\":\"server_shutting_down\",\"message\":\"the server is shutting down; retry once it is back\","
-                       "\"param\":null,\"type\":\"server_error\"}}\n\n"));
+  CHECK(body.ends_with(
+      "\"code\":\"server_shutting_down\",\"message\":\"the server is shutting down; retry once it is back\","
+      "\"param\":null,\"type\":\"server_error\"}}\n\n"));
 }
 
 TEST_CASE("serve: a second server on the same port or data directory is refused", "[app][server]") {
@@ -287,7 +295,8 @@ TEST_CASE("serve: a second server on the same port or data directory is refused"
   CHECK_THAT(r.err, Catch::Contains("cannot listen on 127.0.0.1:" + std::to_string(s.port())));
   r = test::cli("serve -q -m " + test::quoted(model) + " --port 0 --data-dir " + test::quoted(tmp.file("data")), tmp);
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Catch::Contains("another kvchat (pid ") && Catch::Contains(", kvchat-cli serve) is using the data directory"));
+  CHECK_THAT(r.err, Catch::Contains("another kvchat (pid ") &&
+                        Catch::Contains(", kvchat-cli serve) is using the data directory"));
   httplib::Client c = client_for(s);
   auto h = c.Get("/health");
   REQUIRE(h);

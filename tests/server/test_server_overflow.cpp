@@ -1,4 +1,5 @@
-// kvchat-cli serve past the end of the context: a 60-turn history resent on a 512-token model is answered every turn, its oldest messages left out by whole turns, the cache warm, the same cut after a restart.
+// kvchat-cli serve past the end of the context: a 60-turn history resent on a 512-token model is answered every turn,
+// its oldest messages left out by whole turns, the cache warm, the same cut after a restart.
 #include <catch2/catch.hpp>
 
 #include <httplib.h>
@@ -31,9 +32,10 @@ json post_chat(httplib::Client& c, const json& messages) {
 TEST_CASE("serve: a history longer than the context leaves out its oldest turns and stays cached", "[app][server]") {
   test::TempDir tmp;
   const std::string model = tmp.file("ctx512.gguf");
-  auto mk = test::cli("mkmodel -q --ctx 512 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 128 --type q8_0 --vocab-from " +
-                          test::quoted(test::model_path("stories260K.gguf")) + " -o " + test::quoted(model),
-                      tmp);
+  auto mk =
+      test::cli("mkmodel -q --ctx 512 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 128 --type q8_0 --vocab-from " +
+                    test::quoted(test::model_path("stories260K.gguf")) + " -o " + test::quoted(model),
+                tmp);
   REQUIRE(mk.exit_code == 0);
   std::vector<std::string> lines;
   {
@@ -42,7 +44,9 @@ TEST_CASE("serve: a history longer than the context leaves out its oldest turns 
   }
   REQUIRE(lines.size() == 60);
 
-  json messages = json::array({json{{"role", "system"}, {"content", "You are a storyteller. You tell short, happy stories about animals, children and their friends."}}});
+  json messages = json::array({json{
+      {"role", "system"},
+      {"content", "You are a storyteller. You tell short, happy stories about animals, children and their friends."}}});
   int64_t outside = 0, previous_end = 0, n_warm = 0, n_cuts = 0, n_between = 0;
   {
     test::ServeProcess s(model, tmp.file("data"), "--alias kvchat-test", tmp);

@@ -104,8 +104,8 @@ TEST_CASE("cold store bench: blob vs files placement", "[.storage-bench]") {
     std::vector<Figures> runs[2];
     for (int r = 0; r < k_repeats; ++r) {
       for (int p = 0; p < 2; ++p) {
-        runs[p].push_back(run_once(p == 0 ? storage::PayloadPlacement::blob : storage::PayloadPlacement::files,
-                                   block_bytes, rng));
+        runs[p].push_back(
+            run_once(p == 0 ? storage::PayloadPlacement::blob : storage::PayloadPlacement::files, block_bytes, rng));
       }
     }
     for (int p = 0; p < 2; ++p) {
@@ -115,11 +115,12 @@ TEST_CASE("cold store bench: blob vs files placement", "[.storage-bench]") {
         std::sort(v.begin(), v.end());
         return v[v.size() / 2];
       };
-      std::printf("placement=%-5s block=%5zu KiB  write %6.3f ms/block %7.1f MB/s  restore cold %7.1f MB/s  warm %7.1f MB/s"
-                  "  warm batched %7.1f MB/s\n",
-                  p == 0 ? "blob" : "files", block_bytes >> 10, median(&Figures::write_ms_per_block),
-                  median(&Figures::write_mb_s), median(&Figures::cold_mb_s), median(&Figures::warm_mb_s),
-                  median(&Figures::warm_batch_mb_s));
+      std::printf(
+          "placement=%-5s block=%5zu KiB  write %6.3f ms/block %7.1f MB/s  restore cold %7.1f MB/s  warm %7.1f MB/s"
+          "  warm batched %7.1f MB/s\n",
+          p == 0 ? "blob" : "files", block_bytes >> 10, median(&Figures::write_ms_per_block),
+          median(&Figures::write_mb_s), median(&Figures::cold_mb_s), median(&Figures::warm_mb_s),
+          median(&Figures::warm_batch_mb_s));
     }
   }
 }

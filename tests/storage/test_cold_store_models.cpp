@@ -9,10 +9,10 @@
 #include "support/test_support.h"
 
 using namespace kvc;
-using test::key_of;
-using test::open_store;
 using storage::ColdStoreOptions;
 using storage::SqliteColdStore;
+using test::key_of;
+using test::open_store;
 
 namespace {
 

@@ -248,8 +248,9 @@ TEST_CASE("conversations: export a path to JSON and Markdown", "[storage]") {
 
   auto md = f.store->export_markdown(*c, *a);
   REQUIRE(md.ok());
-  CHECK(*md == "# Tabs\tand \"quotes\"\n\n*Model: tiny*\n\n## System\n\nBe kind.\n\n## User\n\nline1\nline2\x01\n\n"
-               "## Assistant (incomplete)\n\npartial\n\n");
+  CHECK(*md ==
+        "# Tabs\tand \"quotes\"\n\n*Model: tiny*\n\n## System\n\nBe kind.\n\n## User\n\nline1\nline2\x01\n\n"
+        "## Assistant (incomplete)\n\npartial\n\n");
   const int64_t other = f.create("o");
   CHECK_FALSE(f.store->export_json(other, *a).ok());
 }

@@ -19,7 +19,11 @@ TEST_CASE("data dir: --data-dir beats the environment", "[storage]") {
 TEST_CASE("data dir: a path blocked by a file gives an actionable error", "[storage]") {
   kvc::test::TempDir tmp;
   const auto blocked = tmp.path() / "file";
-  { std::FILE* f = std::fopen(blocked.c_str(), "w"); REQUIRE(f); std::fclose(f); }
+  {
+    std::FILE* f = std::fopen(blocked.c_str(), "w");
+    REQUIRE(f);
+    std::fclose(f);
+  }
   auto st = kvc::storage::ensure_dir(blocked / "sub");
   REQUIRE_FALSE(st.ok());
   REQUIRE_THAT(st.error().message, Catch::Contains("--data-dir"));

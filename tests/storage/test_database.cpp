@@ -124,7 +124,10 @@ TEST_CASE("database: failures name the file and say what to do", "[storage]") {
     CHECK(chk->column_text(0) == "ok");
   }
   SECTION("read-only") {
-    { Database db = open_or_fail(tmp.file("ro.db")); REQUIRE(db.exec("CREATE TABLE t(x)").ok()); }
+    {
+      Database db = open_or_fail(tmp.file("ro.db"));
+      REQUIRE(db.exec("CREATE TABLE t(x)").ok());
+    }
     opt.mode = OpenMode::read_only;
     Database db = open_or_fail(tmp.file("ro.db"), opt);
     const kvc::Status st = db.exec("INSERT INTO t VALUES(1)");
@@ -187,8 +190,8 @@ TEST_CASE("migrations: a database from a newer kvchat is refused and left unchan
     opt.what = "conversations database";
     auto db = open_versioned(path, opt, k_v2);
     REQUIRE_FALSE(db.ok());
-    CHECK_THAT(db.error().message, Catch::Contains("newer kvchat") && Catch::Contains("schema version 7") &&
-                                       Catch::Contains("untouched"));
+    CHECK_THAT(db.error().message,
+               Catch::Contains("newer kvchat") && Catch::Contains("schema version 7") && Catch::Contains("untouched"));
   }
   CHECK(file_bytes(path) == before);
   CHECK_FALSE(std::filesystem::exists(path + "-wal"));

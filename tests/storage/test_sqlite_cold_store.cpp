@@ -11,17 +11,17 @@
 #include <random>
 #include <thread>
 
-#include "storage/database.h"
 #include "storage/cold_store_test_helpers.h"
+#include "storage/database.h"
 #include "storage/sqlite_cold_store.h"
 #include "support/test_support.h"
 
 using namespace kvc;
-using test::key_of;
-using test::open_store;
 using storage::ColdStoreOptions;
 using storage::PayloadPlacement;
 using storage::SqliteColdStore;
+using test::key_of;
+using test::open_store;
 
 namespace {
 
@@ -34,7 +34,8 @@ std::vector<uint8_t> payload_of(int i, size_t n_bytes) {
 
 // Puts blocks [begin, end) of `n_bytes` each, chained, and waits until they are durable.
 void put_blocks(SqliteColdStore& s, int begin, int end, size_t n_bytes) {
-  for (int i = begin; i < end; ++i) REQUIRE(s.put(key_of(i), key_of(i - 1), kv::BlockKey{9, 9}, payload_of(i, n_bytes)));
+  for (int i = begin; i < end; ++i)
+    REQUIRE(s.put(key_of(i), key_of(i - 1), kv::BlockKey{9, 9}, payload_of(i, n_bytes)));
   s.flush();
 }
 

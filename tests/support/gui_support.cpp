@@ -1,8 +1,8 @@
 // Running the real app under Xvfb from a test.
 #include "support/gui_support.h"
 
-#include <catch2/catch.hpp>
 #include <sys/wait.h>
+#include <catch2/catch.hpp>
 
 #include <cstdio>
 #include <cstdlib>

@@ -31,8 +31,8 @@ HttpResponse serve_file(const HttpRequest& req, const std::string& body, bool ho
       return r;
     }
     r.status = 206;
-    r.headers.emplace_back("Content-Range", "bytes " + std::to_string(from) + "-" + std::to_string(body.size() - 1) + "/" +
-                                                std::to_string(body.size()));
+    r.headers.emplace_back("Content-Range", "bytes " + std::to_string(from) + "-" + std::to_string(body.size() - 1) +
+                                                "/" + std::to_string(body.size()));
     r.body = body.substr(from);
     return r;
   }

@@ -43,10 +43,10 @@ std::vector<int> read_reference_ids(const std::filesystem::path& path, const std
 // Ends the running test case as skipped: prints the marker that CTest's SKIP_REGULAR_EXPRESSION
 // (tests/CMakeLists.txt) turns into "Skipped", with the reason. Use only where nothing of the
 // test has run or will run: a skip hides the whole case.
-#define KVC_SKIP(reason)                                 \
-  do {                                                   \
-    WARN("kvc-test-skipped: " << reason);                \
-    return;                                              \
+#define KVC_SKIP(reason)                  \
+  do {                                    \
+    WARN("kvc-test-skipped: " << reason); \
+    return;                               \
   } while (false)
 
 // Greedy decoding of exactly max_tokens tokens (no repeat penalty, end-of-generation tokens do

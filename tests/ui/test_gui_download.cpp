@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "support/loopback_http.h"
 #include "support/gui_support.h"
+#include "support/loopback_http.h"
 #include "support/test_support.h"
 
 namespace {
@@ -52,19 +52,22 @@ TEST_CASE("kvchat GUI: a model downloaded in the Model window is listed at once 
     {"do": "assert", "state": "mem_available_bytes", "op": ">", "value": 0},
     {"do": "click", "widget": "model.tab.download"},
     {"do": "frames", "n": 3},
-    {"do": "type", "widget": "model.download_url", "text": ")" + server.url("/files/missing.gguf") + R"("},
+    {"do": "type", "widget": "model.download_url", "text": ")" +
+                             server.url("/files/missing.gguf") + R"("},
     {"do": "click", "widget": "model.download"},
     {"do": "wait_idle", "timeout_s": 30},
     {"do": "assert", "state": "download_status", "value": "failed"},
     {"do": "assert", "state": "download_error", "op": "contains", "value": "HTTP 404"},
-    {"do": "type", "widget": "model.download_url", "text": ")" + server.url("/files/slow.gguf") + R"("},
+    {"do": "type", "widget": "model.download_url", "text": ")" +
+                             server.url("/files/slow.gguf") + R"("},
     {"do": "click", "widget": "model.download"},
     {"do": "frames", "n": 10},
     {"do": "click", "widget": "model.download_cancel", "timeout_s": 10},
     {"do": "wait_idle", "timeout_s": 30},
     {"do": "assert", "state": "download_status", "value": "cancelled"},
     {"do": "assert", "state": "download_error", "op": "contains", "value": "cancelled"},
-    {"do": "type", "widget": "model.download_url", "text": ")" + server.url("/files/stories-dl.gguf") + R"("},
+    {"do": "type", "widget": "model.download_url", "text": ")" +
+                             server.url("/files/stories-dl.gguf") + R"("},
     {"do": "click", "widget": "model.download"},
     {"do": "wait_idle", "timeout_s": 60},
     {"do": "assert", "state": "download_status", "value": "done"},
@@ -98,8 +101,8 @@ TEST_CASE("kvchat GUI: a model downloaded in the Model window is listed at once 
   ]})";
   { std::ofstream(tmp.file("download.json")) << script; }
   std::string out;
-  const int rc = run_gui("-m '" + model + "' -t 2 --data-dir '" + tmp.file("data") + "' --script '" + tmp.file("download.json") +
-                             "' --screenshot-dir '" + tmp.file("shots") + "'",
+  const int rc = run_gui("-m '" + model + "' -t 2 --data-dir '" + tmp.file("data") + "' --script '" +
+                             tmp.file("download.json") + "' --screenshot-dir '" + tmp.file("shots") + "'",
                          out);
   INFO(out);
   REQUIRE(rc == 0);
@@ -127,8 +130,9 @@ TEST_CASE("kvchat GUI: the window layout and the last model persist across a res
   kvc::test::TempDir tmp;
   auto run = [&](const std::string& steps, std::string& out) {
     { std::ofstream(tmp.file("layout.json")) << "{\"steps\": [" + steps + "]}"; }
-    return run_gui("-m '" + model + "' -t 2 --data-dir '" + tmp.file("data") + "' --script '" + tmp.file("layout.json") + "'",
-                   out);
+    return run_gui(
+        "-m '" + model + "' -t 2 --data-dir '" + tmp.file("data") + "' --script '" + tmp.file("layout.json") + "'",
+        out);
   };
   std::string out;
   // The first run places the windows in the default layout and saves it on exit.
@@ -145,15 +149,18 @@ TEST_CASE("kvchat GUI: the window layout and the last model persist across a res
   { std::ofstream(ini, std::ios::binary) << text; }
   const int rc = run(R"({"do": "wait_model", "timeout_s": 120}, {"do": "frames", "n": 5},
       {"do": "assert", "state": "window.Model.x", "value": 123}, {"do": "assert", "state": "window.Model.y", "value": 456},
-      {"do": "quit"})", out);
+      {"do": "quit"})",
+                     out);
   INFO(out);
   CHECK(rc == 0);
   CHECK(kvc::test::read_file(ini).find("Pos=123,456") != std::string::npos);  // saved again on exit
 
   // Without -m, the next run opens the model of the last one (DATA_DIR/settings.json), not the demo.
-  { std::ofstream(tmp.file("layout.json")) << R"({"steps": [{"do": "wait_model", "timeout_s": 120},
+  {
+    std::ofstream(tmp.file("layout.json")) << R"({"steps": [{"do": "wait_model", "timeout_s": 120},
       {"do": "assert", "state": "model_is_demo", "value": 0},
-      {"do": "assert", "state": "model_path", "op": "contains", "value": "stories260K.gguf"}, {"do": "quit"}]})"; }
+      {"do": "assert", "state": "model_path", "op": "contains", "value": "stories260K.gguf"}, {"do": "quit"}]})";
+  }
   const int rc3 = run_gui("-t 2 --data-dir '" + tmp.file("data") + "' --script '" + tmp.file("layout.json") + "'", out);
   INFO(out);
   CHECK(rc3 == 0);

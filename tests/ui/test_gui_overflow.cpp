@@ -1,4 +1,5 @@
-// The real kvchat app under Xvfb past the end of the context: 60 turns on a 512-token model run to the end, the chat shows where the model's view begins, and the cut survives a restart.
+// The real kvchat app under Xvfb past the end of the context: 60 turns on a 512-token model run to the end, the chat
+// shows where the model's view begins, and the cut survives a restart.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -20,7 +21,8 @@ using nlohmann::json;
 namespace {
 
 // Long enough for two whole KV blocks: at a cut they still hit.
-const char* k_system = "You are a storyteller. You tell short, happy stories about animals, children and their friends.";
+const char* k_system =
+    "You are a storyteller. You tell short, happy stories about animals, children and their friends.";
 
 using kvc::test::have_xvfb_run;
 using kvc::test::run_command;
@@ -29,9 +31,9 @@ using kvc::test::run_command;
 int run_app(const std::string& model, const std::string& data_dir, const std::string& script, std::string& output) {
   std::string cmd = kvc::test::gui_command(400);
   // Appended piece by piece: GCC 12 misreads "literal" + std::string&& here (-Wrestrict).
-  for (const std::string& piece : {std::string(" -m '"), model, std::string("' -t 2 --data-dir '"), data_dir,
-                                   std::string("' --script '"), script, std::string("' --screenshot-dir '"), data_dir,
-                                   std::string("/shots'")}) {
+  for (const std::string& piece :
+       {std::string(" -m '"), model, std::string("' -t 2 --data-dir '"), data_dir, std::string("' --script '"), script,
+        std::string("' --screenshot-dir '"), data_dir, std::string("/shots'")}) {
     cmd.append(piece);
   }
   return run_command(cmd, output);
@@ -46,19 +48,19 @@ json send(const std::string& text) {
                       json{{"do", "click"}, {"widget", "chat.send"}}, json{{"do", "wait_idle"}, {"timeout_s", 120}}});
 }
 
-void write_script(const std::string& path, const json& steps) {
-  std::ofstream(path) << json{{"steps", steps}}.dump(1);
-}
+void write_script(const std::string& path, const json& steps) { std::ofstream(path) << json{{"steps", steps}}.dump(1); }
 
 }  // namespace
 
-TEST_CASE("kvchat GUI: 60 turns on a 512-token context run to the end, with the cut marker, kept across a restart", "[ui][e2e]") {
+TEST_CASE("kvchat GUI: 60 turns on a 512-token context run to the end, with the cut marker, kept across a restart",
+          "[ui][e2e]") {
   if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
   kvc::test::TempDir tmp;
   const std::string model = tmp.file("ctx512.gguf");
-  auto mk = kvc::test::cli("mkmodel -q --ctx 512 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 128 --type q8_0 --vocab-from " +
-                               kvc::test::quoted(kvc::test::model_path("stories260K.gguf")) + " -o " + kvc::test::quoted(model),
-                           tmp);
+  auto mk = kvc::test::cli(
+      "mkmodel -q --ctx 512 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 128 --type q8_0 --vocab-from " +
+          kvc::test::quoted(kvc::test::model_path("stories260K.gguf")) + " -o " + kvc::test::quoted(model),
+      tmp);
   REQUIRE(mk.exit_code == 0);
   std::vector<std::string> lines;
   {
@@ -67,11 +69,12 @@ TEST_CASE("kvchat GUI: 60 turns on a 512-token context run to the end, with the 
   }
   REQUIRE(lines.size() == 60);
 
-  json steps = json::array({json{{"do", "wait_model"}, {"timeout_s", 120}}, json{{"do", "wait_idle"}, {"timeout_s", 30}},
-                            json{{"do", "key"}, {"key", "ctrl+n"}}, json{{"do", "wait_idle"}, {"timeout_s", 30}},
-                            json{{"do", "command"}, {"name", "set_chat_settings"}, {"max_tokens", 32}, {"system_prompt", k_system}},
-                            json{{"do", "wait_idle"}, {"timeout_s", 30}}, step_assert("model_n_ctx", "==", 512),
-                            step_assert("n_outside_context", "==", 0), step_assert("context_marker", "==", "")});
+  json steps = json::array(
+      {json{{"do", "wait_model"}, {"timeout_s", 120}}, json{{"do", "wait_idle"}, {"timeout_s", 30}},
+       json{{"do", "key"}, {"key", "ctrl+n"}}, json{{"do", "wait_idle"}, {"timeout_s", 30}},
+       json{{"do", "command"}, {"name", "set_chat_settings"}, {"max_tokens", 32}, {"system_prompt", k_system}},
+       json{{"do", "wait_idle"}, {"timeout_s", 30}}, step_assert("model_n_ctx", "==", 512),
+       step_assert("n_outside_context", "==", 0), step_assert("context_marker", "==", "")});
   for (size_t i = 0; i < lines.size(); ++i) {
     for (auto& s : send(lines[i])) steps.push_back(s);
     steps.push_back(step_assert("error", "==", ""));
@@ -115,9 +118,10 @@ TEST_CASE("kvchat GUI: 60 turns on a 512-token context run to the end, with the 
   }
 
   // A restart shows the same cut before any turn, and the next turn finds its window on disk.
-  json again = json::array({json{{"do", "wait_model"}, {"timeout_s", 120}}, json{{"do", "wait_idle"}, {"timeout_s", 30}},
-                            step_assert("n_messages", "==", 120), step_assert("n_outside_context", "==", n_outside),
-                            step_assert("context_marker", "==", kvc::chat::outside_context_note(n_outside))});
+  json again =
+      json::array({json{{"do", "wait_model"}, {"timeout_s", 120}}, json{{"do", "wait_idle"}, {"timeout_s", 30}},
+                   step_assert("n_messages", "==", 120), step_assert("n_outside_context", "==", n_outside),
+                   step_assert("context_marker", "==", kvc::chat::outside_context_note(n_outside))});
   for (auto& s : send("One more story, please.")) again.push_back(s);
   again.push_back(step_assert("error", "==", ""));
   again.push_back(step_assert("n_assistant_messages", "==", 61));

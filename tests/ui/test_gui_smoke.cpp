@@ -33,7 +33,8 @@ using kvc::test::run_command;
 
 // model: empty for the built-in demo model. extra: more options for kvchat.
 int run_script(const std::string& model, const std::string& data_dir, const std::string& script,
-               const std::string& shots, std::string& output, const std::string& env = "", const std::string& extra = "") {
+               const std::string& shots, std::string& output, const std::string& env = "",
+               const std::string& extra = "") {
   std::string cmd = env + gui_command(120);
   if (!model.empty()) cmd += " -m '" + model + "'";
   cmd += " -t 2 --data-dir '" + data_dir + "' --script '" + std::string(KVC_ASSET_DIR) + "/scripts/" + script +
@@ -113,10 +114,11 @@ TEST_CASE("kvchat GUI: chat with a Qwen-vocabulary model keeps UTF-8 whole in th
   const auto missing = kvc::test::models_dir() / "hf-vocab-missing.txt";
   if (std::filesystem::exists(missing)) KVC_SKIP("Qwen vocabulary not fetched: " << kvc::test::read_file(missing));
   kvc::test::TempDir tmp;
-  const auto made = kvc::test::cli("mkmodel --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 128 --type q8_0 -q --vocab-from " +
-                                       kvc::test::quoted(kvc::test::model_path("ggml-vocab-qwen2.gguf")) + " -o " +
-                                       kvc::test::quoted(tmp.file("qwen.gguf")),
-                                   tmp);
+  const auto made =
+      kvc::test::cli("mkmodel --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 128 --type q8_0 -q --vocab-from " +
+                         kvc::test::quoted(kvc::test::model_path("ggml-vocab-qwen2.gguf")) + " -o " +
+                         kvc::test::quoted(tmp.file("qwen.gguf")),
+                     tmp);
   REQUIRE(made.exit_code == 0);
   std::string out;
   const int rc = run_script(tmp.file("qwen.gguf"), tmp.file("data"), "bpe-chat.json", tmp.file("shots"), out);
@@ -215,8 +217,8 @@ TEST_CASE("kvchat GUI: the restart demo plays to the end, after the restart the 
   kvc::test::TempDir tmp;
   // The scenario's own asserts check the state reached: one restart, T1 empty after it, and
   // the next turn's prompt served from T2 (> 200 tokens); a failed assert fails the demo.
-  const std::string cmd = gui_command(180) + " -m '" + kvc::test::model_path("stories260K.gguf") + "' -t 2 --data-dir '" +
-                          tmp.file("data") + "' --demo '" + std::string(KVC_ASSET_DIR) +
+  const std::string cmd = gui_command(180) + " -m '" + kvc::test::model_path("stories260K.gguf") +
+                          "' -t 2 --data-dir '" + tmp.file("data") + "' --demo '" + std::string(KVC_ASSET_DIR) +
                           "/demo/restart.json' --demo-play --demo-exit --demo-hold 0";
   std::string out;
   const int rc = run_command(cmd, out);
@@ -240,7 +242,8 @@ TEST_CASE("kvchat GUI: a broken demo file is an error message and exit status 2"
   CHECK(out.find("scene 1: step 1 (click)") != std::string::npos);
 }
 
-TEST_CASE("kvchat GUI: a streamed Markdown answer renders as headings, lists, a table and highlighted code", "[ui][e2e]") {
+TEST_CASE("kvchat GUI: a streamed Markdown answer renders as headings, lists, a table and highlighted code",
+          "[ui][e2e]") {
   if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
   kvc::test::TempDir tmp;
   // The link opener the app spawns: records its arguments, one per line (no shell between).
@@ -252,8 +255,8 @@ TEST_CASE("kvchat GUI: a streamed Markdown answer renders as headings, lists, a 
   std::filesystem::permissions(opener, std::filesystem::perms::owner_all);
   std::string out;
   // The answer is streamed by --replay-answer: a model small enough for CI cannot write Markdown.
-  const int rc = run_script(kvc::test::model_path("stories260K.gguf"), tmp.file("data"), "markdown.json", tmp.file("shots"), out,
-                            "KVCHAT_URL_OPENER='" + opener + "' ",
+  const int rc = run_script(kvc::test::model_path("stories260K.gguf"), tmp.file("data"), "markdown.json",
+                            tmp.file("shots"), out, "KVCHAT_URL_OPENER='" + opener + "' ",
                             " --replay-answer '" + std::string(KVC_ASSET_DIR) + "/scripts/markdown-answer.md'");
   INFO(out);
   REQUIRE(rc == 0);
@@ -281,8 +284,8 @@ TEST_CASE("kvchat GUI: --replay-answer with a missing file is a clear error", "[
   if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
   kvc::test::TempDir tmp;
   std::string out;
-  const int rc = run_script(kvc::test::model_path("stories260K.gguf"), tmp.file("data"), "markdown.json", tmp.file("shots"), out, "",
-                            " --replay-answer '" + tmp.file("missing.md") + "'");
+  const int rc = run_script(kvc::test::model_path("stories260K.gguf"), tmp.file("data"), "markdown.json",
+                            tmp.file("shots"), out, "", " --replay-answer '" + tmp.file("missing.md") + "'");
   CHECK(rc == 2);
   CHECK(out.find("--replay-answer") != std::string::npos);
   CHECK(out.find("cannot read it") != std::string::npos);
@@ -299,10 +302,11 @@ TEST_CASE("kvchat GUI: a reasoning answer shows 'thinking...' while it streams, 
   REQUIRE(vocab.ok());
   const std::string qwen3 = kvc::test::read_file(kvc::test::data_dir() / "templates" / "Qwen-Qwen3-0.6B.jinja");
   REQUIRE(kvc::model::write_vocabulary_file(*vocab, qwen3, tmp.file("vocab.gguf")).ok());
-  const auto made = kvc::test::cli("mkmodel --arch qwen3 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 128 --type q8_0 -q "
-                                   "--vocab-from " + kvc::test::quoted(tmp.file("vocab.gguf")) + " -o " +
-                                       kvc::test::quoted(tmp.file("qwen3.gguf")),
-                                   tmp);
+  const auto made = kvc::test::cli(
+      "mkmodel --arch qwen3 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 128 --type q8_0 -q "
+      "--vocab-from " +
+          kvc::test::quoted(tmp.file("vocab.gguf")) + " -o " + kvc::test::quoted(tmp.file("qwen3.gguf")),
+      tmp);
   INFO(made.err);
   REQUIRE(made.exit_code == 0);
   std::string out;

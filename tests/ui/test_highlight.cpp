@@ -60,7 +60,8 @@ TEST_CASE("highlight: fence labels map to language families", "[ui]") {
 }
 
 TEST_CASE("highlight: C and C++", "[ui]") {
-  const std::string_view code = "#include <vector>\nint main() { // entry\n  auto s = \"a\\\"b\"; /* x\ny */ return 0x1F + 1'000 + 2.5e-3f; }\n";
+  const std::string_view code =
+      "#include <vector>\nint main() { // entry\n  auto s = \"a\\\"b\"; /* x\ny */ return 0x1F + 1'000 + 2.5e-3f; }\n";
   const Lang l = Lang::c_like;
   CHECK(class_of(code, l, "#include <vector>") == C::preprocessor);
   CHECK(class_of(code, l, "int") == C::type);
@@ -77,7 +78,8 @@ TEST_CASE("highlight: C and C++", "[ui]") {
 }
 
 TEST_CASE("highlight: Python", "[ui]") {
-  const std::string_view code = "def f(x):\n    \"\"\"Doc\n    string\"\"\"\n    return None if x else 'y'  # done\nprint(f(1.5))";
+  const std::string_view code =
+      "def f(x):\n    \"\"\"Doc\n    string\"\"\"\n    return None if x else 'y'  # done\nprint(f(1.5))";
   const Lang l = Lang::python;
   CHECK(class_of(code, l, "def") == C::keyword);
   CHECK(class_of(code, l, "\"\"\"Doc\n    string\"\"\"") == C::string);
@@ -90,7 +92,8 @@ TEST_CASE("highlight: Python", "[ui]") {
 }
 
 TEST_CASE("highlight: JavaScript and TypeScript", "[ui]") {
-  const std::string_view code = "const $el: number = 1; // n\nlet s = `multi\nline ${x}`;\nif (a === null) { return undefined; }";
+  const std::string_view code =
+      "const $el: number = 1; // n\nlet s = `multi\nline ${x}`;\nif (a === null) { return undefined; }";
   const Lang l = Lang::javascript;
   CHECK(class_of(code, l, "const") == C::keyword);
   CHECK(class_of(code, l, "$el") == C::plain);
@@ -153,7 +156,8 @@ TEST_CASE("highlight: JSON", "[ui]") {
 }
 
 TEST_CASE("highlight: YAML", "[ui]") {
-  const std::string_view code = "spec:\n  replicas: 3  # three\n  containers:\n    - name: web\n      image: \"x:1\"\n      debug: false\n";
+  const std::string_view code =
+      "spec:\n  replicas: 3  # three\n  containers:\n    - name: web\n      image: \"x:1\"\n      debug: false\n";
   const Lang l = Lang::yaml;
   CHECK(class_of(code, l, "spec") == C::key);
   CHECK(class_of(code, l, "replicas") == C::key);
@@ -166,7 +170,8 @@ TEST_CASE("highlight: YAML", "[ui]") {
 }
 
 TEST_CASE("highlight: SQL", "[ui]") {
-  const std::string_view code = "SELECT name, COUNT(*) FROM t -- c\nwhere x = 'it''s' AND y IS NULL LIMIT 10; /* end */";
+  const std::string_view code =
+      "SELECT name, COUNT(*) FROM t -- c\nwhere x = 'it''s' AND y IS NULL LIMIT 10; /* end */";
   const Lang l = Lang::sql;
   CHECK(class_of(code, l, "SELECT") == C::keyword);
   CHECK(class_of(code, l, "where") == C::keyword);  // any case

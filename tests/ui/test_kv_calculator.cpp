@@ -32,9 +32,9 @@ TEST_CASE("kv calculator: element bytes follow the group", "[ui]") {
 TEST_CASE("kv calculator: TinyLlama per token and per conversation, F16 / INT8 / INT4", "[ui]") {
   auto f16 = estimate_kv(k_tinyllama, {}, KvFormat::f16, 32, 2048);
   REQUIRE(f16.ok());
-  CHECK(f16->bytes_per_token_layer == 2 * 4 * 64 * 2);  // 1024
-  CHECK(f16->bytes_per_token == 22528);                 // 22 * 2 * 4 * 64 * 2
-  CHECK(f16->bytes_per_conversation == 22528.0 * 2048); // 46,137,344 (44 MiB)
+  CHECK(f16->bytes_per_token_layer == 2 * 4 * 64 * 2);   // 1024
+  CHECK(f16->bytes_per_token == 22528);                  // 22 * 2 * 4 * 64 * 2
+  CHECK(f16->bytes_per_conversation == 22528.0 * 2048);  // 46,137,344 (44 MiB)
   CHECK(f16->n_kv_layers == 22);
   CHECK(f16->n_local_layers == 0);
 

@@ -66,7 +66,8 @@ TEST_CASE("markdown: headings, paragraphs and inline styles", "[ui]") {
 }
 
 TEST_CASE("markdown: links, autolinks and images keep their URL", "[ui]") {
-  const auto d = parse_markdown("See [the docs](https://example.com/a?b=1&amp;c=2) or https://kvchat.dev/x and ![logo](img.png).", false);
+  const auto d = parse_markdown(
+      "See [the docs](https://example.com/a?b=1&amp;c=2) or https://kvchat.dev/x and ![logo](img.png).", false);
   REQUIRE(d.check_invariants().empty());
   REQUIRE(d.blocks.size() == 1);
   const MdSpan* docs = span_with(d.blocks[0], "the docs");
@@ -109,7 +110,8 @@ TEST_CASE("markdown: nested lists, ordered numbering and task lists", "[ui]") {
 }
 
 TEST_CASE("markdown: block quotes, rules and code blocks", "[ui]") {
-  const auto d = parse_markdown("> quoted\n>\n> > deeper\n\n---\n\n```Rust extra\nfn main() {}\n```\n\n    indented", false);
+  const auto d =
+      parse_markdown("> quoted\n>\n> > deeper\n\n---\n\n```Rust extra\nfn main() {}\n```\n\n    indented", false);
   REQUIRE(d.check_invariants().empty());
   REQUIRE(d.blocks.size() == 5);
   CHECK(d.blocks[0].quote_depth == 1);
@@ -150,7 +152,8 @@ TEST_CASE("markdown: raw HTML and entities show as text", "[ui]") {
 }
 
 TEST_CASE("markdown: plain text for copying", "[ui]") {
-  const auto d = parse_markdown("# T\n\n- a **b**\n- [x] c\n\n| x | y |\n|---|---|\n| 1 | 2 |\n\n```sh\nls -l\n```", false);
+  const auto d =
+      parse_markdown("# T\n\n- a **b**\n- [x] c\n\n| x | y |\n|---|---|\n| 1 | 2 |\n\n```sh\nls -l\n```", false);
   CHECK(d.plain_text() == "T\n\n\u2022 a b\n\u2022 [x] c\n\nx\ty\n1\t2\n\nls -l");
 }
 
@@ -178,7 +181,8 @@ TEST_CASE("markdown: streaming holds back a half fence and a table header until 
   CHECK(parse_markdown("```\n```", false).blocks.at(0).closed);
 
   // A header row, then its delimiter row arriving: nothing yet; then a table.
-  for (const char* partial : {"Compare:\n| a | b |", "Compare:\n| a | b |\n", "Compare:\n| a | b |\n|--", "Compare:\n| a | b |\n|---|-"}) {
+  for (const char* partial :
+       {"Compare:\n| a | b |", "Compare:\n| a | b |\n", "Compare:\n| a | b |\n|--", "Compare:\n| a | b |\n|---|-"}) {
     CAPTURE(partial);
     d = parse_markdown(partial, true);
     REQUIRE(d.blocks.size() == 1);
@@ -209,7 +213,8 @@ TEST_CASE("markdown: corpus answers parse to the expected structure", "[ui]") {
     CHECK(d.blocks.front().kind == Kind::heading);
     CHECK(d.blocks.front().level == 2);
     CHECK(kinds(d, Kind::code) == 1);
-    const auto code = std::find_if(d.blocks.begin(), d.blocks.end(), [](const MdBlock& b) { return b.kind == Kind::code; });
+    const auto code =
+        std::find_if(d.blocks.begin(), d.blocks.end(), [](const MdBlock& b) { return b.kind == Kind::code; });
     CHECK(code->language == "cpp");
     CHECK(code->code.rfind("#include <cstdio>", 0) == 0);
     CHECK(code->code.back() == '}');
@@ -228,7 +233,8 @@ TEST_CASE("markdown: corpus answers parse to the expected structure", "[ui]") {
     const auto d = corpus("python-table.md");
     REQUIRE(d.check_invariants().empty());
     REQUIRE(kinds(d, Kind::table) == 1);
-    const auto t = std::find_if(d.blocks.begin(), d.blocks.end(), [](const MdBlock& b) { return b.kind == Kind::table; });
+    const auto t =
+        std::find_if(d.blocks.begin(), d.blocks.end(), [](const MdBlock& b) { return b.kind == Kind::table; });
     CHECK(t->table.align.size() == 5);
     CHECK(t->table.align[1] == MdAlign::center);
     CHECK(t->table.rows.size() == 4);
@@ -310,7 +316,9 @@ TEST_CASE("markdown: every half-streamed prefix of the corpus renders sensibly",
 TEST_CASE("markdown: table columns get their natural widths, else share the space by need", "[ui]") {
   const auto d = parse_markdown("| a | bb |\n|---|---|\n| one two three | x |\n", false);
   const MdTable& t = d.blocks.at(0).table;
-  const MdMeasure chars = [](std::string_view s, uint8_t style) { return static_cast<float>(s.size()) * (style & md_bold ? 8.0f : 7.0f); };
+  const MdMeasure chars = [](std::string_view s, uint8_t style) {
+    return static_cast<float>(s.size()) * (style & md_bold ? 8.0f : 7.0f);
+  };
   // Natural: "one two three" is 13 chars = 91, "bb" 14; plus 2 * 4 padding each.
   auto w = table_column_widths(t, 500.0f, 4.0f, chars);
   REQUIRE(w.size() == 2);

@@ -64,7 +64,8 @@ TEST_CASE("discover_models finds .gguf files and GGUF blobs, once each", "[ui]")
 TEST_CASE("discover_models skips missing folders and respects the limit", "[ui]") {
   kvc::test::TempDir tmp;
   CHECK(discover_models({{"none", tmp.path() / "missing"}}).empty());
-  for (const char* name : {"m0.gguf", "m1.gguf", "m2.gguf", "m3.gguf", "m4.gguf"}) write_file(tmp.path() / name, k_gguf);
+  for (const char* name : {"m0.gguf", "m1.gguf", "m2.gguf", "m3.gguf", "m4.gguf"})
+    write_file(tmp.path() / name, k_gguf);
   CHECK(discover_models({{"t", tmp.path()}}, 3).size() == 3);
 }
 

@@ -60,14 +60,16 @@ TEST_CASE("script errors name the step", "[ui]") {
         "step 2 (click): \"widget\" must be a non-empty string");
   CHECK(error_of(R"({"steps": [{"do": "dance"}]})").rfind("step 1 (dance): unknown step", 0) == 0);
   CHECK(error_of(R"({"steps": [{"widget": "x"}]})") == "step 1: missing \"do\" (what the step does)");
-  CHECK(error_of(R"({"steps": [{"do": "frames", "n": 0}]})") == "step 1 (frames): \"n\" must be an integer in [1, 100000]");
+  CHECK(error_of(R"({"steps": [{"do": "frames", "n": 0}]})") ==
+        "step 1 (frames): \"n\" must be an integer in [1, 100000]");
   CHECK(error_of(R"({"steps": [{"do": "wait_idle", "timeout_s": -1}]})") ==
         "step 1 (wait_idle): \"timeout_s\" must be a positive number");
   CHECK(error_of(R"({"steps": [{"do": "screenshot", "name": "../x"}]})").rfind("step 1 (screenshot)", 0) == 0);
-  CHECK(error_of(R"({"steps": [{"do": "assert", "state": "n_messages", "op": "~", "value": 1}]})").rfind(
-            "step 1 (assert): \"op\"", 0) == 0);
+  CHECK(error_of(R"({"steps": [{"do": "assert", "state": "n_messages", "op": "~", "value": 1}]})")
+            .rfind("step 1 (assert): \"op\"", 0) == 0);
   CHECK(error_of(R"({"steps": [{"do": "assert", "state": "n_messages"}]})") == "step 1 (assert): missing \"value\"");
-  CHECK(error_of(R"({"steps": [{"do": "wait_state", "state": "md_tables"}]})") == "step 1 (wait_state): missing \"value\"");
+  CHECK(error_of(R"({"steps": [{"do": "wait_state", "state": "md_tables"}]})") ==
+        "step 1 (wait_state): missing \"value\"");
   CHECK(error_of(R"({"steps": [{"do": "print"}]})") == "step 1 (print): \"state\" must be a non-empty string");
   CHECK(error_of(R"({"steps": [{"do": "key", "key": "f13"}]})").rfind("step 1 (key): unknown key", 0) == 0);
 }
