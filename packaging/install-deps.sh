@@ -22,6 +22,8 @@ packages=(
   # tests: Catch2 2.x; clang and its runtime (libFuzzer, sanitizers) for the GGUF fuzz target;
   # xz for the compressed vocabularies in tests/data
   catch2 clang libclang-rt-dev xz-utils
+  # tests/lint: the tree's formatting (.clang-format) and lint (.clang-tidy)
+  clang-format clang-tidy
 )
 
 missing=()
