@@ -36,7 +36,12 @@ std::vector<ChatMessage> fold_system(std::span<const ChatMessage> messages) {
   bool have_pending = false;
   for (const ChatMessage& m : messages) {
     if (m.role == "system") {
-      pending = have_pending ? pending + "\n" + m.content : m.content;
+      if (have_pending) {
+        pending += '\n';
+        pending += m.content;
+      } else {
+        pending = m.content;
+      }
       have_pending = true;
       continue;
     }

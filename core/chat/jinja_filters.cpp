@@ -454,6 +454,7 @@ bool is_test(std::string_view name) {
   return tests().count(n) != 0 || std::find(std::begin(ordering), std::end(ordering), n) != std::end(ordering);
 }
 
+// NOLINTNEXTLINE(performance-unnecessary-value-param): the filter may move from its input
 Value apply_filter(Interpreter& in, std::string_view name, Value input, CallArgs& args) {
   const auto it = filters().find(canonical_filter(name));
   if (it == filters().end()) fail("unknown filter '" + std::string(name) + "'");

@@ -289,7 +289,8 @@ Value Interpreter::call(const Value& callee, CallArgs& args, std::string_view wh
     fail(std::string(what) + (callee.is_undefined() ? " is undefined" : " is a " + std::string(callee.type_name())) +
          ": it cannot be called");
   }
-  const Value keep = callee;  // the call may overwrite where the function was stored
+  // NOLINTNEXTLINE(performance-unnecessary-copy-initialization): the call may overwrite where the function was stored
+  const Value keep = callee;
   return keep.as_function().call(args);
 }
 
@@ -560,7 +561,7 @@ Value Interpreter::eval(const Expr& e, Frame& frame) {
       return e.negated ? !r : r;
     }
     case Expr::Kind::unary: {
-      const Value v = eval(*e.args[0], frame);
+      Value v = eval(*e.args[0], frame);
       if (e.name == "not") return !v.truthy();
       if (!v.is_number()) fail("cannot apply unary '" + e.name + "' to " + std::string(v.type_name()));
       if (e.name == "+") return v;

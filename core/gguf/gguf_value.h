@@ -50,10 +50,12 @@ using ArrayElements = std::variant<std::vector<uint8_t>, std::vector<int8_t>, st
 class Array {
  public:
   Array() = default;  // an empty array of u8
+  // NOLINTBEGIN(bugprone-forwarding-reference-overload): the requires clause rules out Array itself
   template <typename V>
   requires(!std::is_same_v<std::remove_cvref_t<V>, Array> &&
            std::is_constructible_v<ArrayElements, V&&>) explicit Array(V&& elements)
       : elements_(std::forward<V>(elements)) {}
+  // NOLINTEND(bugprone-forwarding-reference-overload)
 
   ValueType element_type() const { return static_cast<ValueType>(elements_.index()); }
   size_t size() const;

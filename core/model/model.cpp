@@ -304,7 +304,7 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
     };
     const bool fused_qkv = c.fused_qkv, fused_up = c.fused_gate_up;
     const int64_t qkv_rows = c.q_width() + 2 * c.kv_width();
-    for (Status s :
+    for (const Status& s :
          {assign_v(w.attn_norm, "attn_norm.weight", c.n_embd, false),
           fused_qkv ? part(w.wq, "attn_qkv.weight", qkv_rows, c.n_embd, 0, c.q_width())
                     : assign_m(w.wq, "attn_q.weight", c.q_width(), c.n_embd),
