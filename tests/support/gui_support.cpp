@@ -9,7 +9,15 @@
 
 namespace kvc::test {
 
-bool have_xvfb_run() { return std::system("command -v xvfb-run >/dev/null 2>&1") == 0; }
+std::optional<std::string> gui_unavailable() {
+  if (const char* off = std::getenv("KVCHAT_TEST_NO_GUI"); off != nullptr && *off != '\0') {
+    return "KVCHAT_TEST_NO_GUI is set: the GUI tests run in the release build's suite";
+  }
+  if (std::system("command -v xvfb-run >/dev/null 2>&1") != 0) {
+    return "xvfb-run is not installed (apt-get install xvfb xauth)";
+  }
+  return std::nullopt;
+}
 
 int run_command(const std::string& cmd, std::string& output) {
   std::string line = cmd;

@@ -2,11 +2,14 @@
 // that starts the app in a virtual display, and running a command for its exit code and output.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace kvc::test {
 
-bool have_xvfb_run();
+// Why the real app cannot run under Xvfb here, or nothing when it can: xvfb-run is missing, or
+// KVCHAT_TEST_NO_GUI is set (the sanitizer run, which leaves the GUI to the release suite).
+std::optional<std::string> gui_unavailable();
 // Runs a shell command line; its stdout and stderr go to `output`. Returns the exit status
 // (-1 when it did not exit normally).
 int run_command(const std::string& cmd, std::string& output);

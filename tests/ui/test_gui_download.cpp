@@ -15,7 +15,7 @@
 
 namespace {
 
-using kvc::test::have_xvfb_run;
+using kvc::test::gui_unavailable;
 
 int run_gui(const std::string& args, std::string& output) {
   return kvc::test::run_command(kvc::test::gui_command(150) + " " + args, output);
@@ -24,7 +24,7 @@ int run_gui(const std::string& args, std::string& output) {
 }  // namespace
 
 TEST_CASE("kvchat GUI: a model downloaded in the Model window is listed at once and loads", "[ui][e2e]") {
-  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  if (auto why = gui_unavailable()) KVC_SKIP(*why);
   const std::string model = kvc::test::model_path("stories260K.gguf");
   const std::string bytes = kvc::test::read_file(model);
   kvc::test::LoopbackHttpServer server([&](const kvc::test::HttpRequest& req) {
@@ -125,7 +125,7 @@ TEST_CASE("kvchat GUI: a model downloaded in the Model window is listed at once 
 }
 
 TEST_CASE("kvchat GUI: the window layout and the last model persist across a restart", "[ui][e2e]") {
-  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  if (auto why = gui_unavailable()) KVC_SKIP(*why);
   const std::string model = kvc::test::model_path("stories260K.gguf");
   kvc::test::TempDir tmp;
   auto run = [&](const std::string& steps, std::string& out) {

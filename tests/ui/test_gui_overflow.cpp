@@ -24,7 +24,7 @@ namespace {
 const char* k_system =
     "You are a storyteller. You tell short, happy stories about animals, children and their friends.";
 
-using kvc::test::have_xvfb_run;
+using kvc::test::gui_unavailable;
 using kvc::test::run_command;
 
 // The app on `model` with a script file, under Xvfb (as tests/ui/test_gui_smoke.cpp runs it).
@@ -54,7 +54,7 @@ void write_script(const std::string& path, const json& steps) { std::ofstream(pa
 
 TEST_CASE("kvchat GUI: 60 turns on a 512-token context run to the end, with the cut marker, kept across a restart",
           "[ui][e2e]") {
-  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  if (auto why = gui_unavailable()) KVC_SKIP(*why);
   kvc::test::TempDir tmp;
   const std::string model = tmp.file("ctx512.gguf");
   auto mk = kvc::test::cli(

@@ -28,7 +28,7 @@
 namespace {
 
 using kvc::test::gui_command;
-using kvc::test::have_xvfb_run;
+using kvc::test::gui_unavailable;
 using kvc::test::run_command;
 
 // model: empty for the built-in demo model. extra: more options for kvchat.
@@ -73,7 +73,7 @@ TEST_CASE("screenshot check: a blank frame is refused, a drawn one passes", "[ui
 }
 
 TEST_CASE("kvchat GUI: smoke script, then a restart resumes the conversation", "[ui][e2e]") {
-  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  if (auto why = gui_unavailable()) KVC_SKIP(*why);
   const std::string model = kvc::test::model_path("stories260K.gguf");
   kvc::test::TempDir tmp;
   const std::string shots = tmp.file("shots");
@@ -110,7 +110,7 @@ TEST_CASE("kvchat GUI: smoke script, then a restart resumes the conversation", "
 }
 
 TEST_CASE("kvchat GUI: chat with a Qwen-vocabulary model keeps UTF-8 whole in the stored answers", "[ui][e2e]") {
-  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  if (auto why = gui_unavailable()) KVC_SKIP(*why);
   const auto missing = kvc::test::models_dir() / "hf-vocab-missing.txt";
   if (std::filesystem::exists(missing)) KVC_SKIP("Qwen vocabulary not fetched: " << kvc::test::read_file(missing));
   kvc::test::TempDir tmp;
@@ -148,7 +148,7 @@ TEST_CASE("kvchat GUI: chat with a Qwen-vocabulary model keeps UTF-8 whole in th
 }
 
 TEST_CASE("kvchat GUI: first launch builds the demo model and answers in the welcome conversation", "[ui][e2e]") {
-  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  if (auto why = gui_unavailable()) KVC_SKIP(*why);
   kvc::test::TempDir tmp;
   std::string out;
   const int rc = run_script("", tmp.file("data"), "demo-first-launch.json", tmp.file("shots"), out);
@@ -160,7 +160,7 @@ TEST_CASE("kvchat GUI: first launch builds the demo model and answers in the wel
 }
 
 TEST_CASE("kvchat GUI: a disk tier that cannot be opened leaves chat working from RAM, with a warning", "[ui][e2e]") {
-  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  if (auto why = gui_unavailable()) KVC_SKIP(*why);
   kvc::test::TempDir tmp;
   std::filesystem::create_directories(tmp.path() / "data");
   { std::ofstream blocker(tmp.path() / "data/kv-cache"); }  // a file where the tier's folder goes
@@ -174,7 +174,7 @@ TEST_CASE("kvchat GUI: a disk tier that cannot be opened leaves chat working fro
 
 TEST_CASE("kvchat GUI: a data directory another kvchat holds is refused with who holds it, and left untouched",
           "[ui][e2e]") {
-  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  if (auto why = gui_unavailable()) KVC_SKIP(*why);
   kvc::test::TempDir tmp;
   std::filesystem::create_directories(tmp.path() / "data");
   // The same flock a running app or server takes (storage/data_dir_lock.h), held by this test.
@@ -191,7 +191,7 @@ TEST_CASE("kvchat GUI: a data directory another kvchat holds is refused with who
 }
 
 TEST_CASE("kvchat GUI: a damaged kvchat.db is moved aside, the user is told, and chat starts afresh", "[ui][e2e]") {
-  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  if (auto why = gui_unavailable()) KVC_SKIP(*why);
   kvc::test::TempDir tmp;
   std::filesystem::create_directories(tmp.path() / "data");
   { std::ofstream(tmp.path() / "data/kvchat.db") << std::string(8192, 'x'); }
@@ -213,7 +213,7 @@ TEST_CASE("kvchat GUI: a damaged kvchat.db is moved aside, the user is told, and
 }
 
 TEST_CASE("kvchat GUI: the restart demo plays to the end, after the restart the next turn comes from T2", "[ui][e2e]") {
-  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  if (auto why = gui_unavailable()) KVC_SKIP(*why);
   kvc::test::TempDir tmp;
   // The scenario's own asserts check the state reached: one restart, T1 empty after it, and
   // the next turn's prompt served from T2 (> 200 tokens); a failed assert fails the demo.
@@ -244,7 +244,7 @@ TEST_CASE("kvchat GUI: a broken demo file is an error message and exit status 2"
 
 TEST_CASE("kvchat GUI: a streamed Markdown answer renders as headings, lists, a table and highlighted code",
           "[ui][e2e]") {
-  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  if (auto why = gui_unavailable()) KVC_SKIP(*why);
   kvc::test::TempDir tmp;
   // The link opener the app spawns: records its arguments, one per line (no shell between).
   const std::string opener = tmp.file("opener.sh");
@@ -281,7 +281,7 @@ TEST_CASE("kvchat GUI: a streamed Markdown answer renders as headings, lists, a 
 }
 
 TEST_CASE("kvchat GUI: --replay-answer with a missing file is a clear error", "[ui][e2e]") {
-  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  if (auto why = gui_unavailable()) KVC_SKIP(*why);
   kvc::test::TempDir tmp;
   std::string out;
   const int rc = run_script(kvc::test::model_path("stories260K.gguf"), tmp.file("data"), "markdown.json",
@@ -293,7 +293,7 @@ TEST_CASE("kvchat GUI: --replay-answer with a missing file is a clear error", "[
 
 TEST_CASE("kvchat GUI: a reasoning answer shows 'thinking...' while it streams, then a collapsed, expandable header",
           "[ui][e2e]") {
-  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  if (auto why = gui_unavailable()) KVC_SKIP(*why);
   kvc::test::TempDir tmp;
   // A Qwen 3 architecture model with the Qwen 3 chat template (stories260K's vocabulary).
   auto f = kvc::gguf::GgufFile::open(kvc::test::model_path("stories260K.gguf"));
