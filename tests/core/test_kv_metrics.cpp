@@ -213,7 +213,7 @@ TEST_CASE("metrics: check_invariants catches over-full tiers and oversized share
   CHECK_FALSE(m.check_invariants());
 }
 
-TEST_CASE("turn timeline: the first admission's lookup is the turn's; a resumed sequence's lookups are not",
+TEST_CASE("turn timeline: the first admission's lookup is the turn's, not a resumed sequence's lookups",
           "[core][kv_metrics]") {
   using T = KvEventType;
   TurnTimeline tl;
