@@ -49,4 +49,20 @@ for kind, names in metrics.items():
             continue
         ma, mb = statistics.median(va), statistics.median(vb)
         print(f"{kind + ' ' + n:32} {ma:12.1f} {mb:12.1f} {mb / ma if ma else 0:7.3f}  {len(va)}+{len(vb)}")
+
+# Counts do not depend on load: every bench-cache field that is not a time, a rate or a pid
+# (tokens cached per tier per case and per turn, recomputed tokens, bytes read) must agree.
+def flat(j, p=""):
+    if isinstance(j, dict):
+        return {k2: v2 for k, v in j.items() for k2, v2 in flat(v, p + "." + k).items()}
+    if isinstance(j, list):
+        return {k2: v2 for i, v in enumerate(j) for k2, v2 in flat(v, f"{p}[{i}]").items()}
+    return {p: j}
+files = sorted(glob.glob(os.path.join(out, "cache-*.json")))
+if files:
+    fields = [flat(json.load(open(f))) for f in files]
+    keys = [k for k in fields[0] if not any(s in k for s in ("_ms", "mb_s", "pid", "model"))]
+    differ = [k for k in keys if len({repr(f.get(k)) for f in fields}) > 1]
+    print(f"bench-cache counts: {len(keys)} fields, {len(keys) - len(differ)} equal in all {len(files)} runs"
+          + (f"; differ: {differ}" if differ else ""))
 PY
