@@ -49,6 +49,7 @@ for kind, names in metrics.items():
             continue
         ma, mb = statistics.median(va), statistics.median(vb)
         print(f"{kind + ' ' + n:32} {ma:12.1f} {mb:12.1f} {mb / ma if ma else 0:7.3f}  {len(va)}+{len(vb)}")
+        print(f"{'':32} A runs {' '.join(f'{x:.1f}' for x in va)} | B runs {' '.join(f'{x:.1f}' for x in vb)}")
 
 # Counts do not depend on load: every bench-cache field that is not a time, a rate or a pid
 # (tokens cached per tier per case and per turn, recomputed tokens, bytes read) must agree.
