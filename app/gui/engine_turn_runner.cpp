@@ -75,6 +75,8 @@ void EngineTurnRunner::observe(const kv::KvCache& cache) {
   }
   view_.publish(std::move(v));
   last_publish_us_ = kv::now_us();
+  { std::lock_guard lock(view_mu_); }  // a waiter checks the version under it: no lost wake-up
+  view_published_.notify_all();
 }
 
 void EngineTurnRunner::set_stream(int64_t conversation, std::vector<int32_t> tokens) {
@@ -171,11 +173,10 @@ Result<TurnResult> EngineTurnRunner::run(const TurnRequest& request,
   // before the caller shows the turn's end.
   const uint64_t seen = view_.version();
   engine_->notify_observer();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-  while (view_.version() == seen && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  {
+    std::unique_lock lock(view_mu_);
+    view_published_.wait_for(lock, std::chrono::milliseconds(500), [&] { return view_.version() != seen; });
   }
-  feed_.set_request_tiers(id, {res.prefix.n_from_tier[0], res.prefix.n_from_tier[1], res.prefix.n_from_tier[2]});
   TurnResult out;
   out.tokens = res.tokens;
   out.text = res.text;

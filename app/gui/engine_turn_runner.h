@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -77,6 +78,9 @@ class EngineTurnRunner final : public TurnRunner {
   std::map<int64_t, Stream> streams_;
   int64_t last_publish_us_ = 0;  // engine thread
   Snapshot<kv::KvView> view_;
+  // Signalled after each publish of view_, for a caller waiting for the next description.
+  std::mutex view_mu_;
+  std::condition_variable view_published_;
   kv::KvView view_copy_;  // caller's thread: reused by fill_memory
 
   std::unique_ptr<engine::Engine> engine_;

@@ -14,11 +14,6 @@ int tier_of(kv::Tier t) { return kv::is_data_tier(t) ? kv::tier_index(t) : 0; }
 
 }  // namespace
 
-void MemoryFeed::set_request_tiers(int64_t request_id, const std::array<int64_t, 3>& tokens_by_tier) {
-  if (request_tiers_.size() >= 512) request_tiers_.erase(request_tiers_.begin());
-  request_tiers_[request_id] = tokens_by_tier;
-}
-
 void MemoryFeed::fill(const kv::KvView& v, ui::MemoryState& out) {
   fill_picture(v, out.kv);
   read_events(out.timelines);
@@ -107,10 +102,9 @@ void MemoryFeed::read_events(ui::KvTimelines& out) {
   for (const kv::RequestMetrics& m : timeline_.turns()) {
     ui::TurnPhases t;
     t.request_id = m.request_id;
+    // The tier each block was found on, as the lookup recorded it; the sequence's own tail is on T0.
     for (size_t i = 0; i < kv::k_n_data_tiers; ++i) t.n_cached[i] = m.n_cached_tokens[i];
-    if (const auto it = request_tiers_.find(m.request_id); it != request_tiers_.end()) {
-      for (size_t i = 0; i < kv::k_n_data_tiers; ++i) t.n_cached[i] = it->second[i];
-    }
+    t.n_cached[0] += m.n_tail_tokens();
     t.n_computed = m.n_computed_tokens;
     t.lookup_ms = m.lookup_ms();
     t.promote_ms = m.promote_ms();

@@ -19,9 +19,6 @@ class MemoryFeed {
  public:
   explicit MemoryFeed(const kv::KvEventLog& log) : log_(log) {}
 
-  // The timeline shows prompt tokens by the tier a request reported (a prefetch moves blocks
-  // to T0 before the request's own hits are counted).
-  void set_request_tiers(int64_t request_id, const std::array<int64_t, 3>& tokens_by_tier);
   // out.kv from v; out.timelines from the events that arrived since the last call.
   void fill(const kv::KvView& v, ui::MemoryState& out);
   // Every event still held, oldest first (for the exports).
@@ -40,7 +37,6 @@ class MemoryFeed {
   int64_t t_start_us_ = 0;  // the first sample's time
   int64_t last_sample_us_ = 0;
   std::vector<ui::CounterSample> samples_;  // (k_max_samples) counter history
-  std::map<int64_t, std::array<int64_t, 3>> request_tiers_;
 };
 
 }  // namespace kvc::app

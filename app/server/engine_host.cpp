@@ -86,7 +86,7 @@ Status EngineHost::close() {
 void EngineHost::observe(const kv::KvCache& cache) {
   CacheSnapshot s;
   for (kv::Tier t : {kv::Tier::t0, kv::Tier::t1, kv::Tier::t2}) s.tiers[kv::tier_index(t)] = cache.tier_usage(t);
-  s.counters = cache.event_counters();
+  s.counters = cache.counters();
   s.n_fragmented_tokens = cache.internal_fragmentation_tokens();
   if (cold_) {
     const kv::ColdStoreStats st = cold_->stats();

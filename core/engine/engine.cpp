@@ -34,7 +34,12 @@ void Engine::emit(const Active& a, kv::KvEventType type, int64_t n_tokens, int64
 
 Engine::~Engine() {
   stop();
-  for (auto& a : staging_) a->staging->worker.join();
+  for (auto& a : staging_) wait_staged(*a->staging);
+}
+
+void Engine::wait_staged(Staging& st) {
+  std::unique_lock lock(mu_);
+  wake_.wait(lock, [&] { return st.done.load(std::memory_order_acquire); });
 }
 
 RequestId Engine::submit(Request r) {
@@ -122,7 +127,8 @@ void Engine::take_inbox() {
     prefetches.swap(prefetches_);
     forgets.swap(forgets_);
   }
-  for (Prefetch& p : prefetches) { prefetched_[p.conversation] = cache_.prefetch(p.tokens); }
+  // The conversation's next request reports what a prefetch moves up under the tier it found.
+  for (Prefetch& p : prefetches) cache_.prefetch(p.tokens, p.conversation == 0 ? 0 : sequence_for(p.conversation));
   for (Forget& f : forgets) {
     const bool busy = std::any_of(running_.begin(), running_.end(),
                                   [&](const auto& a) { return a->request.conversation == f.conversation; }) ||
@@ -134,7 +140,6 @@ void Engine::take_inbox() {
       cache_.destroy_sequence(it->second);
       conversations_.erase(it);
     }
-    prefetched_.erase(f.conversation);
     cache_.forget(f.keys);  // RAM copies first: an eviction in between would write them back
     if (kv::ColdStore* cold = cache_.cold_store()) cold->release(f.keys);
   }
@@ -156,7 +161,7 @@ void Engine::take_inbox() {
     }
     for (auto it = staging_.begin(); it != staging_.end(); ++it) {
       if ((*it)->id == id) {
-        (*it)->staging->worker.join();  // a read of a few blocks: not worth interrupting
+        wait_staged(*(*it)->staging);  // a read of a few blocks: not worth interrupting
         finish(**it, RequestState::cancelled, model::StopReason::cancelled);
         staging_.erase(it);
         break;
@@ -180,13 +185,14 @@ bool Engine::start_staging(Active& a) {
   const int64_t t_start_us = kv::now_us();
   std::vector<kv::BlockKey> keys = cache_.cold_prefix_keys(a.tokens);
   if (keys.empty()) return false;
+  if (a.seq == 0) a.seq = sequence_for(a.request.conversation);  // stage_cold reports to it
   auto st = std::make_unique<Staging>();
   st->keys = std::move(keys);
   st->started = t_start;
   const auto bb = static_cast<size_t>(cache_.layout().block_bytes);
   st->payloads.resize(st->keys.size() * bb);
   Staging* raw = st.get();
-  st->worker = std::thread([this, cold, raw, bb] {
+  staging_pool_.post([this, cold, raw, bb] {
     std::vector<std::span<uint8_t>> outs(raw->keys.size());
     for (size_t i = 0; i < outs.size(); ++i) outs[i] = std::span(raw->payloads).subspan(i * bb, bb);
     raw->results = cold->read_many(raw->keys, outs);
@@ -218,9 +224,7 @@ bool Engine::collect_staged() {
       ++it;
       continue;
     }
-    a.staging->worker.join();
-    const int64_t n = cache_.stage_cold(a.staging->keys, a.staging->results, a.staging->payloads);
-    a.n_staged_tokens = n * cache_.block_tokens();
+    const int64_t n = cache_.stage_cold(a.staging->keys, a.staging->results, a.staging->payloads, a.seq);
     a.staged_ms = ms_since(a.staging->started) - a.result.lookup_ms;
     a.staging.reset();
     {
@@ -268,24 +272,7 @@ Status Engine::admit(Active& a) {
     a.sampler = std::make_unique<sampling::Sampler>(a.request.options.sampling);
     a.text = std::make_unique<model::OutputText>(m_.tokenizer(), a.request.options.stop_strings,
                                                  a.request.options.stop_at_eog);
-    a.result.prefix = *info;
-    if (auto it = prefetched_.find(a.request.conversation); it != prefetched_.end()) {
-      // What the prefetch brought to T0 counts for the tier it was found on.
-      kv::PrefixInfo& p = a.result.prefix;
-      for (int t = 2; t >= 1; --t) {
-        const int64_t moved = std::min(it->second.n_from_tier[t], p.n_from_tier[0]);
-        p.n_from_tier[0] -= moved;
-        p.n_from_tier[t] += moved;
-      }
-      prefetched_.erase(it);
-    }
-    if (a.n_staged_tokens > 0) {
-      // Blocks staged from disk to T1 count as disk hits.
-      kv::PrefixInfo& p = a.result.prefix;
-      const int64_t moved = std::min(a.n_staged_tokens, p.n_from_tier[1]);
-      p.n_from_tier[1] -= moved;
-      p.n_from_tier[2] += moved;
-    }
+    a.result.prefix = *info;  // by the tier each block was found on (before a prefetch or staging moved it)
     if (announced) {
       a.result.promote_ms = a.staged_ms + info->lookup_ms + info->promote_ms;
     } else {
@@ -342,6 +329,21 @@ void Engine::publish(const Active& a) {
 bool Engine::step() {
   take_inbox();
   collect_staged();
+  const std::optional<std::vector<Entry>> batch = schedule();
+  if (!batch) {
+    observe(waiting_.empty());
+    return !waiting_.empty();
+  }
+  if (batch->empty()) return true;  // preemptions or failures changed the queue: step again
+  std::vector<model::SeqInput> inputs;
+  const std::span<const float> logits = run(*batch, inputs);
+  sample_and_stop(*batch, inputs, logits);
+  cache_.emit_tier_usage();
+  observe(running_.empty() && waiting_.empty());
+  return true;
+}
+
+std::optional<std::vector<Engine::Entry>> Engine::schedule() {
   // Admission, oldest first.
   while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < options_.max_running) {
     std::unique_ptr<Active> a = std::move(waiting_.front());
@@ -357,18 +359,11 @@ bool Engine::step() {
     }
     running_.push_back(std::move(a));
   }
-  if (running_.empty()) {
-    observe(waiting_.empty());
-    return !waiting_.empty();
-  }
+  if (running_.empty()) return std::nullopt;
 
   // The batch: every running request's next tokens (1 when decoding, a chunk of the prompt
   // when prefilling), oldest first, up to the token budget. A request that cannot get T0
   // blocks preempts the most recently admitted one (possibly itself).
-  struct Entry {
-    Active* a;
-    int64_t n;
-  };
   std::vector<Entry> entries;
   int64_t budget = options_.token_budget;
   for (size_t i = 0; i < running_.size() && budget > 0;) {
@@ -411,30 +406,35 @@ bool Engine::step() {
     budget -= take;
     ++i;
   }
-  if (entries.empty()) return true;
+  return entries;
+}
 
-  std::vector<model::SeqInput> inputs;
-  inputs.reserve(entries.size());
-  int64_t n_rows = 0;
-  for (const Entry& e : entries) {
+std::span<const float> Engine::run(std::span<const Entry> batch, std::vector<model::SeqInput>& inputs) {
+  inputs.reserve(batch.size());
+  for (const Entry& e : batch) {
     const auto chunk =
         std::span<const int32_t>(e.a->tokens).subspan(static_cast<size_t>(e.a->n_in_kv), static_cast<size_t>(e.n));
     inputs.push_back({chunk, cache_.block_table(e.a->seq), e.a->n_in_kv});
-    n_rows += e.n;
   }
   auto logits = forward_.eval(inputs, model::Logits::last);
   KVC_ASSERT(logits.ok());  // inputs are built from validated tokens within reserved blocks
+  return *logits;
+}
+
+void Engine::sample_and_stop(std::span<const Entry> batch, std::span<const model::SeqInput> inputs,
+                             std::span<const float> logits) {
   const auto n_vocab = static_cast<size_t>(m_.config().n_vocab);
   std::vector<float> work;
   std::vector<Active*> done;
-  int64_t n_prefill = 0, n_decode = 0;
-  for (size_t k = 0; k < entries.size(); ++k) {
-    Active& a = *entries[k].a;
+  int64_t n_prefill = 0, n_decode = 0, n_rows = 0;
+  for (size_t k = 0; k < batch.size(); ++k) {
+    Active& a = *batch[k].a;
     const bool decoding =
-        a.n_in_kv + entries[k].n == static_cast<int64_t>(a.tokens.size()) && a.tokens.size() > a.request.prompt.size();
+        a.n_in_kv + batch[k].n == static_cast<int64_t>(a.tokens.size()) && a.tokens.size() > a.request.prompt.size();
     cache_.commit(a.seq, inputs[k].tokens);
-    a.n_in_kv += entries[k].n;
-    (decoding ? n_decode : n_prefill) += entries[k].n;
+    a.n_in_kv += batch[k].n;
+    n_rows += batch[k].n;
+    (decoding ? n_decode : n_prefill) += batch[k].n;
     if (a.n_in_kv < static_cast<int64_t>(a.tokens.size())) continue;  // prefill continues next step
     if (!decoding && a.result.tokens.empty()) {
       a.prefilled = std::chrono::steady_clock::now();
@@ -443,8 +443,8 @@ bool Engine::step() {
       emit(a, kv::KvEventType::prefill_done, static_cast<int64_t>(a.tokens.size()) - a.result.prefix.n_cached);
     }
     // Its last token is in: sample the next one.
-    work.assign(logits->begin() + static_cast<int64_t>(k * n_vocab),
-                logits->begin() + static_cast<int64_t>((k + 1) * n_vocab));
+    work.assign(logits.begin() + static_cast<int64_t>(k * n_vocab),
+                logits.begin() + static_cast<int64_t>((k + 1) * n_vocab));
     const int32_t id = a.sampler->sample(work, a.tokens);
     if (a.result.tokens.empty() && a.result.ttft_ms == 0) {
       a.result.ttft_ms = ms_since(a.submitted);
@@ -482,16 +482,11 @@ bool Engine::step() {
     finish(*owned, a->result.reason == model::StopReason::cancelled ? RequestState::cancelled : RequestState::finished,
            owned->result.reason);
   }
-  cache_.emit_tier_usage();
-  {
-    std::lock_guard lock(mu_);
-    ++stats_.n_steps;
-    stats_.n_tokens_prefilled += n_prefill;
-    stats_.n_tokens_decoded += n_decode;
-    stats_.max_batch_rows = std::max(stats_.max_batch_rows, n_rows);
-  }
-  observe(running_.empty() && waiting_.empty());
-  return true;
+  std::lock_guard lock(mu_);
+  ++stats_.n_steps;
+  stats_.n_tokens_prefilled += n_prefill;
+  stats_.n_tokens_decoded += n_decode;
+  stats_.max_batch_rows = std::max(stats_.max_batch_rows, n_rows);
 }
 
 Status Engine::run_until_idle(const std::function<Status()>& check) {

@@ -8,9 +8,11 @@
 // cache, recomputing only what was evicted. Greedy outputs do not depend on batching or
 // preemption: every row of the forward pass is computed independently.
 //
-// A request whose history is on disk while others are running is staged first: a worker
-// thread reads its T2 blocks into host RAM (T1) while the engine keeps stepping the others;
-// it is admitted when the read is done (docs/ARCHITECTURE.md §3.7: staging).
+// A request whose history is on disk while others are running is staged first: a worker of a
+// small pool (k_staging_threads) reads its T2 blocks into host RAM (T1) while the engine keeps
+// stepping the others; it is admitted when the read is done (docs/ARCHITECTURE.md §3.7:
+// staging). A step is three phases: schedule() (admission, the batch, preemption), run() (one
+// forward pass) and sample_and_stop() (commit, sampling, stop rules, results).
 //
 // step() may be called directly (tests, benchmarks) or from the engine thread (start()).
 // submit() and cancel() are thread-safe; the callbacks run on the thread calling step().
@@ -37,6 +39,7 @@
 #include "core/model/session.h"
 #include "core/sampling/sampler.h"
 #include "core/util/result.h"
+#include "core/util/worker_pool.h"
 
 namespace kvc::engine {
 
@@ -141,12 +144,12 @@ class Engine {
   Status check_invariants() const;
 
  private:
-  // A read of a request's T2 blocks on a worker thread.
+  // A read of a request's T2 blocks on a staging worker; done is set (then mu_ taken and
+  // wake_ notified) when the worker no longer touches it.
   struct Staging {
     std::vector<kv::BlockKey> keys;
     std::vector<kv::ColdRead> results;
     std::vector<uint8_t> payloads;  // (keys.size(), block_bytes)
-    std::thread worker;
     std::atomic<bool> done{false};
     std::chrono::steady_clock::time_point started;
   };
@@ -165,12 +168,28 @@ class Engine {
     std::unique_ptr<Staging> staging;                 // while its disk blocks are read
     bool staged = false;                              // staging was considered once (done or not needed)
     bool announced = false;                           // start_staging emitted request_started and lookup_done
-    int64_t n_staged_tokens = 0;                      // prompt tokens it brought to T1 (reported as T2 hits)
     double staged_ms = 0;
     RequestResult result;
   };
 
+  // One row group of a step's forward pass: a request's next n tokens.
+  struct Entry {
+    Active* a;
+    int64_t n;
+  };
+
   void take_inbox();
+  // Admits waiting requests and builds the batch (reserving T0, preempting when short);
+  // nullopt when nothing is running, empty when this step's preemptions or failures left no row.
+  std::optional<std::vector<Entry>> schedule();
+  // The forward pass over the batch: the logits of each entry's last row.
+  std::span<const float> run(std::span<const Entry> batch, std::vector<model::SeqInput>& inputs);
+  // Commits the batch's KV, samples where a prompt or a decode step is complete, applies the
+  // stop rules and ends the requests that stopped.
+  void sample_and_stop(std::span<const Entry> batch, std::span<const model::SeqInput> inputs,
+                       std::span<const float> logits);
+  // Waits until a staging read no longer touches its Staging.
+  void wait_staged(Staging& st);
   // Starts staging `a` if it is worth it (others are running, its history is on disk).
   bool start_staging(Active& a);
   // Requests whose read finished go back to the front of the queue; true if any did.
@@ -210,7 +229,6 @@ class Engine {
   bool staged_ready_ = false;       // guarded by mu_: a staging read finished
 
   // Engine-thread state.
-  std::map<int64_t, kv::PrefixInfo> prefetched_;  // conversation -> what its prefetch found
   std::deque<std::unique_ptr<Active>> waiting_;   // not admitted (new, or preempted)
   std::vector<std::unique_ptr<Active>> staging_;  // reading their disk blocks
   std::vector<std::unique_ptr<Active>> running_;  // admitted, in admission order
@@ -218,6 +236,10 @@ class Engine {
 
   std::thread thread_;
   bool stopping_ = false;
+
+  // Staging reads; declared last, so destroyed (its tasks run, its threads joined) first.
+  static constexpr size_t k_staging_threads = 2;
+  WorkerPool staging_pool_{k_staging_threads};
 };
 
 }  // namespace kvc::engine

@@ -148,9 +148,12 @@ void TurnTimeline::add(const KvEvent& e) {
   }
   switch (e.type) {
     case KvEventType::block_hit:
-      if (is_data_tier(e.from)) r.n_cached_tokens[static_cast<size_t>(tier_index(e.from))] += e.n_tokens;
+      if (is_data_tier(e.from) && !r.has(RequestPhase::promote_done))
+        r.n_cached_tokens[static_cast<size_t>(tier_index(e.from))] += e.n_tokens;
       break;
-    case KvEventType::block_miss: r.n_missed_tokens += e.n_tokens; break;
+    case KvEventType::block_miss:
+      if (!r.has(RequestPhase::promote_done)) r.n_missed_tokens += e.n_tokens;
+      break;
     case KvEventType::request_started: r.n_prompt_tokens = e.n_tokens; break;
     case KvEventType::promote_done: r.promoted_bytes = e.n_bytes; break;
     case KvEventType::prefill_done: r.n_computed_tokens = e.n_tokens; break;

@@ -9,6 +9,7 @@
 // engine steps (/metrics); the trace export builds its own TurnTimeline (docs/ARCHITECTURE.md §3.8).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -60,6 +61,9 @@ struct KvCounters {
   int64_t n_preemptions = 0;
   int64_t n_resumes = 0;
   int64_t n_alloc_failures = 0;
+
+  // Blocks dropped from the cache for good, from any tier.
+  int64_t n_evicted() const { return n_evictions[0] + n_evictions[1] + n_evictions[2]; }
 
   void apply(const KvEvent& e);
   void apply(std::span<const KvEvent> events) {
@@ -116,6 +120,13 @@ struct RequestMetrics {
   bool has(RequestPhase p) const { return t_phase_us[static_cast<size_t>(p)] >= 0; }
   bool finished() const { return has(RequestPhase::finished); }
   int64_t n_cached_tokens_total() const { return n_cached_tokens[0] + n_cached_tokens[1] + n_cached_tokens[2]; }
+  // Prompt tokens the request's own sequence still held in its private tail (on T0): cached but
+  // neither a block hit nor missed; 0 until the lookup is done (promote_done).
+  int64_t n_tail_tokens() const {
+    return has(RequestPhase::promote_done)
+               ? std::max<int64_t>(0, n_prompt_tokens - n_missed_tokens - n_cached_tokens_total())
+               : 0;
+  }
   // When phase p ended: its stamp, or, for a skipped phase followed by a later one, the end of
   // the phase before it; -1 when neither p nor any later phase happened.
   int64_t phase_end_us(RequestPhase p) const;
@@ -138,7 +149,9 @@ class TurnTimeline {
   explicit TurnTimeline(size_t max_turns = 512) : max_turns_(max_turns) {}
 
   // Request events and block hits/misses with a request_id update that request's record;
-  // a record is created at its first event, so a turn whose start was lost still shows.
+  // a record is created at its first event, so a turn whose start was lost still shows. Hits
+  // and misses count until promote_done: the lookup of the first admission (the lookups of a
+  // preempted request's resumptions are cache events, not the turn's).
   void add(const KvEvent& e);
   void add(std::span<const KvEvent> events) {
     for (const KvEvent& e : events) add(e);

@@ -123,7 +123,7 @@ TEST_CASE("kv cache: a run of T2 blocks is promoted with one batched read", "[co
     CHECK(s->last_prefix().n_cached == 48);
     CHECK(s->last_prefix().n_from_tier[2] == 48);
     CHECK(s->last_prefix().n_recomputed_bad == 16);
-    CHECK(s->cache().counters().n_cold_corrupt == 1);
+    CHECK(s->cache().counters().n_corrupt_blocks == 1);
     CHECK(cold.batch_sizes == std::vector<size_t>{6});
     CHECK(inner.stats().n_corrupt == 1);
     // The blocks after it stayed on disk; the recomputed block was stored again.

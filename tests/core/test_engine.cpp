@@ -274,7 +274,7 @@ TEST_CASE("engine: prefetch brings a demoted conversation back to T0 and keeps i
 
   std::vector<int32_t> next = stream;
   for (int i = 0; i < 5; ++i) next.push_back(300 + i);
-  const int64_t promoted_t1 = cache->counters().n_promoted[1];
+  const int64_t promoted_t1 = cache->counters().n_promotions[1][0];
   const auto second = eng.submit({9, next, greedy(4), {}, {}});
   REQUIRE(eng.run_until_idle([&] { return eng.check_invariants(); }).ok());
   const auto second_result = eng.result(second);
@@ -282,7 +282,7 @@ TEST_CASE("engine: prefetch brings a demoted conversation back to T0 and keeps i
   CHECK(p.n_cached >= 64);
   CHECK(p.n_from_tier[1] >= 64);  // found on T1 by the prefetch, not counted as a T0 hit
   CHECK(p.n_from_tier[0] + p.n_from_tier[1] + p.n_from_tier[2] == p.n_cached);
-  CHECK(cache->counters().n_promoted[1] == promoted_t1);  // nothing was left to promote at admission
+  CHECK(cache->counters().n_promotions[1][0] == promoted_t1);  // nothing was left to promote at admission
 }
 
 namespace {

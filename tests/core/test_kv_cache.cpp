@@ -97,7 +97,7 @@ TEST_CASE("kv cache: blocks demoted to T1 and T2 are promoted back bit-exactly",
     auto got = s->evaluate(all);
     REQUIRE(got.ok());
     CHECK(s->last_prefix().n_from_tier[1] == 32);
-    CHECK(s->cache().counters().n_promoted[1] == 2);
+    CHECK(s->cache().counters().n_promotions[1][0] == 2);
     REQUIRE(s->cache().check_invariants().ok());
     require_same(*got, want);
   }
@@ -146,7 +146,7 @@ TEST_CASE("kv cache: blocks demoted to T1 and T2 are promoted back bit-exactly",
     REQUIRE(got.ok());
     CHECK(s->last_prefix().n_cached == 0);
     CHECK(s->last_prefix().n_recomputed_bad == 16);
-    CHECK(s->cache().counters().n_cold_corrupt == 1);
+    CHECK(s->cache().counters().n_corrupt_blocks == 1);
     CHECK(cold.stats().n_corrupt == 1);
     require_same(*got, want);
   }
@@ -177,13 +177,13 @@ TEST_CASE("kv cache: branches share the common prefix and copy a diverging block
   CHECK(s->n_reused() == 39);
   require_same(*again, want_b);
   // Rewinding inside a shared full block copies it before writing.
-  const auto cow_before = s->cache().counters().n_cow;
+  const auto cow_before = s->cache().counters().n_copies_on_write;
   auto shorter = std::vector<int32_t>(b.begin(), b.begin() + 30);
   shorter.push_back(777);
   const auto want_short = fresh_logits(*f.m, shorter);
   auto got_short = s->evaluate(shorter);
   REQUIRE(got_short.ok());
-  CHECK(s->cache().counters().n_cow == cow_before + 1);
+  CHECK(s->cache().counters().n_copies_on_write == cow_before + 1);
   CHECK(s->n_reused() == 30);  // block 0 shared, 14 positions of the copied block 1
   require_same(*got_short, want_short);
   REQUIRE(s->cache().check_invariants().ok());
@@ -296,7 +296,7 @@ TEST_CASE("kv cache: a small T0 budget recycles the blocks of closed sequences",
     REQUIRE(all.ok());
     REQUIRE(s->cache().check_invariants().ok());
   }
-  CHECK(s->cache().counters().n_dropped > 0);
+  CHECK(s->cache().counters().n_evicted() > 0);
   CHECK(s->cache().counters().n_alloc_failures == 0);
 }
 

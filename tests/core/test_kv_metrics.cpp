@@ -212,3 +212,32 @@ TEST_CASE("metrics: check_invariants catches over-full tiers and oversized share
   m.tiers[1].used_blocks = 9;  // more blocks than the tier has
   CHECK_FALSE(m.check_invariants());
 }
+
+TEST_CASE("turn timeline: the first admission's lookup is the turn's, not a resumed sequence's lookups",
+          "[core][kv_metrics]") {
+  using T = KvEventType;
+  TurnTimeline tl;
+  tl.add(std::vector<KvEvent>{
+      ev(T::request_started, 10, 3, 45),
+      ev(T::block_hit, 11, 3, 16, Tier::t1),
+      ev(T::block_hit, 12, 3, 16, Tier::t0),
+      ev(T::block_miss, 13, 3, 4),  // 45 - 32 - 4 = 9 tokens from the sequence's own tail
+      ev(T::lookup_done, 14, 3, 41),
+      ev(T::promote_done, 15, 3),
+      ev(T::seq_preempted, 20, 3, 43),
+      ev(T::seq_resumed, 30, 3, 47),
+      ev(T::block_hit, 31, 3, 16, Tier::t2),  // the resumption's lookup
+      ev(T::block_hit, 32, 3, 16, Tier::t2),
+      ev(T::block_miss, 33, 3, 15),
+  });
+  const RequestMetrics* r = tl.find(3);
+  REQUIRE(r != nullptr);
+  CHECK(r->n_cached_tokens == std::array<int64_t, 3>{16, 16, 0});
+  CHECK(r->n_missed_tokens == 4);
+  CHECK(r->n_tail_tokens() == 9);
+  CHECK(r->n_cached_tokens_total() + r->n_tail_tokens() + r->n_missed_tokens == r->n_prompt_tokens);
+  TurnTimeline early;
+  early.add(ev(T::request_started, 10, 4, 45));
+  early.add(ev(T::block_hit, 11, 4, 16, Tier::t0));
+  CHECK(early.find(4)->n_tail_tokens() == 0);  // the lookup is not done yet
+}

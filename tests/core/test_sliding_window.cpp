@@ -137,13 +137,13 @@ TEST_CASE("sliding window: a conversation longer than T0 runs, with the logits o
   // window still needs (plus one of margin), not the 15 of the history.
   s->clear();
   s->cache().demote_all_unpinned(kv::Tier::t1);
-  const int64_t promoted_before = s->cache().counters().n_promoted[1];
+  const int64_t promoted_before = s->cache().counters().n_promotions[1][0];
   auto l = s->evaluate(stream);
   REQUIRE(l.ok());
   const auto got = last_row(*l, n_vocab);
   for (int64_t v = 0; v < n_vocab; ++v)
     REQUIRE(got[static_cast<size_t>(v)] == want[240 * static_cast<size_t>(n_vocab) + static_cast<size_t>(v)]);
-  const int64_t promoted = s->cache().counters().n_promoted[1] - promoted_before;
+  const int64_t promoted = s->cache().counters().n_promotions[1][0] - promoted_before;
   CHECK(promoted >= 2);
   CHECK(promoted <= (k_window + 16) / 16 + 1);
   CHECK(s->cache().check_invariants().ok());

@@ -61,6 +61,6 @@ TEST_CASE("restart: a 1,200-token history resumes from the disk tier with identi
   CHECK(resumed->prefix.n_from_tier[2] == 1216);
   CHECK(resumed->prefix.n_cached == 1216);
   CHECK(resumed->prefix.n_recomputed_bad == 0);
-  CHECK(s->cache().counters().n_promoted[2] == 76);
+  CHECK(s->cache().counters().n_promotions[2][0] == 76);
   CHECK(resumed->tokens == uninterrupted);
 }

@@ -1,4 +1,4 @@
-// KvCache::describe: the read-only producer of KvView (metrics, blocks, prefix tree) for the memory view.
+// KvCache::describe: telemetry's read-only producer of KvView (metrics, blocks, prefix tree) for the memory view.
 #include <algorithm>
 #include <unordered_map>
 
@@ -20,16 +20,19 @@ void KvCache::describe(KvView& out) const { describe(out, KvViewOptions{}); }
 
 void KvCache::describe(KvView& out, const KvViewOptions& options) const {
   const int64_t B = block_tokens();
-  const int64_t bb = config_.layout.block_bytes;
+  const int64_t bb = layout().block_bytes;
+  const RadixIndex& index = store_->index();
+  const ColdStore* cold = store_->cold_store();
+  const auto& seqs = seqs_->sequences();
   std::vector<SeqId> seq_ids;
-  seq_ids.reserve(seqs_.size());
-  for (const auto& [id, s] : seqs_) seq_ids.push_back(id);
+  seq_ids.reserve(seqs.size());
+  for (const auto& [id, s] : seqs) seq_ids.push_back(id);
   std::sort(seq_ids.begin(), seq_ids.end());
 
   std::vector<KvOwner> owners(options.owners.begin(), options.owners.end());
   const bool owners_are_seqs = owners.empty();
   if (owners_are_seqs) {
-    for (SeqId id : seq_ids) owners.push_back(KvOwner{id, seqs_.at(id).tokens, {}});
+    for (SeqId id : seq_ids) owners.push_back(KvOwner{id, seqs.at(id).tokens, {}});
   }
 
   // Full blocks: an owner holds the chain of indexed keys its tokens spell.
@@ -38,22 +41,22 @@ void KvCache::describe(KvView& out, const KvViewOptions& options) const {
     if (!o.keys.empty()) {
       KVC_ASSERT(o.keys.size() <= o.tokens.size() / static_cast<size_t>(B));
       for (const BlockKey& key : o.keys) {
-        const std::optional<BlockHandle> h = index_.find(key);
+        const std::optional<BlockHandle> h = index.find(key);
         if (!h) break;
         held[h->index].push_back(o.id);
       }
       continue;
     }
-    BlockKey key = config_.fingerprint;
+    BlockKey key = fingerprint();
     for (int64_t p = 0; p + B <= static_cast<int64_t>(o.tokens.size()); p += B) {
       key = chain_key(key, o.tokens.subspan(static_cast<size_t>(p), static_cast<size_t>(B)));
-      const std::optional<BlockHandle> h = index_.find(key);
+      const std::optional<BlockHandle> h = index.find(key);
       if (!h) break;
       held[h->index].push_back(o.id);
     }
   }
 
-  out.tick = tick_;
+  out.tick = store_->now_tick();
   out.block_bytes = bb;
   out.blocks.clear();
   out.nodes.clear();
@@ -78,7 +81,7 @@ void KvCache::describe(KvView& out, const KvViewOptions& options) const {
   std::vector<int64_t> ids;
 
   std::unordered_map<int32_t, int32_t> node_at;  // radix node id -> index in out.nodes
-  index_.visit([&](const NodeView& n) {
+  index.visit([&](const NodeView& n) {
     int32_t node_index = -1;
     if (out.nodes.size() < options.max_nodes) {
       KvNodeView v;
@@ -90,7 +93,7 @@ void KvCache::describe(KvView& out, const KvViewOptions& options) const {
       v.n_blocks = static_cast<int32_t>(n.blocks.size());
       v.n_children = n.n_children;
       v.n_hits = n.n_hits;
-      if (!n.blocks.empty()) v.tier = index_.location(index_.handle_of(n.blocks.front())).tier;
+      if (!n.blocks.empty()) v.tier = index.location(index.handle_of(n.blocks.front())).tier;
       node_index = static_cast<int32_t>(out.nodes.size());
       node_at.emplace(n.id, node_index);
       out.nodes.push_back(v);
@@ -98,7 +101,7 @@ void KvCache::describe(KvView& out, const KvViewOptions& options) const {
       ++out.n_nodes_left_out;
     }
     for (uint32_t bi : n.blocks) {
-      const BlockInfo info = index_.info(index_.handle_of(bi));
+      const BlockInfo info = index.info(index.handle_of(bi));
       KvBlockView b;
       b.key = info.key;
       b.tier = info.location.tier;
@@ -109,7 +112,7 @@ void KvCache::describe(KvView& out, const KvViewOptions& options) const {
       b.last_use = info.last_use;
       b.position = info.position;
       b.node = node_index;
-      b.on_cold = b.tier == Tier::t2 || (cold_ && cold_->contains(b.key));
+      b.on_cold = b.tier == Tier::t2 || (cold && cold->contains(b.key));
       out.n_blocks_on_cold += b.on_cold;
       ids.clear();
       if (const auto h = held.find(bi); h != held.end()) ids = h->second;
@@ -132,17 +135,17 @@ void KvCache::describe(KvView& out, const KvViewOptions& options) const {
   // Private blocks: partial tails and blocks reserved ahead, on T0 only.
   std::vector<int64_t> seq_lengths;
   for (SeqId id : seq_ids) {
-    const Sequence& s = seqs_.at(id);
+    const SequenceTable::Sequence& s = seqs.at(id);
     seq_lengths.push_back(static_cast<int64_t>(s.tokens.size()));
-    for (size_t i = 0; i < s.blocks.size(); ++i) {
-      const SeqBlock& sb = s.blocks[i];
+    for (size_t i = 0; i < s.table.blocks.size(); ++i) {
+      const SequenceTable::SeqBlock& sb = s.table.blocks[i];
       if (!sb.shared.is_null() || sb.t0_slot < 0) continue;
       KvBlockView b;
       b.tier = Tier::t0;
       b.slot = sb.t0_slot;
       b.position = static_cast<int64_t>(i) * B;
       b.n_tokens = static_cast<int32_t>(std::clamp<int64_t>(static_cast<int64_t>(s.tokens.size()) - b.position, 0, B));
-      b.last_use = s.pinned ? tick_ : s.parked_tick;
+      b.last_use = s.pinned ? store_->now_tick() : s.parked_tick;
       b.is_private = true;
       ids.clear();
       if (owners_are_seqs) {
@@ -180,7 +183,7 @@ void KvCache::describe(KvView& out, const KvViewOptions& options) const {
     for (size_t t = 0; t < k_n_data_tiers; ++t) sh.bytes[t] = share_bytes[t][i];
     m.shares.push_back(sh);
   }
-  m.counters = event_counters_;
+  m.counters = telemetry_->counters();
   m.fragmentation = internal_fragmentation(seq_lengths, B, bb);
 }
 
