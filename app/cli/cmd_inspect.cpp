@@ -16,6 +16,12 @@ namespace kvc::cli {
 
 namespace {
 
+std::string num0(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
+  return buf;
+}
+
 // One line for a metadata value: scalars as they are, strings cut at 60 bytes (control
 // characters escaped), arrays as their type, length and first few elements.
 std::string format_value(const gguf::Value& v) {
@@ -148,6 +154,17 @@ int run_inspect(InspectArgs a) {
   if (c.fused_gate_up) features += ", fused gate/up";
   if (c.no_rope_every) features += ", no rope in every " + std::to_string(c.no_rope_every) + "th layer";
   if (c.sliding_window) features += ", sliding window " + std::to_string(c.sliding_window);
+  if (c.gemma) {
+    features += ", scaled embeddings, post-norms, GeGLU";
+    if (c.n_local_layers() > 0) {
+      features += ", " + std::to_string(c.n_local_layers()) + " local layers (window " +
+                  std::to_string(c.local_window) + ", rope base " + num0(c.rope_local.freq_base) + ") and " +
+                  std::to_string(c.n_layer - c.n_local_layers()) + " global";
+    }
+    if (c.attn_softcap > 0) features += ", attention soft-cap " + num0(c.attn_softcap);
+    if (c.final_softcap > 0) features += ", logit soft-cap " + num0(c.final_softcap);
+    if (c.rope.freq_scale != 1.0f) features += ", global rope scaled 1/" + num0(1.0f / c.rope.freq_scale);
+  }
   if (!features.empty()) std::printf("           %s\n", features.substr(2).c_str());
   const int group = kv::kv_group_for_head_dim(c.head_dim);
   const std::string scale_note = group > 0 ? "; int8/int4: one scale per " + std::to_string(group) + " elements" : "";
@@ -165,6 +182,21 @@ int run_inspect(InspectArgs a) {
                 std::string(kv::kv_format_name(fmt)).c_str(), b, b / f16, static_cast<long long>(a.n_ctx),
                 human_bytes(b * static_cast<double>(a.n_ctx)).c_str());
   }
+  // Local and global layers apart: what each group costs, and what keeping only the window of
+  // the local layers would save (kvchat's cache keeps every layer's KV at every position today).
+  const int64_t n_local = c.n_local_layers();
+  if (n_local > 0) {
+    const double local = c.kv_bytes_per_token_local(2.0), global = c.kv_bytes_per_token_global(2.0);
+    const double full = f16 * static_cast<double>(a.n_ctx), aware = c.kv_bytes_window_aware(2.0, a.n_ctx);
+    std::printf(
+        "  by layer group (f16): %lld local + %lld global layers = %.0f + %.0f bytes/token (local window "
+        "%lld)\n",
+        static_cast<long long>(n_local), static_cast<long long>(c.n_layer - n_local), local, global,
+        static_cast<long long>(c.local_window));
+    std::printf("  window-aware at %lld tokens: %s instead of %s (saves %.1f%%; kvchat keeps all layers' KV today)\n",
+                static_cast<long long>(a.n_ctx), human_bytes(aware).c_str(), human_bytes(full).c_str(),
+                full > 0 ? 100.0 * (1.0 - aware / full) : 0.0);
+  }
   // Activations for a 256-token prefill batch, plus logits.
   const double act =
       256.0 * 4.0 * static_cast<double>(4 * c.n_embd + 2 * c.q_width() + 2 * c.kv_width() + 2 * c.n_ff + c.n_vocab);
@@ -172,6 +204,11 @@ int run_inspect(InspectArgs a) {
               static_cast<long long>(a.n_ctx), human_bytes(static_cast<double>(weight_bytes)).c_str(),
               human_bytes(f16 * static_cast<double>(a.n_ctx)).c_str(), human_bytes(act).c_str(),
               human_bytes(static_cast<double>(weight_bytes) + f16 * static_cast<double>(a.n_ctx) + act).c_str());
+  if (n_local > 0) {
+    const double aware = c.kv_bytes_window_aware(2.0, a.n_ctx);
+    std::printf("           with a window-aware cache: KV (f16) %s, total %s\n", human_bytes(aware).c_str(),
+                human_bytes(static_cast<double>(weight_bytes) + aware + act).c_str());
+  }
   return 0;
 }
 

@@ -106,7 +106,8 @@ void register_mkmodel(CLI::App& app) {
   auto a = std::make_shared<MkmodelArgs>();
   auto* cmd = app.add_subcommand(
       "mkmodel",
-      "write a llama-family GGUF (llama, llama3, qwen2, qwen3, phi3, smollm3) with random weights of any shape and type");
+      "write a llama-family GGUF (llama, llama3, qwen2, qwen3, phi3, smollm3, gemma2, gemma3) with random weights of "
+      "any shape and type");
   cmd->add_option("-o,--output", a->out, "GGUF file to write (default: DATA_DIR/models/PRESET-TYPE.gguf)");
   add_data_dir_option(*cmd, a->data_dir);
   cmd->add_option("--preset", a->preset, "a known shape: tinyllama (dim 2048, 22 layers, 32/4 heads, FFN 5632)");
@@ -123,17 +124,24 @@ void register_mkmodel(CLI::App& app) {
   cmd->add_option("--arch", a->spec.arch,
                   "architecture: llama; llama3 (llama with rope_freqs.weight); qwen2 (split-halves rope, Q/K/V "
                   "biases); qwen3 (split halves, per-head Q/K norms); phi3 (fused QKV and gate/up, LongRoPE); "
-                  "smollm3 (no rope in every fourth layer)")
+                  "smollm3 (no rope in every fourth layer); gemma2 (scaled embeddings, post-norms, GeGLU, local "
+                  "layers alternating with global ones, soft-capping); gemma3 (gemma2 with Q/K norms, five local "
+                  "layers per global one, local rope base 10000, no caps)")
       ->capture_default_str();
-  cmd->add_option("--head-dim", a->spec.head_dim, "qwen3: the head size when it is not --dim / --heads");
+  cmd->add_option("--head-dim", a->spec.head_dim,
+                  "qwen3, gemma2, gemma3: the head size when it is not --dim / --heads");
   cmd->add_option("--rope-scale-factor", a->spec.rope_scale_factor,
-                  "llama3, phi3: the divisor of the low-frequency rope pairs (phi3: of its long factors)")
+                  "llama3, phi3: the divisor of the low-frequency rope pairs (phi3: of its long factors); gemma3: "
+                  "the global layers' linear rope scaling (1: none)")
       ->capture_default_str();
   cmd->add_option("--rope-orig-ctx", a->spec.rope_orig_ctx,
                   "llama3, phi3: the original context the rope factors extend")
       ->capture_default_str();
-  cmd->add_option("--window", a->spec.sliding_window, "attention.sliding_window to write (0: none)")
+  cmd->add_option("--window", a->spec.sliding_window,
+                  "attention.sliding_window to write (0: none; gemma2, gemma3: the local layers' window)")
       ->capture_default_str();
+  cmd->add_option("--attn-softcap", a->spec.attn_softcap, "gemma2: attn_logit_softcapping")->capture_default_str();
+  cmd->add_option("--final-softcap", a->spec.final_softcap, "gemma2: final_logit_softcapping")->capture_default_str();
   cmd->add_option("--rope-base", a->spec.rope_freq_base, "rope frequency base")->capture_default_str();
   cmd->add_flag("--tied", a->spec.tied, "no output.weight: the output layer reuses the token embeddings");
   cmd->add_option("--seed", a->spec.seed, "weights seed (the file depends only on the options)")->capture_default_str();
@@ -148,6 +156,9 @@ void register_mkmodel(CLI::App& app) {
   cmd->add_option("--k-outlier-scale", a->spec.k_outlier_scale, "how much larger the outlier key channels are")
       ->capture_default_str();
   cmd->add_option("--norm-std", a->spec.norm_std, "standard deviation of the norm weights around 1")
+      ->capture_default_str();
+  cmd->add_option("--qk-norm-mean", a->spec.qk_norm_mean,
+                  "qwen3, gemma3: the Q/K norm weights' mean (larger: sharper attention)")
       ->capture_default_str();
   cmd->add_option("--bias-std", a->spec.bias_std, "standard deviation of qwen2's Q/K/V biases")->capture_default_str();
   auto* vf = cmd->add_option("--vocab-from", a->vocab_from,

@@ -83,6 +83,17 @@ class Backend {
   // x += y; n floats.
   virtual void add(float* x, const float* y, int64_t n) = 0;
 
+  // Gemma's ops (kernels/cpu/ops.h). Only the CPU backend has them: Model::load refuses the
+  // architectures that need them on other backends, so the defaults are never reached.
+  // gate = gelu_tanh(gate) * up; n floats.
+  virtual void gelu_mul(float* gate, const float* up, int64_t n);
+  // x = cap * tanh(x / cap); n floats, cap > 0.
+  virtual void softcap(float* x, int64_t n, float cap);
+  // x *= s; n floats.
+  virtual void scale(float* x, int64_t n, float s);
+  // Whether this backend has the three ops above (and AttentionShape::softcap).
+  virtual bool has_gemma_ops() const { return false; }
+
   // The first failure of the asynchronous work since the last call (a device backend's
   // kernel fault, a failed copy), cleared by reading it; ok when nothing failed. Callers
   // check it after copy_to_host. The CPU backend's ops cannot fail.

@@ -3,6 +3,7 @@
 
 #include "core/backend/backend.h"
 #include "core/backend/cuda_backend.h"
+#include "core/util/assert.h"
 
 namespace kvc::backend {
 
@@ -17,6 +18,11 @@ Result<std::unique_ptr<Backend>> create_backend(std::string_view kind, int n_thr
   return make_error(ErrorCode::invalid_argument,
                     "unknown backend \"" + std::string(kind) + "\": use cpu, cuda or auto");
 }
+
+// The defaults of the ops only the CPU backend has (Model::load refuses Gemma elsewhere).
+void Backend::gelu_mul(float*, const float*, int64_t) { KVC_ASSERT(has_gemma_ops()); }
+void Backend::softcap(float*, int64_t, float) { KVC_ASSERT(has_gemma_ops()); }
+void Backend::scale(float*, int64_t, float) { KVC_ASSERT(has_gemma_ops()); }
 
 std::vector<std::string> available_backends() {
   std::vector<std::string> out{"cpu"};

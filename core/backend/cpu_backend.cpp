@@ -168,6 +168,16 @@ class CpuBackend final : public Backend {
 
   void add(float* x, const float* y, int64_t n) override { kernels::add_inplace(x, y, n); }
 
+  void gelu_mul(float* gate, const float* up, int64_t n) override {
+    pool_.parallel_for(n, 16384,
+                       [&](int64_t b, int64_t e) { kernels::gelu_tanh_mul(gate + b, up + b, e - b, gate + b); });
+  }
+  void softcap(float* x, int64_t n, float cap) override {
+    pool_.parallel_for(n, 16384, [&](int64_t b, int64_t e) { kernels::softcap_inplace(x + b, e - b, cap); });
+  }
+  void scale(float* x, int64_t n, float s) override { kernels::scale_inplace(x, n, s); }
+  bool has_gemma_ops() const override { return true; }
+
  private:
   static constexpr size_t k_mmap_threshold = size_t{1} << 20;
   std::mutex mapped_mu_;

@@ -1,4 +1,5 @@
-// The llama forward pass: embeddings, n_layer pre-norm blocks (GQA attention + SwiGLU), logits.
+// The llama forward pass: embeddings, n_layer pre-norm blocks (GQA attention + SwiGLU), logits;
+// Gemma's variant adds scaled embeddings, post-norms, GeGLU, soft-capping and local layers.
 #include "core/model/forward.h"
 
 #include <algorithm>
@@ -72,16 +73,21 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
                       "a batch of " + std::to_string(n) + " tokens exceeds the limit of " + std::to_string(max_batch_));
   }
   const ModelWeights& w = m_.weights();
-  const kernels::AttentionShape shape{static_cast<int>(c.n_head), static_cast<int>(c.n_head_kv),
-                                      static_cast<int>(c.head_dim), c.kv_width(),
-                                      1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  const kernels::AttentionShape shape{
+      static_cast<int>(c.n_head),
+      static_cast<int>(c.n_head_kv),
+      static_cast<int>(c.head_dim),
+      c.kv_width(),
+      c.query_scale > 0.0f ? c.query_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+      c.attn_softcap};
   be_.copy_from_host(batch_tokens_.data(), tokens_, static_cast<size_t>(n) * sizeof(int32_t));
   be_.embed(w.token_embd, tokens_, n, x_);  // x: (n, n_embd)
+  if (c.gemma) be_.scale(x_, n * c.n_embd, std::sqrt(static_cast<float>(c.n_embd)));
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     const int layer = static_cast<int>(l);
     // Attention block: h = norm(x); q, k, v = h W^T (+ per-head norms); rope; store k, v;
-    // x += attn(q) Wo^T.
+    // x += attn(q) Wo^T (Gemma: x += post_norm(attn(q) Wo^T), a local layer's window in the mask).
     be_.rmsnorm(x_, lw.attn_norm, n, c.n_embd, c.rms_eps, h_);
     be_.matmul(lw.wq, h_, n, q_, lw.bq);
     be_.matmul(lw.wk, h_, n, k_, lw.bk);
@@ -90,20 +96,28 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
       be_.rmsnorm(q_, lw.q_norm, n * c.n_head, c.head_dim, c.rms_eps, q_);
       be_.rmsnorm(k_, lw.k_norm, n * c.n_head_kv, c.head_dim, c.rms_eps, k_);
     }
-    if (c.layer_has_rope(l)) {  // SmolLM3 leaves every fourth layer without positions (NoPE)
-      be_.rope(q_, n, positions_.data(), static_cast<int>(c.n_head), static_cast<int>(c.head_dim), c.rope);
-      be_.rope(k_, n, positions_.data(), static_cast<int>(c.n_head_kv), static_cast<int>(c.head_dim), c.rope);
+    if (c.layer_has_rope(l)) {                            // SmolLM3 leaves every fourth layer without positions (NoPE)
+      const kernels::RopeParams& rope = c.layer_rope(l);  // Gemma's local layers have their own
+      be_.rope(q_, n, positions_.data(), static_cast<int>(c.n_head), static_cast<int>(c.head_dim), rope);
+      be_.rope(k_, n, positions_.data(), static_cast<int>(c.n_head_kv), static_cast<int>(c.head_dim), rope);
     }
     be_.kv_store(layout_, layer, slices_, k_, v_);
-    be_.attention(layout_, layer, slices_, q_, shape, m_.config().sliding_window, att_);
+    be_.attention(layout_, layer, slices_, q_, shape, c.layer_window(l), att_);
     be_.matmul(lw.wo, att_, n, h_, nullptr);
+    if (c.gemma) be_.rmsnorm(h_, lw.attn_post_norm, n, c.n_embd, c.rms_eps, h_);
     be_.add(x_, h_, n * c.n_embd);
-    // Feed-forward block: x += (silu(h Wg^T) * (h Wu^T)) Wd^T with h = norm(x).
+    // Feed-forward block: x += (silu(h Wg^T) * (h Wu^T)) Wd^T with h = norm(x) (Gemma: gelu,
+    // and the result post-normed).
     be_.rmsnorm(x_, lw.ffn_norm, n, c.n_embd, c.rms_eps, h_);
     be_.matmul(lw.w_gate, h_, n, gate_, nullptr);
     be_.matmul(lw.w_up, h_, n, up_, nullptr);
-    be_.silu_mul(gate_, up_, n * c.n_ff);
+    if (c.gemma) {
+      be_.gelu_mul(gate_, up_, n * c.n_ff);
+    } else {
+      be_.silu_mul(gate_, up_, n * c.n_ff);
+    }
     be_.matmul(lw.w_down, gate_, n, h_, nullptr);
+    if (c.gemma) be_.rmsnorm(h_, lw.ffn_post_norm, n, c.n_embd, c.rms_eps, h_);
     be_.add(x_, h_, n * c.n_embd);
   }
   // Logits for every row, or for the last row of each sequence.
@@ -120,6 +134,7 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
   }
   be_.rmsnorm(rows, w.output_norm, n_out, c.n_embd, c.rms_eps, h_);
   be_.matmul(w.output, h_, n_out, logits_, nullptr);
+  if (c.final_softcap > 0.0f) be_.softcap(logits_, n_out * c.n_vocab, c.final_softcap);
   host_logits_.resize(static_cast<size_t>(n_out * c.n_vocab));
   be_.copy_to_host(logits_, host_logits_.data(), host_logits_.size() * sizeof(float));
   KVC_TRY(be_.take_error());

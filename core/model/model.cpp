@@ -274,6 +274,11 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
   Loader ld(m->file_, be, m->owned_);
   auto fail = [&](const Error& e) { return make_error(e.code, path + ": " + e.message); };
 
+  if (c.gemma && !be.has_gemma_ops()) {
+    return fail(make_error(ErrorCode::unsupported, "architecture " + c.arch + " (GeGLU, soft-capping) is not " +
+                                                       "supported by the " + std::string(be.name()) +
+                                                       " backend yet; use --backend cpu"));
+  }
   auto embd = ld.matrix("token_embd.weight", c.n_vocab, c.n_embd);
   if (!embd.ok()) return fail(embd.error());
   m->weights_.token_embd = *embd;
@@ -316,6 +321,8 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
           assign_v(w.bk, "attn_k.bias", c.kv_width(), true), assign_v(w.bv, "attn_v.bias", c.kv_width(), true),
           assign_v(w.q_norm, "attn_q_norm.weight", c.head_dim, !c.qk_norm),
           assign_v(w.k_norm, "attn_k_norm.weight", c.head_dim, !c.qk_norm),
+          assign_v(w.attn_post_norm, "post_attention_norm.weight", c.n_embd, !c.gemma),
+          assign_v(w.ffn_post_norm, "post_ffw_norm.weight", c.n_embd, !c.gemma),
           assign_v(w.ffn_norm, "ffn_norm.weight", c.n_embd, false),
           fused_up ? part(w.w_gate, "ffn_up.weight", 2 * c.n_ff, c.n_embd, 0, c.n_ff)
                    : assign_m(w.w_gate, "ffn_gate.weight", c.n_ff, c.n_embd),
@@ -421,7 +428,14 @@ kv::BlockKey kv_fingerprint(const Model& m, const kernels::KvBlockLayout& layout
   std::memcpy(bytes + sizeof words, reals, sizeof reals);
   std::memcpy(bytes + sizeof words + sizeof reals, &version, sizeof version);
   const size_t n = sizeof words + sizeof reals + (version == 0 ? 0 : sizeof version);
-  return kv::hash_bytes({bytes, n}, m.weights_fingerprint());
+  const kv::BlockKey key = kv::hash_bytes({bytes, n}, m.weights_fingerprint());
+  if (!c.gemma) return key;
+  // Gemma's K and V depend on its layer pattern, window, local rope and caps too (the keys of
+  // other models are unchanged by this addition).
+  const double gemma[] = {static_cast<double>(c.swa_period),           static_cast<double>(c.local_window),
+                          static_cast<double>(c.attn_softcap),         static_cast<double>(c.query_scale),
+                          static_cast<double>(c.rope_local.freq_base), static_cast<double>(c.rope_local.freq_scale)};
+  return kv::hash_bytes({reinterpret_cast<const uint8_t*>(gemma), sizeof gemma}, key);
 }
 
 Model::~Model() {

@@ -19,20 +19,22 @@ namespace kvc::model {
 
 // The weights of one transformer block, in backend memory.
 struct LayerWeights {
-  const float* attn_norm = nullptr;  // (n_embd)
-  backend::Weight wq;                // (q_width rows, n_embd cols)
-  backend::Weight wk;                // (kv_width, n_embd)
-  backend::Weight wv;                // (kv_width, n_embd)
-  backend::Weight wo;                // (n_embd, q_width)
-  const float* bq = nullptr;         // (q_width), qwen2 only
-  const float* bk = nullptr;         // (kv_width)
-  const float* bv = nullptr;         // (kv_width)
-  const float* q_norm = nullptr;     // (head_dim), qwen3 only: every head of Q
-  const float* k_norm = nullptr;     // (head_dim), qwen3 only: every head of K
-  const float* ffn_norm = nullptr;   // (n_embd)
-  backend::Weight w_gate;            // (n_ff, n_embd)
-  backend::Weight w_up;              // (n_ff, n_embd)
-  backend::Weight w_down;            // (n_embd, n_ff)
+  const float* attn_norm = nullptr;       // (n_embd)
+  backend::Weight wq;                     // (q_width rows, n_embd cols)
+  backend::Weight wk;                     // (kv_width, n_embd)
+  backend::Weight wv;                     // (kv_width, n_embd)
+  backend::Weight wo;                     // (n_embd, q_width)
+  const float* bq = nullptr;              // (q_width), qwen2 only
+  const float* bk = nullptr;              // (kv_width)
+  const float* bv = nullptr;              // (kv_width)
+  const float* q_norm = nullptr;          // (head_dim), qwen3 only: every head of Q
+  const float* k_norm = nullptr;          // (head_dim), qwen3 only: every head of K
+  const float* attn_post_norm = nullptr;  // (n_embd), gemma only: after attention, before the residual add
+  const float* ffn_post_norm = nullptr;   // (n_embd), gemma only: after the FFN, before the residual add
+  const float* ffn_norm = nullptr;        // (n_embd)
+  backend::Weight w_gate;                 // (n_ff, n_embd)
+  backend::Weight w_up;                   // (n_ff, n_embd)
+  backend::Weight w_down;                 // (n_embd, n_ff)
 };
 
 struct ModelWeights {

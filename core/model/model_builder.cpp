@@ -96,8 +96,13 @@ Status ModelSpec::validate(int64_t n_vocab) const {
   if (head_size() <= 0 || head_size() % 2 != 0 || head_size() > 1024) {
     return bad("the head size (--head-dim, or --dim / --heads) must be even and at most 1024 for rotary embeddings");
   }
-  if (head_dim != 0 && arch != "qwen3")
-    return bad("--head-dim is for --arch qwen3 (other architectures use --dim / --heads)");
+  const bool gemma = arch == "gemma2" || arch == "gemma3";
+  if (head_dim != 0 && arch != "qwen3" && !gemma)
+    return bad("--head-dim is for --arch qwen3, gemma2 and gemma3 (other architectures use --dim / --heads)");
+  if (arch == "gemma3" && !(rope_scale_factor >= 1 && rope_scale_factor < 1000))
+    return bad("--rope-scale-factor must be in [1, 1000)");
+  if (arch == "gemma2" && !(attn_softcap > 0 && attn_softcap < 1000 && final_softcap > 0 && final_softcap < 1000))
+    return bad("--attn-softcap and --final-softcap must lie in (0, 1000)");
   if ((arch == "llama3" || arch == "phi3") &&
       !(rope_scale_factor >= 1 && rope_scale_factor < 1000 && rope_orig_ctx > 0)) {
     return bad("--rope-scale-factor must be in [1, 1000) and --rope-orig-ctx positive");
@@ -106,8 +111,9 @@ Status ModelSpec::validate(int64_t n_vocab) const {
     return bad("--dim and --ffn must be multiples of 32 (the quantization block)");
   if (n_vocab < 4) return bad("the vocabulary is too small");
   if (arch != "llama" && arch != "llama3" && arch != "qwen2" && arch != "qwen3" && arch != "phi3" &&
-      arch != "smollm3") {
-    return bad("unknown architecture '" + arch + "' (choose llama, llama3, qwen2, qwen3, phi3 or smollm3)");
+      arch != "smollm3" && !gemma) {
+    return bad("unknown architecture '" + arch +
+               "' (choose llama, llama3, qwen2, qwen3, phi3, smollm3, gemma2 or gemma3)");
   }
   if (sliding_window < 0 || sliding_window > n_ctx) return bad("--window must lie in [0, --ctx]");
   if (!(weight_std > 0 && weight_std < 10) || !(qk_std >= 0 && qk_std < 10) || !(norm_std >= 0 && norm_std < 10) ||
@@ -115,6 +121,7 @@ Status ModelSpec::validate(int64_t n_vocab) const {
     return bad("standard deviations must lie in [0, 10) (and --std above 0)");
   }
   if (!(rope_freq_base > 0)) return bad("--rope-base must be positive");
+  if (!(qk_norm_mean > 0 && qk_norm_mean < 100)) return bad("--qk-norm-mean must lie in (0, 100)");
   if (k_outliers < 0 || k_outliers > head_size()) {
     return bad("--k-outliers must lie in [0, head size " + std::to_string(head_size()) + "], got " +
                std::to_string(k_outliers));
@@ -182,7 +189,8 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   w.set_u32(a + "attention.head_count", static_cast<uint32_t>(spec.n_head));
   w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(spec.n_head_kv));
   w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(head_dim));
-  if (spec.arch == "qwen3") {
+  const bool gemma = spec.arch == "gemma2" || spec.arch == "gemma3";
+  if (spec.arch == "qwen3" || gemma) {
     w.set_u32(a + "attention.key_length", static_cast<uint32_t>(head_dim));
     w.set_u32(a + "attention.value_length", static_cast<uint32_t>(head_dim));
   }
@@ -197,6 +205,14 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
     w.set_f32(a + "rope.scaling.attn_factor", static_cast<float>(std::round(attn * 4096.0) / 4096.0));
   }
   if (spec.sliding_window > 0) w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(spec.sliding_window));
+  if (spec.arch == "gemma2") {
+    w.set_f32(a + "attn_logit_softcapping", spec.attn_softcap);
+    w.set_f32(a + "final_logit_softcapping", spec.final_softcap);
+  }
+  if (spec.arch == "gemma3" && spec.rope_scale_factor > 1) {  // the global layers' linear scaling (Gemma 3 4B: 8)
+    w.set_string(a + "rope.scaling.type", "linear");
+    w.set_f32(a + "rope.scaling.factor", spec.rope_scale_factor);
+  }
   w.set_f32(a + "attention.layer_norm_rms_epsilon", spec.rms_eps);
   w.set_u32(a + "vocab_size", static_cast<uint32_t>(n_vocab));
   add_vocabulary(w, vocab);
@@ -223,7 +239,8 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   const float qk_std = spec.qk_std > 0 ? spec.qk_std : spec.weight_std;
   std::vector<TensorPlan> plans;
   auto matrix = [&](std::string name, int64_t rows, int64_t cols, float std) {
-    const DType t = tensor_type(spec.type, name, 2, cols, {spec.n_layer, spec.n_head / spec.n_head_kv, !spec.tied});
+    const DType t =
+        tensor_type(spec.type, name, 2, cols, {spec.n_layer, spec.n_head / spec.n_head_kv, !spec.tied && !gemma});
     plans.push_back({std::move(name), {cols, rows}, t, 0.0f, std, {}});
   };
   auto vector = [&](std::string name, int64_t n, float mean, float std) {
@@ -276,11 +293,12 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
       vector(b + "attn_k.bias", kv_width, 0.0f, spec.bias_std);
       vector(b + "attn_v.bias", kv_width, 0.0f, spec.bias_std);
     }
-    if (spec.arch == "qwen3") {
-      vector(b + "attn_q_norm.weight", head_dim, 1.0f, spec.norm_std);
-      vector(b + "attn_k_norm.weight", head_dim, 1.0f, spec.norm_std);
+    if (spec.arch == "qwen3" || spec.arch == "gemma3") {
+      vector(b + "attn_q_norm.weight", head_dim, spec.qk_norm_mean, spec.norm_std);
+      vector(b + "attn_k_norm.weight", head_dim, spec.qk_norm_mean, spec.norm_std);
     }
     matrix(b + "attn_output.weight", spec.n_embd, q_width, spec.weight_std);
+    if (gemma) vector(b + "post_attention_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
     vector(b + "ffn_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
     if (spec.arch == "phi3") {  // gate then up rows in ffn_up
       matrix(b + "ffn_up.weight", 2 * spec.n_ff, spec.n_embd, spec.weight_std);
@@ -289,9 +307,10 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
       matrix(b + "ffn_up.weight", spec.n_ff, spec.n_embd, spec.weight_std);
     }
     matrix(b + "ffn_down.weight", spec.n_embd, spec.n_ff, spec.weight_std);
+    if (gemma) vector(b + "post_ffw_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
   }
   vector("output_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
-  if (!spec.tied) matrix("output.weight", n_vocab, spec.n_embd, spec.weight_std);
+  if (!spec.tied && !gemma) matrix("output.weight", n_vocab, spec.n_embd, spec.weight_std);  // Gemma: always tied
   if (!spec.broken.empty()) KVC_TRY(apply_broken_variant(spec.broken, spec, vocab, w, plans));
 
   size_t total = 0;

@@ -18,7 +18,10 @@ struct ModelSpec {
   // "llama"; "llama3" (llama with rope_freqs.weight: Llama 3's rope scaling); "qwen2"
   // (split-halves rope, Q/K/V biases); "qwen3" (split halves, per-head Q/K norms, head_dim);
   // "phi3" (fused attn_qkv and gate/up, LongRoPE factors and attn_factor, split halves);
-  // "smollm3" (llama without rope in every fourth layer)
+  // "smollm3" (llama without rope in every fourth layer); "gemma2" (split halves, scaled
+  // embeddings, post-norms, GeGLU, local layers alternating with global ones, soft-capping;
+  // tied output); "gemma3" (gemma2's layout with Q/K norms, five local layers to a global one,
+  // local rope base 10000 and linear scaling --rope-scale-factor on the global layers, no caps)
   std::string arch = "llama";
   int64_t n_embd = 256;
   int64_t n_layer = 4;
@@ -26,18 +29,22 @@ struct ModelSpec {
   int64_t n_head_kv = 2;
   int64_t n_ff = 768;
   int64_t n_ctx = 2048;
-  int64_t head_dim = 0;  // qwen3 only: the head size (attention.key_length); 0: n_embd / n_head
+  int64_t head_dim = 0;  // qwen3, gemma: the head size (attention.key_length); 0: n_embd / n_head
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
   float rope_scale_factor = 8.0f;  // llama3, phi3 (long factors): the low-frequency pairs' divisor
   int64_t rope_orig_ctx = 8192;    // llama3, phi3: the context the factors extend (original_max_position_embeddings)
-  int64_t sliding_window = 0;      // attention.sliding_window; 0: none written
+  int64_t sliding_window = 0;      // attention.sliding_window (gemma: of its local layers); 0: none written
+  float attn_softcap = 50.0f;      // gemma2: attn_logit_softcapping
+  float final_softcap = 30.0f;     // gemma2: final_logit_softcapping
   FileType type = FileType::q8_0;
   uint64_t seed = 1;
   float weight_std = 0.02f;       // matrices: near-normal with this standard deviation, mean 0
   float qk_std = 0.0f;            // attn_q / attn_k: this std instead (0: weight_std); larger
                                   // values sharpen attention, so position errors show in logits
   float norm_std = 0.02f;         // norm weights: near-normal around 1 with this std
+  float qk_norm_mean = 1.0f;      // qwen3, gemma3: attn_q_norm / attn_k_norm near this instead (the
+                                  // scores' size after the Q/K norms: larger is sharper attention)
   float bias_std = 0.1f;          // qwen2's Q/K/V biases: near-normal around 0
   int64_t k_outliers = 0;         // outlier channels per KV head: their attn_k rows have
   float k_outlier_scale = 20.0f;  // this many times the deviation (trained models' K outliers)

@@ -63,6 +63,10 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
       matrix(b + "attn_v.weight", c.kv_width(), c.n_embd);
     }
     matrix(b + "attn_output.weight", c.n_embd, c.q_width());
+    if (c.gemma) {  // the norms after attention and after the FFN
+      vector(b + "post_attention_norm.weight", c.n_embd, false);
+      vector(b + "post_ffw_norm.weight", c.n_embd, false);
+    }
     vector(b + "attn_q.bias", c.q_width(), !c.qkv_bias);
     vector(b + "attn_k.bias", c.kv_width(), !c.qkv_bias);
     vector(b + "attn_v.bias", c.kv_width(), !c.qkv_bias);

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 
 #include "core/gguf/gguf_file.h"
 #include "core/gguf/gguf_format.h"
@@ -19,11 +20,13 @@ struct ArchTraits {
   bool qk_norm;       // qwen3: RMSNorm of each head of Q and K before rope
   bool window;        // attention.sliding_window is honoured (llama.cpp ignores Qwen2's and Phi-3's)
   int no_rope_every;  // every n-th layer has no rope (SmolLM3: 4, fixed as in llama.cpp); 0: none
+  int swa_period;     // Gemma: the local/global layer period (read_gemma); 0: not a Gemma
 };
 constexpr ArchTraits k_archs[] = {
-    {"llama", true, false, false, true, 0},  {"mistral", true, false, false, true, 0},
-    {"qwen2", false, true, false, false, 0}, {"qwen3", false, false, true, true, 0},
-    {"phi3", false, false, false, false, 0}, {"smollm3", true, false, false, true, 4},
+    {"llama", true, false, false, true, 0, 0},    {"mistral", true, false, false, true, 0, 0},
+    {"qwen2", false, true, false, false, 0, 0},   {"qwen3", false, false, true, true, 0, 0},
+    {"phi3", false, false, false, false, 0, 0},   {"smollm3", true, false, false, true, 4, 0},
+    {"gemma2", false, false, false, false, 0, 2}, {"gemma3", false, false, true, false, 0, 6},
 };
 
 // Bounds on the hyperparameters: far above any released model, low enough that every size
@@ -69,6 +72,72 @@ Result<float> optional_float(const gguf::GgufFile& f, const std::string& key, fl
   return static_cast<float>(*v);
 }
 
+// Gemma 2 / 3's own keys, read as llama.cpp reads them (c.rope is already parsed):
+//   attention.sliding_window          the local layers' window; Gemma 2 without it: 4096; Gemma 3
+//                                     without it (or 0): every layer global
+//   attention.sliding_window_pattern  the period (default 2 / 6): layer l is local when
+//                                     l % period < period - 1, so the last of each period is global
+//   rope.freq_base_swa                the local layers' rope base (default: Gemma 2 the global
+//                                     base, Gemma 3 10000); local layers never scale positions
+//   attn_logit_softcapping, final_logit_softcapping   Gemma 2's caps (default 50, 30); Gemma 3
+//                                     caps nothing (its logits only when it has no local layer)
+// The query scale is 1 / sqrt(key_length) except for the 27B models (46 layers for Gemma 2, 62
+// for Gemma 3), whose query_pre_attn_scalar is n_embd / n_head: llama.cpp picks it by the layer
+// count too, as the GGUF does not carry the scalar.
+Status read_gemma(const gguf::GgufFile& f, const std::string& p, int default_period, ModelConfig& c) {
+  const bool gemma2 = c.arch == "gemma2";
+  c.gemma = true;
+  int64_t window = gemma2 ? 4096 : 0;
+  if (f.find(p + "attention.sliding_window")) {
+    auto w = f.get_uint(p + "attention.sliding_window");
+    if (!w.ok()) return w.error();
+    if (*w > static_cast<uint64_t>(k_max_context)) {
+      return bad(p + "attention.sliding_window",
+                 std::to_string(*w) + " is not a plausible size (at most " + std::to_string(k_max_context) + ")");
+    }
+    window = static_cast<int64_t>(*w);
+  }
+  c.local_window = window;
+  c.swa_period = default_period;
+  if (f.find(p + "attention.sliding_window_pattern")) {
+    auto period = f.get_uint(p + "attention.sliding_window_pattern");
+    if (!period.ok()) {
+      return make_error(ErrorCode::unsupported, "metadata " + p +
+                                                    "attention.sliding_window_pattern: kvchat reads it as one "
+                                                    "period (an integer), not a per-layer list");
+    }
+    if (*period == 0 || *period > static_cast<uint64_t>(k_max_layers)) {
+      return bad(p + "attention.sliding_window_pattern", std::to_string(*period) +
+                                                             " is not a plausible period (it must be in [1, " +
+                                                             std::to_string(k_max_layers) + "])");
+    }
+    c.swa_period = static_cast<int>(*period);
+  }
+  c.rope_local = c.rope;
+  c.rope_local.freq_scale = 1.0f;
+  c.rope_local.freq_base = gemma2 ? c.rope.freq_base : 10000.0f;
+  auto base_swa = optional_float(f, p + "rope.freq_base_swa", c.rope_local.freq_base);
+  if (!base_swa.ok()) return base_swa.error();
+  if (!(*base_swa > 0.0f))
+    return bad(p + "rope.freq_base_swa", num(static_cast<double>(*base_swa)) + " is not positive");
+  c.rope_local.freq_base = *base_swa;
+  // Gemma 2 caps scores and logits (llama.cpp's defaults 50 and 30 where the keys are absent).
+  // Gemma 3 caps no score; llama.cpp's graph caps its logits only when no layer is local.
+  if (gemma2 || window == 0) {
+    for (auto [key, dst, fallback] : {std::tuple{"attn_logit_softcapping", &c.attn_softcap, 50.0f},
+                                      std::tuple{"final_logit_softcapping", &c.final_softcap, 30.0f}}) {
+      auto cap = optional_float(f, p + key, fallback);
+      if (!cap.ok()) return cap.error();
+      if (!(*cap >= 0.0f)) return bad(p + key, num(static_cast<double>(*cap)) + " is negative");
+      *dst = *cap;
+    }
+    if (!gemma2) c.attn_softcap = 0.0f;
+  }
+  const bool is_27b = c.n_layer == (gemma2 ? 46 : 62);
+  c.query_scale = 1.0f / std::sqrt(static_cast<float>(is_27b ? c.n_embd / c.n_head : c.head_dim));
+  return {};
+}
+
 }  // namespace
 
 Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
@@ -83,7 +152,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   if (!traits) {
     return make_error(ErrorCode::unsupported, "metadata general.architecture: '" + gguf::printable(c.arch) +
                                                   "' is not supported yet (supported: llama, mistral, qwen2, qwen3, "
-                                                  "phi3, smollm3)");
+                                                  "phi3, smollm3, gemma2, gemma3)");
   }
   if (f.find("general.name")) {
     if (auto n = f.get_string("general.name"); n.ok()) c.name = *n;
@@ -190,6 +259,8 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
     return make_error(ErrorCode::unsupported, "metadata " + p + "rope.scaling.type: '" + scaling +
                                                   "' is not supported yet (supported: none, linear)");
   }
+
+  if (traits->swa_period > 0) KVC_TRY(read_gemma(f, p, traits->swa_period, c));
 
   c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
   // Phi-3 files fuse Q, K, V into attn_qkv, and gate and up into ffn_up (which then has 2 n_ff rows).

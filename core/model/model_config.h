@@ -21,7 +21,7 @@ namespace kvc::model {
 // them fit in 64 bits; rope base and rms eps finite and positive; n_vocab agrees with
 // <arch>.vocab_size where the file has it.
 struct ModelConfig {
-  std::string arch;  // general.architecture: "llama", "qwen2", ...
+  std::string arch;  // general.architecture: "llama", "qwen2", "gemma3", ...
   std::string name;  // general.name, if present
   int64_t n_vocab = 0;
   int64_t n_embd = 0;  // model width
@@ -43,6 +43,29 @@ struct ModelConfig {
   bool rope_long = false;  // Phi-3 LongRoPE: the long factors are in use (set by Model::load)
   // Whether layer l applies rope to Q and K.
   bool layer_has_rope(int64_t l) const { return no_rope_every == 0 || (l + 1) % no_rope_every != 0; }
+  // Gemma 2 / 3 (`gemma`): embeddings scaled by sqrt(n_embd), RMSNorms after attention and
+  // after the FFN too (post_attention_norm, post_ffw_norm), GeGLU with tanh GELU. Their layers
+  // are local or global: a local layer attends to its last local_window positions (its own
+  // included), a global one to all. sliding_window stays 0, so the KV cache keeps every
+  // layer's K/V at every position (llama.cpp's --swa-full) and the window lives in the mask.
+  //   swa_period 6 (Gemma 3), 12 layers:  L L L L L G L L L L L G   (L local, G global)
+  //   swa_period 2 (Gemma 2):             L G L G ...
+  bool gemma = false;
+  int64_t local_window = 0;        // attention.sliding_window of the local layers
+  int swa_period = 0;              // layer l is local when l % swa_period < swa_period - 1; 0: none is
+  kernels::RopeParams rope_local;  // the local layers' rope: base 10000 (Gemma 3) or the global one, no scaling
+  float attn_softcap = 0.0f;       // Gemma 2: every score x becomes cap tanh(x / cap) (0: none)
+  float final_softcap = 0.0f;      // Gemma 2: every logit likewise
+  float query_scale = 0.0f;        // multiplies q . k; 0: 1 / sqrt(head_dim)
+  bool layer_is_local(int64_t l) const { return swa_period > 0 && local_window > 0 && l % swa_period < swa_period - 1; }
+  // The window layer l attends through (0: all earlier positions).
+  int64_t layer_window(int64_t l) const { return layer_is_local(l) ? local_window : sliding_window; }
+  const kernels::RopeParams& layer_rope(int64_t l) const { return layer_is_local(l) ? rope_local : rope; }
+  int64_t n_local_layers() const {
+    int64_t n = 0;
+    for (int64_t l = 0; l < n_layer; ++l) n += layer_is_local(l) ? 1 : 0;
+    return n;
+  }
   bool tied_embeddings = false;  // no output.weight: logits use token_embd
   bool fused_qkv = false;        // attn_qkv.weight holds Q, K, V rows (Phi-3)
   bool fused_gate_up = false;    // ffn_up.weight holds gate then up rows, no ffn_gate (Phi-3)
@@ -52,6 +75,20 @@ struct ModelConfig {
   // Bytes of K plus V per token over all layers for a KV element of `elem_bytes` (F16: 2).
   double kv_bytes_per_token(double elem_bytes) const {
     return 2.0 * static_cast<double>(n_layer * kv_width()) * elem_bytes;
+  }
+  // The same for the local layers only, and for the global ones (all layers when none is local).
+  double kv_bytes_per_token_local(double elem_bytes) const {
+    return 2.0 * static_cast<double>(n_local_layers() * kv_width()) * elem_bytes;
+  }
+  double kv_bytes_per_token_global(double elem_bytes) const {
+    return kv_bytes_per_token(elem_bytes) - kv_bytes_per_token_local(elem_bytes);
+  }
+  // KV bytes of n_ctx positions in a cache that keeps only the last local_window positions of
+  // the local layers (what a window-aware cache would hold; kvchat keeps all of them today).
+  double kv_bytes_window_aware(double elem_bytes, int64_t n_ctx) const {
+    const int64_t local_ctx = local_window > 0 && local_window < n_ctx ? local_window : n_ctx;
+    return kv_bytes_per_token_global(elem_bytes) * static_cast<double>(n_ctx) +
+           kv_bytes_per_token_local(elem_bytes) * static_cast<double>(local_ctx);
   }
   // The same for K and V in format f with this head size's group (kv::kv_group_for_head_dim);
   // 0 when f cannot store this head size.

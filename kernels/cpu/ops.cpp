@@ -96,7 +96,7 @@ void rope_with(const OpsTable& t, float* x, int n_heads, int head_dim, int64_t p
 
 void attention_f16_with(const OpsTable& t, const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
                         const AttentionShape& s, int kv_head_begin, int kv_head_end, float* out, float* scratch) {
-  KVC_KERNEL_CHECK(s.n_kv_head > 0 && s.n_head % s.n_kv_head == 0 && s.head_dim > 0);
+  KVC_KERNEL_CHECK(s.n_kv_head > 0 && s.n_head % s.n_kv_head == 0 && s.head_dim > 0 && s.softcap == 0.0f);
   KVC_KERNEL_CHECK(0 <= kv_head_begin && kv_head_begin <= kv_head_end && kv_head_end <= s.n_kv_head && n_kv >= 0);
   const int n_group = s.n_head / s.n_kv_head;  // query heads per kv head
   const int64_t group_floats = static_cast<int64_t>(n_group) * s.head_dim;
@@ -118,6 +118,24 @@ void rmsnorm(const float* x, const float* w, int64_t n, float eps, float* out) {
 }
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* out) { ops_active().silu_mul(gate, up, n, out); }
+
+void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
+  constexpr float k_sqrt_2_over_pi = 0.7978845608f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = 0.5f * g * (1.0f + std::tanh(k_sqrt_2_over_pi * g * (1.0f + 0.044715f * g * g))) * up[i];
+  }
+}
+
+void softcap_inplace(float* x, int64_t n, float cap) {
+  KVC_KERNEL_CHECK(cap > 0.0f);
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
+}
+
+void scale_inplace(float* x, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
 
 void add_inplace(float* x, const float* y, int64_t n) { ops_active().add_inplace(x, y, n); }
 

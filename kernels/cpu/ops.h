@@ -14,6 +14,16 @@ void rmsnorm(const float* x, const float* w, int64_t n, float eps, float* out);
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). out may alias gate.
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 
+// out[i] = gelu(gate[i]) * up[i] with the tanh form of GELU (Gemma's GeGLU):
+// gelu(g) = g / 2 * (1 + tanh(sqrt(2 / pi) * (g + 0.044715 g^3))). out may alias gate.
+void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
+
+// x[i] = cap * tanh(x[i] / cap) (Gemma 2's soft-capping of attention scores and logits); cap > 0.
+void softcap_inplace(float* x, int64_t n, float cap);
+
+// x[i] *= s
+void scale_inplace(float* x, int64_t n, float s);
+
 // x[i] += y[i]
 void add_inplace(float* x, const float* y, int64_t n);
 
@@ -42,15 +52,17 @@ void rope(float* x, int n_heads, int head_dim, int64_t pos, const RopeParams& p)
 //   k,v: position t of kv head h at  k + t * kv_stride + h * head_dim  (F16 elements)
 //   out: (n_head, head_dim) float
 // Query head i reads kv head i / (n_head / n_kv_head) (GQA; MQA when n_kv_head = 1).
-// scale multiplies q.k (1/sqrt(head_dim)). Only kv heads [kv_head_begin, kv_head_end) and
-// their query heads are computed, so callers can split heads across threads.
-// scratch: at least (n_head / n_kv_head) * n_kv floats.
+// scale multiplies q.k (1/sqrt(head_dim)); softcap > 0 then maps each score x to
+// softcap * tanh(x / softcap) before the softmax (Gemma 2; attention_paged only). Only kv heads [kv_head_begin,
+// kv_head_end) and their query heads are computed, so callers can split heads across threads. scratch: at least (n_head
+// / n_kv_head) * n_kv floats.
 struct AttentionShape {
   int n_head = 0;
   int n_kv_head = 0;
   int head_dim = 0;
   int64_t kv_stride = 0;  // elements between consecutive positions
   float scale = 1.0f;
+  float softcap = 0.0f;  // 0: none
 };
 void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv, const AttentionShape& s,
                    int kv_head_begin, int kv_head_end, float* out, float* scratch);

@@ -112,6 +112,7 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
         }
       }
     }
+    if (s.softcap > 0.0f) softcap_inplace(scores, n_group * n_att, s.softcap);
     for (int j = 0; j < n_group; ++j) ops.softmax_inplace(scores + j * n_att, n_att);
     for (int64_t b = block_begin; b < block_end; ++b) {
       const int64_t t0 = b * B > begin ? b * B : begin;

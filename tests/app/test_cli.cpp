@@ -63,6 +63,18 @@ TEST_CASE("cli: inspect reports shape, KV bytes per format and a memory estimate
   CHECK_THAT(r.out, Catch::Contains("memory estimate at 1000 tokens"));
 }
 
+TEST_CASE("cli: inspect of a Gemma 3 model gives KV bytes per layer group and the window-aware saving", "[app][e2e]") {
+  kvc::test::TempDir tmp;
+  auto r = cli("inspect " + quoted(kvc::test::model_path("tiny-gemma3-f16.gguf")) + " -c 1000", tmp);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("5 local layers (window 64, rope base 10000) and 1 global"));
+  // Per layer: 2 (K, V) x 2 kv heads x 64 dims x 2 bytes = 512 bytes per token in F16.
+  CHECK_THAT(r.out, Catch::Contains("5 local + 1 global layers = 2560 + 512 bytes/token (local window 64)"));
+  // 1000 tokens: 3072000 bytes with every position; 512 x 1000 + 2560 x 64 = 675840 window-aware.
+  CHECK_THAT(r.out, Catch::Contains("window-aware at 1000 tokens") && Catch::Contains("saves 78.0%"));
+}
+
 TEST_CASE("cli: inspect of a head size of 8 reports INT8 / INT4 with groups of 8", "[app][e2e]") {
   kvc::test::TempDir tmp;
   auto r = cli("inspect " + quoted(kvc::test::model_path("stories260K.gguf")), tmp);

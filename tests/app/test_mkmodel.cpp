@@ -160,5 +160,5 @@ TEST_CASE("mkmodel: --tied, --rope-base and --arch qwen2 write what llama.cpp ex
   // A typo in the architecture is refused with the choices.
   const auto bad = test::cli("mkmodel --arch qwen9" + small() + " -o " + test::quoted(tmp.file("x.gguf")), tmp);
   CHECK(bad.exit_code != 0);
-  CHECK_THAT(bad.err, Catch::Contains("llama, llama3, qwen2, qwen3, phi3 or smollm3"));
+  CHECK_THAT(bad.err, Catch::Contains("llama, llama3, qwen2, qwen3, phi3, smollm3, gemma2 or gemma3"));
 }

@@ -184,6 +184,15 @@ TEST_CASE("synthetic models: logits along the prompt match llama.cpp's", "[core]
                         {"tiny-phi3-short-f16", 0.01, 90},
                         {"tiny-smollm3-f16", 0.01, 88},
                         {"tiny-smollm3-q8_0", 0.05, 70},
+                        // gemma2 / gemma3, 203 positions past their local window of 64 (52 rows):
+                        // measured gemma2 F16 0.0024, Q8_0 0.022; gemma3 F16 0.0083 (its Q/K norm
+                        // weights near 1.8 scale every score, and llama.cpp's F16 KV rounding with
+                        // them: near 1 it measures 0.0013), Q8_0 0.026. Top-1 rows of 52: 49, 26,
+                        // 49, 36. The test below shows what breaks without each Gemma feature.
+                        {"tiny-gemma2-f16", 0.006, 36},
+                        {"tiny-gemma2-q8_0", 0.05, 19},
+                        {"tiny-gemma3-f16", 0.02, 36},
+                        {"tiny-gemma3-q8_0", 0.05, 27},
                         // Every other weight type, 52 positions (stories260K's vocabulary). Measured
                         // (AVX-512 VNNI / AVX2 / scalar): F16 0.0026 and 0.0030 (w320), the
                         // quantized ones 0.028-0.038 (worst: w320-q5_k_m, 0.038); top-1 rows
@@ -221,6 +230,87 @@ TEST_CASE("synthetic models: logits along the prompt match llama.cpp's", "[core]
       CHECK(a.rel_rms < c.max_rel_rms);
       CHECK(a.n_top1_agree == a.n_checked_top1);
       CHECK(a.n_checked_top1 >= c.min_top1_rows);
+    }
+  }
+}
+
+TEST_CASE("gemma: each Gemma feature is needed to match llama.cpp's logits", "[core][e2e]") {
+  // The F16 models with one metadata key changed must miss llama.cpp's logits by far more than
+  // their bounds above (measured worst-row rel_rms in each comment). A window of 4096 (longer
+  // than the prompt) lets the local layers attend to every position as the global ones do:
+  // positions before the window edge see the same keys either way, so their logits are
+  // identical, and position 64 (the first whose window of 64 leaves out position 0) is the
+  // first to differ, which pins the edge.
+  struct Variant {
+    const char* file;
+    const char* key;  // without the architecture prefix
+    double value;
+    bool u32;
+    double min_rel_rms;
+  };
+  const Variant variants[] = {
+      {"tiny-gemma2-f16", "attention.sliding_window", 4096, true, 0.1},   // measured 1.15
+      {"tiny-gemma2-f16", "attn_logit_softcapping", 1000, false, 0.1},    // 0.571
+      {"tiny-gemma2-f16", "final_logit_softcapping", 1000, false, 0.05},  // 0.155
+      {"tiny-gemma3-f16", "attention.sliding_window", 4096, true, 0.1},   // 1.32
+      {"tiny-gemma3-f16", "rope.freq_base_swa", 1e6, false, 0.1},         // 1.43
+      {"tiny-gemma3-f16", "rope.scaling.factor", 1, false, 0.1},          // 0.348
+  };
+  for (const Variant& c : variants) {
+    DYNAMIC_SECTION(c.file << " " << c.key << " " << c.value) {
+      auto src = gguf::GgufFile::open(test::model_path(std::string(c.file) + ".gguf"));
+      REQUIRE(src.ok());
+      auto arch = src->get_string("general.architecture");
+      REQUIRE(arch.ok());
+      gguf::GgufWriter w;
+      for (const auto& e : src->metadata()) {
+        if (e.key != "general.alignment") w.set(e.key, e.value);
+      }
+      const std::string key = *arch + "." + c.key;
+      if (c.u32) {
+        w.set_u32(key, static_cast<uint32_t>(c.value));
+      } else {
+        w.set_f32(key, static_cast<float>(c.value));
+      }
+      for (const auto& t : src->tensors()) {
+        w.add_tensor_view(t.name, t.shape, t.type, {src->tensor_data(t), t.n_bytes});
+      }
+      test::TempDir tmp;
+      REQUIRE(w.write(tmp.file("variant.gguf")).ok());
+      auto good = load(std::string(c.file) + ".gguf", 2, 512);
+      auto variant = load(tmp.file("variant.gguf"), 2, 512);
+      const auto prompt =
+          to_i32(test::read_reference_ids(test::reference_path(std::string(c.file) + ".reference.txt"), "prompt"));
+      REQUIRE(prompt.size() > 100);
+      auto sg = model::Session::create(*good.m, 512);
+      auto sv = model::Session::create(*variant.m, 512);
+      REQUIRE((sg.ok() && sv.ok()));
+      auto lg = sg->evaluate_all(prompt);
+      REQUIRE(lg.ok());
+      const std::vector<float> base(lg->begin(), lg->end());
+      auto lv = sv->evaluate_all(prompt);
+      REQUIRE(lv.ok());
+      const std::vector<float> changed(lv->begin(), lv->end());
+      const int64_t n_vocab = good.m->config().n_vocab;
+      if (c.u32) {  // the window opened past the prompt
+        REQUIRE(good.m->config().local_window == 64);
+        REQUIRE(variant.m->config().local_window == 4096);
+        auto row_diff = [&](int64_t p) {
+          double d = 0;
+          for (int64_t v = 0; v < n_vocab; ++v) {
+            const size_t i = static_cast<size_t>(p * n_vocab + v);
+            d = std::max(d, std::abs(static_cast<double>(base[i]) - static_cast<double>(changed[i])));
+          }
+          return d;
+        };
+        const int64_t W = good.m->config().local_window;
+        for (int64_t p = 0; p < W; ++p) REQUIRE(row_diff(p) == 0.0);
+        CHECK(row_diff(W) > 0.0);
+      }
+      const auto ref = test::reference_logits(c.file);
+      const Agreement a = compare(ref.same_rows(changed, n_vocab), ref.values, n_vocab);
+      INFO(key << " = " << c.value << ": rel_rms " << a.rel_rms);
+      CHECK(a.rel_rms > c.min_rel_rms);
     }
   }
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates tests/data/references from llama.cpp: run by a developer, never by the tests.
 #   usage: LLAMA_CPP=DIR tests/data/make-references.sh [BUILD_DIR]   (default build/release)
+#   ONLY="NAME..." (synthetic models' names): regenerate only those models' references and
+#   their SHA256SUMS lines, leaving every other file as it is.
 # DIR is a llama.cpp build whose bin/ holds llama-dump-logits (source: llama-dump-logits.cpp
 # here), llama-server, llama-quantize and test-tokenizer-0. BUILD_DIR is a kvchat build
 # (kvchat-cli, tests/kvc_gguf_slice). Needs python3 (standard library only) and curl.
@@ -9,7 +11,8 @@
 #   SHA256SUMS                    the synthetic models' hashes (mkmodel is deterministic)
 #   <model>.reference.txt         prompt ids (llama.cpp's tokenizer, BOS added), greedy ids and text
 #                                 (the llama3 / qwen3 / phi3 / smollm3 models: a 486-token prompt from
-#                                 assets/demo/corpus.txt; llama-dump-logits runs them with a 512-token context)
+#                                 assets/demo/corpus.txt; llama-dump-logits runs them with a 512-token context;
+#                                 the gemma2 / gemma3 ones: its first 200 tokens or so, past their window of 64)
 #   <model>.logits.f16            logits at the prompt positions its reference.txt's "logit_rows:"
 #                                 line lists (every one, or every 3rd / 4th and the last), float16
 #   stories260K.reference.logits.f32   the same for stories260K in float32 (small: 5 x 512)
@@ -28,7 +31,9 @@ data=$root/tests/data
 refs=$data/references
 cli=$build/app/kvchat-cli
 slice=$build/tests/kvc_gguf_slice
-for tool in "$bin/llama-dump-logits" "$bin/llama-server" "$bin/llama-quantize" "$bin/test-tokenizer-0" "$cli" "$slice"; do
+tools=("$bin/llama-dump-logits" "$bin/llama-server" "$cli")
+[ -n "${ONLY:-}" ] || tools+=("$bin/llama-quantize" "$bin/test-tokenizer-0" "$slice")
+for tool in "${tools[@]}"; do
   [ -x "$tool" ] || { echo "missing: $tool" >&2; exit 1; }
 done
 
@@ -44,6 +49,8 @@ mkdir -p "$refs"
 synthetic_prompt="The quick brown fox jumps over the lazy dog. Memory tiers keep what matters."
 # The architecture models (stories260K's vocabulary): 486 tokens, past the llama3 factors' original context.
 long_prompt=$(head -c 900 "$root/assets/demo/corpus.txt" | tr '\n' ' ')
+# The gemma models (window 64): 203 tokens.
+gemma_prompt=$(head -c 380 "$root/assets/demo/corpus.txt" | tr '\n' ' ')
 stories_prompt="Once upon a time"
 
 # f32 logits file (n_rows x n_vocab) -> f16 file of every STRIDE-th row and the last one (IEEE
@@ -109,17 +116,29 @@ reference() {
 }
 
 echo "== synthetic models (tests/data/synthetic-models.sh)"
-"$data/synthetic-models.sh" "$cli" "$work/models"
-(cd "$work/models" && sha256sum -- *.gguf) >"$refs/SHA256SUMS"
+# shellcheck disable=SC2086  # ONLY is a list of names
+"$data/synthetic-models.sh" "$cli" "$work/models" ${ONLY:-}
+if [ -n "${ONLY:-}" ]; then  # replace (or add) only these models' hash lines
+  (cd "$work/models" && sha256sum -- *.gguf) >"$work/new.sums"
+  { grep -v -F -f <(awk '{print $2}' "$work/new.sums") "$refs/SHA256SUMS" || true; cat "$work/new.sums"; } |
+    sort -k2 >"$work/all.sums"
+  mv "$work/all.sums" "$refs/SHA256SUMS"
+else
+  (cd "$work/models" && sha256sum -- *.gguf) >"$refs/SHA256SUMS"
+fi
 for m in "$work"/models/*.gguf; do
   name=$(basename "$m" .gguf)
   case $name in
+    # 203 positions of 512 columns: every 4th row and the last.
+    tiny-gemma*) reference "$m" "$name" "$gemma_prompt" 16 f16-every-4 ;;
     # 486 positions of 512 columns: every 4th row. 20 positions of 32,000: every 3rd.
     tiny-llama3-* | tiny-qwen3-* | tiny-phi3-* | tiny-smollm3-* | tiny-qwen2-f16) reference "$m" "$name" "$long_prompt" 16 f16-every-4 ;;
     tiny-q-* | tiny-w320-*) reference "$m" "$name" "$synthetic_prompt" 16 f16-every-1 ;;
     *) reference "$m" "$name" "$synthetic_prompt" 16 f16-every-3 ;;
   esac
 done
+
+if [ -n "${ONLY:-}" ]; then du -ch "$refs"/* | tail -1; exit 0; fi
 
 echo "== stories260K"
 reference "$data/models/stories260K.gguf" stories260K "$stories_prompt" 100 f32

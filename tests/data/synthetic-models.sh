@@ -58,6 +58,15 @@ models=(
   # smollm3: 4 layers, the fourth without rope.
   "tiny-smollm3-f16     --type f16  --qk-std 0.1  --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 512 --arch smollm3"
   "tiny-smollm3-q8_0    --type q8_0 --qk-std 0.02 --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 512 --arch smollm3"
+  # gemma2 / gemma3: local layers with a window of 64 (a 200-token prompt crosses it), heads of
+  # 64 (4 x 64 > 256 wide, like the real ones). gemma2: 4 layers, local and global alternating,
+  # caps of 10 (scores) and 1 (logits) so both bend what they cap. gemma3: 6 layers, five
+  # local (rope base 10000) then one global (base 1e6, linear scaling 8); its Q/K norms fix the
+  # scores' size, so the F16 one's norm weights near 1.8 make attention sharp (near 1: soft).
+  "tiny-gemma2-f16      --type f16  --qk-std 0.1  --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch gemma2 --window 64 --attn-softcap 10 --final-softcap 1"
+  "tiny-gemma2-q8_0     --type q8_0 --qk-std 0.02 --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch gemma2 --window 64 --attn-softcap 10 --final-softcap 1"
+  "tiny-gemma3-f16      --type f16  --qk-norm-mean 1.8 --vocab-from=$stories --dim 256 --layers 6 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch gemma3 --window 64 --rope-base 1000000 --rope-scale-factor 8"
+  "tiny-gemma3-q8_0     --type q8_0 --qk-std 0.02 --vocab-from=$stories --dim 256 --layers 6 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch gemma3 --window 64 --rope-base 1000000 --rope-scale-factor 8"
 )
 
 mkdir -p "$out"

@@ -183,6 +183,41 @@ TEST_CASE("silu_mul stays finite for huge gates", "[kernels]") {
   }
 }
 
+TEST_CASE("gelu_tanh_mul and softcap_inplace match their formulas in double precision", "[kernels]") {
+  // Gemma's GeGLU and soft-capping (scalar only: they are a small part of a forward pass).
+  std::vector<float> gate, up;
+  for (int i = -200; i <= 200; ++i) {
+    gate.push_back(static_cast<float>(i) * 0.05f);  // [-10, 10]
+    up.push_back(1.0f + static_cast<float>(i % 7) * 0.25f);
+  }
+  std::vector<float> out(gate.size());
+  gelu_tanh_mul(gate.data(), up.data(), static_cast<int64_t>(gate.size()), out.data());
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const double g = gate[i];
+    const double want =
+        0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g))) * static_cast<double>(up[i]);
+    INFO("gate " << g);
+    CHECK(std::abs(static_cast<double>(out[i]) - want) <= 1e-6 * (1.0 + std::abs(want)));
+  }
+  CHECK(out[200] == 0.0f);  // gelu(0) = 0
+  // In place, as the backend calls it.
+  std::vector<float> in_place = gate;
+  gelu_tanh_mul(in_place.data(), up.data(), static_cast<int64_t>(gate.size()), in_place.data());
+  CHECK(in_place == out);
+
+  std::vector<float> x = gate;
+  for (float& v : x) v *= 10.0f;  // [-100, 100]
+  softcap_inplace(x.data(), static_cast<int64_t>(x.size()), 30.0f);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = 30.0 * std::tanh(static_cast<double>(gate[i]) * 10.0 / 30.0);
+    CHECK(std::abs(static_cast<double>(x[i]) - want) <= 1e-5 * 30.0);
+    CHECK(std::abs(x[i]) <= 30.0f);
+  }
+  std::vector<float> y = {1.0f, -2.0f, 0.5f};
+  scale_inplace(y.data(), 3, 4.0f);
+  CHECK(y == std::vector<float>{4.0f, -8.0f, 2.0f});
+}
+
 TEST_CASE("add_inplace is exact on every ISA", "[kernels]") {
   for (int64_t n : k_sizes) {
     const auto x = random_floats(n, -5.0f, 5.0f, 5);
