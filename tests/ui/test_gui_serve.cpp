@@ -281,7 +281,7 @@ TEST_CASE("kvchat GUI: Serve on localhost answers the openai client from the app
   CHECK(settings["serve_port"] == port);
 
   // kvchat-cli serve gives the same greedy answer on the same model.
-  kvc::test::ServeProcess s(model, tmp.file("serve-data"), "-t 2", tmp);
+  kvc::test::ServeProcess s(model, tmp.file("serve-data"), "", tmp);  // -t 2, as the app
   const json g = run_client(s.port(), "greedy");
   INFO(g.dump());
   CHECK(g["content"] == greedy["content"]);
