@@ -288,7 +288,7 @@ TEST_CASE("kvchat GUI: Serve on localhost answers the openai client from the app
   CHECK(s.stop() == 0);
 }
 
-TEST_CASE("kvchat GUI: Serve on localhost on a port in use says so; the switch is remembered across a restart",
+TEST_CASE("kvchat GUI: Serve on localhost on a port in use says so, and the switch is remembered across a restart",
           "[ui][e2e][server]") {
   if (!kvc::test::have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
   kvc::test::TempDir tmp;
