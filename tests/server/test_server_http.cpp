@@ -285,11 +285,16 @@ TEST_CASE("serve: SIGTERM ends streams in flight with an error event and exits c
     return r ? r->body : std::string("no response");
   });
   httplib::Client c = client_for(s);
-  for (int attempt = 0; attempt < 500; ++attempt) {
+  // Until the stream runs: bounded by time, not by polls (a busy machine admits it late).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool running = false;
+  while (!running && std::chrono::steady_clock::now() < deadline) {
     auto h = c.Get("/health");
     REQUIRE(h);
-    if (json::parse(h->body)["requests_in_flight"] == 1) break;
+    running = json::parse(h->body)["requests_in_flight"] == 1;
+    if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  CHECK(running);
   CHECK(s.stop() == 0);
   const std::string body = stream.get();
   INFO(body.substr(body.size() > 400 ? body.size() - 400 : 0));
