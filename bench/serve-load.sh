@@ -4,7 +4,8 @@
 # 1,000-token histories, round-robin, one request at a time, more conversations than either
 # server has slots; then each server is restarted and every conversation asks once more.
 # Prints each run's JSON and a table of TTFT (client side: request to first content token) per
-# turn and prompt tokens served from cache. Servers alternate; ROUNDS repeats the pair.
+# turn, inter-token latency p50/p99 (client side: gaps between content chunks' arrivals) and
+# prompt tokens served from cache. Servers alternate; ROUNDS repeats the pair.
 #   usage: bench/serve-load.sh LLAMA_CPP_BIN_DIR [KVCHAT_BUILD_DIR]   (default build/release)
 #   environment: CONVERSATIONS (8), SLOTS (4), TURNS (3), HISTORY_WORDS (900), ROUNDS (1)
 # Needs the build's test fixtures (ctest --preset release -R test_ once): the qwen2 vocabulary
@@ -84,15 +85,18 @@ def load(server, label):
         return json.load(open(f"{tmp}/{server}-{label}.json"))
     except Exception:
         return None
-print("| server | round | turn 1 TTFT p50 (ms) | later turns TTFT p50 (ms) | after restart TTFT p50 (ms) | cached/prompt after restart | errors |")
-print("|---|---|---|---|---|---|---|")
+print("| server | round | turn 1 TTFT p50 (ms) | later turns TTFT p50 (ms) | after restart TTFT p50 (ms) | ITL p50 / p99 (ms) | cached/prompt after restart | errors |")
+print("|---|---|---|---|---|---|---|---|")
+def ms(v):
+    return "-" if v is None else f"{v:.1f}"
 for r in range(1, rounds + 1):
     for server in ("kvchat", "llama"):
         w, x = load(server, f"r{r}-warm"), load(server, f"r{r}-restart")
         if not w or not x:
-            print(f"| {server} | {r} | (run failed) | | | | |"); continue
+            print(f"| {server} | {r} | (run failed) | | | | | |"); continue
         later = [t["ttft_p50_ms"] for t in w["per_turn"][1:] if t["ttft_p50_ms"] is not None]
         pt = x["per_turn"][0]
         print(f"| {server} | {r} | {w['per_turn'][0]['ttft_p50_ms']:.0f} | {sum(later)/len(later):.0f} | "
-              f"{pt['ttft_p50_ms']:.0f} | {pt['cached_mean']:.0f}/{pt['prompt_mean']:.0f} | {w['n_errors'] + x['n_errors']} |")
+              f"{pt['ttft_p50_ms']:.0f} | {ms(w.get('itl_p50_ms'))} / {ms(w.get('itl_p99_ms'))} | "
+              f"{pt['cached_mean']:.0f}/{pt['prompt_mean']:.0f} | {w['n_errors'] + x['n_errors']} |")
 PY

@@ -224,6 +224,9 @@ class AppCommands {
   // Writes a conversation's active branch to DATA_DIR/exports/ as Markdown or JSON; the path
   // shows up in AppSnapshot::conversation_export_path, a failure in AppSnapshot::error.
   virtual void export_conversation(int64_t id, bool markdown) = 0;
+  // The Engine window's "Serve on localhost" switch: the OpenAI-compatible API on 127.0.0.1:port
+  // over the app's engine, or off (streams in flight end with an error event). Remembered.
+  virtual void set_serving(bool on, int port) = 0;
   // Downloads a model into DATA_DIR/models on a thread of its own (status in DownloadState).
   virtual void start_download(std::string source) = 0;
   virtual void cancel_download() = 0;

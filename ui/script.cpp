@@ -23,6 +23,7 @@ constexpr KindName k_kinds[] = {
     {StepKind::screenshot, "screenshot"}, {StepKind::assert_state, "assert"},
     {StepKind::command, "command"},       {StepKind::quit, "quit"},
     {StepKind::wait_state, "wait_state"}, {StepKind::print, "print"},
+    {StepKind::sleep, "sleep"},
 };
 
 struct OpName {
@@ -115,6 +116,14 @@ Result<ScriptStep> parse_step(const json& j, int index) {
         return step_error(
             index, kind,
             "unknown key \"" + s.text + "\"; known: ctrl+n, ctrl+enter, escape, ctrl+f, ctrl+up, ctrl+down");
+      break;
+    }
+    case StepKind::sleep: {
+      auto n = j.find("seconds");
+      if (n == j.end() || !n->is_number() || n->get<double>() <= 0 || n->get<double>() > 600) {
+        return step_error(index, kind, "\"seconds\" must be a number in (0, 600]");
+      }
+      s.timeout_s = n->get<double>();
       break;
     }
     case StepKind::frames: {

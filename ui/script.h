@@ -12,9 +12,11 @@
 //     {"do": "command", "name": "set_tier_budgets", "t0_bytes": 163840, "t1_bytes": 81920, "t2_bytes": 0,
 //     "ctx_kv_bytes": 65536},
 //     {"do": "command", "name": "restart_engine"},
+//     {"do": "click", "widget": "menu.engine"},            (opens the Engine window: engine.serve, engine.serve_port)
 //     {"do": "command", "name": "set_chat_settings", "max_tokens": 48, "system_prompt": "..."},
 //                                          (the open conversation's; each field optional)
 //     {"do": "print", "state": "last_tokens_per_s"},   (writes "kvchat: state NAME = VALUE" to stdout)
+//     {"do": "sleep", "seconds": 2},   (frames go on; a process outside the app looks at it meanwhile)
 //     {"do": "quit"}
 //   ]}
 #pragma once
@@ -42,7 +44,8 @@ enum class StepKind {
   command,
   quit,
   wait_state,
-  print
+  print,
+  sleep
 };
 const char* to_string(StepKind k);
 
@@ -61,7 +64,7 @@ struct ScriptStep {
   bool value_is_string = false;
   double value = 0;
   std::string value_text;
-  double timeout_s = 30;  // wait_model, wait_idle, and how long a widget may take to appear
+  double timeout_s = 30;  // wait_model, wait_idle, and how long a widget may take to appear; sleep: its length
   int n_frames = 1;       // frames
   int64_t t0_bytes = 0;   // command set_tier_budgets (0: default)
   int64_t t1_bytes = 0;

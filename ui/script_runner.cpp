@@ -58,6 +58,11 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
   m["kv_map_shared_cells"] = n_shared_cells;
   m["kv_tree_nodes"] = static_cast<double>(s.memory.kv.nodes.size());
   m["kv_timeline_turns"] = static_cast<double>(s.memory.timelines.turns.size());
+  double last_cached = 0;  // the timeline's newest request: its prompt tokens found in the cache
+  if (!s.memory.timelines.turns.empty()) {
+    for (int64_t n : s.memory.timelines.turns.back().n_cached) last_cached += static_cast<double>(n);
+  }
+  m["kv_timeline_last_cached"] = last_cached;
   m["kv_export_path"] = s.memory.export_path;
   m["kv_export_error"] = s.memory.export_error;
   m["generating"] = s.chat.generating ? 1.0 : 0.0;
@@ -92,6 +97,17 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
   m["mem_available_bytes"] = static_cast<double>(s.engine.mem_available_bytes);
   m["disk_free_bytes"] = static_cast<double>(s.engine.disk_free_bytes);
   m["fit_warning"] = s.engine.fit_warning;
+  const ServeState& sv = s.engine.serve;
+  m["serve_wanted"] = sv.wanted ? 1.0 : 0.0;
+  m["serve_on"] = sv.on ? 1.0 : 0.0;
+  m["serve_port"] = static_cast<double>(sv.port);
+  m["serve_url"] = sv.url;
+  m["serve_error"] = sv.error;
+  m["serve_requests"] = static_cast<double>(sv.n_requests);
+  m["serve_in_flight"] = static_cast<double>(sv.n_in_flight);
+  m["serve_last_prompt_tokens"] = static_cast<double>(sv.last_prompt_tokens);
+  m["serve_last_cached_tokens"] = static_cast<double>(sv.last_cached_tokens);
+  m["serve_last_completion_tokens"] = static_cast<double>(sv.last_completion_tokens);
   m["download_status"] = std::string(to_string(s.download.status));
   m["download_path"] = s.download.path;
   m["download_error"] = s.download.error;
@@ -237,6 +253,9 @@ void ScriptRunner::before_frame(const AppSnapshot& snap, AppCommands& cmd, Scrip
       return;
     case StepKind::frames:
       if (frames_in_step_ > s.n_frames) return advance();
+      return;
+    case StepKind::sleep:
+      if (timed_out) return advance();
       return;
     case StepKind::screenshot:
       if (!s.window.empty() && !hooks.window_rect(s.window)) return fail("no window \"" + s.window + "\"");

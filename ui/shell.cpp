@@ -124,7 +124,10 @@ void Shell::draw(ViewContext& outer) {
       ImGui::EndMenu();
     }
     if (ImGui::BeginMenu("Engine")) {
-      ImGui::MenuItem("Tier budgets...", nullptr, &engine.open);
+      ImGui::MenuItem("Tier budgets, serving...", nullptr, &engine.open);
+      const ServeState& sv = ctx.snap.engine.serve;
+      bool serve = sv.wanted;
+      if (ImGui::MenuItem("Serve on localhost", nullptr, &serve)) ctx.cmd.set_serving(serve, sv.port);
       if (ImGui::MenuItem("Restart engine (resume from disk)")) ctx.cmd.restart_engine();
       ImGui::EndMenu();
     }
@@ -146,6 +149,9 @@ void Shell::draw(ViewContext& outer) {
     menu_h = ImGui::GetWindowSize().y;
     ImGui::EndMainMenuBar();
   }
+  // Script mode opens the Engine window as its menu item does.
+  ctx.hooks.note_widget("menu.engine");
+  if (ctx.hooks.take_click("menu.engine")) engine.open = true;
   const ImVec2 d = ImGui::GetIO().DisplaySize;
   if (d.x != last_display_.x || d.y != last_display_.y || presenter != was_presenter_) {
     reset_layout = true;

@@ -4,11 +4,13 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <exception>
 #include <functional>
 #include <string>
 
 #include "ui/format.h"
 #include "ui/kv_calculator.h"
+#include "ui/widgets.h"
 
 namespace kvc::ui {
 
@@ -171,7 +173,56 @@ void EngineView::draw(ViewContext& ctx) {
   ImGui::SameLine();
   ImGui::TextDisabled("drops every RAM tier and resumes from disk (restarts so far: %lld)",
                       static_cast<long long>(ctx.snap.engine.n_restarts));
+  ImGui::Separator();
+  draw_serving(ctx);
   ImGui::End();
+}
+
+// The switch, the port, and what the API is doing: kvchat-cli serve's endpoints on the app's
+// engine and cache, so an API client's conversations show in the Memory window.
+void EngineView::draw_serving(ViewContext& ctx) {
+  const ServeState& sv = ctx.snap.engine.serve;
+  if (sv.port != shown_port_) {  // remembered, or the one listening (port 0: the free one it found)
+    shown_port_ = sv.port;
+    serve_port_ = std::to_string(sv.port);
+  }
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 5);
+  named_input(ctx.hooks, "engine.serve_port", "port##serve", serve_port_, ImGuiInputTextFlags_CharsDecimal);
+  ImGui::SameLine();
+  ctx.hooks.note_widget("engine.serve");
+  bool on = sv.wanted;
+  const bool toggled = ImGui::Checkbox("Serve on localhost", &on);
+  if (ctx.hooks.take_click("engine.serve")) on = !sv.wanted;
+  if (toggled || on != sv.wanted) {
+    int port = -1;
+    try {
+      size_t used = 0;
+      port = std::stoi(serve_port_, &used);
+      if (used != serve_port_.size()) port = -1;
+    } catch (const std::exception&) { port = -1; }
+    if (on && (port < 0 || port > 65535)) {
+      port_error_ = "\"" + serve_port_ + "\" is not a port: give a number from 1 to 65535 (0: any free port).";
+    } else {
+      port_error_.clear();
+      ctx.cmd.set_serving(on, on ? port : sv.port);
+    }
+  }
+  if (sv.on) {
+    ImGui::TextUnformatted(("OpenAI API at " + sv.url).c_str());
+    ImGui::TextDisabled("%lld answered, %lld in flight; last: %lld of %lld prompt tokens from the cache",
+                        static_cast<long long>(sv.n_requests), static_cast<long long>(sv.n_in_flight),
+                        static_cast<long long>(sv.last_cached_tokens), static_cast<long long>(sv.last_prompt_tokens));
+  } else if (sv.error.empty() && port_error_.empty()) {
+    ImGui::TextDisabled("the app's engine and KV cache answer kvchat-cli serve's API on 127.0.0.1");
+  }
+  for (const std::string* e : {static_cast<const std::string*>(&port_error_), &sv.error}) {
+    if (e->empty()) continue;
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::error);
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 36.0f);
+    ImGui::TextUnformatted(e->c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::PopStyleColor();
+  }
 }
 
 }  // namespace kvc::ui

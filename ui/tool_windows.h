@@ -1,6 +1,8 @@
 // Tool windows opened from the menus: the KV calculator and the engine's tier budgets.
 #pragma once
 
+#include <string>
+
 #include <cstdint>
 
 #include "ui/views.h"
@@ -32,8 +34,13 @@ struct EngineView {
   void draw(ViewContext& ctx);
 
  private:
+  void draw_serving(ViewContext& ctx);
+
   bool seeded_ = false;
   int t0_kib_ = 0, t1_kib_ = 0, t2_mib_ = 0, ctx_mib_ = 0;
+  std::string serve_port_;  // the port field's text
+  int shown_port_ = -1;     // the ServeState port it was last set from
+  std::string port_error_;  // it is not a port
 };
 
 }  // namespace kvc::ui

@@ -21,6 +21,11 @@ AppSettings load_app_settings(const std::filesystem::path& file) {
     };
     s.budgets = ui::TierBudgets{bytes("t0_bytes"), bytes("t1_bytes"), bytes("t2_bytes")};
   }
+  if (auto v = j.find("serve"); v != j.end() && v->is_boolean()) s.serve = v->get<bool>();
+  if (auto v = j.find("serve_port"); v != j.end() && v->is_number_integer()) {
+    const int64_t port = v->get<int64_t>();
+    if (port >= 0 && port <= 65535) s.serve_port = static_cast<int>(port);
+  }
   return s;
 }
 
@@ -28,7 +33,9 @@ Status save_app_settings(const std::filesystem::path& file, const AppSettings& s
   const nlohmann::json j = {
       {"last_model", s.last_model},
       {"tier_budgets",
-       {{"t0_bytes", s.budgets.t0_bytes}, {"t1_bytes", s.budgets.t1_bytes}, {"t2_bytes", s.budgets.t2_bytes}}}};
+       {{"t0_bytes", s.budgets.t0_bytes}, {"t1_bytes", s.budgets.t1_bytes}, {"t2_bytes", s.budgets.t2_bytes}}},
+      {"serve", s.serve},
+      {"serve_port", s.serve_port}};
   const std::filesystem::path tmp = file.string() + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary);

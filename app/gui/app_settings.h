@@ -1,5 +1,6 @@
-// What the app remembers between runs in DATA_DIR/settings.json: the last model loaded and the
-// tier budgets set in the Engine window (the window layout is ImGui's, in DATA_DIR/imgui.ini).
+// What the app remembers between runs in DATA_DIR/settings.json: the last model loaded, the
+// tier budgets set in the Engine window and its "Serve on localhost" switch (the window layout is ImGui's, in
+// DATA_DIR/imgui.ini).
 #pragma once
 
 #include <filesystem>
@@ -13,6 +14,8 @@ namespace kvc::app {
 struct AppSettings {
   std::string last_model;  // empty: the demo model
   ui::TierBudgets budgets;
+  bool serve = false;     // the API server on 127.0.0.1 at start
+  int serve_port = 8080;  // its port (kvchat-cli serve's default)
 };
 
 // A missing file is the defaults; a malformed one too (it is rewritten on the next save).

@@ -133,7 +133,10 @@ void ChatController::worker_loop() {
       if (quit_) return;
       if (!woke || queue_.empty()) {
         lock.unlock();
-        if (dl_dirty_.load() || (runner_ && runner_->memory_version() != shown_memory_version_)) publish(true);
+        if (dl_dirty_.load() || (runner_ && runner_->memory_version() != shown_memory_version_) ||
+            (serving_ && serving_->version() != shown_serve_version_)) {
+          publish(true);
+        }
         continue;
       }
       task = std::move(queue_.front());
@@ -161,6 +164,19 @@ void ChatController::publish(bool force) {
     last_memory_fill_us_ = t;
     shown_memory_version_ = runner_->memory_version();
     runner_->fill_memory(state_.memory);
+  }
+  ui::ServeState& sv = state_.engine.serve;
+  if (serving_) {
+    ui::ServeState c = serving_->counters();
+    c.wanted = sv.wanted;
+    c.error = sv.error;
+    sv = std::move(c);
+    shown_serve_version_ = serving_->version();
+  } else {
+    sv.on = false;
+    sv.url.clear();
+    sv.n_in_flight = 0;
+    sv.port = serve_port_;
   }
   auto next = std::make_shared<const ui::AppSnapshot>(state_);
   std::lock_guard lock(snap_mu_);
@@ -202,7 +218,8 @@ std::filesystem::path ChatController::settings_path() const {
 
 void ChatController::save_settings() {
   // A failure to remember is not worth an error the user must dismiss: the app works without.
-  (void)save_app_settings(settings_path(), AppSettings{requested_model_, saved_budgets_});
+  (void)save_app_settings(settings_path(),
+                          AppSettings{requested_model_, saved_budgets_, state_.engine.serve.wanted, serve_port_});
 }
 
 void ChatController::save_tier_budgets(ui::TierBudgets budgets) {
@@ -210,11 +227,21 @@ void ChatController::save_tier_budgets(ui::TierBudgets budgets) {
   set_tier_budgets(budgets);
 }
 
+void ChatController::set_serving(bool on, int port) {
+  post([this, on, port] {
+    state_.engine.serve.wanted = on;
+    serve_port_ = std::clamp(port, 0, 65535);
+    state_.engine.serve.error.clear();
+    apply_serving();
+    save_settings();
+  });
+}
+
 void ChatController::set_tier_budgets(ui::TierBudgets budgets) {
   post([this, budgets] {
     state_.engine.budgets = budgets;
     if (!model_) return;
-    runner_.reset();
+    drop_runner();
     state_.model.n_ctx = context_for(model_->config());
     if (!make_runner()) {
       fail(make_error(ErrorCode::invalid_argument,
@@ -342,6 +369,8 @@ void ChatController::start() {
   // No -m: the model of the last run, if it is still there (else the demo model).
   const AppSettings saved = load_app_settings(settings_path());
   state_.engine.budgets = saved_budgets_ = saved.budgets;
+  state_.engine.serve.wanted = saved.serve;
+  serve_port_ = saved.serve_port;
   std::string first = options_.model_path;
   std::error_code ec;
   if (first.empty() && !saved.last_model.empty() && std::filesystem::is_regular_file(saved.last_model, ec)) {
@@ -392,17 +421,54 @@ bool ChatController::make_runner() {
     state_.model.error = runner.error().message;
     return false;
   }
+  engine_runner_ = runner->get();
   runner_ = std::move(*runner);
   if (!options_.replay_answer.empty()) {
     runner_ = std::make_unique<ReplayTurnRunner>(std::move(runner_), model_->tokenizer(), options_.replay_answer);
   }
+  apply_serving();
   return true;
+}
+
+void ChatController::drop_runner() {
+  serving_.reset();
+  engine_runner_ = nullptr;
+  runner_.reset();
+}
+
+// The API's conversations are not added to the sidebar: a client owns its history and resends
+// it whole with every request (the API is stateless); serve keeps only each answer's ids
+// (AnswerStore, DATA_DIR/serve/answers.db) to map resent text back to the cached KV. They show
+// in the Memory window (blocks, timeline) and in the Engine window's counts.
+void ChatController::apply_serving() {
+  ui::ServeState& sv = state_.engine.serve;
+  if (!sv.wanted) {
+    serving_.reset();
+    sv.error.clear();
+    return;
+  }
+  if (serving_ && serving_->port() == serve_port_) return;
+  serving_.reset();
+  if (!engine_runner_ || !model_) {
+    sv.error = "Serve on localhost starts once a model is loaded.";
+    return;
+  }
+  ApiServingOptions o;
+  o.port = serve_port_;
+  o.data_dir = storage::resolve_data_dir(options_.data_dir);
+  auto started = ApiServing::start(*model_, *engine_runner_, o);
+  if (!started.ok()) {
+    sv.error = started.error().message;
+    return;
+  }
+  sv.error.clear();
+  serving_ = std::move(*started);
 }
 
 // Everything the running engine holds in RAM goes (runner, session, T0 and T1, the disk
 // tier's handle, the model's mapping); it is rebuilt from the files, as after a relaunch.
 void ChatController::do_restart_engine() {
-  runner_.reset();
+  drop_runner();
   model_.reset();
   do_load_model(requested_model_);
   if (!model_) return;
@@ -412,7 +478,7 @@ void ChatController::do_restart_engine() {
 
 void ChatController::do_load_model(const std::string& requested) {
   requested_model_ = requested;
-  runner_.reset();
+  drop_runner();
   model_.reset();
   ui::ModelState& ms = state_.model;
   ms = ui::ModelState{};

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "app/common/chat_window.h"
+#include "app/gui/api_serving.h"
 #include "app/gui/engine_turn_runner.h"
 #include "app/gui/turn_runner.h"
 #include "core/backend/backend.h"
@@ -66,6 +67,7 @@ class ChatController final : public ui::AppCommands {
   void export_kv_trace() override;
   void export_kv_csv() override;
   void export_conversation(int64_t id, bool markdown) override;
+  void set_serving(bool on, int port) override;
   void start_download(std::string source) override;
   void cancel_download() override { download_cancel_ = true; }
   bool busy() const override { return n_busy_.load() > 0 || download_running_.load() || dl_dirty_.load(); }
@@ -78,7 +80,9 @@ class ChatController final : public ui::AppCommands {
   // Worker thread only.
   void start();
   void do_load_model(const std::string& path);
-  bool make_runner();  // (re)creates runner_ for model_ with state_.engine.budgets; false: failed
+  bool make_runner();    // (re)creates runner_ for model_ with state_.engine.budgets; false: failed
+  void drop_runner();    // the API server stops first (api_serving.h), then the runner goes
+  void apply_serving();  // serving_ as state_.engine.serve.wanted says, on the current runner
   int64_t context_for(const model::ModelConfig& c);  // -c, else the trained context within the KV budget
   void do_restart_engine();
   void do_new_conversation();
@@ -128,9 +132,13 @@ class ChatController final : public ui::AppCommands {
   std::unique_ptr<storage::ConversationStore> store_;
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<model::Model> model_;
-  std::unique_ptr<TurnRunner> runner_;  // uses model_; reset before it
-  std::string requested_model_;         // what the last load_model asked for (empty: the demo model)
-  ui::TierBudgets saved_budgets_;       // as remembered in settings.json (demos set budgets without saving)
+  std::unique_ptr<TurnRunner> runner_;         // uses model_; reset before it
+  EngineTurnRunner* engine_runner_ = nullptr;  // runner_, or the one a ReplayTurnRunner wraps
+  std::unique_ptr<ApiServing> serving_;        // "Serve on localhost"; uses runner_: goes before it
+  int serve_port_ = 8080;
+  uint64_t shown_serve_version_ = 0;
+  std::string requested_model_;    // what the last load_model asked for (empty: the demo model)
+  ui::TierBudgets saved_budgets_;  // as remembered in settings.json (demos set budgets without saving)
   ui::AppSnapshot state_;
   std::map<int64_t, ui::TurnStats> stats_;               // assistant message id -> what its turn cost
   std::map<int64_t, std::vector<int32_t>> last_stream_;  // conversation -> the tokens last opened or answered

@@ -51,6 +51,8 @@ Result<std::unique_ptr<EngineTurnRunner>> EngineTurnRunner::create(const model::
   eo.events = &runner->events_;
   eo.observer = [r = runner.get()](const kv::KvCache& c, bool idle) {
     if (idle || kv::now_us() - r->last_publish_us_ >= k_publish_interval_us) r->observe(c);
+    std::lock_guard lock(r->extra_observer_mu_);
+    if (r->extra_observer_) r->extra_observer_(c, idle);
   };
   runner->engine_ = std::make_unique<engine::Engine>(m, *runner->cache_, eo);
   runner->observe(*runner->cache_);
@@ -60,6 +62,14 @@ Result<std::unique_ptr<EngineTurnRunner>> EngineTurnRunner::create(const model::
 
 EngineTurnRunner::~EngineTurnRunner() {
   engine_.reset();  // joins the engine thread before anything it uses goes
+}
+
+void EngineTurnRunner::set_cache_observer(std::function<void(const kv::KvCache&, bool idle)> f) {
+  {
+    std::lock_guard lock(extra_observer_mu_);
+    extra_observer_ = std::move(f);
+  }
+  engine_->notify_observer();
 }
 
 void EngineTurnRunner::observe(const kv::KvCache& cache) {

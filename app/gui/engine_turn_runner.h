@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -50,6 +51,14 @@ class EngineTurnRunner final : public TurnRunner {
   void release_streams(int64_t id, std::span<const std::vector<int32_t>> dead,
                        std::span<const std::vector<int32_t>> live) override;
 
+  // For the app's API server (api_serving.h), which submits to this very engine and cache.
+  engine::Engine& engine() { return *engine_; }
+  int64_t n_ctx() const { return options_.n_ctx; }
+  const storage::SqliteColdStore* cold_store() const { return cold_.get(); }
+  // Also called with every engine observer call (engine thread); empty: none. Set it before
+  // and clear it after the one who reads it lives.
+  void set_cache_observer(std::function<void(const kv::KvCache&, bool idle)> f);
+
  private:
   EngineTurnRunner(const model::Model& m, const EngineRunnerOptions& o) : m_(m), options_(o), feed_(events_) {}
   void observe(const kv::KvCache& cache);  // engine thread
@@ -81,6 +90,8 @@ class EngineTurnRunner final : public TurnRunner {
   // Signalled after each publish of view_, for a caller waiting for the next description.
   std::mutex view_mu_;
   std::condition_variable view_published_;
+  std::mutex extra_observer_mu_;
+  std::function<void(const kv::KvCache&, bool idle)> extra_observer_;
   kv::KvView view_copy_;  // caller's thread: reused by fill_memory
 
   std::unique_ptr<engine::Engine> engine_;

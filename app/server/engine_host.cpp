@@ -41,6 +41,7 @@ Result<std::unique_ptr<EngineHost>> EngineHost::create(const model::Model& m, co
     auto opened = storage::SqliteColdStore::open(o.cold_dir, co);
     if (opened.ok()) {
       host->cold_ = std::move(*opened);
+      host->cold_view_ = host->cold_.get();
     } else {
       host->cold_error_ = opened.error().message;
       std::fprintf(stderr, "kvchat-cli serve: the disk KV tier is off (histories will not survive a restart): %s\n",
@@ -59,12 +60,20 @@ Result<std::unique_ptr<EngineHost>> EngineHost::create(const model::Model& m, co
   engine::EngineOptions eo;
   eo.n_ctx = o.n_ctx;
   eo.max_running = o.max_running;
-  eo.observer = [h = host.get()](const kv::KvCache& c, bool idle) {
-    if (idle || kv::now_us() - h->last_snapshot_us_ >= k_snapshot_interval_us) h->observe(c);
-  };
-  host->engine_ = std::make_unique<engine::Engine>(m, *host->cache_, eo);
-  host->observe(*host->cache_);
+  eo.observer = [h = host.get()](const kv::KvCache& c, bool idle) { h->observe(c, idle); };
+  host->owned_engine_ = std::make_unique<engine::Engine>(m, *host->cache_, eo);
+  host->engine_ = host->owned_engine_.get();
+  host->snapshot_now(*host->cache_);
   host->engine_->start();
+  return host;
+}
+
+std::unique_ptr<EngineHost> EngineHost::attach(const model::Model& m, engine::Engine& engine,
+                                               const storage::SqliteColdStore* cold, const EngineHostOptions& o) {
+  auto host = std::unique_ptr<EngineHost>(new EngineHost(m, o));
+  host->engine_ = &engine;
+  host->cold_view_ = cold;
+  engine.notify_observer();  // the first snapshot, soon
   return host;
 }
 
@@ -74,7 +83,14 @@ Status EngineHost::close() {
   if (closed_) return {};
   closed_ = true;
   shutdown();
-  engine_.reset();  // joins the engine thread before anything it uses goes
+  if (!owned_engine_) {
+    std::lock_guard lock(mu_);
+    for (int64_t c : conversations_lru_) engine_->forget_conversation(c, {});
+    conversations_lru_.clear();
+    conversations_.clear();
+    return {};
+  }
+  owned_engine_.reset();  // joins the engine thread before anything it uses goes
   Status checked = cache_->check_invariants();
   cache_.reset();
   if (cold_) cold_->flush();  // every block written behind is on disk before the store closes
@@ -83,13 +99,17 @@ Status EngineHost::close() {
   return {};
 }
 
-void EngineHost::observe(const kv::KvCache& cache) {
+void EngineHost::observe(const kv::KvCache& cache, bool idle) {
+  if (idle || kv::now_us() - last_snapshot_us_ >= k_snapshot_interval_us) snapshot_now(cache);
+}
+
+void EngineHost::snapshot_now(const kv::KvCache& cache) {
   CacheSnapshot s;
   for (kv::Tier t : {kv::Tier::t0, kv::Tier::t1, kv::Tier::t2}) s.tiers[kv::tier_index(t)] = cache.tier_usage(t);
   s.counters = cache.counters();
   s.n_fragmented_tokens = cache.internal_fragmentation_tokens();
-  if (cold_) {
-    const kv::ColdStoreStats st = cold_->stats();
+  if (cold_view_) {
+    const kv::ColdStoreStats st = cold_view_->stats();
     s.cold_healthy = st.healthy;
     s.cold_warning = st.warning;
   }
@@ -126,7 +146,7 @@ void EngineHost::touch_conversation_locked(int64_t conversation) {
 std::shared_ptr<Generation> EngineHost::start(GenerationRequest r, Refusal& refusal) {
   refusal = Refusal::none;
   auto g = std::make_shared<Generation>();
-  g->engine_ = engine_.get();
+  g->engine_ = engine_;
   g->prompt_ = r.prompt;
   int64_t conversation = r.conversation;
   {

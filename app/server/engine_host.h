@@ -1,5 +1,6 @@
 // EngineHost: the server's one Engine on its own thread, over the tiered KV cache and the SQLite
-// cold store, with admission (queue limit, shutdown) and one sequence per busy conversation.
+// cold store, with admission (queue limit, shutdown) and one sequence per busy conversation;
+// or the same admission on an engine someone else runs (the app's "Serve on localhost").
 #pragma once
 
 #include <atomic>
@@ -84,10 +85,19 @@ class EngineHost {
  public:
   // A disk tier that cannot be opened is left out with a warning on stderr (RAM only).
   static Result<std::unique_ptr<EngineHost>> create(const model::Model& m, const EngineHostOptions& o);
+  // Serves on `engine`, which its owner keeps running (and whose cache and cold store it
+  // owns) for the host's life; only o.n_ctx (which must be the engine's), o.max_queue and o.max_conversations apply.
+  // The owner's engine observer must call observe() so that /metrics sees the cache.
+  static std::unique_ptr<EngineHost> attach(const model::Model& m, engine::Engine& engine,
+                                            const storage::SqliteColdStore* cold, const EngineHostOptions& o);
   ~EngineHost();  // close() if not closed yet
   // shutdown(), then the engine stops, the cache's invariants are checked (a failure is a bug,
-  // reported here rather than aborting) and the cold store is flushed. Idempotent.
+  // reported here rather than aborting) and the cold store is flushed. Idempotent. Attached:
+  // shutdown(), and the engine forgets the host's conversations (their blocks stay cached).
   Status close();
+  // The engine observer's work (engine thread): a snapshot of the cache for /metrics, at most
+  // every 50 ms while busy.
+  void observe(const kv::KvCache& cache, bool idle);
   EngineHost(const EngineHost&) = delete;
   EngineHost& operator=(const EngineHost&) = delete;
 
@@ -101,12 +111,12 @@ class EngineHost {
   int64_t n_ctx() const { return options_.n_ctx; }
   CacheSnapshot cache_snapshot() const;
   engine::EngineStats engine_stats() const { return engine_->stats(); }
-  bool has_disk_tier() const { return cold_ != nullptr; }
+  bool has_disk_tier() const { return cold_view_ != nullptr; }
   std::string disk_tier_warning() const { return cold_error_; }
 
  private:
   EngineHost(const model::Model& m, const EngineHostOptions& o) : m_(m), options_(o) {}
-  void observe(const kv::KvCache& cache);                                     // engine thread
+  void snapshot_now(const kv::KvCache& cache);                                // engine thread
   void finished(int64_t conversation, const std::shared_ptr<Generation>& g);  // engine thread
   void touch_conversation_locked(int64_t conversation);
 
@@ -114,6 +124,7 @@ class EngineHost {
   EngineHostOptions options_;
   // Destruction order: the engine stops before the cache goes, the cache before its cold store.
   std::unique_ptr<storage::SqliteColdStore> cold_;
+  const storage::SqliteColdStore* cold_view_ = nullptr;  // cold_, or the attached engine's
   std::string cold_error_;
   std::unique_ptr<kv::KvCache> cache_;
 
@@ -130,7 +141,8 @@ class EngineHost {
   std::map<int64_t, std::list<int64_t>::iterator> conversations_;
   std::atomic<int64_t> n_in_flight_{0};
 
-  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<engine::Engine> owned_engine_;  // null when attached
+  engine::Engine* engine_ = nullptr;
   bool closed_ = false;
 };
 

@@ -72,7 +72,10 @@ void Histogram::render(std::string& out, std::string_view name, std::string_view
 
 ServerMetrics::ServerMetrics()
     : ttft_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
-      time_per_token_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}) {}
+      time_per_token_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}),
+      // vLLM's inter_token_latency_seconds buckets, with finer ones below 10 ms for small models on CPUs.
+      inter_token_({0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,  0.15, 0.2, 0.3,
+                    0.4,    0.5,   0.75,   1.0,   2.5,  5.0,   7.5,  10.0,  20.0, 40.0, 80.0}) {}
 
 void ServerMetrics::count_request(std::string_view route, int status) {
   std::string r = "other";
@@ -94,6 +97,8 @@ void ServerMetrics::observe_generation(Endpoint e, const engine::RequestResult& 
   if (r.tokens.size() >= 2) {
     time_per_token_.observe((r.total_ms - r.ttft_ms) / 1e3 / static_cast<double>(r.tokens.size() - 1));
   }
+  // Sampling times are kept per token (the engine's token_ms): one gap per token after the first.
+  for (size_t i = 1; i < r.token_ms.size(); ++i) inter_token_.observe((r.token_ms[i] - r.token_ms[i - 1]) / 1e3);
 }
 
 int64_t ServerMetrics::n_cancelled() const {
@@ -131,6 +136,8 @@ std::string ServerMetrics::render(const CacheSnapshot& c, const engine::EngineSt
     ttft_.render(out, "kvchat_time_to_first_token_seconds", "Time from a request's submission to its first token.");
     time_per_token_.render(out, "kvchat_time_per_output_token_seconds",
                            "Mean time between a request's output tokens after the first.");
+    inter_token_.render(out, "kvchat_inter_token_latency_seconds",
+                        "Time between two consecutive output tokens of a generation, every pair.");
   }
   header(out, "kvchat_requests_in_flight", "gauge", "Generations running or waiting in the engine.");
   sample(out, "kvchat_requests_in_flight", "", static_cast<double>(n_in_flight));

@@ -24,6 +24,7 @@ class Histogram {
   // # HELP / # TYPE lines, then name_bucket{le=...}, name_sum, name_count.
   void render(std::string& out, std::string_view name, std::string_view help) const;
   int64_t count() const { return count_; }
+  double sum() const { return sum_; }
 
  private:
   std::vector<double> bounds_;   // ascending
@@ -55,6 +56,7 @@ class ServerMetrics {
   std::array<int64_t, 3> n_cached_tokens_{};  // by the tier they came from
   Histogram ttft_;
   Histogram time_per_token_;
+  Histogram inter_token_;  // every gap between two consecutive tokens of a generation
 };
 
 }  // namespace kvc::server

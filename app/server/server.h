@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,9 @@ struct ServerOptions {
   int retry_after_s = 1;                      // Retry-After of a 429
   int read_timeout_s = 10;                    // a client that sends nothing for this long is dropped
   int write_timeout_s = 10;                   // likewise one that reads nothing
+  // Called (on the HTTP thread that served it) once each generation has ended, with its result
+  // and prompt length: the app shows API requests with it.
+  std::function<void(const engine::RequestResult&, int64_t n_prompt)> on_generation;
 };
 
 class Server {

@@ -17,6 +17,7 @@ constexpr auto k_drain_limit = std::chrono::seconds(30);
 void conclude(ServerContext& ctx, const Generation& g, const GenerationJob& job) {
   const engine::RequestResult& r = g.result();
   ctx.metrics.observe_generation(job.endpoint, r, job.n_prompt);
+  if (ctx.options.on_generation) ctx.options.on_generation(r, job.n_prompt);
   if (r.state == engine::RequestState::finished && job.on_finished) job.on_finished(r);
 }
 

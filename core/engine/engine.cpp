@@ -455,6 +455,7 @@ void Engine::sample_and_stop(std::span<const Entry> batch, std::span<const model
     if (st.consumed) {
       a.tokens.push_back(id);
       a.result.tokens.push_back(id);
+      a.result.token_ms.push_back(ms_since(a.submitted));
     }
     a.result.text += st.ready;
     const bool go_on = st.ready.empty() || !a.request.on_text || a.request.on_text(st.ready);

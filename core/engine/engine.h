@@ -67,7 +67,8 @@ enum class RequestState { waiting, running, finished, failed, cancelled };
 
 struct RequestResult {
   RequestState state = RequestState::waiting;
-  std::vector<int32_t> tokens;  // generated ids (an end-of-generation token is not included)
+  std::vector<int32_t> tokens;   // generated ids (an end-of-generation token is not included)
+  std::vector<double> token_ms;  // when each of them was sampled, ms after submission (inter-token latency)
   std::string text;
   model::StopReason reason = model::StopReason::max_tokens;
   kv::PrefixInfo prefix;  // what the first admission found in the cache

@@ -1,6 +1,9 @@
 // A load driver speaking OpenAI HTTP through the official openai npm client: N conversations of
 // T streamed turns over one shared system prompt, to kvchat-cli serve or llama-server alike.
 // Prints one JSON object: requests, errors, throughput, TTFT percentiles overall and per turn,
+// inter-token latency (ITL, client side as vLLM's benchmark measures it: the gaps between a
+// stream's content chunks' arrivals; a server may put several tokens in one chunk when they
+// come faster than it writes, so compare with the server's own per-token histogram),
 // and the prompt-cache criterion (turn n's cached tokens >= turn n-1's prompt + answer - 16).
 //   usage: node load_driver.mjs NODE_MODULES_DIR BASE_URL MODEL CONVERSATIONS TURNS MAX_TOKENS
 //                               [concurrent|round-robin] [HISTORY_WORDS]
@@ -54,11 +57,16 @@ async function turn(messages, seed) {
     model, messages, stream: true, stream_options: { include_usage: true }, max_tokens: maxTokens,
     temperature: 0.8, seed, ...(logitBias ? { logit_bias: logitBias } : {}),
   });
-  let content = '', ttft = null, usage = null, timings = null;
+  let content = '', ttft = null, usage = null, timings = null, last = null, nChunks = 0;
+  const itl = [];
   for await (const chunk of stream) {
     for (const c of chunk.choices) {
       if (c.delta?.content) {
-        if (ttft === null) ttft = performance.now() - t0;
+        const now = performance.now();
+        if (ttft === null) ttft = now - t0;
+        if (last !== null) itl.push(now - last);
+        last = now;
+        ++nChunks;
         content += c.delta.content;
       }
     }
@@ -67,7 +75,7 @@ async function turn(messages, seed) {
   }
   const cached = usage?.prompt_tokens_details?.cached_tokens ?? timings?.cache_n ?? null;
   return { content, ttft_ms: ttft ?? performance.now() - t0, prompt: usage?.prompt_tokens ?? null,
-           completion: usage?.completion_tokens ?? 0, cached };
+           completion: usage?.completion_tokens ?? 0, cached, itl, n_chunks: nChunks };
 }
 
 const saved = stateFile && existsSync(stateFile) ? JSON.parse(readFileSync(stateFile, 'utf8')) : null;
@@ -122,10 +130,14 @@ for (const c of conversations) {
   }
 }
 const completion = all.reduce((a, r) => a + r.completion, 0);
+const itl = all.flatMap((r) => r.itl);
 process.stdout.write(JSON.stringify({
   mode, conversations: nConv, turns: nTurns, n_requests: nRequests, n_ok: all.length, n_errors: errors.length,
   errors: errors.slice(0, 5), wall_s: wallS, completion_tokens: completion, completion_tok_per_s: completion / wallS,
   ttft_p50_ms: percentile(all.map((r) => r.ttft_ms), 50), ttft_p99_ms: percentile(all.map((r) => r.ttft_ms), 99),
+  itl_p50_ms: percentile(itl, 50), itl_p99_ms: percentile(itl, 99), itl_n: itl.length,
+  content_chunks: all.reduce((a, r) => a + r.n_chunks, 0),
+  answers_with_tokens: all.filter((r) => r.completion > 0).length,
   per_turn: perTurn, cache_criterion: { checked: nChecked, met: nMeeting },
 }) + '\n');
 if (errors.length > 0) process.exitCode = 1;

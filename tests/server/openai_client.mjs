@@ -2,7 +2,9 @@
 // JSON object with what it saw (tests/server/test_openai_client.cpp checks it).
 //   usage: node openai_client.mjs NODE_MODULES_DIR BASE_URL MODEL SCENARIO [FILE]
 // Scenarios: chat, stream, completions, models, stop, errors, abort, turns (writes the
-// conversation to FILE), resume (reads it from FILE and asks one more question).
+// conversation to FILE), resume (reads it from FILE and asks one more question), greedy (one
+// streamed greedy answer), app (the app's "Serve on localhost": greedy, two sampled turns,
+// then a long stream the app's switch ends; tests/ui/test_gui_serve.cpp).
 import { createRequire } from 'node:module';
 import { readFileSync, writeFileSync } from 'node:fs';
 
@@ -153,6 +155,31 @@ const scenarios = {
     const r = await turns(4);
     writeFileSync(file, JSON.stringify(r.messages));
     return { turns: r.turns };
+  },
+  async greedy() {
+    return streamChat([system, { role: 'user', content: 'Say something.' }], { max_tokens: 12, temperature: 0 });
+  },
+  async app() {
+    const greedy = await scenarios.greedy();
+    const messages = [system, { role: 'user', content: 'Question 1: tell me a story.' }];
+    const t1 = await streamChat(messages, { max_tokens: 24, temperature: 0.8, seed: 1 });
+    messages.push({ role: 'assistant', content: t1.content }, { role: 'user', content: 'Question 2: and then?' });
+    const t2 = await streamChat(messages, { max_tokens: 24, temperature: 0.8, seed: 2 });
+    messages.push({ role: 'assistant', content: t2.content }, { role: 'user', content: 'Question 3: tell it all again.' });
+    // Greedy on random weights runs to max_tokens: in flight until the app turns the API off.
+    const long = { content: '', finish_reason: null, error: null };
+    try {
+      const stream = await client.chat.completions.create({ model, messages, stream: true, max_tokens: 3000, temperature: 0 });
+      for await (const chunk of stream) {
+        for (const c of chunk.choices) {
+          if (c.delta?.content) long.content += c.delta.content;
+          if (c.finish_reason) long.finish_reason = c.finish_reason;
+        }
+      }
+    } catch (e) {
+      long.error = { status: e.status ?? null, code: e.code ?? null, type: e.type ?? null, message: e.message };
+    }
+    return { greedy, turns: [t1, t2], long };
   },
   async resume() {
     const messages = JSON.parse(readFileSync(file, 'utf8'));

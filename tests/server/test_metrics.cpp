@@ -91,3 +91,37 @@ TEST_CASE("metrics: requests, generations, tokens and the cache's tiers", "[serv
   CHECK_THAT(out, Catch::Contains("kvchat_engine_steps_total 9\n"));
   check_exposition(out);
 }
+
+TEST_CASE("metrics: the inter-token latency histogram has one observation per token after the first", "[server]") {
+  ServerMetrics m;
+  engine::RequestResult r;
+  r.state = engine::RequestState::finished;
+  r.tokens = {1, 2, 3, 4};
+  r.token_ms = {10, 10.5, 13, 40};  // gaps: 0.5 ms, 2.5 ms, 27 ms
+  r.ttft_ms = 10;
+  r.total_ms = 40;
+  m.observe_generation(server::Endpoint::chat, r, 8);
+  r.tokens = {7};  // one token: no gap
+  r.token_ms = {12};
+  m.observe_generation(server::Endpoint::completion, r, 8);
+  r.state = engine::RequestState::cancelled;  // a cancelled stream's gaps count too
+  r.tokens = {5, 6};
+  r.token_ms = {3, 4};
+  m.observe_generation(server::Endpoint::chat, r, 8);
+  r.state = engine::RequestState::failed;  // a failure's do not (nothing was answered)
+  r.tokens = {5, 6, 7};
+  r.token_ms = {3, 4, 5};
+  m.observe_generation(server::Endpoint::chat, r, 8);
+  const std::string out = m.render(server::CacheSnapshot{}, engine::EngineStats{}, 0);
+  check_exposition(out);
+  // count == tokens answered (4 + 1 + 2) - generations answered (3)
+  CHECK_THAT(out, Catch::Contains("# TYPE kvchat_inter_token_latency_seconds histogram\n"));
+  CHECK_THAT(out, Catch::Contains("kvchat_inter_token_latency_seconds_count 4\n"));
+  CHECK_THAT(out, Catch::Contains("kvchat_inter_token_latency_seconds_bucket{le=\"+Inf\"} 4\n"));
+  CHECK_THAT(out, Catch::Contains("kvchat_inter_token_latency_seconds_bucket{le=\"0.0005\"} 1\n"));
+  CHECK_THAT(out, Catch::Contains("kvchat_inter_token_latency_seconds_bucket{le=\"0.001\"} 2\n"));  // + 1 ms
+  CHECK_THAT(out, Catch::Contains("kvchat_inter_token_latency_seconds_bucket{le=\"0.0025\"} 3\n"));
+  CHECK_THAT(out, Catch::Contains("kvchat_inter_token_latency_seconds_bucket{le=\"0.025\"} 3\n"));
+  CHECK_THAT(out, Catch::Contains("kvchat_inter_token_latency_seconds_bucket{le=\"0.05\"} 4\n"));
+  CHECK_THAT(out, Catch::Contains("kvchat_inter_token_latency_seconds_sum 0.031\n"));
+}

@@ -4,6 +4,7 @@
 // load of 16 concurrent streamed conversations (tests/server/load_driver.mjs).
 #include <catch2/catch.hpp>
 
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include <array>
@@ -213,6 +214,20 @@ TEST_CASE("serve: 16 concurrent streamed conversations of 4 turns: no errors, ev
   CHECK(r["cache_criterion"]["met"] == 48);
   CHECK(r["completion_tokens"].get<int64_t>() > 64);
   CHECK(r["ttft_p99_ms"].get<double>() >= r["ttft_p50_ms"].get<double>());
+  // Client side: one gap per content chunk after a stream's first.
+  CHECK(r["itl_n"].get<int64_t>() > 0);
+  CHECK(r["itl_p99_ms"].get<double>() >= r["itl_p50_ms"].get<double>());
+  // Server side: one inter-token latency per token after each answer's first.
+  httplib::Client http("127.0.0.1", s.port());
+  const auto got = http.Get("/metrics");
+  REQUIRE(got);
+  const std::string metrics = got->body;
+  INFO(metrics);
+  const int64_t n_gaps = r["completion_tokens"].get<int64_t>() - r["answers_with_tokens"].get<int64_t>();
+  CHECK(metrics.find("kvchat_completion_tokens_total " + std::to_string(r["completion_tokens"].get<int64_t>()) +
+                     "\n") != std::string::npos);
+  CHECK(metrics.find("kvchat_inter_token_latency_seconds_count " + std::to_string(n_gaps) + "\n") != std::string::npos);
+  CHECK(r["itl_n"].get<int64_t>() <= n_gaps);  // a chunk holds one token or more
   INFO(s.log());
   CHECK(s.stop() == 0);
 }

@@ -6,6 +6,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <string>
@@ -49,6 +50,14 @@ json error_of(const httplib::Result& r) {
   CHECK(j["error"]["message"].is_string());
   CHECK(j["error"]["type"].is_string());
   return j["error"];
+}
+
+// The value of the sample `name` (with its labels, if any) in a Prometheus text; -1 when absent.
+double metric(const std::string& text, const std::string& name) {
+  const std::string key = "\n" + name + " ";
+  const size_t at = ("\n" + text).find(key);
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + key.size() - 1));
 }
 
 // The server still answers a real request.
@@ -217,6 +226,7 @@ TEST_CASE("serve: a history resent as text reuses the previous turn's KV", "[app
   httplib::Client c = client_for(s);
   json messages = json::array({json{{"role", "system"}, {"content", "Tell stories."}}});
   int64_t previous = -1;
+  int64_t n_gaps = 0;  // tokens answered - answers with a token: the inter-token latencies
   for (int turn = 0; turn < 3; ++turn) {
     messages.push_back(json{{"role", "user"}, {"content", "And then, part " + std::to_string(turn) + "?"}});
     json body{{"model", k_model_id}, {"messages", messages}, {"max_tokens", 20}, {"temperature", 1.0}, {"seed", turn}};
@@ -228,6 +238,7 @@ TEST_CASE("serve: a history resent as text reuses the previous turn's KV", "[app
     INFO(r->body);
     if (previous >= 0) CHECK(u["prompt_tokens_details"]["cached_tokens"].get<int64_t>() >= previous - 16);
     previous = u["prompt_tokens"].get<int64_t>() + u["completion_tokens"].get<int64_t>();
+    n_gaps += std::max<int64_t>(0, u["completion_tokens"].get<int64_t>() - 1);
     messages.push_back(json{{"role", "assistant"}, {"content", j["choices"][0]["message"]["content"]}});
   }
   auto m = c.Get("/metrics");
@@ -235,6 +246,11 @@ TEST_CASE("serve: a history resent as text reuses the previous turn's KV", "[app
   CHECK(m->body.find("kvchat_generations_total{endpoint=\"chat\",outcome=\"finished\"} 3") != std::string::npos);
   CHECK(m->body.find("kvchat_time_to_first_token_seconds_count 3") != std::string::npos);
   CHECK(m->body.find("# TYPE kvchat_kv_used_bytes gauge") != std::string::npos);
+  INFO(m->body);
+  CHECK(n_gaps > 0);
+  CHECK(metric(m->body, "kvchat_inter_token_latency_seconds_count") == static_cast<double>(n_gaps));
+  CHECK(metric(m->body, "kvchat_inter_token_latency_seconds_bucket{le=\"+Inf\"}") == static_cast<double>(n_gaps));
+  CHECK(metric(m->body, "kvchat_inter_token_latency_seconds_sum") > 0);
 }
 
 TEST_CASE("serve: a client that hangs up on a whole (non-streamed) answer cancels it", "[app][server]") {
@@ -269,11 +285,16 @@ TEST_CASE("serve: SIGTERM ends streams in flight with an error event and exits c
     return r ? r->body : std::string("no response");
   });
   httplib::Client c = client_for(s);
-  for (int attempt = 0; attempt < 500; ++attempt) {
+  // Until the stream runs: bounded by time, not by polls (a busy machine admits it late).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool running = false;
+  while (!running && std::chrono::steady_clock::now() < deadline) {
     auto h = c.Get("/health");
     REQUIRE(h);
-    if (json::parse(h->body)["requests_in_flight"] == 1) break;
+    running = json::parse(h->body)["requests_in_flight"] == 1;
+    if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  CHECK(running);
   CHECK(s.stop() == 0);
   const std::string body = stream.get();
   INFO(body.substr(body.size() > 400 ? body.size() - 400 : 0));

@@ -30,9 +30,12 @@ TEST_CASE("parse_script reads every kind of step", "[ui]") {
     {"do": "assert", "state": "chat_title", "op": "contains", "value": "cat"},
     {"do": "quit"},
     {"do": "wait_state", "state": "md_tables", "op": ">=", "value": 1, "timeout_s": 7},
-    {"do": "print", "state": "last_tokens_per_s"}]})");
+    {"do": "print", "state": "last_tokens_per_s"},
+    {"do": "sleep", "seconds": 1.5}]})");
   REQUIRE(s.ok());
-  REQUIRE(s->steps.size() == 12);
+  REQUIRE(s->steps.size() == 13);
+  CHECK(s->steps[12].kind == StepKind::sleep);
+  CHECK(s->steps[12].timeout_s == 1.5);
   CHECK(s->steps[11].kind == StepKind::print);
   CHECK(s->steps[11].state == "last_tokens_per_s");
   CHECK(s->steps[10].kind == StepKind::wait_state);
@@ -72,6 +75,9 @@ TEST_CASE("script errors name the step", "[ui]") {
         "step 1 (wait_state): missing \"value\"");
   CHECK(error_of(R"({"steps": [{"do": "print"}]})") == "step 1 (print): \"state\" must be a non-empty string");
   CHECK(error_of(R"({"steps": [{"do": "key", "key": "f13"}]})").rfind("step 1 (key): unknown key", 0) == 0);
+  CHECK(error_of(R"({"steps": [{"do": "sleep"}]})") == "step 1 (sleep): \"seconds\" must be a number in (0, 600]");
+  CHECK(error_of(R"({"steps": [{"do": "sleep", "seconds": 0}]})") ==
+        "step 1 (sleep): \"seconds\" must be a number in (0, 600]");
 }
 
 TEST_CASE("compare and script_state", "[ui]") {
