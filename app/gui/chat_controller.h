@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "app/common/chat_turn.h"
 #include "app/common/chat_window.h"
 #include "app/gui/engine_turn_runner.h"
 #include "app/gui/turn_runner.h"
@@ -68,6 +69,9 @@ class ChatController final : public ui::AppCommands {
   void export_conversation(int64_t id, bool markdown) override;
   void start_download(std::string source) override;
   void cancel_download() override { download_cancel_ = true; }
+  void list_remote_models(std::string url, std::string api_key) override;
+  void connect_remote(ui::RemoteConnection connection) override;
+  void refresh_remote_memory() override;
   bool busy() const override { return n_busy_.load() > 0 || download_running_.load() || dl_dirty_.load(); }
 
  private:
@@ -78,6 +82,16 @@ class ChatController final : public ui::AppCommands {
   // Worker thread only.
   void start();
   void do_load_model(const std::string& path);
+  // The Remote tab (chat_controller_remote.cpp): list a server's models, chat through one.
+  void do_list_remote(const std::string& url, const std::string& api_key);
+  void do_connect_remote(const ui::RemoteConnection& c);
+  std::filesystem::path remote_dir() const;  // DATA_DIR/remote (remote_settings.h)
+  void show_remote_settings();               // servers.json into state_.remote.saved
+  // The new user message's ids cut from the local model's template; a source without a local
+  // tokenizer (a remote server) keeps the text only, and its segment holds no ids.
+  Result<TurnSegment> user_segment(int64_t parent_id, const std::string& text);
+  // Records the model answering in the conversation's settings when another one did before.
+  void note_model(int64_t conversation_id);
   bool make_runner();  // (re)creates runner_ for model_ with state_.engine.budgets; false: failed
   int64_t context_for(const model::ModelConfig& c);  // -c, else the trained context within the KV budget
   void do_restart_engine();
@@ -133,6 +147,7 @@ class ChatController final : public ui::AppCommands {
   ui::TierBudgets saved_budgets_;       // as remembered in settings.json (demos set budgets without saving)
   ui::AppSnapshot state_;
   std::map<int64_t, ui::TurnStats> stats_;               // assistant message id -> what its turn cost
+  std::map<int64_t, std::string> interrupted_;           // assistant message id -> why it was cut off
   std::map<int64_t, std::vector<int32_t>> last_stream_;  // conversation -> the tokens last opened or answered
   int64_t last_publish_us_ = 0;
   int64_t last_memory_fill_us_ = 0;  // worker thread: when the memory picture was last filled
