@@ -633,6 +633,7 @@ void ChatController::do_edit(int64_t message_id, const std::string& text) {
 
 void ChatController::run_reply(int64_t conv, int64_t parent_id) {
   // The prompt: the path under the overflow policy (the stored cut, moved on an overflow).
+  if (auto st = check_local_ids(parent_id); !st.ok()) return (void)fail(st.error());
   int64_t first_id = 0;
   // A remote source fits the conversation to its own context: it gets the messages, no window.
   auto window =

@@ -90,6 +90,10 @@ class ChatController final : public ui::AppCommands {
   // The new user message's ids cut from the local model's template; a source without a local
   // tokenizer (a remote server) keeps the text only, and its segment holds no ids.
   Result<TurnSegment> user_segment(int64_t parent_id, const std::string& text);
+  // Questions a remote server answered were stored as text only: the local engine, which runs on
+  // stored ids, would leave them out of its prompt without a word. An error when the path to
+  // message_id holds one and a local model is loaded.
+  Status check_local_ids(int64_t message_id);
   // Records the model answering in the conversation's settings when another one did before.
   void note_model(int64_t conversation_id);
   bool make_runner();  // (re)creates runner_ for model_ with state_.engine.budgets; false: failed

@@ -159,6 +159,15 @@ TEST_CASE("kvchat GUI: chats through a real kvchat-cli serve, its cache in the M
     {"do": "wait_idle", "timeout_s": 120},
     {"do": "assert", "state": "error", "value": ""},
     {"do": "assert", "state": "last_reply_chars", "op": ">", "value": 0},
+    {"do": "command", "name": "restart_engine"},
+    {"do": "wait_idle", "timeout_s": 60},
+    {"do": "wait_model", "timeout_s": 60},
+    {"do": "assert", "state": "model_is_remote", "value": 0},
+    {"do": "assert", "state": "remote_active", "value": 0},
+    {"do": "type", "widget": "chat.input", "text": "local now"},
+    {"do": "click", "widget": "chat.send"},
+    {"do": "wait_idle", "timeout_s": 60},
+    {"do": "assert", "state": "error", "op": "contains", "value": "answered by a remote server"},
     {"do": "quit"}]})";
   { std::ofstream(tmp.file("again.json")) << again; }
   const int rc2 = run_gui(
