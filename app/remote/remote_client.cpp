@@ -174,6 +174,14 @@ Result<std::string> get(const Endpoint& e, const std::string& url) {
   return body;
 }
 
+// "\"URL\"" (built by appends: GCC 12 misreads `"literal" + std::string` at -O3 as overlapping).
+std::string quoted(std::string_view url) {
+  std::string q(1, '"');
+  q.append(url);
+  q.push_back('"');
+  return q;
+}
+
 }  // namespace
 
 Result<std::string> normalize_base_url(std::string_view url) {
@@ -183,14 +191,14 @@ Result<std::string> normalize_base_url(std::string_view url) {
   if (u.empty()) return make_error(ErrorCode::invalid_argument, "enter the server's URL, e.g. http://gpu-box:8000/v1");
   const size_t scheme = u.find("://");
   if (scheme == std::string::npos) {
-    u = "http://" + u;
+    u.insert(0, "http://");
   } else if (u.compare(0, scheme, "http") != 0 && u.compare(0, scheme, "https") != 0) {
     return make_error(ErrorCode::invalid_argument,
-                      "\"" + std::string(url) + "\" is not an http:// or https:// URL of an OpenAI-compatible server");
+                      quoted(url) + " is not an http:// or https:// URL of an OpenAI-compatible server");
   }
   const size_t host_at = u.find("://") + 3;
   if (host_at >= u.size() || u[host_at] == '/' || u[host_at] == ':') {
-    return make_error(ErrorCode::invalid_argument, "\"" + std::string(url) + "\" has no host name");
+    return make_error(ErrorCode::invalid_argument, quoted(url) + " has no host name");
   }
   while (u.size() > host_at && u.back() == '/') u.pop_back();
   if (u.find('/', host_at) == std::string::npos) u += "/v1";
