@@ -270,6 +270,11 @@ struct Stream {
   std::string server_error;
   bool in_reasoning = false;
   int64_t n_events = 0;
+  // The stall watchdog: curl's low-speed check averages over seconds, so a burst then silence
+  // would pass it; the progress callback compares the time since the last byte instead.
+  Clock::time_point last_byte;
+  double timeout_ms = 0;
+  bool stalled = false;
 
   bool emit(const std::string& text) {
     if (text.empty()) return true;
@@ -342,6 +347,7 @@ struct Stream {
 size_t on_stream(char* data, size_t size, size_t n, void* user) {
   auto* s = static_cast<Stream*>(user);
   const size_t len = size * n;
+  s->last_byte = Clock::now();
   long status = 0;
   curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &status);
   if (status >= 400) {
@@ -358,6 +364,10 @@ size_t on_stream(char* data, size_t size, size_t n, void* user) {
 
 int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   auto* s = static_cast<Stream*>(user);
+  if (ms_since(s->last_byte) > s->timeout_ms) {
+    s->stalled = true;
+    return 1;
+  }
   if (!(*s->on_delta)(std::string_view())) {
     s->out->stopped = true;
     return 1;
@@ -394,7 +404,8 @@ Status stream_chat(const Endpoint& e, const ChatOptions& o, const std::vector<ch
   s.on_delta = &on_delta;
   s.out = &out;
   s.curl = c;
-  s.t0 = Clock::now();
+  s.t0 = s.last_byte = Clock::now();
+  s.timeout_ms = std::max(0.1, e.timeout_s) * 1000;
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_stream);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
   curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
@@ -410,6 +421,7 @@ Status stream_chat(const Endpoint& e, const ChatOptions& o, const std::vector<ch
   }
   if (status >= 400) return http_error(status, s.error_body, (*t)->retry_after, url);
   const bool mid_answer = out.n_deltas > 0;
+  if (s.stalled) return transport_error(CURLE_OPERATION_TIMEDOUT, "", url, e.timeout_s, mid_answer);
   if (rc != CURLE_OK) return transport_error(rc, (*t)->error, url, e.timeout_s, mid_answer);
   if (s.n_events == 0) {
     // A server that answered without streaming: one chat.completion object.
