@@ -6,6 +6,7 @@
 # and what the Memory window made of llama-server's /metrics. A developer command, not a test.
 #   usage: bench/remote-llama-server.sh [LLAMA_CPP_BIN_DIR] [MODEL.gguf] [KVCHAT_BUILD_DIR]
 #   defaults: ../shared/anchors/llama.cpp/bin, tests/data/models/stories260K.gguf, build/release
+#   environment: SHOTS=DIR keeps the Memory window's screenshot there
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,3 +45,4 @@ timeout 600 xvfb-run -a -s "-screen 0 1600x1000x24" "$app" -m "$model" -t 2 --da
   exit 1
 }
 grep -E "kvchat: state|script passed" "$tmp/app.log"
+if [ -n "${SHOTS:-}" ]; then mkdir -p "$SHOTS" && cp "$tmp"/shots/*.png "$SHOTS"/; fi
