@@ -103,6 +103,7 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
   m["n_branch_points"] = n_branch_points;
   // A remote source: the Remote tab's listing, the answer cut off, and what the server reports.
   m["last_interrupted"] = last ? last->interrupted : std::string();
+  m["last_stop_reason"] = last && last->stats.valid ? last->stats.stop_reason : std::string();
   m["model_is_remote"] = s.model.is_remote ? 1.0 : 0.0;
   m["remote_n_models"] = static_cast<double>(s.remote.models.size());
   m["remote_models"] = [&] {

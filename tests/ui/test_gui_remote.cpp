@@ -1,7 +1,8 @@
 // The real kvchat app under Xvfb with a remote model source: it chats with a real `kvchat-cli
 // serve` (an API key, regenerate, an edit, the Memory window from the server's /metrics and
 // cached_tokens, the settings and key remembered per server), and meets a closed port, 401,
-// 429, a stream that drops mid-answer and one that stalls, from a real loopback HTTP server.
+// 429, a stream that drops mid-answer, one stopped by the user and one that stalls, from a real
+// loopback HTTP server.
 #include <catch2/catch.hpp>
 
 #include <netinet/in.h>
@@ -198,6 +199,17 @@ TEST_CASE("kvchat GUI: remote errors are shown plainly and lose nothing typed", 
       r.body = stream;
       r.headers = {{"Content-Type", "text/event-stream"}};
       r.drop_after = sse_chunk("Hel").size() + sse_chunk("lo").size();
+    } else if (p == "/slow/v1/chat/completions") {  // 40 pieces, 0.25 s apart: time to press Stop
+      for (int i = 0; i < 40; ++i) {
+        std::string piece(1, 'w');  // appends: GCC 12 misreads "w" + std::string at -O3 (-Wrestrict)
+        piece += std::to_string(i);
+        piece += ' ';
+        r.body += sse_chunk(piece);
+      }
+      r.body += "data: [DONE]\n\n";
+      r.headers = {{"Content-Type", "text/event-stream"}};
+      r.chunk_bytes = sse_chunk("w10 ").size();
+      r.chunk_delay_ms = 250;
     } else if (p == "/stall/v1/chat/completions") {
       r.body = stream;
       r.headers = {{"Content-Type", "text/event-stream"}};
@@ -261,6 +273,16 @@ TEST_CASE("kvchat GUI: remote errors are shown plainly and lose nothing typed", 
     {"do": "assert", "state": "error", "op": "contains", "value": "HTTP 429"},
     {"do": "assert", "state": "error", "op": "contains", "value": "try again in 2 s"},
     {"do": "assert", "state": "n_user_messages", "value": 2},)" +
+                             connect("/slow", "30") + R"(
+    {"do": "type", "widget": "chat.input", "text": "a long answer please"},
+    {"do": "click", "widget": "chat.send"},
+    {"do": "wait_state", "state": "last_reply_chars", "op": ">=", "value": 8, "timeout_s": 30},
+    {"do": "click", "widget": "chat.stop"},
+    {"do": "wait_idle", "timeout_s": 30},
+    {"do": "assert", "state": "last_stop_reason", "value": "stopped"},
+    {"do": "assert", "state": "last_interrupted", "value": ""},
+    {"do": "assert", "state": "last_reply_chars", "op": "<", "value": 100},
+    {"do": "assert", "state": "n_user_messages", "value": 3},)" +
                              connect("/stall", "1") + R"(
     {"do": "type", "widget": "chat.input", "text": "third try"},
     {"do": "click", "widget": "chat.send"},
@@ -268,7 +290,7 @@ TEST_CASE("kvchat GUI: remote errors are shown plainly and lose nothing typed", 
     {"do": "assert", "state": "error", "op": "contains", "value": "timeout"},
     {"do": "assert", "state": "last_reply", "value": "Hel"},
     {"do": "assert", "state": "last_interrupted", "op": "contains", "value": "middle of the answer"},
-    {"do": "assert", "state": "n_user_messages", "value": 3},
+    {"do": "assert", "state": "n_user_messages", "value": 4},
     {"do": "quit"}
   ]})";
   kvc::test::TempDir tmp;
@@ -291,5 +313,11 @@ TEST_CASE("kvchat GUI: remote errors are shown plainly and lose nothing typed", 
   REQUIRE(path.ok());
   std::vector<std::string> texts;
   for (const auto& m : *path) texts.push_back(m.text);
-  CHECK(texts == std::vector<std::string>{"please answer", "Hello", "second try", "", "third try", "Hel"});
+  REQUIRE(texts.size() == 8);
+  CHECK(std::vector<std::string>(texts.begin(), texts.begin() + 5) ==
+        std::vector<std::string>{"please answer", "Hello", "second try", "", "a long answer please"});
+  CHECK(texts[5].rfind("w0 w1 ", 0) == 0);  // stopped: what came before Stop, kept
+  CHECK(texts[5].size() < 100);
+  CHECK(texts[6] == "third try");
+  CHECK(texts[7] == "Hel");
 }
