@@ -38,6 +38,9 @@ struct ModelState {
   double progress = 0;   // [0, 1] while building or loading
   bool is_demo = false;  // the built-in model with random weights
   std::string error;     // when failed
+  // A remote source (Model window, Remote tab): answers come from an OpenAI-compatible server;
+  // path is then its base URL and name the server's model id. No local tokenizer, no local KV.
+  bool is_remote = false;
 };
 
 // Per answer: what the turn cost. Invariant: n_prompt_reused <= n_prompt.
@@ -71,6 +74,7 @@ struct MessageView {
   int64_t next_sibling = 0;
   TurnStats stats;                  // assistant messages answered in this run of the app
   int64_t n_reasoning_tokens = -1;  // tokens of its <think> reasoning; -1: not counted (no model, or streaming)
+  std::string interrupted;          // why the answer stopped before its end (a dropped stream): the text is what came
 };
 
 struct ConversationSummary {
@@ -136,6 +140,7 @@ struct MemoryState {
   KvTimelines timelines;
   std::string export_path;   // the last KV event export written, or
   std::string export_error;  // why it failed
+  RemoteCacheView remote;    // active: the Memory window shows this instead of the local cache
 };
 
 // A model offered for download (assets/models/catalog.json).
@@ -177,6 +182,34 @@ struct DownloadState {
   int64_t n_completed = 0;    // downloads finished in this run (the Model window rescans on change)
 };
 
+// A server remembered in DATA_DIR/remote/servers.json (its key, if any, in a 0600 file beside it).
+struct SavedServer {
+  std::string url;  // base URL: "http://gpu-box:8000/v1"
+  std::string model;
+  double timeout_s = 60;
+  bool has_key = false;
+};
+
+// The Model window's Remote tab: the server's model list and the servers used before.
+struct RemoteState {
+  std::string listed_url;           // the URL the models below were listed from
+  std::vector<std::string> models;  // its /v1/models ids
+  std::string list_error;           // why listing failed (unreachable, 401, not an OpenAI API)
+  bool listing = false;
+  int64_t n_lists = 0;  // listings finished this run
+  std::vector<SavedServer> saved;
+  std::string last_url;  // the server used last (settings persist per server)
+};
+
+// What connect_remote needs; an empty api_key with keep_key uses the key stored for url.
+struct RemoteConnection {
+  std::string url;
+  std::string api_key;
+  bool keep_key = true;
+  std::string model;
+  double timeout_s = 60;  // no byte from the server for this long: the answer is cut off
+};
+
 struct AppSnapshot {
   uint64_t version = 0;
   ModelState model;
@@ -187,6 +220,7 @@ struct AppSnapshot {
   MemoryState memory;
   EngineState engine;
   DownloadState download;
+  RemoteState remote;
   std::string conversation_export_path;  // the last conversation exported (DATA_DIR/exports/)
   std::string error;                     // the last failure a user should see; empty when none
 };
@@ -230,6 +264,12 @@ class AppCommands {
   // Downloads a model into DATA_DIR/models on a thread of its own (status in DownloadState).
   virtual void start_download(std::string source) = 0;
   virtual void cancel_download() = 0;
+  // Lists a server's /v1/models into RemoteState (api_key empty: the one stored for url, if any).
+  virtual void list_remote_models(std::string url, std::string api_key) = 0;
+  // Chats through that server and model from now on instead of a local model; remembered.
+  virtual void connect_remote(RemoteConnection connection) = 0;
+  // Reads the remote server's /metrics again (the Memory window's Refresh).
+  virtual void refresh_remote_memory() = 0;
   // True while a command is queued or running, or a download runs (script mode waits on it).
   virtual bool busy() const = 0;
 };

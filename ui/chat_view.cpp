@@ -125,6 +125,14 @@ void ChatView::draw_message(ViewContext& ctx, const MessageView& m, bool last) {
     ImGui::PopTextWrapPos();
     ImGui::PopStyleColor();
   }
+  if (m.role == Role::assistant && !m.interrupted.empty()) {
+    // A dropped or stalled stream: the text above is what arrived before it stopped.
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::warning);
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextUnformatted(("[answer cut off] " + m.interrupted).c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::PopStyleColor();
+  }
   if (editing_id_ != m.id && !(m.streaming && chat.generating)) {
     if (ImGui::SmallButton("Copy")) ImGui::SetClipboardText(m.text.c_str());
     if (m.role == Role::assistant) {

@@ -51,5 +51,8 @@ float block_map_legend_height(const MemoryState& m);  // as draw_block_map_legen
 void draw_prefix_tree(const KvPicture& kv);
 // Hit/miss by tier, TTFT split, bandwidth, evictions and fragmentation.
 void draw_timelines(const MemoryState& m);
+// A remote server's cache in one line (memory_remote_view.cpp): "vLLM: KV 25.0 % in use, ..."
+// or "this server reports no cache data".
+std::string remote_cache_summary(const RemoteCacheView& r);
 
 }  // namespace kvc::ui

@@ -98,6 +98,41 @@ struct KvPicture {
   size_t wasted_bytes = 0;
 };
 
+// What a remote server reports of its KV cache (its /metrics, Prometheus text) and what its
+// answers' usage said. A value of -1 is "not reported". engine names whose metrics were found:
+// "kvchat", "vLLM", "SGLang", "llama.cpp"; empty when none.
+struct RemoteCacheView {
+  bool active = false;  // the app chats through a remote server
+  std::string url;
+  std::string model;
+  std::string engine;
+  std::string metrics_error;  // /metrics could not be read (404, not Prometheus text, ...)
+  int64_t n_metrics_reads = 0;
+  int64_t n_samples = 0;        // samples on the last page read
+  double kv_usage = -1;         // fraction of the server's KV cache in use, [0, 1]
+  double prefix_hit_rate = -1;  // [0, 1], as reported or hits / queries
+  double prefix_queries = -1;   // cumulative prompt tokens looked up in the prefix cache
+  double prefix_hits = -1;      // of them, found
+  double kv_used_tokens = -1;
+  double kv_capacity_tokens = -1;
+  double n_running = -1;  // requests being generated now
+  double n_waiting = -1;
+  std::array<double, k_n_kv_tiers> tier_used_bytes{-1, -1, -1};  // kvchat: T0, T1, T2
+  std::array<double, k_n_kv_tiers> tier_capacity_bytes{-1, -1, -1};
+  double prompt_tokens_total = -1;  // kvchat: cumulative prompt tokens and the cached part
+  double cached_tokens_total = -1;
+  // Per answer (usage.prompt_tokens_details.cached_tokens): the last answer's, -1 when not returned.
+  int64_t last_prompt_tokens = -1;
+  int64_t last_cached_tokens = -1;
+  int64_t n_answers = 0;
+  int64_t n_answers_with_cached = 0;  // answers whose usage carried cached_tokens
+  // True when anything above says something about the cache (otherwise the view says so plainly).
+  bool has_cache_data() const {
+    return kv_usage >= 0 || prefix_hit_rate >= 0 || prefix_hits >= 0 || kv_used_tokens >= 0 ||
+           tier_used_bytes[0] >= 0 || cached_tokens_total >= 0 || n_answers_with_cached > 0;
+  }
+};
+
 struct KvTimelines {
   std::vector<TurnPhases> turns;  // oldest first
   // Bytes per second for each TierMove over the last n seconds, oldest first (the last still filling).

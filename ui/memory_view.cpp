@@ -70,6 +70,11 @@ void MemoryView::draw(ViewContext& ctx) {
     ImGui::End();
     return;
   }
+  if (m.remote.active) {
+    draw_remote(ctx);
+    ImGui::End();
+    return;
+  }
   if (!m.tier_warning.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, colors::warning);
     ImGui::TextWrapped("%s", m.tier_warning.c_str());

@@ -95,6 +95,11 @@ void ModelView::draw_current(ViewContext& ctx) {
     ImGui::TextDisabled("%s", status_text(m.status));
     return;
   }
+  if (m.is_remote) {
+    row("server", m.path);
+    row("model", m.name + " (answers stream from the server; conversations stay here)");
+    return;
+  }
   row("architecture", m.arch + ", " + std::to_string(m.n_layer) + " layers");
   row("parameters", format_params(m.n_params) + " (" + format_bytes(static_cast<double>(m.weight_bytes)) + ")");
   row("weights", m.weight_type);
@@ -270,6 +275,13 @@ void ModelView::draw(ViewContext& ctx) {
     if (ctx.hooks.take_click("model.tab.download")) download_flags = ImGuiTabItemFlags_SetSelected;
     if (ImGui::BeginTabItem("Download", nullptr, download_flags)) {
       draw_download(ctx);
+      ImGui::EndTabItem();
+    }
+    ImGuiTabItemFlags remote_flags = 0;
+    ctx.hooks.note_widget("model.tab.remote");
+    if (ctx.hooks.take_click("model.tab.remote")) remote_flags = ImGuiTabItemFlags_SetSelected;
+    if (ImGui::BeginTabItem("Remote", nullptr, remote_flags)) {
+      draw_remote(ctx);
       ImGui::EndTabItem();
     }
     ImGui::EndTabBar();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/chat/context_window.h"
+#include "ui/memory_draw.h"
 #include "ui/memory_layout.h"
 
 namespace kvc::ui {
@@ -116,6 +117,34 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
   double n_branch_points = 0;
   for (const auto& msg : s.chat.messages) n_branch_points += msg.n_siblings > 1 ? 1 : 0;
   m["n_branch_points"] = n_branch_points;
+  // A remote source: the Remote tab's listing, the answer cut off, and what the server reports.
+  m["last_interrupted"] = last ? last->interrupted : std::string();
+  m["last_stop_reason"] = last && last->stats.valid ? last->stats.stop_reason : std::string();
+  m["model_is_remote"] = s.model.is_remote ? 1.0 : 0.0;
+  m["remote_n_models"] = static_cast<double>(s.remote.models.size());
+  m["remote_models"] = [&] {
+    std::string all;
+    for (const auto& id : s.remote.models) all += (all.empty() ? "" : ",") + id;
+    return all;
+  }();
+  m["remote_list_error"] = s.remote.list_error;
+  m["remote_n_saved"] = static_cast<double>(s.remote.saved.size());
+  const RemoteCacheView& rc = s.memory.remote;
+  m["remote_active"] = rc.active ? 1.0 : 0.0;
+  m["remote_engine"] = rc.engine;
+  m["remote_metrics_error"] = rc.metrics_error;
+  m["remote_n_metrics_reads"] = static_cast<double>(rc.n_metrics_reads);
+  m["remote_has_cache_data"] = rc.has_cache_data() ? 1.0 : 0.0;
+  m["remote_summary"] = remote_cache_summary(rc);
+  m["remote_kv_usage"] = rc.kv_usage;
+  m["remote_prefix_hit_rate"] = rc.prefix_hit_rate;
+  m["remote_prefix_hits"] = rc.prefix_hits;
+  m["remote_prefix_queries"] = rc.prefix_queries;
+  m["remote_t0_used_bytes"] = rc.tier_used_bytes[0];
+  m["remote_cached_tokens_total"] = rc.cached_tokens_total;
+  m["remote_last_prompt_tokens"] = static_cast<double>(rc.last_prompt_tokens);
+  m["remote_last_cached_tokens"] = static_cast<double>(rc.last_cached_tokens);
+  m["remote_n_answers_with_cached"] = static_cast<double>(rc.n_answers_with_cached);
   return m;
 }
 

@@ -86,6 +86,7 @@ struct ModelView {
   void draw_browser(ViewContext& ctx);
   void draw_selected(ViewContext& ctx);
   void draw_download(ViewContext& ctx);  // model_download_view.cpp
+  void draw_remote(ViewContext& ctx);    // model_remote_view.cpp
   void rescan();
   void select(const std::filesystem::path& p);
   void list_dir(const std::filesystem::path& dir);
@@ -108,10 +109,19 @@ struct ModelView {
   bool started_ = false;
   std::string download_url_;
   int64_t seen_downloads_ = 0;  // DownloadState::n_completed last seen: a new file to list and select
+  // The Remote tab: what is typed (the key stays here and in the command, never in a snapshot).
+  std::string remote_url_;
+  std::string remote_key_;
+  std::string remote_timeout_ = "60";
+  std::string remote_model_;
+  bool remote_prefilled_ = false;
 };
 
 struct MemoryView {
   void draw(ViewContext& ctx);
+
+ private:
+  void draw_remote(ViewContext& ctx);  // memory_remote_view.cpp: what a remote server reports
 };
 
 }  // namespace kvc::ui

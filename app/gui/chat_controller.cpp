@@ -357,6 +357,7 @@ void ChatController::start() {
     }
   }
   load_offers();
+  show_remote_settings();
   auto store = storage::ConversationStore::open_in(dir);
   if (store.ok()) {
     store_ = std::move(*store);
@@ -482,6 +483,7 @@ void ChatController::do_load_model(const std::string& requested) {
   model_.reset();
   ui::ModelState& ms = state_.model;
   ms = ui::ModelState{};
+  state_.memory.remote = {};
   std::string path = requested;
   if (path.empty()) {
     ms.is_demo = true;
@@ -616,6 +618,7 @@ void ChatController::reload_chat() {
       }
     }
     if (auto it = stats_.find(m.id); it != stats_.end()) v.stats = it->second;
+    if (auto it = interrupted_.find(m.id); it != interrupted_.end()) v.interrupted = it->second;
     chat.n_stream_tokens += static_cast<int64_t>(m.tokens.size());
     chat.messages.push_back(std::move(v));
   }
@@ -650,15 +653,14 @@ std::vector<chat::ChatMessage> ChatController::messages_until(int64_t message_id
 
 void ChatController::do_send(const std::string& text) {
   if (text.empty()) return;
-  if (!model_ || !runner_)
+  if (!runner_)
     return (void)fail(make_error(ErrorCode::invalid_argument, "no model is loaded: open one in the Model window"));
   if (!store_) return (void)fail(make_error(ErrorCode::io, "conversations cannot be saved (see the error above)"));
   if (state_.chat.conversation_id == 0) do_new_conversation();
   const int64_t conv = state_.chat.conversation_id;
   const int64_t leaf = state_.chat.messages.empty() ? 0 : state_.chat.messages.back().id;
   if (auto stream = stream_until(leaf); !stream.ok()) return (void)fail(stream.error());
-  auto seg = build_user_turn(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt,
-                             messages_until(leaf), text);
+  auto seg = user_segment(leaf, text);
   if (!seg.ok()) return (void)fail(seg.error());
   // The template shows the previous reply without its reasoning: so does the stream from now on.
   // Where that fails (a reply cut off by a crash is still "streaming"), the reply stays as
@@ -674,7 +676,7 @@ void ChatController::do_send(const std::string& text) {
 }
 
 void ChatController::do_regenerate() {
-  if (!model_ || !runner_ || !store_ || state_.chat.messages.empty()) return;
+  if (!runner_ || !store_ || state_.chat.messages.empty()) return;
   const ui::MessageView& last = state_.chat.messages.back();
   const int64_t parent = last.role == ui::Role::assistant ? last.parent_id : last.id;
   if (parent == 0) return;
@@ -682,13 +684,12 @@ void ChatController::do_regenerate() {
 }
 
 void ChatController::do_edit(int64_t message_id, const std::string& text) {
-  if (!model_ || !runner_ || !store_ || text.empty()) return;
+  if (!runner_ || !store_ || text.empty()) return;
   auto m = store_->message(message_id);
   if (!m.ok()) return (void)fail(m.error());
   if (m->role != storage::Role::user) return;
   if (auto stream = stream_until(m->parent_id); !stream.ok()) return (void)fail(stream.error());
-  auto seg = build_user_turn(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt,
-                             messages_until(m->parent_id), text);
+  auto seg = user_segment(m->parent_id, text);
   if (!seg.ok()) return (void)fail(seg.error());
   if (seg->reply_tokens) (void)store_->set_message_tokens(m->parent_id, *seg->reply_tokens).ok();
   auto edited = store_->edit_message(message_id, text, seg->tokens);
@@ -698,8 +699,11 @@ void ChatController::do_edit(int64_t message_id, const std::string& text) {
 
 void ChatController::run_reply(int64_t conv, int64_t parent_id) {
   // The prompt: the path under the overflow policy (the stored cut, moved on an overflow).
+  if (auto st = check_local_ids(parent_id); !st.ok()) return (void)fail(st.error());
   int64_t first_id = 0;
-  auto window = plan_turn(conv, parent_id, state_.chat.sampling.max_tokens, first_id);
+  // A remote source fits the conversation to its own context: it gets the messages, no window.
+  auto window =
+      model_ ? plan_turn(conv, parent_id, state_.chat.sampling.max_tokens, first_id) : Result<ChatWindow>(ChatWindow{});
   if (!window.ok()) {
     fail(window.error());
     reload_chat();
@@ -724,7 +728,10 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
   req.options.sampling.min_p = sv.min_p;
   req.options.sampling.repeat_penalty = sv.repeat_penalty;
   req.options.sampling.seed = sv.seed >= 0 ? static_cast<uint64_t>(sv.seed) : std::random_device{}();
-  req.options.stop_strings = model_->chat_template().stop_strings();
+  if (model_) req.options.stop_strings = model_->chat_template().stop_strings();
+  req.system_prompt = state_.chat.system_prompt;
+  req.messages = messages_until(parent_id);
+  note_model(conv);
   cancel_ = false;
   {
     // What the cache has not seen of this conversation: the prompt past its common prefix
@@ -761,8 +768,10 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
     stream.insert(stream.end(), r->tokens.begin(), r->tokens.end());
   }
   if (!r.ok()) {
+    // What streamed is kept (the user's message was stored before), marked as cut off.
     if (auto st = store_->append_streamed(asst_id, pending, {}); !st.ok()) fail(st.error());
     if (auto st = store_->finish_message(asst_id); !st.ok()) fail(st.error());
+    interrupted_[asst_id] = r.error().message;
     fail(r.error());
     reload_chat();
     return;

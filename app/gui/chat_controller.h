@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "app/common/chat_turn.h"
 #include "app/common/chat_window.h"
 #include "app/gui/api_serving.h"
 #include "app/gui/engine_turn_runner.h"
@@ -70,6 +71,9 @@ class ChatController final : public ui::AppCommands {
   void set_serving(bool on, int port) override;
   void start_download(std::string source) override;
   void cancel_download() override { download_cancel_ = true; }
+  void list_remote_models(std::string url, std::string api_key) override;
+  void connect_remote(ui::RemoteConnection connection) override;
+  void refresh_remote_memory() override;
   bool busy() const override { return n_busy_.load() > 0 || download_running_.load() || dl_dirty_.load(); }
 
  private:
@@ -83,6 +87,20 @@ class ChatController final : public ui::AppCommands {
   bool make_runner();    // (re)creates runner_ for model_ with state_.engine.budgets; false: failed
   void drop_runner();    // the API server stops first (api_serving.h), then the runner goes
   void apply_serving();  // serving_ as state_.engine.serve.wanted says, on the current runner
+  // The Remote tab (chat_controller_remote.cpp): list a server's models, chat through one.
+  void do_list_remote(const std::string& url, const std::string& api_key);
+  void do_connect_remote(const ui::RemoteConnection& c);
+  std::filesystem::path remote_dir() const;  // DATA_DIR/remote (remote_settings.h)
+  void show_remote_settings();               // servers.json into state_.remote.saved
+  // The new user message's ids cut from the local model's template; a source without a local
+  // tokenizer (a remote server) keeps the text only, and its segment holds no ids.
+  Result<TurnSegment> user_segment(int64_t parent_id, const std::string& text);
+  // Questions a remote server answered were stored as text only: the local engine, which runs on
+  // stored ids, would leave them out of its prompt without a word. An error when the path to
+  // message_id holds one and a local model is loaded.
+  Status check_local_ids(int64_t message_id);
+  // Records the model answering in the conversation's settings when another one did before.
+  void note_model(int64_t conversation_id);
   int64_t context_for(const model::ModelConfig& c);  // -c, else the trained context within the KV budget
   void do_restart_engine();
   void do_new_conversation();
@@ -141,6 +159,7 @@ class ChatController final : public ui::AppCommands {
   ui::TierBudgets saved_budgets_;  // as remembered in settings.json (demos set budgets without saving)
   ui::AppSnapshot state_;
   std::map<int64_t, ui::TurnStats> stats_;               // assistant message id -> what its turn cost
+  std::map<int64_t, std::string> interrupted_;           // assistant message id -> why it was cut off
   std::map<int64_t, std::vector<int32_t>> last_stream_;  // conversation -> the tokens last opened or answered
   int64_t last_publish_us_ = 0;
   int64_t last_memory_fill_us_ = 0;  // worker thread: when the memory picture was last filled

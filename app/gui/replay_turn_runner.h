@@ -27,6 +27,7 @@ class ReplayTurnRunner final : public TurnRunner {
   void fill_memory(ui::MemoryState& out) override { inner_->fill_memory(out); }
   std::vector<kv::KvEvent> kv_events() const override { return inner_->kv_events(); }
   uint64_t memory_version() const override { return inner_->memory_version(); }
+  void refresh_memory() override { inner_->refresh_memory(); }
   void release_streams(int64_t id, std::span<const std::vector<int32_t>> dead,
                        std::span<const std::vector<int32_t>> live) override {
     inner_->release_streams(id, dead, live);

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/chat/chat_template.h"
 #include "core/kv/kv_events.h"
 #include "core/model/session.h"
 #include "core/util/result.h"
@@ -24,6 +25,11 @@ struct TurnRequest {
   std::vector<int32_t> history;
   std::vector<int32_t> segment;  // the new user turn, when not in history
   model::GenerateOptions options;
+  // The same turn as text: the conversation's system prompt and its path, oldest first, ending
+  // with the user message answered. A source without a local tokenizer (RemoteTurnRunner,
+  // remote_turn_runner.h) sends these; history and segment are then empty.
+  std::string system_prompt;
+  std::vector<chat::ChatMessage> messages;
 };
 
 // Streamed while a turn runs; returning false from the callback cancels it. Text may be empty
@@ -38,7 +44,8 @@ struct TurnResult {
   ui::TurnStats stats;
 };
 
-// EngineTurnRunner (engine_turn_runner.h) implements it on the batching engine.
+// The token source seam: EngineTurnRunner (engine_turn_runner.h) implements it on the batching
+// engine, RemoteTurnRunner (remote_turn_runner.h) on an OpenAI-compatible server.
 class TurnRunner {
  public:
   virtual ~TurnRunner() = default;
@@ -52,6 +59,8 @@ class TurnRunner {
   // Changes when what fill_memory would show changed on its own (the engine worked in the
   // background, e.g. a prefetch): the controller then publishes a new snapshot while idle.
   virtual uint64_t memory_version() const { return 0; }
+  // Describes the source's memory afresh where that costs a request (a remote server's /metrics).
+  virtual void refresh_memory() {}
   // After conversation `id` was deleted: drops the cached blocks (RAM and disk) that its
   // streams (`dead`, every branch) reach and no remaining stream (`live`) does. Hashes the
   // streams: call it off the UI thread.

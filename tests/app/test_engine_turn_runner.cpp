@@ -47,7 +47,7 @@ TEST_CASE("engine turn runner: streams, reuses history, matches a session, cance
     REQUIRE(r.ok());
     app::EngineTurnRunner& runner = **r;
 
-    app::TurnRequest t1{5, {}, some_tokens(40, 1), greedy(16)};
+    app::TurnRequest t1{5, {}, some_tokens(40, 1), greedy(16), {}, {}};
     std::string streamed;
     auto a1 = runner.run(t1, [&](const app::TurnDelta& d) {
       streamed += d.text;
@@ -61,7 +61,7 @@ TEST_CASE("engine turn runner: streams, reuses history, matches a session, cance
     stream = t1.segment;
     stream.insert(stream.end(), a1->tokens.begin(), a1->tokens.end());
 
-    app::TurnRequest t2{5, stream, some_tokens(10, 2), greedy(12)};
+    app::TurnRequest t2{5, stream, some_tokens(10, 2), greedy(12), {}, {}};
     before_second = t2.history;
     second_message = t2.segment;
     auto a2 = runner.run(t2, [](const app::TurnDelta&) { return true; });
@@ -83,8 +83,8 @@ TEST_CASE("engine turn runner: streams, reuses history, matches a session, cance
 
     // Returning false from the stream callback stops the turn.
     int n_deltas = 0;
-    auto cancelled =
-        runner.run({6, {}, some_tokens(20, 3), greedy(200)}, [&](const app::TurnDelta&) { return ++n_deltas < 2; });
+    auto cancelled = runner.run({6, {}, some_tokens(20, 3), greedy(200), {}, {}},
+                                [&](const app::TurnDelta&) { return ++n_deltas < 2; });
     REQUIRE(cancelled.ok());
     CHECK(cancelled->stats.stop_reason == model::to_string(model::StopReason::cancelled));
     CHECK(cancelled->tokens.size() < 200);
@@ -100,7 +100,7 @@ TEST_CASE("engine turn runner: streams, reuses history, matches a session, cance
   REQUIRE(r.ok());
   app::EngineTurnRunner& runner = **r;
   runner.prefetch(5, stream);
-  auto a3 = runner.run({5, stream, some_tokens(8, 4), greedy(4)}, [](const app::TurnDelta&) { return true; });
+  auto a3 = runner.run({5, stream, some_tokens(8, 4), greedy(4), {}, {}}, [](const app::TurnDelta&) { return true; });
   REQUIRE(a3.ok());
   const int64_t full_blocks = static_cast<int64_t>(stream.size()) / 16 * 16;
   CHECK(a3->stats.n_from_tier[2] >= full_blocks);  // every full block of the history, from disk
@@ -111,7 +111,8 @@ TEST_CASE("engine turn runner: streams, reuses history, matches a session, cance
   CHECK(ms.tiers[2].used_bytes > 0);
   // Turn 2 asked again over the restored history (a regenerate after the restart): the blocks
   // read back from disk give the reply computed before the restart, token for token.
-  auto again = runner.run({5, before_second, second_message, greedy(12)}, [](const app::TurnDelta&) { return true; });
+  auto again =
+      runner.run({5, before_second, second_message, greedy(12), {}, {}}, [](const app::TurnDelta&) { return true; });
   REQUIRE(again.ok());
   CHECK(again->stats.n_from_tier[2] + again->stats.n_from_tier[1] + again->stats.n_from_tier[0] >=
         static_cast<int64_t>(before_second.size()) / 16 * 16);

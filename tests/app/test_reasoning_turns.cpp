@@ -92,7 +92,7 @@ TEST_CASE("reasoning turns: a Qwen 3 conversation recomputes only the new messag
     CHECK(stream_text + seg->text == *expected);
     CHECK(expected->find("<think>") == std::string::npos);
 
-    auto r = (*runner)->run({7, stream, seg->tokens, one_token()}, [](const app::TurnDelta&) { return true; });
+    auto r = (*runner)->run({7, stream, seg->tokens, one_token(), {}, {}}, [](const app::TurnDelta&) { return true; });
     REQUIRE(r.ok());
     const int64_t n_message = static_cast<int64_t>(seg->tokens.size());
     const int64_t n_recomputed = r->stats.n_prompt - r->stats.n_prompt_reused;
@@ -115,7 +115,7 @@ TEST_CASE("reasoning turns: a Qwen 3 conversation recomputes only the new messag
     std::vector<int32_t> with_reply = stream;
     with_reply.insert(with_reply.end(), seg->tokens.begin(), seg->tokens.end());
     with_reply.insert(with_reply.end(), reply_tokens.begin(), reply_tokens.end());
-    auto filled = (*runner)->run({7, with_reply, {}, one_token()}, [](const app::TurnDelta&) { return true; });
+    auto filled = (*runner)->run({7, with_reply, {}, one_token(), {}, {}}, [](const app::TurnDelta&) { return true; });
     REQUIRE(filled.ok());
     CHECK(filled->stats.n_prompt_reused >= static_cast<int64_t>(stream.size() + seg->tokens.size()) - 16);
 

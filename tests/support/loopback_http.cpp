@@ -104,7 +104,9 @@ const char* reason(int status) {
     case 206: return "Partial Content";
     case 302: return "Found";
     case 404: return "Not Found";
+    case 401: return "Unauthorized";
     case 416: return "Range Not Satisfiable";
+    case 429: return "Too Many Requests";
     case 500: return "Internal Server Error";
     default: return "Status";
   }
@@ -144,6 +146,17 @@ void LoopbackHttpServer::answer(int fd) {
       req.headers[name] = line.substr(v);
     }
     pos = e + 2;
+  }
+  if (const std::string length = req.header("content-length"); !length.empty()) {
+    const size_t n_body = std::min<size_t>(std::stoul(length), size_t{16} << 20);
+    req.body = head.substr(head.find("\r\n\r\n") + 4);
+    while (req.body.size() < n_body) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 5000) <= 0) return;
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) return;
+      req.body.append(buf, static_cast<size_t>(n));
+    }
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

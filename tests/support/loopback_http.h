@@ -18,6 +18,7 @@ struct HttpRequest {
   std::string method;
   std::string path;
   std::map<std::string, std::string> headers;  // names lowercase
+  std::string body;                            // as long as its Content-Length says
   std::string header(const std::string& lower_name) const;
 };
 
