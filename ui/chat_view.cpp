@@ -125,6 +125,15 @@ void ChatView::draw_message(ViewContext& ctx, const MessageView& m, bool last) {
     ImGui::PopTextWrapPos();
     ImGui::PopStyleColor();
   }
+  if (m.interrupted) {
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::warning);
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextUnformatted(
+        "Incomplete: kvchat stopped before this answer ended; shown up to the last part saved. Regenerate it, or "
+        "send a message to go on.");
+    ImGui::PopTextWrapPos();
+    ImGui::PopStyleColor();
+  }
   if (editing_id_ != m.id && !(m.streaming && chat.generating)) {
     if (ImGui::SmallButton("Copy")) ImGui::SetClipboardText(m.text.c_str());
     if (m.role == Role::assistant) {
