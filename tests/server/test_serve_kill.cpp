@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "server/serve_process.h"
+#include "storage/database.h"
 #include "support/kill_support.h"
 #include "support/test_support.h"
 
@@ -35,6 +36,15 @@ std::string body(const std::string& user, int max_tokens, bool stream) {
               {"temperature", 0},
               {"stream", stream}}
       .dump();
+}
+
+// Blocks in the cold store's index as another process sees them (committed only).
+int64_t blocks_on_disk(const std::filesystem::path& db) {
+  if (!std::filesystem::exists(db)) return 0;
+  auto d = storage::Database::open(db, {.mode = storage::OpenMode::read_only, .busy_timeout_ms = 200});
+  if (!d) return 0;
+  auto n = d->query_int("SELECT count(*) FROM blocks");
+  return n ? *n : 0;
 }
 
 }  // namespace
@@ -66,6 +76,7 @@ TEST_CASE("serve killed mid-answer: the stores stay whole and the next server se
       CHECK(s.stop() == 0);
       break;
     }
+    const int64_t n_blocks_before = blocks_on_disk(serve_dir / "kv-cache" / "kv_cache.db");
     std::atomic<int64_t> n_bytes{0};
     auto stream = std::async(std::launch::async, [&] {
       httplib::Client sc("127.0.0.1", s.port());
@@ -82,7 +93,9 @@ TEST_CASE("serve killed mid-answer: the stores stay whole and the next server se
       (void)sc.send(req);
     });
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (n_bytes.load() < 200) {  // a few chunks of the answer have been sent
+    // A few chunks of the answer have been sent, and the prompt's blocks (3 full ones) are on
+    // disk: the write-behind is asynchronous, and what it has not committed is not promised.
+    while (n_bytes.load() < 200 || blocks_on_disk(serve_dir / "kv-cache" / "kv_cache.db") < n_blocks_before + 3) {
       REQUIRE(std::chrono::steady_clock::now() < deadline);
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
