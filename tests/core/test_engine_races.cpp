@@ -1,8 +1,8 @@
 // Races, randomised and bounded: while answers stream on the engine's own thread, another thread
 // submits, cancels, forgets (deletes) conversations, prefetches and restarts the engine's thread
-// (stop, which lets what is running finish; check_invariants; start) at random moments; the cache's invariants are checked on the
-// stepping thread after every step, the engine's after every restart. Run under the tsan and
-// debug (ASan) presets as well as in the normal build.
+// (stop, which lets what is running finish; check_invariants; start) at random moments; the cache's invariants are
+// checked on the stepping thread after every step, the engine's after every restart. Run under the tsan and debug
+// (ASan) presets as well as in the normal build.
 #include <catch2/catch.hpp>
 
 #include <atomic>
