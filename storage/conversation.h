@@ -14,7 +14,11 @@
 namespace kvc::storage {
 
 enum class Role { system, user, assistant };
-enum class MessageState { complete, streaming };  // streaming: still being generated (or cut off by a crash)
+// streaming: still being generated (or, until the next writer opens the store, cut off by a
+// crash); interrupted: an answer whose generation stopped before its end because kvchat was
+// killed or crashed while it streamed: its text is what had been committed, its tokens may be
+// empty (streamed chunks carry text only).
+enum class MessageState { complete, streaming, interrupted };
 
 const char* to_string(Role role);
 const char* to_string(MessageState state);

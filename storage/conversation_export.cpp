@@ -14,7 +14,14 @@ const char* to_string(Role role) {
   return "user";
 }
 
-const char* to_string(MessageState state) { return state == MessageState::complete ? "complete" : "streaming"; }
+const char* to_string(MessageState state) {
+  switch (state) {
+    case MessageState::complete: return "complete";
+    case MessageState::streaming: return "streaming";
+    case MessageState::interrupted: return "interrupted";
+  }
+  return "complete";
+}
 
 namespace {
 
@@ -103,7 +110,7 @@ std::string export_markdown(const Conversation& c, const std::vector<Message>& p
   if (!c.settings.system_prompt.empty()) o += "## System\n\n" + c.settings.system_prompt + "\n\n";
   for (const Message& m : path) {
     o += std::string("## ") + role_heading(m.role);
-    if (m.state == MessageState::streaming) o += " (incomplete)";
+    if (m.state != MessageState::complete) o += " (incomplete)";
     o += "\n\n" + m.text + "\n\n";
   }
   return o;

@@ -61,6 +61,9 @@ const Migration k_schema[] = {
     // Where the model's view of the conversation begins (the context overflow policy's cut):
     // kept so that a restart serves the same window from the KV cache. NULL: the whole path.
     {2, "ALTER TABLE conversations ADD COLUMN context_cut INTEGER REFERENCES messages(id) ON DELETE SET NULL;"},
+    // 1: an answer cut off by a kill or crash while it streamed (MessageState::interrupted); its
+    // state is 'complete' then, so that it takes no more chunks. Set by mark_interrupted().
+    {3, "ALTER TABLE messages ADD COLUMN interrupted INTEGER NOT NULL DEFAULT 0;"},
 };
 
 constexpr const char* k_conversation_cols =
@@ -68,7 +71,7 @@ constexpr const char* k_conversation_cols =
     "c.top_k, c.top_p, c.min_p, c.repeat_penalty, c.seed, c.max_tokens, c.active_leaf, c.context_cut";
 constexpr int k_n_conversation_cols = 16;
 constexpr const char* k_message_cols =
-    "m.id, m.conversation_id, m.parent_id, m.role, m.text, m.tokens, m.created_ms, m.state";
+    "m.id, m.conversation_id, m.parent_id, m.role, m.text, m.tokens, m.created_ms, m.state, m.interrupted";
 
 Conversation read_conversation(const Statement& st) {
   Conversation c;
@@ -104,7 +107,9 @@ Message read_message(const Statement& st) {
   m.text = st.column_text(4);
   m.tokens = tokens_from_blob(st.column_blob(5));
   m.created_ms = st.column_int64(6);
-  m.state = st.column_text(7) == "streaming" ? MessageState::streaming : MessageState::complete;
+  m.state = st.column_int64(8) != 0            ? MessageState::interrupted
+            : st.column_text(7) == "streaming" ? MessageState::streaming
+                                               : MessageState::complete;
   return m;
 }
 
@@ -444,6 +449,13 @@ Status ConversationStore::append_streamed(int64_t message_id, std::string_view t
   KVC_TRY(upd->bind(1, text).bind_blob(2, blob).bind(3, message_id).run());
   KVC_TRY(touch_conversation_locked(conversation_id, now()));
   return tx->commit();
+}
+
+Result<int64_t> ConversationStore::mark_interrupted() {
+  std::lock_guard lock(mu_);
+  KVC_TRY(set_sync_locked(SyncMode::full));
+  KVC_TRY(db_.exec("UPDATE messages SET state = 'complete', interrupted = 1 WHERE state = 'streaming'"));
+  return db_.changes();
 }
 
 Status ConversationStore::finish_message(int64_t message_id) {

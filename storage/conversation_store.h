@@ -65,6 +65,10 @@ class ConversationStore {
   // Appends streamed text and token ids to a streaming message (committed before returning).
   Status append_streamed(int64_t message_id, std::string_view text, std::span<const int32_t> tokens);
   Status finish_message(int64_t message_id);
+  // Marks every message still streaming as interrupted (MessageState::interrupted): answers cut
+  // off when the process that streamed them was killed or crashed. Only the data directory's
+  // writer (the one holding its DataDirLock) may call it, when it starts. Returns how many.
+  Result<int64_t> mark_interrupted();
   // The ids the model sees of a finished message from now on, its text unchanged: a reply whose
   // reasoning the chat template leaves out of later prompts (app/common/chat_turn.h).
   Status set_message_tokens(int64_t message_id, std::span<const int32_t> tokens);

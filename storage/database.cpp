@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/util/assert.h"
+#include "storage/file_write.h"
 
 namespace kvc::storage {
 
@@ -51,6 +52,16 @@ ErrorCode code_for(int rc) {
 Error make_sqlite_error(sqlite3* db, int rc, std::string_view doing, const std::string& what,
                         const std::filesystem::path& path) {
   std::string msg = "cannot " + std::string(doing) + " " + what + " " + path.string() + ": ";
+  // A write the kernel refused: say why in its words (SQLite reports EFBIG as an I/O error).
+  int sys = 0;
+  if ((rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_FULL) {
+    sys = db ? sqlite3_system_errno(db) : 0;
+    if (write_errno_advice(sys) == nullptr) sys = likely_write_errno(path);
+  }
+  if (const char* a = write_errno_advice(sys)) {
+    msg += a;
+    return make_error(ErrorCode::io, std::move(msg));
+  }
   if (const char* a = advice(rc)) {
     msg += a;
   } else {

@@ -195,6 +195,7 @@ bool SqliteColdStore::put(const kv::BlockKey& key, const kv::BlockKey& parent, c
       return true;
     }
     if (pending_.count(key)) return true;
+    if (!stats_.healthy) retry_if_due_locked();
     if (!stats_.healthy || size > options_.capacity_bytes || queued_bytes_ + size > options_.max_queue_bytes) {
       ++extra_.n_dropped;
       return false;
@@ -402,9 +403,23 @@ void SqliteColdStore::collect_locked() {
   }
 }
 
+void SqliteColdStore::retry_if_due_locked() {
+  if (!write_failed_ || std::chrono::steady_clock::now() < retry_at_) return;
+  write_failed_ = false;
+  stats_.healthy = true;
+  stats_.warning.clear();
+  ++extra_.n_recoveries;
+}
+
 void SqliteColdStore::mark_unhealthy_locked(const std::string& why) {
   stats_.healthy = false;
-  stats_.warning = "cold KV cache disabled: " + why + "; kvchat keeps working with the KV cache in RAM";
+  write_failed_ = true;
+  ++extra_.n_write_failures;
+  retry_at_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.retry_after_ms);
+  stats_.warning = "cold KV cache disabled: " + why +
+                   "; kvchat keeps working with the KV cache in RAM and tries "
+                   "the disk again every " +
+                   std::to_string(std::max<int64_t>(1, options_.retry_after_ms / 1000)) + " s";
   extra_.n_dropped += static_cast<int64_t>(queue_.size());
   for (const auto& p : queue_) {
     pending_.erase(p->key);

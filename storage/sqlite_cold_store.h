@@ -1,6 +1,7 @@
 // SqliteColdStore: the cold KV tier (T2) on disk, indexed by SQLite, written by a storage thread.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
@@ -33,6 +34,9 @@ struct ColdStoreOptions {
   int64_t max_queue_bytes = int64_t{64} << 20;  // put() drops (and counts) beyond this much queued
   int64_t max_db_bytes = 0;                     // > 0: cap on the index database file
   bool read_only = false;                       // serve what exists, accept no puts
+  // After a failed write (a full disk, a file size limit) puts are refused; the first put this
+  // long after the failure tries writing again, so that the store recovers when space returns.
+  int64_t retry_after_ms = 5000;
   // Whether the model file registered for a fingerprint is still there (tests inject it);
   // empty: the file exists with the size it had.
   std::function<bool(const std::string& path, int64_t file_bytes)> model_present;
@@ -44,6 +48,8 @@ struct ColdStoreExtraStats {
   int64_t n_orphans_removed = 0;           // payload files without an index row, removed at open
   int64_t n_batches = 0;                   // write transactions committed
   int64_t n_blocks_of_missing_models = 0;  // at open: blocks whose model file is gone, collected first
+  int64_t n_write_failures = 0;            // write batches that failed (each turns the store off for a while)
+  int64_t n_recoveries = 0;                // times puts were accepted again after a failure
 };
 
 // Files under the data dir:
@@ -107,6 +113,7 @@ class SqliteColdStore final : public kv::ColdStore {
                      const std::vector<std::pair<kv::BlockKey, uint64_t>>& touches,
                      const std::vector<std::pair<kv::BlockKey, int64_t>>& removals, std::vector<int64_t>& rowids);
   void mark_unhealthy_locked(const std::string& why);
+  void retry_if_due_locked();           // unhealthy after a failed write, and retry_after_ms passed: healthy again
   void erase_locked(kv::BlockKey key);  // by value: callers may pass a reference into lru_
   void touch_locked(const kv::BlockKey& key, uint64_t last_use);
   void collect_locked();
@@ -129,6 +136,8 @@ class SqliteColdStore final : public kv::ColdStore {
   bool writer_busy_ = false;
   bool stop_ = false;
   uint64_t clock_ = 0;
+  bool write_failed_ = false;  // unhealthy because a write failed (not read-only): retried later
+  std::chrono::steady_clock::time_point retry_at_;
   kv::ColdStoreStats stats_;
   ColdStoreExtraStats extra_;
 

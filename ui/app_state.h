@@ -68,13 +68,15 @@ struct MessageView {
   Role role = Role::user;
   std::string text;
   bool streaming = false;
-  int sibling_index = 0;  // [0, n_siblings): which version of this message is shown
+  int sibling_index = 0;     // [0, n_siblings): which version of this message is shown
   int n_siblings = 1;
   int64_t prev_sibling = 0;  // message ids; 0 when there is none
   int64_t next_sibling = 0;
   TurnStats stats;                  // assistant messages answered in this run of the app
   int64_t n_reasoning_tokens = -1;  // tokens of its <think> reasoning; -1: not counted (no model, or streaming)
-  std::string interrupted;          // why the answer stopped before its end (a dropped stream): the text is what came
+  // Why the answer stopped before its end (kvchat was killed while it streamed, a remote stream
+  // dropped): the text is what came. Empty for a complete answer.
+  std::string interrupted;
 };
 
 struct ConversationSummary {

@@ -126,10 +126,13 @@ void ChatView::draw_message(ViewContext& ctx, const MessageView& m, bool last) {
     ImGui::PopStyleColor();
   }
   if (m.role == Role::assistant && !m.interrupted.empty()) {
-    // A dropped or stalled stream: the text above is what arrived before it stopped.
+    // Killed mid-answer, or a dropped or stalled stream: the text above is what arrived before it stopped.
     ImGui::PushStyleColor(ImGuiCol_Text, colors::warning);
     ImGui::PushTextWrapPos(0.0f);
-    ImGui::TextUnformatted(("[answer cut off] " + m.interrupted).c_str());
+    std::string line = "Incomplete: " + m.interrupted;
+    if (line.back() != '.') line += '.';
+    line += " Regenerate it, or send a message to go on.";
+    ImGui::TextUnformatted(line.c_str());
     ImGui::PopTextWrapPos();
     ImGui::PopStyleColor();
   }

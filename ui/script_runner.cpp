@@ -37,6 +37,7 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
         last && last->stats.valid ? static_cast<double>(last->stats.n_from_tier[t]) : 0.0;
   }
   m["last_reply"] = last ? last->text : std::string();
+  m["last_reply_interrupted"] = last && !last->interrupted.empty() ? 1.0 : 0.0;
   m["tier_warning"] = s.memory.tier_warning;
   m["n_turns"] = static_cast<double>(s.memory.turns.size());
   m["n_stream_tokens"] = static_cast<double>(s.chat.n_stream_tokens);

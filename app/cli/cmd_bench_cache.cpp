@@ -1,7 +1,9 @@
 // kvchat-cli bench-cache: time to first token of a long conversation, cold and from each tier.
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -181,6 +183,36 @@ Result<RestartRun> run_restart_process(const BenchCacheArgs& a, const std::strin
   return r;
 }
 
+// Drops the store's files (DIR/kv_cache.db and its -wal, payload files) from the OS page cache
+// with posix_fadvise(DONTNEED), as after a reboot or memory pressure; returns the bytes of them
+// still resident afterwards (mincore), which is 0 when the drop took.
+int64_t drop_page_cache(const std::filesystem::path& dir) {
+  int64_t resident = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    const int fd = ::open(it->path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    (void)::fdatasync(fd);  // dirty pages cannot be dropped
+    (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    const auto size = static_cast<size_t>(it->file_size(ec));
+    if (size > 0) {
+      void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+      if (map != MAP_FAILED) {
+        const long page = ::sysconf(_SC_PAGESIZE);
+        std::vector<unsigned char> in_core((size + static_cast<size_t>(page) - 1) / static_cast<size_t>(page));
+        if (::mincore(map, size, in_core.data()) == 0) {
+          for (unsigned char c : in_core) resident += (c & 1) ? page : 0;
+        }
+        ::munmap(map, size);
+      }
+    }
+    ::close(fd);
+  }
+  return resident;
+}
+
 model::SessionOptions bench_session_options(const BenchCacheArgs& a, kv::KvFormat fmt, int64_t n_ctx) {
   model::SessionOptions o;
   o.n_ctx = n_ctx;
@@ -320,9 +352,11 @@ int run_bench_cache(BenchCacheArgs a) {
   bar.done();
 
   // Each case, repeated; every repetition sends a new message after the same history.
-  std::vector<double> t0v, t1v, t2v, rsv, rsame, mbv, rmbv;
+  std::vector<double> t0v, t1v, t2v, rsv, rsame, mbv, rmbv, rdrop, rdrop_mbv;
   kv::PrefixInfo p0, p1, p2;
-  RestartRun restart;  // the last repetition's restarted process
+  RestartRun restart;          // the last repetition's restarted process
+  RestartRun restart_dropped;  // and the one started with the store out of the page cache
+  int64_t resident_after_drop = 0;
   auto s0 = fresh();
   if (!s0.ok()) return report(s0.error());
   kv::KvEventLog events(size_t{1} << 18);
@@ -364,6 +398,16 @@ int run_bench_cache(BenchCacheArgs a) {
     rsame.push_back(child->ttft_same_prompt_ms);
     rmbv.push_back(child->restore_mb_s);
     restart = *child;
+    // The same restart with the store's files out of the page cache: the blocks come off the disk.
+    if (Status st = write_prompts(prompt_file, {with_new_message(history), history}); !st.ok())
+      return report(st.error());
+    resident_after_drop = drop_page_cache(cold_dir);
+    auto dropped = run_restart_process(a, m.path(), storage::resolve_data_dir(a.model.data_dir), prompt_file);
+    std::filesystem::remove(prompt_file, ec);
+    if (!dropped.ok()) return report(dropped.error());
+    rdrop.push_back(dropped->ttft_ms);
+    rdrop_mbv.push_back(dropped->restore_mb_s);
+    restart_dropped = *dropped;
   }
   s0->cache().emit_tier_usage();
   if (!a.trace_file.empty() || !a.csv_file.empty()) {
@@ -381,6 +425,7 @@ int run_bench_cache(BenchCacheArgs a) {
   }
   const double t0_ms = median(t0v), t1_ms = median(t1v), t2_ms = median(t2v), restart_ms = median(rsv);
   const double restart_same_ms = median(rsame), t2_mb_s = median(mbv), restart_mb_s = median(rmbv);
+  const double restart_dropped_ms = median(rdrop), restart_dropped_mb_s = median(rdrop_mbv);
   const double kv_per_token = static_cast<double>(s0->cache().layout().block_bytes) / a.block_tokens;
 
   // A multi-conversation scenario: conversations sharing a system prompt, several turns each;
@@ -436,6 +481,11 @@ int run_bench_cache(BenchCacheArgs a) {
     j["ttft_t2_ms"] = t2_ms;
     j["ttft_restart_ms"] = restart_ms;
     j["ttft_restart_same_prompt_ms"] = restart_same_ms;
+    j["ttft_restart_page_cache_dropped_ms"] = restart_dropped_ms;
+    j["restart_page_cache_dropped_t2_restore_mb_s"] = restart_dropped_mb_s;
+    j["store_bytes_resident_after_drop"] = resident_after_drop;
+    j["restart_page_cache_dropped"] = {{"cached_t2_tokens", restart_dropped.n_from_t2},
+                                       {"recomputed_history_tokens", restart_dropped.n_recomputed_history}};
     j["repetitions"] = a.repetitions;
     j["prefill_new_only_ms"] = *new_only;
     j["t2_restore_mb_s"] = t2_mb_s;
@@ -487,11 +537,18 @@ int run_bench_cache(BenchCacheArgs a) {
   pr.n_from_tier[2] = restart.n_from_t2;
   row("restart: a new process (T2)", restart_ms, &pr);
   row("restart, same prompt again", restart_same_ms, nullptr);
+  kv::PrefixInfo pd;
+  pd.n_cached = restart_dropped.n_cached;
+  pd.n_from_tier[2] = restart_dropped.n_from_t2;
+  row("restart, page cache dropped", restart_dropped_ms, &pd);
   row("prefill of the message alone", *new_only, nullptr);
   std::printf(
-      "  T2 restore: %.0f MB/s, after a restart %.0f MB/s; history recomputed after the restart: %lld tokens"
+      "  T2 restore: %.0f MB/s, after a restart %.0f MB/s (%.0f MB/s with the page cache dropped: %lld bytes of "
+      "the store still resident); history recomputed after the restart: %lld tokens (%lld dropped)"
       "   (medians of %d repetitions)\n\n",
-      t2_mb_s, restart_mb_s, static_cast<long long>(restart.n_recomputed_history), a.repetitions);
+      t2_mb_s, restart_mb_s, restart_dropped_mb_s, static_cast<long long>(resident_after_drop),
+      static_cast<long long>(restart.n_recomputed_history),
+      static_cast<long long>(restart_dropped.n_recomputed_history), a.repetitions);
   std::printf("%d conversations sharing a 64-token system prompt, %d turns each:\n", a.conversations, a.turns);
   std::printf("  conv turn  prompt  cached (T0/T1/T2)    TTFT cached   TTFT cold\n");
   for (const Turn& t : table) {

@@ -5,6 +5,8 @@
 
 #include <fstream>
 
+#include "storage/file_write.h"
+
 namespace kvc::app {
 
 AppSettings load_app_settings(const std::filesystem::path& file) {
@@ -36,16 +38,7 @@ Status save_app_settings(const std::filesystem::path& file, const AppSettings& s
        {{"t0_bytes", s.budgets.t0_bytes}, {"t1_bytes", s.budgets.t1_bytes}, {"t2_bytes", s.budgets.t2_bytes}}},
       {"serve", s.serve},
       {"serve_port", s.serve_port}};
-  const std::filesystem::path tmp = file.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << j.dump(2) << "\n";
-    if (!out.flush()) return make_error(ErrorCode::io, "cannot write " + tmp.string());
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, file, ec);
-  if (ec) return make_error(ErrorCode::io, "cannot replace " + file.string() + ": " + ec.message());
-  return {};
+  return storage::write_file_replacing(file, j.dump(2) + "\n", "settings file");
 }
 
 }  // namespace kvc::app

@@ -217,9 +217,14 @@ std::filesystem::path ChatController::settings_path() const {
 }
 
 void ChatController::save_settings() {
-  // A failure to remember is not worth an error the user must dismiss: the app works without.
-  (void)save_app_settings(settings_path(),
-                          AppSettings{requested_model_, saved_budgets_, state_.engine.serve.wanted, serve_port_});
+  // The app works without: a failure is reported once (until a save succeeds again).
+  const Status st = save_app_settings(settings_path(),
+                                      AppSettings{requested_model_, saved_budgets_, state_.engine.serve.wanted, serve_port_});
+  if (!st.ok() && !settings_unsaved_) {
+    fail(make_error(st.error().code,
+                    st.error().message + ". The model and budgets will not be remembered for the next launch."));
+  }
+  settings_unsaved_ = !st.ok();
 }
 
 void ChatController::save_tier_budgets(ui::TierBudgets budgets) {
@@ -362,6 +367,11 @@ void ChatController::start() {
   if (store.ok()) {
     store_ = std::move(*store);
     if (!store_->notice().empty()) fail(make_error(ErrorCode::invalid_file, store_->notice()));
+    // Answers still "streaming" were cut off by a kill or crash of the kvchat that held this
+    // directory before: only the lock holder may say so (an export may read it meanwhile).
+    if (data_lock_) {
+      if (auto n = store_->mark_interrupted(); !n.ok()) fail(n.error());
+    }
   } else {
     fail(make_error(store.error().code, "conversations cannot be saved: " + store.error().message));
   }
@@ -600,6 +610,9 @@ void ChatController::reload_chat() {
     v.role = to_ui(m.role);
     v.text = m.text;
     v.streaming = m.state == storage::MessageState::streaming;
+    if (m.state == storage::MessageState::interrupted) {
+      v.interrupted = "kvchat stopped before this answer ended; it is shown up to the last part saved";
+    }
     if (m.role == storage::Role::assistant && model_ && !v.streaming) {
       // The message's stored tokens may be its answer only (chat_turn.h): count its reasoning afresh.
       const chat::ReasoningSplit split = chat::split_reasoning(m.text);
@@ -659,6 +672,7 @@ void ChatController::do_send(const std::string& text) {
   if (state_.chat.conversation_id == 0) do_new_conversation();
   const int64_t conv = state_.chat.conversation_id;
   const int64_t leaf = state_.chat.messages.empty() ? 0 : state_.chat.messages.back().id;
+  give_tokens_to_interrupted(leaf);
   if (auto stream = stream_until(leaf); !stream.ok()) return (void)fail(stream.error());
   auto seg = user_segment(leaf, text);
   if (!seg.ok()) return (void)fail(seg.error());
@@ -673,6 +687,16 @@ void ChatController::do_send(const std::string& text) {
     if (auto st = store_->rename_conversation(conv, title_from(text)); !st.ok()) fail(st.error());
   }
   run_reply(conv, *user_id);
+}
+
+// An answer cut off by a kill has its committed text but no ids (streamed chunks carry text):
+// the model must see what the user sees, so the text is tokenized before a turn follows it.
+void ChatController::give_tokens_to_interrupted(int64_t message_id) {
+  if (!store_ || !model_ || message_id == 0) return;
+  auto m = store_->message(message_id);
+  if (!m.ok() || m->state != storage::MessageState::interrupted || !m->tokens.empty() || m->text.empty()) return;
+  const std::vector<int32_t> ids = model_->tokenizer().encode_continuation(m->text, false);
+  if (auto st = store_->set_message_tokens(message_id, ids); !st.ok()) fail(st.error());
 }
 
 void ChatController::do_regenerate() {
@@ -747,13 +771,24 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
 
   std::string pending;  // streamed text not yet on disk
   int64_t last_flush = now_us();
+  // A write that fails (a full disk) is reported once per turn; the text stays pending and is
+  // retried at the next flush, and the answer goes on streaming from RAM meanwhile.
+  bool write_failed = false;
+  auto note_write = [&](const Status& st) {
+    if (st.ok()) return true;
+    if (!write_failed) {
+      fail(make_error(st.error().code,
+                      st.error().message + ". The answer goes on in memory and is saved when the disk has room."));
+    }
+    write_failed = true;
+    return false;
+  };
   auto r = runner_->run(req, [&](const TurnDelta& d) {
     if (!state_.chat.messages.empty()) state_.chat.messages.back().text += d.text;
     if (!d.text.empty()) state_.chat.n_prefill_tokens = 0;
     pending += d.text;
     if (!pending.empty() && now_us() - last_flush > k_flush_interval_us) {
-      if (auto st = store_->append_streamed(asst_id, pending, {}); !st.ok()) fail(st.error());
-      pending.clear();
+      if (note_write(store_->append_streamed(asst_id, pending, {}))) pending.clear();
       last_flush = now_us();
     }
     publish(false);
@@ -769,16 +804,16 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
   }
   if (!r.ok()) {
     // What streamed is kept (the user's message was stored before), marked as cut off.
-    if (auto st = store_->append_streamed(asst_id, pending, {}); !st.ok()) fail(st.error());
-    if (auto st = store_->finish_message(asst_id); !st.ok()) fail(st.error());
+    const bool saved =
+        note_write(store_->append_streamed(asst_id, pending, {})) && note_write(store_->finish_message(asst_id));
     interrupted_[asst_id] = r.error().message;
     fail(r.error());
-    reload_chat();
+    if (saved) reload_chat();
     return;
   }
   // The streamed text is a prefix of the final text (which is cut before a stop string).
-  if (auto st = store_->append_streamed(asst_id, pending, r->tokens); !st.ok()) fail(st.error());
-  if (auto st = store_->finish_message(asst_id); !st.ok()) fail(st.error());
+  const bool saved =
+      note_write(store_->append_streamed(asst_id, pending, r->tokens)) && note_write(store_->finish_message(asst_id));
   keep_cut(conv, first_id);
   stats_[asst_id] = r->stats;
   const ui::TurnStats& s = r->stats;
@@ -786,7 +821,9 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
   state_.memory.turns.push_back({s.n_prompt_reused, s.n_prompt - s.n_prompt_reused, s.ttft_ms,
                                  s.decode_ms > 0 ? 1000.0 * n_dec / s.decode_ms : 0.0});
   refresh_list();
-  reload_chat();
+  // What the disk could not take is still shown (from RAM); a restart shows what was saved,
+  // marked incomplete.
+  if (saved) reload_chat();
 }
 
 }  // namespace kvc::app

@@ -107,6 +107,7 @@ class ChatController final : public ui::AppCommands {
   void do_open(int64_t id);
   void do_send(const std::string& text);
   void do_regenerate();
+  void give_tokens_to_interrupted(int64_t message_id);
   void do_edit(int64_t message_id, const std::string& text);
   // Answers the user message `user_id` (the active path's last) with a new assistant message.
   void run_reply(int64_t conversation_id, int64_t user_id);
@@ -156,6 +157,7 @@ class ChatController final : public ui::AppCommands {
   int serve_port_ = 8080;
   uint64_t shown_serve_version_ = 0;
   std::string requested_model_;    // what the last load_model asked for (empty: the demo model)
+  bool settings_unsaved_ = false;  // the last save of settings.json failed (reported once)
   ui::TierBudgets saved_budgets_;  // as remembered in settings.json (demos set budgets without saving)
   ui::AppSnapshot state_;
   std::map<int64_t, ui::TurnStats> stats_;               // assistant message id -> what its turn cost

@@ -10,6 +10,7 @@
 #include "app/gui/chat_controller.h"
 #include "core/kv/trace_export.h"
 #include "storage/data_dir.h"
+#include "storage/file_write.h"
 
 namespace kvc::app {
 
@@ -43,11 +44,13 @@ void ChatController::export_conversation(int64_t id, bool markdown) {
     std::filesystem::create_directories(dir, ec);
     const std::filesystem::path path =
         dir / ("conversation-" + std::to_string(id) + "-" + timestamp_now() + (markdown ? ".md" : ".json"));
-    std::ofstream out(path, std::ios::binary);
-    out << *text;
-    if (ec || !out.flush()) {
-      return (void)fail(
-          make_error(ErrorCode::io, "cannot write " + path.string() + "; check the data directory's permissions"));
+    if (ec) {
+      return (void)fail(make_error(ErrorCode::io, "cannot create " + dir.string() + ": " + ec.message() +
+                                                      "; check the data directory's permissions"));
+    }
+    // Whole or not at all: a full disk leaves no truncated export behind.
+    if (Status st = storage::write_file_replacing(path, *text, "the conversation export"); !st.ok()) {
+      return (void)fail(st.error());
     }
     state_.conversation_export_path = path.string();
   });

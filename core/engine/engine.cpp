@@ -2,6 +2,7 @@
 #include "core/engine/engine.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "core/util/assert.h"
@@ -329,10 +330,13 @@ void Engine::publish(const Active& a) {
 bool Engine::step() {
   take_inbox();
   collect_staged();
+  bool admissible = false;
   const std::optional<std::vector<Entry>> batch = schedule();
   if (!batch) {
     observe(waiting_.empty());
-    return !waiting_.empty();
+    // Requests held back by a staging one of their conversation wait for it (staged_ready_ wakes
+    // the thread): with nothing admissible, the engine thread sleeps.
+    return admissible && !waiting_.empty();
   }
   if (batch->empty()) return true;  // preemptions or failures changed the queue: step again
   std::vector<model::SeqInput> inputs;
@@ -343,11 +347,24 @@ bool Engine::step() {
   return true;
 }
 
-std::optional<std::vector<Engine::Entry>> Engine::schedule() {
-  // Admission, oldest first.
-  while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < options_.max_running) {
-    std::unique_ptr<Active> a = std::move(waiting_.front());
-    waiting_.pop_front();
+std::optional<std::vector<Engine::Entry>> Engine::schedule(bool& admissible) {
+  // Admission, oldest first. A conversation's requests share its sequence, so one of them runs
+  // at a time: a request waits while an earlier one of its conversation is running, staging
+  // or still waiting (two clients may send the same conversation at once).
+  std::set<int64_t> busy;
+  for (const auto& r : running_) busy.insert(r->request.conversation);
+  for (const auto& r : staging_) busy.insert(r->request.conversation);
+  admissible = false;  // a waiting request that no earlier one of its conversation holds back
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    const int64_t conv = (*it)->request.conversation;
+    if (conv != 0 && !busy.insert(conv).second) {
+      ++it;
+      continue;
+    }
+    admissible = true;
+    if (static_cast<int64_t>(running_.size()) >= options_.max_running) break;
+    std::unique_ptr<Active> a = std::move(*it);
+    it = waiting_.erase(it);
     if (!a->staged && start_staging(*a)) {
       staging_.push_back(std::move(a));
       continue;

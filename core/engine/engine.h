@@ -182,7 +182,9 @@ class Engine {
   void take_inbox();
   // Admits waiting requests and builds the batch (reserving T0, preempting when short);
   // nullopt when nothing is running, empty when this step's preemptions or failures left no row.
-  std::optional<std::vector<Entry>> schedule();
+  // Nothing when no request runs; `admissible`: some waiting request is not held back behind
+  // an earlier one of its conversation.
+  std::optional<std::vector<Entry>> schedule(bool& admissible);
   // The forward pass over the batch: the logits of each entry's last row.
   std::span<const float> run(std::span<const Entry> batch, std::vector<model::SeqInput>& inputs);
   // Commits the batch's KV, samples where a prompt or a decode step is complete, applies the

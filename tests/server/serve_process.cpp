@@ -97,6 +97,14 @@ int ServeProcess::stop() {
   return code == -2 ? -1 : code;
 }
 
+bool ServeProcess::kill_now() {
+  if (pid_ <= 0) return false;
+  ::kill(pid_, SIGKILL);
+  const int code = wait_exit(pid_, 5000);
+  pid_ = -1;
+  return code == -1;  // killed by the signal
+}
+
 std::string ServeProcess::log() const {
   std::error_code ec;
   return std::filesystem::exists(err_file_, ec) ? read_file(err_file_) : "";

@@ -23,6 +23,8 @@ class ServeProcess {
   std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
   // SIGTERM, then waits up to 20 s: the exit code (-1: killed by a signal or did not exit).
   int stop();
+  // SIGKILL now (no shutdown of any kind): true when it died of it.
+  bool kill_now();
   bool running() const { return pid_ > 0; }
   std::string log() const;  // its stderr so far
 

@@ -283,7 +283,7 @@ TEST_CASE("conversations: the context cut is kept per conversation and across re
     o.mode = kvc::storage::OpenMode::read_only;
     auto db = kvc::storage::Database::open(f.store->path(), o);
     REQUIRE(db.ok());
-    CHECK(*db->query_int("PRAGMA user_version") == 2);
+    CHECK(*db->query_int("PRAGMA user_version") == 3);  // 2 added context_cut, 3 the interrupted flag
   }
   // 0 clears it.
   REQUIRE(f.store->set_context_cut(a, 0).ok());
