@@ -651,6 +651,11 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
   TurnRequest req;
   req.conversation_id = conv;
   req.history = std::move(window->prompt);
+  // The reply's opening (DeepSeek-R1's "<think>\n", not in the user message's tokens: a sibling
+  // reply shares them) ends the prompt and starts the reply's stored tokens.
+  req.segment =
+      reply_opening(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt, messages_until(parent_id))
+          .tokens;
   req.options.max_tokens = sv.max_tokens;
   req.options.sampling.temperature = sv.temperature;
   req.options.sampling.top_k = sv.top_k;
@@ -702,7 +707,9 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
     return;
   }
   // The streamed text is a prefix of the final text (which is cut before a stop string).
-  if (auto st = store_->append_streamed(asst_id, pending, r->tokens); !st.ok()) fail(st.error());
+  std::vector<int32_t> reply_tokens = req.segment;  // the opening, then the reply as generated
+  reply_tokens.insert(reply_tokens.end(), r->tokens.begin(), r->tokens.end());
+  if (auto st = store_->append_streamed(asst_id, pending, reply_tokens); !st.ok()) fail(st.error());
   if (auto st = store_->finish_message(asst_id); !st.ok()) fail(st.error());
   keep_cut(conv, first_id);
   stats_[asst_id] = r->stats;
