@@ -656,6 +656,11 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
   req.segment =
       reply_opening(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt, messages_until(parent_id))
           .tokens;
+  // A user message stored before openings were the reply's ends with the opening already.
+  if (req.history.size() >= req.segment.size() &&
+      std::equal(req.segment.begin(), req.segment.end(),
+                 req.history.end() - static_cast<ptrdiff_t>(req.segment.size())))
+    req.segment.clear();
   req.options.max_tokens = sv.max_tokens;
   req.options.sampling.temperature = sv.temperature;
   req.options.sampling.top_k = sv.top_k;
