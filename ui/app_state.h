@@ -68,7 +68,7 @@ struct MessageView {
   Role role = Role::user;
   std::string text;
   bool streaming = false;
-  int sibling_index = 0;     // [0, n_siblings): which version of this message is shown
+  int sibling_index = 0;  // [0, n_siblings): which version of this message is shown
   int n_siblings = 1;
   int64_t prev_sibling = 0;  // message ids; 0 when there is none
   int64_t next_sibling = 0;

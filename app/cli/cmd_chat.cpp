@@ -136,9 +136,12 @@ int run_chat(ChatArgs a) {
     }
     if (window->moved)
       std::fprintf(stderr, "(%s)\n", chat::outside_context_note(static_cast<int64_t>(window->first)).c_str());
-    const std::vector<int32_t>& prompt = window->prompt;
+    // The reply's opening (DeepSeek-R1's "<think>\n") ends the prompt and starts the reply's tokens.
+    std::vector<int32_t> prompt = window->prompt;
+    prompt.insert(prompt.end(), seg->opening_tokens.begin(), seg->opening_tokens.end());
     // Reasoning is marked: dimmed on a terminal, "[reasoning] " lines in a pipe.
-    const std::string_view seg_text = std::string_view(seg->text).substr(0, seg->text.find_last_not_of('\n') + 1);
+    const std::string prompt_end = seg->text + seg->opening_text;
+    const std::string_view seg_text = std::string_view(prompt_end).substr(0, prompt_end.find_last_not_of('\n') + 1);
     const bool starts_open = seg_text.ends_with(chat::k_think_open);
     app::ReasoningMarker marker(out_tty, starts_open);
     auto r = engine->run(conversation_id, prompt, opt, [&marker](std::string_view piece) {
@@ -157,12 +160,14 @@ int run_chat(ChatArgs a) {
     std::fflush(stdout);
     cut = window->first;
     stored.push_back({"user", line, seg->tokens});
-    stored.push_back({"assistant", r->text, r->tokens});
+    std::vector<int32_t> reply_tokens = seg->opening_tokens;
+    reply_tokens.insert(reply_tokens.end(), r->tokens.begin(), r->tokens.end());
+    stored.push_back({"assistant", r->text, std::move(reply_tokens)});
     // An end-of-turn token is not in the stream; the next segment starts with the template's
     // closing text instead (build_user_turn), so the stream stays identical to a full render.
     const auto n_prompt = static_cast<int64_t>(prompt.size());
-    totals.add(static_cast<int64_t>(seg->tokens.size()), static_cast<int64_t>(r->tokens.size()),
-               n_prompt - r->prefix.n_cached, window->moved);
+    totals.add(static_cast<int64_t>(seg->tokens.size() + seg->opening_tokens.size()),
+               static_cast<int64_t>(r->tokens.size()), n_prompt - r->prefix.n_cached, window->moved);
     if (!a.model.quiet) {
       std::fprintf(stderr,
                    "[%zu tokens | TTFT %.0f ms | %.1f tok/s | prompt %lld tokens, %lld from cache (T0 %lld, T1 %lld, "

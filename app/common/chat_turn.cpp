@@ -36,28 +36,55 @@ std::string closing_text(const chat::ChatTemplate& tmpl, std::vector<chat::ChatM
   return at == std::string::npos ? tmpl.assistant_suffix() : r->substr(at + marker.size());
 }
 
-// When the template shows the last reply without its reasoning, and otherwise as generated after
-// the prompt it was generated from: {the reply as shown, what follows it}, cut from `after` with
-// the reply replaced by a marker. Nothing for a reply without reasoning, or any other rewrite.
+// The end of `prompt` (the generation prompt after `messages`, which end with a user message) that
+// the template drops when it shows a reply there as an earlier one: found by rendering the
+// conversation with a marker reply and a further user turn. "" when the template keeps it all.
+std::string opening_of(const chat::ChatTemplate& tmpl, std::vector<chat::ChatMessage> messages,
+                       const std::string& prompt, const chat::RenderOptions& opt) {
+  static const std::string marker = "\x01kvchat-reply\x01";
+  messages.emplace_back("assistant", marker);
+  messages.emplace_back("user", "\x01kvchat-next\x01");
+  auto marked = tmpl.render_prompt(messages, opt);
+  if (!marked.ok()) return "";
+  const size_t at = marked->find(marker);
+  if (at == std::string::npos || at >= prompt.size() || marked->compare(0, at, prompt, 0, at) != 0) return "";
+  return prompt.substr(at);
+}
+
+// When the template shows the last reply as its visible answer, right after the generation prompt
+// it was generated from less that prompt's `opening` (the reply's: its tokens start the reply's in
+// the stream): {the reply as shown, what follows it}, cut from `after` with the reply replaced by
+// a marker. Nothing for a reply without reasoning and no opening, or any other rewrite.
 std::optional<std::pair<std::string, std::string>> visible_reply(const chat::ChatTemplate& tmpl,
                                                                  std::vector<chat::ChatMessage> messages,
                                                                  std::string_view user, const std::string& before,
-                                                                 const std::string& after,
+                                                                 const std::string& opening, const std::string& after,
                                                                  const chat::RenderOptions& opt) {
   static const std::string marker = "\x01kvchat-reply\x01";
-  if (!chat::split_reasoning(messages.back().content).has_reasoning || !starts_with(after, before)) return std::nullopt;
+  if (!chat::split_reasoning(messages.back().content).has_reasoning && opening.empty()) return std::nullopt;
+  const size_t n_shown = before.size() - opening.size();  // the prompt as the template keeps it
+  if (after.compare(0, n_shown, before, 0, n_shown) != 0) return std::nullopt;
   messages.back().content = marker;
   messages.back().reasoning_content.reset();
   messages.emplace_back("user", std::string(user));
   auto marked = tmpl.render_prompt(messages, opt);
   if (!marked.ok()) return std::nullopt;
   const size_t at = marked->find(marker);
-  if (at == std::string::npos || marked->compare(0, at, before) != 0 || at != before.size()) return std::nullopt;
+  if (at == std::string::npos || at != n_shown || marked->compare(0, at, before, 0, at) != 0) return std::nullopt;
   const std::string tail = marked->substr(at + marker.size());
-  if (after.size() < before.size() + tail.size() || after.compare(after.size() - tail.size(), tail.size(), tail) != 0) {
+  if (after.size() < n_shown + tail.size() || after.compare(after.size() - tail.size(), tail.size(), tail) != 0) {
     return std::nullopt;
   }
-  return std::pair{after.substr(before.size(), after.size() - before.size() - tail.size()), tail};
+  return std::pair{after.substr(n_shown, after.size() - n_shown - tail.size()), tail};
+}
+
+chat::RenderOptions render_options() {
+  chat::RenderOptions opt;
+  const std::time_t t = std::time(nullptr);
+  std::tm now{};
+  localtime_r(&t, &now);
+  opt.now = now;  // one date for every render of this turn
+  return opt;
 }
 
 }  // namespace
@@ -68,13 +95,7 @@ Result<TurnSegment> build_user_turn(const tokenizer::Tokenizer& tok, const chat:
   const bool first_turn = history.empty();
   if (!tmpl.runs_template()) return family_segment(tok, tmpl, system, user, first_turn);
 
-  chat::RenderOptions opt;
-  {
-    const std::time_t t = std::time(nullptr);
-    std::tm now{};
-    localtime_r(&t, &now);
-    opt.now = now;  // one date for every render of this turn
-  }
+  const chat::RenderOptions opt = render_options();
   std::vector<chat::ChatMessage> messages;
   if (!system.empty()) messages.emplace_back("system", std::string(system));
   messages.insert(messages.end(), history.begin(), history.end());
@@ -84,22 +105,33 @@ Result<TurnSegment> build_user_turn(const tokenizer::Tokenizer& tok, const chat:
   if (!after.ok()) return after.error();
 
   TurnSegment s;
+  const std::string opening_next = opening_of(tmpl, next, *after, opt);  // the new reply's
+  // The reply's opening is cut off the segment (both are tokenized apart, as the engine sees them).
+  auto cut_opening = [&] {
+    if (opening_next.empty() || !s.text.ends_with(opening_next)) return;
+    s.text.resize(s.text.size() - opening_next.size());
+    s.opening_text = opening_next;
+    s.opening_tokens = tok.encode_continuation(s.opening_text, true);
+  };
   if (first_turn) {
     s.text = std::move(*after);
     s.exact = true;
+    cut_opening();
     s.tokens = tok.encode(s.text, tok.wants_bos(), true);
     return s;
   }
   std::vector<chat::ChatMessage> before_reply(messages.begin(), messages.end() - 1);
   auto before = tmpl.render_prompt(before_reply, opt);
   if (!before.ok()) return before.error();
+  const std::string opening = opening_of(tmpl, before_reply, *before, opt);  // the last reply's
   const std::string stream_text = *before + messages.back().content;
   if (starts_with(*after, stream_text)) {
     s.text = after->substr(stream_text.size());
     s.exact = true;
-  } else if (auto visible = visible_reply(tmpl, messages, user, *before, *after, opt)) {
+  } else if (auto visible = visible_reply(tmpl, messages, user, *before, opening, *after, opt)) {
     // The template shows the reply as its answer, right after the generation prompt the reply
-    // was generated from: the reply's tokens are replaced, and the stream is the template's render.
+    // was generated from (less its opening): the reply's tokens, opening included, are replaced,
+    // and the stream is the template's render.
     s.reply_text = std::move(visible->first);
     s.reply_tokens = tok.encode_continuation(s.reply_text, true);
     s.text = std::move(visible->second);
@@ -114,8 +146,24 @@ Result<TurnSegment> build_user_turn(const tokenizer::Tokenizer& tok, const chat:
     if (!starts_with(*after, *history_closed)) return family_segment(tok, tmpl, system, user, false);
     s.text = closing_text(tmpl, messages, opt) + after->substr(history_closed->size());
   }
+  cut_opening();
   s.tokens = tok.encode_continuation(s.text, true);
   return s;
+}
+
+ReplyOpening reply_opening(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl, std::string_view system,
+                           std::span<const chat::ChatMessage> history) {
+  ReplyOpening o;
+  if (!tmpl.runs_template() || history.empty() || history.back().role != "user") return o;
+  const chat::RenderOptions opt = render_options();
+  std::vector<chat::ChatMessage> messages;
+  if (!system.empty()) messages.emplace_back("system", std::string(system));
+  messages.insert(messages.end(), history.begin(), history.end());
+  auto prompt = tmpl.render_prompt(messages, opt);
+  if (!prompt.ok()) return o;
+  o.text = opening_of(tmpl, messages, *prompt, opt);
+  if (!o.text.empty()) o.tokens = tok.encode_continuation(o.text, true);
+  return o;
 }
 
 }  // namespace kvc::app

@@ -36,11 +36,15 @@ namespace kvc::app {
 //   stream after:   ...<|im_start|>assistant\n | 4. | <|im_end|>\n<|im_start|>user\n...  (exact)
 //                   |<---- cached ------------>| reply_tokens | segment
 //
-// Any other rewrite of the last reply (a template that trims replies, or DeepSeek-R1's, whose
-// generation prompt holds the "<think>\n" that its render of the reply drops) cannot be extended
-// exactly: the stream keeps the reply as generated, and the segment is the template's closing text
-// of a reply followed by what it adds for the new turn (exact false). Without the model's
-// template, the family segments:
+// DeepSeek-R1's generation prompt ends in "<think>\n", which its render of the reply drops: that
+// opening is the reply's (opening_tokens), so the same rewrite applies, opening included:
+//
+//   stream before:  ...<｜Assistant｜> | <think>\n | ...\n</think>\n\n4.             (opening + as generated)
+//   stream after:   ...<｜Assistant｜> | 4. | <｜end▁of▁sentence｜><｜User｜>...         (exact)
+//
+// Any other rewrite of the last reply (a template that trims replies) cannot be extended exactly: the stream keeps the
+// reply as generated, and the segment is the template's closing text of a reply followed by what it adds for the new
+// turn (exact false). Without the model's template, the family segments:
 //
 //   turn 0:  [BOS] render_user_turn(system, user, first=true)
 //   turn k:  assistant_suffix() render_user_turn("", user, first=false)
@@ -54,7 +58,24 @@ struct TurnSegment {
   // replaces the reply's tokens with them; the stored text keeps the reasoning.
   std::optional<std::vector<int32_t>> reply_tokens;
   std::string reply_text;
+  // The end of the generation prompt that the template drops when it shows the reply
+  // (DeepSeek-R1's "<think>\n"; empty for every other committed template). It belongs to the
+  // reply, not to the segment: the engine's prompt is stream + tokens + opening_tokens, and the
+  // stored reply's tokens start with opening_tokens, so that the visible rewrite (reply_tokens)
+  // replaces the whole reply, opening included. The segment's tokens end at "<｜Assistant｜>":
+  // a regenerate from the same user message appends the same opening (reply_opening()).
+  std::string opening_text;
+  std::vector<int32_t> opening_tokens;
 };
+
+// The opening (TurnSegment::opening_*) of a reply to `history`, which ends with a user message:
+// what a regenerate appends to the stored stream. Empty when there is none or the template fails.
+struct ReplyOpening {
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+ReplyOpening reply_opening(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl, std::string_view system,
+                           std::span<const chat::ChatMessage> history);
 
 // `history`: the user and assistant messages so far, replies as generated (the stream's text);
 // it ends with a reply, or is empty on the first turn. `system`: the system prompt ("" for none).

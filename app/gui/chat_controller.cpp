@@ -218,8 +218,8 @@ std::filesystem::path ChatController::settings_path() const {
 
 void ChatController::save_settings() {
   // The app works without: a failure is reported once (until a save succeeds again).
-  const Status st = save_app_settings(settings_path(),
-                                      AppSettings{requested_model_, saved_budgets_, state_.engine.serve.wanted, serve_port_});
+  const Status st = save_app_settings(
+      settings_path(), AppSettings{requested_model_, saved_budgets_, state_.engine.serve.wanted, serve_port_});
   if (!st.ok() && !settings_unsaved_) {
     fail(make_error(st.error().code,
                     st.error().message + ". The model and budgets will not be remembered for the next launch."));
@@ -745,6 +745,19 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
   TurnRequest req;
   req.conversation_id = conv;
   req.history = std::move(window->prompt);
+  // The reply's opening (DeepSeek-R1's "<think>\n", not in the user message's tokens: a sibling
+  // reply shares them) ends the prompt and starts the reply's stored tokens.
+  // A remote source has no local template: the server writes its own generation prompt.
+  if (model_) {
+    req.segment = reply_opening(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt,
+                                messages_until(parent_id))
+                      .tokens;
+  }
+  // A user message stored before openings were the reply's ends with the opening already.
+  if (req.history.size() >= req.segment.size() &&
+      std::equal(req.segment.begin(), req.segment.end(),
+                 req.history.end() - static_cast<ptrdiff_t>(req.segment.size())))
+    req.segment.clear();
   req.options.max_tokens = sv.max_tokens;
   req.options.sampling.temperature = sv.temperature;
   req.options.sampling.top_k = sv.top_k;
@@ -812,8 +825,10 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
     return;
   }
   // The streamed text is a prefix of the final text (which is cut before a stop string).
-  const bool saved =
-      note_write(store_->append_streamed(asst_id, pending, r->tokens)) && note_write(store_->finish_message(asst_id));
+  std::vector<int32_t> reply_tokens = req.segment;  // the opening, then the reply as generated
+  reply_tokens.insert(reply_tokens.end(), r->tokens.begin(), r->tokens.end());
+  const bool saved = note_write(store_->append_streamed(asst_id, pending, reply_tokens)) &&
+                     note_write(store_->finish_message(asst_id));
   keep_cut(conv, first_id);
   stats_[asst_id] = r->stats;
   const ui::TurnStats& s = r->stats;

@@ -44,6 +44,7 @@ Result<MappedPrompt> ConversationMapper::map(std::span<const chat::ChatMessage> 
   if (messages[0].role == "system") system = messages[i++].content;
   std::vector<chat::ChatMessage> history;  // the user and assistant messages rendered so far
   bool user_open = false;                  // a user turn was rendered and its reply has not come yet
+  std::vector<int32_t> opening;            // that reply's opening (DeepSeek-R1's "<think>\n"): its tokens start it
   auto user_turn = [&](std::string_view text) -> Status {
     auto seg = render_user_segment(tok, tmpl, system, history, text);
     if (!seg.ok()) return seg.error();
@@ -56,6 +57,7 @@ Result<MappedPrompt> ConversationMapper::map(std::span<const chat::ChatMessage> 
     }
     out.messages.push_back({"user", std::string(text), out.tokens.size(), out.tokens.size() + seg->tokens.size()});
     out.tokens.insert(out.tokens.end(), seg->tokens.begin(), seg->tokens.end());
+    opening = std::move(seg->opening_tokens);
     history.emplace_back("user", std::string(text));
     user_open = true;
     return {};
@@ -73,6 +75,7 @@ Result<MappedPrompt> ConversationMapper::map(std::span<const chat::ChatMessage> 
     history.emplace_back("assistant", msg.content);
     ++out.n_answers;
     const size_t begin = out.tokens.size();
+    out.tokens.insert(out.tokens.end(), opening.begin(), opening.end());
     if (auto ids = answers_.recall(storage::AnswerStore::key_of(out.tokens, msg.content))) {
       ++out.n_answers_recalled;
       out.tokens.insert(out.tokens.end(), ids->begin(), ids->end());
@@ -83,6 +86,9 @@ Result<MappedPrompt> ConversationMapper::map(std::span<const chat::ChatMessage> 
     out.messages.push_back({"assistant", msg.content, begin, out.tokens.size()});
     user_open = false;
   }
+  // The prompt ends with the reply's opening (kept with the last user message for the window).
+  out.tokens.insert(out.tokens.end(), opening.begin(), opening.end());
+  out.messages.back().end = out.tokens.size();
   return out;
 }
 

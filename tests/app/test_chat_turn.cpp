@@ -38,6 +38,7 @@ struct Conversation {
 Conversation run_turns(const kvc::tokenizer::Tokenizer& tok, const ChatTemplate& t, const std::string& system,
                        const std::vector<std::pair<std::string, std::string>>& turns) {
   Conversation c;
+  std::string opening;  // the last reply's (TurnSegment::opening_text): its stream text starts with it
   for (const auto& [user, reply] : turns) {
     auto seg = kvc::app::build_user_turn(tok, t, system, c.history, user);
     REQUIRE(seg.ok());
@@ -46,10 +47,12 @@ Conversation run_turns(const kvc::tokenizer::Tokenizer& tok, const ChatTemplate&
     if (seg->reply_tokens) {
       // The template shows the last reply without its reasoning: the stream follows it.
       CHECK(*seg->reply_tokens == tok.encode_continuation(seg->reply_text, true));
-      c.stream.resize(c.stream.size() - c.history.back().content.size());
+      c.stream.resize(c.stream.size() - opening.size() - c.history.back().content.size());
       c.stream += seg->reply_text;
     }
-    c.stream += seg->text + reply;
+    CHECK(seg->opening_tokens == tok.encode_continuation(seg->opening_text, true));
+    c.stream += seg->text + seg->opening_text + reply;
+    opening = seg->opening_text;
     c.exact.push_back(seg->exact);
     c.history.emplace_back("user", user);
     c.history.emplace_back("assistant", reply);
@@ -95,13 +98,24 @@ TEST_CASE("chat turn: a template that rewrites earlier replies keeps the stream 
   CHECK(plain.exact == std::vector<bool>{true, true});
   CHECK_THAT(plain.stream, Catch::Contains("assistant\nHello.<|im_end|>"));
   // DeepSeek-R1's generation prompt opens the reasoning ("<think>\n"), and its render of an earlier
-  // reply keeps only what follows "</think>".
-  const ChatTemplate r1 = load("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", tok);
-  const Conversation e = run_turns(tok, r1, "", {{"What is 2 + 2?", "add them\n</think>\n\n4."}, {"And 3 + 3?", "6."}});
-  CHECK(e.exact == std::vector<bool>{true, false});
-  CHECK(e.stream ==
-        "<｜User｜>What is 2 + 2?<｜Assistant｜><think>\nadd them\n</think>\n\n4.<｜end▁of▁sentence｜>"
-        "<｜User｜>And 3 + 3?<｜Assistant｜><think>\n6.");
+  // reply keeps only what follows "</think>" (the blank line included): the opening is the
+  // reply's, and goes with it.
+  for (const char* name : {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "deepseek-ai-DeepSeek-R1-Distill-Llama-8B"}) {
+    INFO(name);
+    const ChatTemplate r1 = load(name, tok);
+    const Conversation e =
+        run_turns(tok, r1, "", {{"What is 2 + 2?", "add them\n</think>\n\n4."}, {"And 3 + 3?", "6."}});
+    CHECK(e.exact == std::vector<bool>{true, true});
+    CHECK_THAT(e.stream, Catch::EndsWith("<｜User｜>What is 2 + 2?<｜Assistant｜>\n\n4.<｜end▁of▁sentence｜>"
+                                         "<｜User｜>And 3 + 3?<｜Assistant｜><think>\n6."));
+    // A regenerate from the last user message appends the same opening.
+    std::vector<ChatMessage> upto = {{"user", "What is 2 + 2?"}};
+    const auto o = kvc::app::reply_opening(tok, r1, "", upto);
+    CHECK(o.text == "<think>\n");
+    CHECK(o.tokens == tok.encode_continuation("<think>\n", true));
+  }
+  // Every other template has no opening.
+  CHECK(kvc::app::reply_opening(tok, t, "", std::vector<ChatMessage>{{"user", "Hi"}}).text.empty());
   // Llama 3 trims replies: a reply that ends in a newline is closed as generated.
   const ChatTemplate llama = load("meta-llama-Llama-3.1-8B-Instruct", tok);
   const Conversation d = run_turns(tok, llama, "", {{"Hi", "Hello.\n"}, {"Bye", "Bye."}});

@@ -7,7 +7,9 @@
 #include "app/common/chat_turn.h"
 #include "app/server/conversation_mapper.h"
 #include "core/backend/backend.h"
+#include "core/gguf/gguf_file.h"
 #include "core/model/model.h"
+#include "core/model/model_builder.h"
 #include "core/tokenizer/tokenizer.h"
 #include "server/serve_process.h"
 #include "support/test_support.h"
@@ -141,4 +143,53 @@ TEST_CASE("conversation mapper: the conversation id comes from the system prompt
   CHECK(a != id({{"user", "U"}}));
   CHECK(id({{"system", "ab"}, {"user", "c"}}) != id({{"system", "a"}, {"user", "bc"}}));
   CHECK(id({{"assistant", "A"}, {"user", "U"}}) == id({{"user", "U"}}));
+}
+
+TEST_CASE("conversation mapper: a DeepSeek-R1 template's prompt is its render, the opening ending it", "[server]") {
+  test::TempDir tmp;
+  // A model whose GGUF carries the R1 distill's template (stories260K's vocabulary).
+  auto f = gguf::GgufFile::open(test::model_path("stories260K.gguf"));
+  REQUIRE(f.ok());
+  auto vocab = model::vocabulary_from_gguf(*f);
+  REQUIRE(vocab.ok());
+  const std::string r1 =
+      test::read_file(test::data_dir() / "templates" / "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja");
+  REQUIRE(model::write_vocabulary_file(*vocab, r1, tmp.file("vocab.gguf")).ok());
+  const auto made =
+      test::cli("mkmodel --dim 32 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --type f16 -q --vocab-from " +
+                    test::quoted(tmp.file("vocab.gguf")) + " -o " + test::quoted(tmp.file("r1.gguf")),
+                tmp);
+  INFO(made.err);
+  REQUIRE(made.exit_code == 0);
+  auto be = backend::make_cpu_backend(1);
+  auto m = load(tmp.file("r1.gguf"), *be);
+  const tokenizer::Tokenizer& tok = m->tokenizer();
+  const chat::ChatTemplate& tmpl = m->chat_template();
+  REQUIRE(tmpl.runs_template());
+  auto store = storage::AnswerStore::open("");
+  REQUIRE(store.ok());
+  const ConversationMapper mapper(*m, **store);
+
+  auto p0 = mapper.map(std::vector<ChatMessage>{{"user", "What is 2 + 2?"}});
+  REQUIRE(p0.ok());
+  auto s0 = app::build_user_turn(tok, tmpl, "", {}, "What is 2 + 2?");
+  REQUIRE(s0.ok());
+  REQUIRE(s0->opening_text == "<think>\n");
+  CHECK(p0->tokens == cat(s0->tokens, s0->opening_tokens));  // the generation prompt, "<think>\n" last
+  CHECK(p0->messages.back().end == p0->tokens.size());       // in the window with the user message
+
+  // The client resends the answer alone (its reasoning dropped, or as reasoning_content): the
+  // prompt is the template's render of the visible history, then the new opening.
+  const std::vector<ChatMessage> second = {{"user", "What is 2 + 2?"}, {"assistant", "4."}, {"user", "And 3 + 3?"}};
+  auto p1 = mapper.map(second);
+  REQUIRE(p1.ok());
+  auto s1 = app::build_user_turn(tok, tmpl, "", std::span(second).first(2), "And 3 + 3?");
+  REQUIRE(s1.ok());
+  CHECK(s1->exact);
+  REQUIRE(s1->reply_tokens.has_value());
+  CHECK(s1->reply_text == "4.");
+  CHECK(p1->tokens == cat(cat(cat(s0->tokens, *s1->reply_tokens), s1->tokens), s1->opening_tokens));
+  auto rendered = tmpl.render_prompt(second, {});
+  REQUIRE(rendered.ok());
+  CHECK(s0->text + s1->reply_text + s1->text + s1->opening_text == *rendered);
 }
