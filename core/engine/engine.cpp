@@ -331,7 +331,7 @@ bool Engine::step() {
   take_inbox();
   collect_staged();
   bool admissible = false;
-  const std::optional<std::vector<Entry>> batch = schedule();
+  const std::optional<std::vector<Entry>> batch = schedule(admissible);
   if (!batch) {
     observe(waiting_.empty());
     // Requests held back by a staging one of their conversation wait for it (staged_ready_ wakes

@@ -21,9 +21,10 @@ mapfile -d '' files < <(find core kernels storage -name '*.cpp' -print0 | sort -
 jobs="${KVC_TIDY_JOBS:-$(nproc)}"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
-# One clang-tidy per file, JOBS at a time; the findings ("error:" under WarningsAsErrors) are collected.
+# clang-tidy runs 4 files at a time, JOBS at once; the findings ("error:" under WarningsAsErrors)
+# are collected. The build's -Werror is lifted: the compiler's own warnings are the build's business.
 printf '%s\0' "${files[@]}" |
-  xargs -0 -P "$jobs" -n 4 "$tidy" -p "$build" --quiet --use-color=false 2>/dev/null >"$log" || true
+  xargs -0 -P "$jobs" -n 4 "$tidy" -p "$build" --quiet --use-color=false --extra-arg=-Wno-error 2>/dev/null >"$log" || true
 if grep -q ': error: ' "$log"; then
   grep -A3 ': error: ' "$log" | head -200
   echo "clang-tidy: $(grep -c ': error: ' "$log") findings (see .clang-tidy; fix them, or NOLINT(check) with the reason)"

@@ -16,6 +16,7 @@
 
 #include "storage/conversation_store.h"
 #include "storage/database.h"
+#include "support/gui_support.h"
 #include "support/kill_support.h"
 #include "support/test_support.h"
 
@@ -98,6 +99,7 @@ std::optional<Newest> newest_answer(const std::filesystem::path& db, const std::
 
 TEST_CASE("kvchat GUI killed mid-answer: nothing committed is lost, the answer shows as incomplete, the cache serves",
           "[.kill_gui][ui][e2e]") {
+  if (auto why = test::gui_unavailable()) KVC_SKIP(*why);
   test::XvfbDisplay x;
   if (x.display().empty()) KVC_SKIP(x.error());
   const int n_kills = test::kill_count(3);

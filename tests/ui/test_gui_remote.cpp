@@ -20,7 +20,7 @@
 
 namespace {
 
-using kvc::test::have_xvfb_run;
+using kvc::test::gui_unavailable;
 
 int run_gui(const std::string& args, std::string& output) {
   return kvc::test::run_command(kvc::test::gui_command(240) + " " + args, output);
@@ -67,7 +67,7 @@ std::string sse_chunk(const std::string& content) {
 }  // namespace
 
 TEST_CASE("kvchat GUI: chats through a real kvchat-cli serve, its cache in the Memory window", "[ui][e2e]") {
-  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  if (auto why = gui_unavailable()) KVC_SKIP(*why);
   kvc::test::TempDir tmp;
   const std::string key = "remote-test-key-5f3a9c17";
   kvc::test::ServeProcess srv(kvc::test::model_path("tiny-gqa-q8_0.gguf"), tmp.file("serve-data"),
@@ -179,7 +179,7 @@ TEST_CASE("kvchat GUI: chats through a real kvchat-cli serve, its cache in the M
 }
 
 TEST_CASE("kvchat GUI: remote errors are shown plainly and lose nothing typed", "[ui][e2e]") {
-  if (!have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  if (auto why = gui_unavailable()) KVC_SKIP(*why);
   const std::string stream = sse_chunk("Hel") + sse_chunk("lo") + sse_chunk(" world") +
                              "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
                              "data: [DONE]\n\n";

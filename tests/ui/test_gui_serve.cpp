@@ -34,7 +34,7 @@ const std::string k_model_id = "serve-qwen";  // the model file's name, as /v1/m
 
 // Why the openai client cannot run here ("" when it can).
 std::string client_missing() {
-  if (!kvc::test::have_xvfb_run()) return "xvfb-run is not installed (apt-get install xvfb xauth)";
+  if (auto gui = kvc::test::gui_unavailable()) return *gui;
   if (const std::string v = kvc::test::qwen_vocab_missing(); !v.empty()) return v;
   const auto why = k_npm_dir / "openai-missing.txt";
   if (std::filesystem::exists(why)) return "the openai npm client was not fetched: " + kvc::test::read_file(why);
@@ -290,7 +290,7 @@ TEST_CASE("kvchat GUI: Serve on localhost answers the openai client from the app
 
 TEST_CASE("kvchat GUI: Serve on localhost on a port in use says so, and the switch is remembered across a restart",
           "[ui][e2e][server]") {
-  if (!kvc::test::have_xvfb_run()) KVC_SKIP("xvfb-run is not installed (apt-get install xvfb xauth)");
+  if (auto why = kvc::test::gui_unavailable()) KVC_SKIP(*why);
   kvc::test::TempDir tmp;
   const std::string model = kvc::test::model_path("stories260K.gguf");
   const std::string data = tmp.file("data");
