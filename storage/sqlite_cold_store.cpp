@@ -39,27 +39,6 @@ const Migration k_schema[] = {
      ") WITHOUT ROWID;"},
 };
 
-using Key16 = std::array<uint8_t, 16>;
-
-Key16 encode(const kv::BlockKey& k) {
-  Key16 b{};
-  for (size_t i = 0; i < 8; ++i) {
-    b[i] = static_cast<uint8_t>(k.hi >> (56 - 8 * i));
-    b[8 + i] = static_cast<uint8_t>(k.lo >> (56 - 8 * i));
-  }
-  return b;
-}
-
-kv::BlockKey decode(std::span<const uint8_t> b) {
-  kv::BlockKey k;
-  if (b.size() != 16) return k;
-  for (size_t i = 0; i < 8; ++i) {
-    k.hi = (k.hi << 8) | b[i];
-    k.lo = (k.lo << 8) | b[8 + i];
-  }
-  return k;
-}
-
 }  // namespace
 
 SqliteColdStore::SqliteColdStore(std::filesystem::path dir, const ColdStoreOptions& options)
@@ -142,7 +121,7 @@ Status SqliteColdStore::load_index() {
         const auto size = std::filesystem::file_size(path, ec);
         return !ec && static_cast<int64_t>(size) == n_bytes;
       }();
-      if (!present) gone.insert(decode(models->column_blob(0)));
+      if (!present) gone.insert(key_from_blob(models->column_blob(0)));
     }
   }
   auto st = reader_db_->prepare("SELECT key, n_bytes, checksum, last_use, payload_rowid, fingerprint FROM blocks");
@@ -153,14 +132,14 @@ Status SqliteColdStore::load_index() {
     if (!row) return row.error();
     if (!*row) break;
     Meta m;
-    const kv::BlockKey key = decode(st->column_blob(0));
+    const kv::BlockKey key = key_from_blob(st->column_blob(0));
     m.n_bytes = st->column_int64(1);
-    m.checksum = decode(st->column_blob(2));
+    m.checksum = key_from_blob(st->column_blob(2));
     m.last_use = static_cast<uint64_t>(st->column_int64(3));
     m.payload_rowid = st->column_int64(4);
     clock_ = std::max(clock_, m.last_use);
     // A block of a model no longer on disk counts as the oldest: collected before any other.
-    if (!gone.empty() && gone.count(decode(st->column_blob(5)))) {
+    if (!gone.empty() && gone.count(key_from_blob(st->column_blob(5)))) {
       m.last_use = 0;
       ++extra_.n_blocks_of_missing_models;
     }
@@ -176,7 +155,7 @@ void SqliteColdStore::register_model(const kv::BlockKey& fingerprint, const std:
   std::error_code ec;
   const auto n_bytes = std::filesystem::file_size(model_path, ec);
   if (ec) return;
-  const Key16 fp = encode(fingerprint);
+  const std::array<uint8_t, 16> fp = key_blob(fingerprint);
   // The read connection may write (the database is writable): a row, outside the writer's batches.
   std::lock_guard lock(read_mu_);
   auto st = reader_db_->prepare("INSERT OR REPLACE INTO models(fingerprint, path, file_bytes) VALUES(?, ?, ?)");
@@ -517,7 +496,7 @@ Status SqliteColdStore::write_batch(const std::vector<std::shared_ptr<const Pend
       if (!*s) return s->error();
     }
     for (const auto& [key, rowid] : removals) {
-      const Key16 k = encode(key);
+      const std::array<uint8_t, 16> k = key_blob(key);
       KVC_TRY(del_block->bind_blob(1, k).run());
       del_block->reset();
       if (rowid > 0) {
@@ -533,7 +512,8 @@ Status SqliteColdStore::write_batch(const std::vector<std::shared_ptr<const Pend
         ins_payload->reset();
         rowids[i] = db.last_insert_rowid();
       }
-      const Key16 k = encode(p.key), parent = encode(p.parent), fp = encode(p.fingerprint), sum = encode(p.checksum);
+      const std::array<uint8_t, 16> k = key_blob(p.key), parent = key_blob(p.parent), fp = key_blob(p.fingerprint),
+                                    sum = key_blob(p.checksum);
       ins_block->bind_blob(1, k).bind_blob(2, parent).bind_blob(3, fp).bind(4, k_format_raw);
       ins_block->bind(5, static_cast<int64_t>(p.payload.size())).bind_blob(6, sum);
       ins_block->bind(7, static_cast<int64_t>(uses[i])).bind(8, rowids[i]);
@@ -541,7 +521,7 @@ Status SqliteColdStore::write_batch(const std::vector<std::shared_ptr<const Pend
       ins_block->reset();
     }
     for (const auto& [key, last_use] : touches) {
-      const Key16 k = encode(key);
+      const std::array<uint8_t, 16> k = key_blob(key);
       KVC_TRY(upd_use->bind(1, static_cast<int64_t>(last_use)).bind_blob(2, k).run());
       upd_use->reset();
     }
@@ -550,6 +530,25 @@ Status SqliteColdStore::write_batch(const std::vector<std::shared_ptr<const Pend
   st = body();
   if (!st.ok()) undo_files();
   return st;
+}
+
+std::array<uint8_t, 16> key_blob(const kv::BlockKey& k) {
+  std::array<uint8_t, 16> b{};
+  for (size_t i = 0; i < 8; ++i) {
+    b[i] = static_cast<uint8_t>(k.hi >> (56 - 8 * i));
+    b[8 + i] = static_cast<uint8_t>(k.lo >> (56 - 8 * i));
+  }
+  return b;
+}
+
+kv::BlockKey key_from_blob(std::span<const uint8_t> b) {
+  kv::BlockKey k;
+  if (b.size() != 16) return k;
+  for (size_t i = 0; i < 8; ++i) {
+    k.hi = (k.hi << 8) | b[i];
+    k.lo = (k.lo << 8) | b[8 + i];
+  }
+  return k;
 }
 
 }  // namespace kvc::storage

@@ -1,6 +1,7 @@
 // SqliteColdStore: the cold KV tier (T2) on disk, indexed by SQLite, written by a storage thread.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -21,6 +23,10 @@
 #include "storage/payload_files.h"
 
 namespace kvc::storage {
+
+// A block key as the store's tables hold it: 16 bytes, big-endian, hi first.
+std::array<uint8_t, 16> key_blob(const kv::BlockKey& k);
+kv::BlockKey key_from_blob(std::span<const uint8_t> blob);  // a null key unless 16 bytes
 
 // Where payloads live. Measured by tests/storage/test_cold_store_bench.cpp (64 KiB - 1 MiB
 // blocks): BLOBs cost less to write (one file, no create/rename per block) and restore at least

@@ -13,6 +13,7 @@
 #include "core/model/model.h"
 #include "core/model/model_builder.h"
 #include "storage/conversation_store.h"
+#include "support/model_fixture.h"
 #include "support/test_support.h"
 
 using namespace kvc;
@@ -40,25 +41,14 @@ std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) 
 TEST_CASE("app R1: replies carry the reasoning opening, a regenerate reuses it, the next turn shows the answer",
           "[app][e2e]") {
   test::TempDir tmp;
-  auto f = gguf::GgufFile::open(test::model_path("stories260K.gguf"));
-  REQUIRE(f.ok());
-  auto vocab = model::vocabulary_from_gguf(*f);
-  REQUIRE(vocab.ok());
-  const std::string r1 =
-      test::read_file(test::data_dir() / "templates" / "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja");
-  REQUIRE(model::write_vocabulary_file(*vocab, r1, tmp.file("vocab.gguf")).ok());
-  const auto made =
-      test::cli("mkmodel --dim 32 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --type f16 -q --vocab-from " +
-                    test::quoted(tmp.file("vocab.gguf")) + " -o " + test::quoted(tmp.file("r1.gguf")),
-                tmp);
-  INFO(made.err);
-  REQUIRE(made.exit_code == 0);
+  const std::filesystem::path r1_model =
+      test::model_with_template(tmp, "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja");
 
   // The reply as an R1 distill writes it after its prompt: no opening tag.
   const std::string reply = "Two and two.\n</think>\n\n4.";
   app::ChatController::Options opt;
   opt.data_dir = tmp.file("data");
-  opt.model_path = tmp.file("r1.gguf");
+  opt.model_path = r1_model;
   opt.n_threads = 1;
   opt.n_ctx = 512;
   opt.replay_answer = reply;
@@ -74,7 +64,7 @@ TEST_CASE("app R1: replies carry the reasoning opening, a regenerate reuses it, 
   }
 
   auto be = backend::make_cpu_backend(1);
-  auto m = model::Model::load(tmp.file("r1.gguf"), *be);
+  auto m = model::Model::load(r1_model, *be);
   REQUIRE(m.ok());
   const tokenizer::Tokenizer& tok = (*m)->tokenizer();
   const chat::ChatTemplate& tmpl = (*m)->chat_template();

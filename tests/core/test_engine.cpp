@@ -13,21 +13,14 @@
 #include "core/kv/trace_export.h"
 #include "core/model/model.h"
 #include "core/model/session.h"
+#include "support/model_fixture.h"
 #include "support/test_support.h"
 
 using namespace kvc;
 
 namespace {
 
-struct Fixture {
-  std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(2);
-  std::unique_ptr<model::Model> m;
-  Fixture() {
-    auto r = model::Model::load(test::model_path("tiny-gqa-q8_0.gguf"), *be);
-    REQUIRE(r.ok());
-    m = std::move(*r);
-  }
-
+struct Fixture : test::LoadedModel {
   std::unique_ptr<kv::KvCache> cache(int64_t t0_blocks, int64_t t1_blocks, kv::ColdStore* cold = nullptr) {
     auto layout = kernels::make_kv_block_layout(
         static_cast<int>(m->config().n_layer), static_cast<int>(m->config().n_head_kv),

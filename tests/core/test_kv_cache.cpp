@@ -8,27 +8,16 @@
 #include "core/kv/kv_format.h"
 #include "core/model/model.h"
 #include "core/model/session.h"
+#include "support/model_fixture.h"
 #include "support/test_support.h"
 
 using namespace kvc;
 
 namespace {
 
-struct Fixture {
-  std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(2);
-  std::unique_ptr<model::Model> m;
-  Fixture() {
-    auto r = model::Model::load(test::model_path("tiny-gqa-q8_0.gguf"), *be);
-    REQUIRE(r.ok());
-    m = std::move(*r);
-  }
-};
+struct Fixture : test::LoadedModel {};
 
-std::vector<int32_t> tokens_of(int n, int salt = 0) {
-  std::vector<int32_t> t;
-  for (int i = 0; i < n; ++i) t.push_back(1 + (i * 7919 + salt * 104729) % 31000);
-  return t;
-}
+using test::tokens_of;
 
 std::vector<float> fresh_logits(const model::Model& m, std::span<const int32_t> tokens, model::SessionOptions o = {}) {
   o.n_ctx = 256;

@@ -12,6 +12,7 @@
 #include "core/model/model_builder.h"
 #include "core/tokenizer/tokenizer.h"
 #include "server/serve_process.h"
+#include "support/model_fixture.h"
 #include "support/test_support.h"
 
 using namespace kvc;
@@ -148,21 +149,10 @@ TEST_CASE("conversation mapper: the conversation id comes from the system prompt
 TEST_CASE("conversation mapper: a DeepSeek-R1 template's prompt is its render, the opening ending it", "[server]") {
   test::TempDir tmp;
   // A model whose GGUF carries the R1 distill's template (stories260K's vocabulary).
-  auto f = gguf::GgufFile::open(test::model_path("stories260K.gguf"));
-  REQUIRE(f.ok());
-  auto vocab = model::vocabulary_from_gguf(*f);
-  REQUIRE(vocab.ok());
-  const std::string r1 =
-      test::read_file(test::data_dir() / "templates" / "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja");
-  REQUIRE(model::write_vocabulary_file(*vocab, r1, tmp.file("vocab.gguf")).ok());
-  const auto made =
-      test::cli("mkmodel --dim 32 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --type f16 -q --vocab-from " +
-                    test::quoted(tmp.file("vocab.gguf")) + " -o " + test::quoted(tmp.file("r1.gguf")),
-                tmp);
-  INFO(made.err);
-  REQUIRE(made.exit_code == 0);
+  const std::filesystem::path r1_model =
+      test::model_with_template(tmp, "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja");
   auto be = backend::make_cpu_backend(1);
-  auto m = load(tmp.file("r1.gguf"), *be);
+  auto m = load(r1_model, *be);
   const tokenizer::Tokenizer& tok = m->tokenizer();
   const chat::ChatTemplate& tmpl = m->chat_template();
   REQUIRE(tmpl.runs_template());

@@ -134,20 +134,6 @@ std::string integrity(const std::filesystem::path& db) {
   return row && *row ? st->column_text(0) : "no result";
 }
 
-namespace {
-
-kv::BlockKey decode_key(std::span<const uint8_t> b) {
-  kv::BlockKey k;
-  if (b.size() != 16) return k;
-  for (size_t i = 0; i < 8; ++i) {
-    k.hi = (k.hi << 8) | b[i];
-    k.lo = (k.lo << 8) | b[8 + i];
-  }
-  return k;
-}
-
-}  // namespace
-
 ColdCheck check_cold_store(const std::filesystem::path& kv_dir, bool corrupt_one, std::mt19937& rng) {
   ColdCheck out;
   struct Row {
@@ -165,8 +151,8 @@ ColdCheck check_cold_store(const std::filesystem::path& kv_dir, bool corrupt_one
       auto row = st->step();
       REQUIRE(row.ok());
       if (!*row) break;
-      rows.push_back({decode_key(st->column_blob(0)), decode_key(st->column_blob(1)), st->column_int64(2),
-                      st->column_int64(3), st->column_int64(4)});
+      rows.push_back({storage::key_from_blob(st->column_blob(0)), storage::key_from_blob(st->column_blob(1)),
+                      st->column_int64(2), st->column_int64(3), st->column_int64(4)});
     }
     st->reset();
     if (corrupt_one && !rows.empty()) {
