@@ -3,6 +3,7 @@
 #   packaging/quickstart.sh demo   open the kvchat app on the built-in demo model (built on first run);
 #                                  without a display, chat with it in the terminal instead
 #   packaging/quickstart.sh test   run the whole test suite, the package install test, then a short fuzz run
+#                                  (KVCHAT_ASAN=1: the suite but the GUI again under ASan + UBSan)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,5 +21,12 @@ fi
 
 ctest --preset release
 tests/skipped-summary.sh build/release
+# KVCHAT_ASAN=1: the same suite but the GUI cases again under AddressSanitizer + UBSan (about
+# 23 CPU-minutes of build and as much again of tests: more than CI's 30 minutes on 2 cores allow).
+if [ "${KVCHAT_ASAN:-0}" = 1 ]; then
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan
+  ctest --preset asan
+fi
 packaging/test-install.sh
 tests/fuzz/run_fuzz.sh "${KVCHAT_FUZZ_SECONDS:-60}"
