@@ -113,6 +113,25 @@ void Engine::observe(bool idle) const {
   if (options_.observer) options_.observer(cache_, idle);
 }
 
+// A deleted conversation's sequence (unless a request of it is still queued or running) and its
+// blocks leave RAM, then disk.
+void Engine::apply_forgets(std::vector<Forget>& forgets) {
+  for (Forget& f : forgets) {
+    const bool busy = std::any_of(running_.begin(), running_.end(),
+                                  [&](const auto& a) { return a->request.conversation == f.conversation; }) ||
+                      std::any_of(waiting_.begin(), waiting_.end(),
+                                  [&](const auto& a) { return a->request.conversation == f.conversation; }) ||
+                      std::any_of(staging_.begin(), staging_.end(),
+                                  [&](const auto& a) { return a->request.conversation == f.conversation; });
+    if (auto it = conversations_.find(f.conversation); it != conversations_.end() && !busy) {
+      cache_.destroy_sequence(it->second);
+      conversations_.erase(it);
+    }
+    cache_.forget(f.keys);  // RAM copies first: an eviction in between would write them back
+    if (kv::ColdStore* cold = cache_.cold_store()) cold->release(f.keys);
+  }
+}
+
 void Engine::take_inbox() {
   std::vector<RequestId> cancels;
   std::vector<Prefetch> prefetches;
@@ -130,20 +149,7 @@ void Engine::take_inbox() {
   }
   // The conversation's next request reports what a prefetch moves up under the tier it found.
   for (Prefetch& p : prefetches) cache_.prefetch(p.tokens, p.conversation == 0 ? 0 : sequence_for(p.conversation));
-  for (Forget& f : forgets) {
-    const bool busy = std::any_of(running_.begin(), running_.end(),
-                                  [&](const auto& a) { return a->request.conversation == f.conversation; }) ||
-                      std::any_of(waiting_.begin(), waiting_.end(),
-                                  [&](const auto& a) { return a->request.conversation == f.conversation; }) ||
-                      std::any_of(staging_.begin(), staging_.end(),
-                                  [&](const auto& a) { return a->request.conversation == f.conversation; });
-    if (auto it = conversations_.find(f.conversation); it != conversations_.end() && !busy) {
-      cache_.destroy_sequence(it->second);
-      conversations_.erase(it);
-    }
-    cache_.forget(f.keys);  // RAM copies first: an eviction in between would write them back
-    if (kv::ColdStore* cold = cache_.cold_store()) cold->release(f.keys);
-  }
+  apply_forgets(forgets);
   if (!prefetches.empty() || !forgets.empty() || observe_requested) observe(running_.empty() && waiting_.empty());
   for (RequestId id : cancels) {
     for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
@@ -547,6 +553,14 @@ void Engine::stop() {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // A delete queued just before the stop is not lost to it: the engine thread is gone, so its
+  // blocks leave RAM and disk here (a shutdown right after a delete left them on disk).
+  std::vector<Forget> forgets;
+  {
+    std::lock_guard lock(mu_);
+    forgets.swap(forgets_);
+  }
+  apply_forgets(forgets);
 }
 
 std::optional<RequestResult> Engine::result(RequestId id) const {

@@ -180,6 +180,8 @@ class Engine {
   };
 
   void take_inbox();
+  struct Forget;
+  void apply_forgets(std::vector<Forget>& forgets);
   // Admits waiting requests and builds the batch (reserving T0, preempting when short);
   // nullopt when nothing is running, empty when this step's preemptions or failures left no row.
   // Nothing when no request runs; `admissible`: some waiting request is not held back behind
