@@ -22,7 +22,7 @@ fi
 ctest --preset release
 tests/skipped-summary.sh build/release
 # KVCHAT_ASAN=1: the same suite but the GUI cases again under AddressSanitizer + UBSan (about
-# 23 CPU-minutes of build and as much again of tests: more than CI's 30 minutes on 2 cores allow).
+# 23 CPU-minutes to build before the suite runs at ASan speed: more than CI's 30 minutes on 2 cores allow).
 if [ "${KVCHAT_ASAN:-0}" = 1 ]; then
   cmake --preset asan >/dev/null
   cmake --build --preset asan
