@@ -270,7 +270,10 @@ struct Q8_0FormKernel {
         _mm512_storeu_si512(out + c, _mm512_xor_si512(deal_quad(lo), flip));
         _mm512_storeu_si512(out + c + 64, _mm512_xor_si512(deal_quad(hi), flip));
       }
-      std::memcpy(out + n_quad_cols, in + n_quad_cols, static_cast<size_t>(acts.n_cols - n_quad_cols));
+      // (with zero columns the buffers may be null, which memcpy does not allow even for 0 bytes)
+      if (acts.n_cols > n_quad_cols) {
+        std::memcpy(out + n_quad_cols, in + n_quad_cols, static_cast<size_t>(acts.n_cols - n_quad_cols));
+      }
     }
     return {dealt.data(), acts.d, acts.bsums, acts.n_cols};
   }
