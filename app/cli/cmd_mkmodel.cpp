@@ -24,6 +24,7 @@ struct MkmodelArgs {
   std::string vocab_from;
   std::string corpus;
   int64_t n_vocab = 1024;
+  int64_t pad_vocab = 0;  // pad the vocabulary with unused tokens to this size (0: as it is)
   bool quiet = false;
   std::string data_dir;
 };
@@ -46,23 +47,92 @@ Result<tokenizer::Vocabulary> make_vocabulary(const std::string& vocab_from, con
   return tokenizer::train_vocabulary(path, static_cast<int>(n_vocab));
 }
 
-int run_mkmodel(MkmodelArgs a) {
+// The shapes of released models people run (from their published configs), for benchmarks:
+// speed depends on the shape and the weight type, not on the values. n_vocab pads the
+// vocabulary to the model's own size.
+struct Preset {
+  const char* name;
+  const char* arch;
+  int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, head_dim, n_vocab, n_ctx;
+  bool tied;
+  float rope_base;
+};
+
+constexpr Preset k_presets[] = {
+    {"tinyllama", "llama", 2048, 22, 32, 4, 5632, 0, 32000, 2048, false, 10000.0f},
+    {"llama3.2-1b", "llama3", 2048, 16, 32, 8, 8192, 0, 128256, 131072, true, 500000.0f},
+    {"llama3.2-3b", "llama3", 3072, 28, 24, 8, 8192, 0, 128256, 131072, true, 500000.0f},
+    {"qwen3-1.7b", "qwen3", 2048, 28, 16, 8, 6144, 128, 151936, 40960, true, 1000000.0f},
+    {"mistral-7b", "llama", 4096, 32, 32, 8, 14336, 0, 32768, 32768, false, 1000000.0f},
+};
+
+const Preset* find_preset(const std::string& name) {
+  for (const auto& p : k_presets) {
+    if (name == p.name) return &p;
+  }
+  return nullptr;
+}
+
+std::string preset_list() {
+  std::string out;
+  for (const auto& p : k_presets) out += (out.empty() ? "" : ", ") + std::string(p.name);
+  return out;
+}
+
+// The preset's values for every shape option not given on the command line.
+template <typename Given>
+void apply_preset(const Preset& p, MkmodelArgs& a, const Given& given) {
+  auto set = [&](const char* option, auto& field, auto value) {
+    if (!given(option)) field = value;
+  };
+  a.spec.name = std::string("kvchat random ") + p.name + " shape";
+  set("--arch", a.spec.arch, std::string(p.arch));
+  set("--dim", a.spec.n_embd, p.n_embd);
+  set("--layers", a.spec.n_layer, p.n_layer);
+  set("--heads", a.spec.n_head, p.n_head);
+  set("--kv-heads", a.spec.n_head_kv, p.n_head_kv);
+  set("--ffn", a.spec.n_ff, p.n_ff);
+  set("--head-dim", a.spec.head_dim, p.head_dim);
+  set("--rope-base", a.spec.rope_freq_base, p.rope_base);
+  set("--pad-vocab", a.pad_vocab, p.n_vocab);
+  if (!given("--tied")) a.spec.tied = p.tied;
+  set("--ctx", a.spec.n_ctx, p.n_ctx);
+}
+
+// Appends unused tokens ("<unused_N>") until the vocabulary has n tokens: a model with the
+// vocabulary size (and so the embedding and output matrices) of the shape it stands for.
+Status pad_vocabulary(tokenizer::Vocabulary& v, int64_t n) {
+  const auto have = static_cast<int64_t>(v.tokens.size());
+  if (n == 0 || n == have) return {};
+  if (n < have) {
+    return make_error(ErrorCode::invalid_argument, "--pad-vocab " + std::to_string(n) + " is smaller than the " +
+                                                       std::to_string(have) +
+                                                       " tokens of the vocabulary; give a larger size or none");
+  }
+  if (n > (int64_t{1} << 24)) return make_error(ErrorCode::invalid_argument, "--pad-vocab is at most 16777216");
+  for (int64_t i = have; i < n; ++i) {
+    v.tokens.push_back("<unused_" + std::to_string(i - have) + ">");
+    v.scores.push_back(0.0f);
+    v.types.push_back(static_cast<int32_t>(tokenizer::TokenType::unused));
+  }
+  return {};
+}
+
+template <typename Given>
+int run_mkmodel(MkmodelArgs a, const Given& given) {
   if (a.spec.broken == "list") {
     for (const auto& v : model::broken_variants()) {
       std::printf("%-26s %s\n", std::string(v.name).c_str(), std::string(v.what).c_str());
     }
     return 0;
   }
-  if (a.preset == "tinyllama") {
-    a.spec.name = "kvchat random TinyLlama-1.1B shape";
-    a.spec.n_embd = 2048;
-    a.spec.n_layer = 22;
-    a.spec.n_head = 32;
-    a.spec.n_head_kv = 4;
-    a.spec.n_ff = 5632;
-    a.spec.n_ctx = 2048;
-  } else if (!a.preset.empty()) {
-    return report(make_error(ErrorCode::invalid_argument, "unknown preset '" + a.preset + "' (try tinyllama)"));
+  if (!a.preset.empty()) {
+    const Preset* p = find_preset(a.preset);
+    if (p == nullptr) {
+      return report(
+          make_error(ErrorCode::invalid_argument, "unknown preset '" + a.preset + "'; choose one of " + preset_list()));
+    }
+    apply_preset(*p, a, given);
   }
   auto type = model::parse_file_type(a.type);
   if (!type)
@@ -77,6 +147,7 @@ int run_mkmodel(MkmodelArgs a) {
   }
   auto vocab = make_vocabulary(a.vocab_from, a.corpus, a.n_vocab, a.spec.chat_template);
   if (!vocab.ok()) return report(vocab.error());
+  if (Status st = pad_vocabulary(*vocab, a.pad_vocab); !st.ok()) return report(st.error());
   Progress bar("writing " + a.out, a.quiet);
   auto st = model::write_random_model(a.spec, *vocab, a.out, [&](size_t done, size_t total) {
     bar.update(total ? static_cast<double>(done) / static_cast<double>(total) : 1.0);
@@ -110,7 +181,10 @@ void register_mkmodel(CLI::App& app) {
       "any shape and type");
   cmd->add_option("-o,--output", a->out, "GGUF file to write (default: DATA_DIR/models/PRESET-TYPE.gguf)");
   add_data_dir_option(*cmd, a->data_dir);
-  cmd->add_option("--preset", a->preset, "a known shape: tinyllama (dim 2048, 22 layers, 32/4 heads, FFN 5632)");
+  cmd->add_option("--preset", a->preset,
+                  "a released model's shape (architecture, sizes, vocabulary size, tying; options given too "
+                  "override it): " +
+                      preset_list());
   cmd->add_option(
          "--type", a->type,
          "weight type: q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, f16, bf16, f32")
@@ -166,12 +240,15 @@ void register_mkmodel(CLI::App& app) {
   cmd->add_option("--corpus", a->corpus, "train the vocabulary on this text (default: assets/demo/corpus.txt)")
       ->excludes(vf);
   cmd->add_option("--vocab", a->n_vocab, "vocabulary size when training")->capture_default_str()->excludes(vf);
+  cmd->add_option("--pad-vocab", a->pad_vocab,
+                  "pad the vocabulary with unused tokens to this many (a preset pads to its model's size)");
   cmd->add_option("-t,--threads", a->spec.n_threads, "threads (default: one per physical core)");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress on stderr");
   // Hidden, for tests: a file that parses but is not a usable model (tests/app/test_hostile_models.cpp).
   cmd->add_option("--break", a->spec.broken, "write this broken variant of the model; 'list' lists them")->group("");
-  cmd->callback([a] {
-    if (int rc = run_mkmodel(*a); rc != 0) throw CLI::RuntimeError(rc);
+  cmd->callback([a, cmd] {
+    const auto given = [cmd](const char* option) { return cmd->count(option) > 0; };
+    if (int rc = run_mkmodel(*a, given); rc != 0) throw CLI::RuntimeError(rc);
   });
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -161,4 +162,43 @@ TEST_CASE("mkmodel: --tied, --rope-base and --arch qwen2 write what llama.cpp ex
   const auto bad = test::cli("mkmodel --arch qwen9" + small() + " -o " + test::quoted(tmp.file("x.gguf")), tmp);
   CHECK(bad.exit_code != 0);
   CHECK_THAT(bad.err, Catch::Contains("llama, llama3, qwen2, qwen3, phi3, smollm3, gemma2 or gemma3"));
+}
+
+TEST_CASE("mkmodel: a preset writes its model's architecture, vocabulary size and tying; given options override it",
+          "[app][e2e]") {
+  test::TempDir tmp;
+  // Qwen3 1.7B's shape, made small by the options given (which win over the preset's).
+  const auto r = test::cli(
+      "mkmodel --preset qwen3-1.7b --type q8_0 --dim 64 --layers 1 --heads 2 --kv-heads 1 "
+      "--ffn 64 --head-dim 32 -q --vocab-from " +
+          test::quoted(test::model_path("stories260K.gguf")) + " -o " + test::quoted(tmp.file("q3.gguf")),
+      tmp);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto f = gguf::GgufFile::open(tmp.file("q3.gguf"));
+  REQUIRE(f.ok());
+  CHECK(*f->get_string("general.architecture") == "qwen3");
+  CHECK(*f->get_int("qwen3.vocab_size") == 151936);  // padded from stories260K's 512 pieces
+  CHECK(*f->get_int("qwen3.context_length") == 40960);
+  CHECK(*f->get_int("qwen3.block_count") == 1);  // --layers, not the preset's 28
+  CHECK(*f->get_int("qwen3.attention.head_count_kv") == 1);
+  CHECK(*f->get_float("qwen3.rope.freq_base") == 1e6);
+  CHECK(f->find_tensor("output.weight") == nullptr);  // tied
+  const gguf::TensorInfo* embd = f->find_tensor("token_embd.weight");
+  REQUIRE(embd);
+  CHECK(embd->shape == std::vector<int64_t>{64, 151936});
+  // The padding tokens are unused pieces after the vocabulary's own, and the file still loads.
+  const auto inspect = test::cli("inspect " + test::quoted(tmp.file("q3.gguf")), tmp);
+  INFO(inspect.err);
+  CHECK(inspect.exit_code == 0);
+  CHECK_THAT(inspect.out, Catch::Contains("151936 tokens"));
+
+  const auto unknown = test::cli("mkmodel --preset llama9 -o " + test::quoted(tmp.file("x.gguf")), tmp);
+  CHECK(unknown.exit_code != 0);
+  CHECK_THAT(unknown.err, Catch::Contains("tinyllama, llama3.2-1b, llama3.2-3b, qwen3-1.7b, mistral-7b"));
+  const auto small_pad =
+      test::cli("mkmodel --pad-vocab 100" + small() + " -o " + test::quoted(tmp.file("x.gguf")), tmp);
+  CHECK(small_pad.exit_code != 0);
+  CHECK_THAT(small_pad.err, Catch::Contains("--pad-vocab 100 is smaller than the 512 tokens"));
+  CHECK_FALSE(std::filesystem::exists(tmp.file("x.gguf")));
 }
