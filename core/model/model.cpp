@@ -387,6 +387,13 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
   return m;
 }
 
+size_t Model::decode_read_bytes() const {
+  if (config_.tied_embeddings) return weight_bytes_;
+  const auto& e = weights_.token_embd.view;
+  const size_t row = kernels::row_bytes(e.type, e.n_cols);
+  return weight_bytes_ - row * static_cast<size_t>(e.n_rows) + row;
+}
+
 std::string Model::weight_type_summary() const {
   std::map<std::string, size_t> bytes;
   auto add = [&](const backend::Weight& w) {

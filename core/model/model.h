@@ -69,8 +69,12 @@ class Model {
   const gguf::GgufFile& file() const { return file_; }
   backend::Backend& backend() const { return *backend_; }
   const std::string& path() const { return path_; }
-  // Bytes of all weight tensors (what decode reads per token).
+  // Bytes of all weight tensors.
   size_t weight_bytes() const { return weight_bytes_; }
+  // Bytes one decode step reads: every weight but token_embd, of which it reads one row
+  // (unless the output layer is tied to it). The memory-bandwidth ceiling of decode is the
+  // read bandwidth divided by this.
+  size_t decode_read_bytes() const;
   // XXH3-128 over the tensor data and the tokenizer: the root of every KV key chain (with
   // the KV layout and rope settings mixed in by kv_fingerprint()).
   const kv::BlockKey& weights_fingerprint() const { return weights_fingerprint_; }

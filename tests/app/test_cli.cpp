@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/gguf/gguf_file.h"
 #include "storage/sqlite_cold_store.h"
 #include "support/test_support.h"
 
@@ -324,4 +325,47 @@ TEST_CASE("cli: --data-dir is accepted everywhere and models/ in it is searched 
   auto missing = cli("inspect nothing-here.gguf" + dd, tmp);
   CHECK(missing.exit_code == 3);
   CHECK_THAT(missing.err, Catch::Contains("nothing-here.gguf"));
+}
+
+TEST_CASE("cli: bench measures at a context depth and KV format, and many conversations on the engine", "[app][e2e]") {
+  kvc::test::TempDir tmp;
+  const std::string model = quoted(kvc::test::model_path("tiny-gqa-q8_0.gguf"));
+  auto r = cli("bench -m " + model + " -t 1 --pp 8 --tg 4 -r 1 -d 40 --kv-type int8 --json", tmp);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["depth"] == 40);
+  CHECK(j["kv_type"] == "int8");
+  CHECK(j["prefill_tok_s"].get<double>() > 0);
+  CHECK(j["decode_tok_s"].get<double>() > 0);
+  CHECK(j["context_fill_s"].get<double>() > 0);
+  // Decode reads one row of an untied token_embd, all of every other weight.
+  auto f = kvc::gguf::GgufFile::open(kvc::test::model_path("tiny-gqa-q8_0.gguf"));
+  REQUIRE(f.ok());
+  const kvc::gguf::TensorInfo* embd = f->find_tensor("token_embd.weight");
+  REQUIRE(embd);
+  REQUIRE(f->find_tensor("output.weight") != nullptr);
+  const auto n_vocab = static_cast<size_t>(embd->shape[1]);
+  CHECK(j["decode_read_bytes"].get<size_t>() ==
+        j["weight_bytes"].get<size_t>() - embd->n_bytes + embd->n_bytes / n_vocab);
+
+  r = cli("bench -m " + model + " -t 1 --pp 8 --tg 4 -r 1 --parallel 1,3 --json", tmp);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto p = nlohmann::json::parse(r.out);
+  REQUIRE(p["parallel"].size() == 2);
+  CHECK(p["parallel"][0]["conversations"] == 1);
+  CHECK(p["parallel"][1]["conversations"] == 3);
+  for (const auto& row : p["parallel"]) {
+    CHECK(row["decode_tok_s"].get<double>() > 0);
+    CHECK(row["ttft_max_ms"].get<double>() >= row["ttft_p50_ms"].get<double>());
+    CHECK(row["total_tok_s"].get<double>() > 0);
+  }
+
+  r = cli("bench -m " + model + " --kv-type int5 -q", tmp);
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.err, Catch::Contains("--kv-type must be f16, int8, int4, int8h or int4h, got 'int5'"));
+  r = cli("bench -m " + model + " --parallel 2 -d 16 -q", tmp);
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.err, Catch::Contains("--parallel and --depth cannot be combined"));
 }
