@@ -108,10 +108,10 @@ def ratio_cell(xs, ys):
     return f"**{med(rs):.2f}×**" + (f" ({lo:.2f}-{hi:.2f})" if len(rs) > 1 else "")
 
 
-def section_decode(p, args, shapes, title):
+def section_decode(p, args, shapes, title, reps=3):
     print(f"\n### {title}\n")
-    print(f"`kvchat-cli bench -t {args.threads} --pp 128 --tg 32 -r 3 --bandwidth` against "
-          f"`llama-bench -t {args.threads} -p 128 -n 32 -r 3`, {args.rounds} alternated rounds. Decode ceiling = "
+    print(f"`kvchat-cli bench -t {args.threads} --pp 128 --tg 32 -r {reps} --bandwidth` against "
+          f"`llama-bench -t {args.threads} -p 128 -n 32 -r {reps}`, {args.rounds} alternated rounds. Decode ceiling = "
           "the memory-read bandwidth measured in the same kvchat run ÷ the bytes one decode step reads "
           "(every weight but token_embd, of which one row, unless the output is tied to it).\n")
     print("| model | weights | prefill pp128 | decode tg32 | kvchat pp | llama.cpp pp | kvchat tg | llama.cpp tg "
@@ -120,8 +120,8 @@ def section_decode(p, args, shapes, title):
     for preset, wtype in shapes:
         m = p.model(preset, wtype)
         ks, ls = alternate(args.rounds,
-                           lambda: p.kvchat_bench(m, ["--pp", "128", "--tg", "32", "-r", "3", "--bandwidth"]),
-                           lambda: p.llama_bench(m, ["-p", "128", "-n", "32", "-r", "3"]))
+                           lambda: p.kvchat_bench(m, ["--pp", "128", "--tg", "32", "-r", str(reps), "--bandwidth"]),
+                           lambda: p.llama_bench(m, ["-p", "128", "-n", "32", "-r", str(reps)]))
         kpp = [k["prefill_tok_s"] for k in ks]
         ktg = [k["decode_tok_s"] for k in ks]
         lpp = [llama_ts(l, 128, 0) for l in ls]
@@ -137,7 +137,8 @@ def section_decode(p, args, shapes, title):
 def section_long(p, args):
     print("\n### Long context: decode at depth\n")
     print(f"`kvchat-cli bench -t {args.threads} -d N --pp 1 --tg 32 -r 2 --kv-type T` against "
-          f"`llama-bench -t {args.threads} -d N -p 0 -n 32 -r 2 -fa 1 -ctk T -ctv T`, TinyLlama shape Q4_0, "
+          f"`llama-bench -t {args.threads} -d N -p 0 -n 32 -r 1 --no-warmup -fa 1 -ctk T -ctv T` (llama-bench fills "
+          "the context again for every repetition, kvchat once), TinyLlama shape Q4_0, "
           f"{args.rounds} alternated rounds. KV bytes per token (22 layers × 4 KV heads × 64 × K and V): F16 "
           "22,528; kvchat int8 and llama.cpp q8_0 11,968; kvchat int4 and llama.cpp q4_0 6,336 (one F16 scale per "
           "32 values in both).\n")
@@ -150,8 +151,8 @@ def section_long(p, args):
             ks, ls = alternate(
                 args.rounds,
                 lambda: p.kvchat_bench(m, ["-d", str(depth), "--pp", "1", "--tg", "32", "-r", "2", "--kv-type", kt]),
-                lambda: p.llama_bench(m, ["-d", str(depth), "-p", "0", "-n", "32", "-r", "2", "-fa", "1", "-ctk", lt,
-                                          "-ctv", lt]))
+                lambda: p.llama_bench(m, ["-d", str(depth), "-p", "0", "-n", "32", "-r", "1", "--no-warmup", "-fa", "1",
+                                          "-ctk", lt, "-ctv", lt]))
             ktg = [k["decode_tok_s"] for k in ks]
             ltg = [llama_ts(l, 0, 32) for l in ls]
             print(f"| {depth} | {kt} | {lt} | {ratio_cell(ktg, ltg)} | {med(ktg):.1f} | {med(ltg):.1f} |",
@@ -161,7 +162,7 @@ def section_long(p, args):
 def section_parallel(p, args):
     widths = ",".join(str(w) for w in args.widths)
     print("\n### Many conversations at once\n")
-    print(f"`kvchat-cli bench -t {args.threads} --parallel {widths} --pp 128 --tg 32 -r 2` (the engine: each "
+    print(f"`kvchat-cli bench -t {args.threads} --parallel {widths} --pp 128 --tg 32 -r 1` (the engine: each "
           f"conversation its own prompt, all submitted at once) against `llama-batched-bench -t {args.threads} "
           f"-npp 128 -ntg 32 -npl {widths}`, TinyLlama shape Q4_0, {args.rounds} alternated rounds. Decode = "
           "tokens of all conversations per second once every one has its first token (llama.cpp: S_TG); time to "
@@ -171,7 +172,7 @@ def section_parallel(p, args):
     m = p.model("tinyllama", "q4_0")
     ctx = str(max(args.widths) * (128 + 32) + 256)
     ks, ls = alternate(args.rounds,
-                       lambda: p.kvchat_bench(m, ["--parallel", widths, "--pp", "128", "--tg", "32", "-r", "2"]),
+                       lambda: p.kvchat_bench(m, ["--parallel", widths, "--pp", "128", "--tg", "32", "-r", "1"]),
                        lambda: p.llama_batched(m, ["-c", ctx, "-npp", "128", "-ntg", "32", "-npl", widths]))
     for w in args.widths:
         kd = [next(r for r in k["parallel"] if r["conversations"] == w) for k in ks]
@@ -225,7 +226,7 @@ def main():
         section_parallel(p, args)
     if "big" in sections:
         section_decode(p, args, [(s, t) for s in ("llama3.2-3b", "mistral-7b") for t in ("q4_k_m", "q8_0")],
-                       "Prefill and decode: Llama 3.2 3B and Mistral 7B shapes")
+                       "Prefill and decode: Llama 3.2 3B and Mistral 7B shapes", reps=1)
     print(f"\nfinished {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
 
 
