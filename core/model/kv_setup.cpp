@@ -1,6 +1,8 @@
 // create_kv_cache: the one place a model's KV block layout and tier budgets are decided.
 #include "core/model/kv_setup.h"
 
+#include <vector>
+
 namespace kvc::model {
 
 Result<std::unique_ptr<kv::KvCache>> create_kv_cache(const Model& m, const KvSetup& o) {
@@ -14,7 +16,25 @@ Result<std::unique_ptr<kv::KvCache>> create_kv_cache(const Model& m, const KvSet
   kc.t1_bytes = o.t1_bytes;
   kc.fingerprint = kv_fingerprint(m, *layout);
   kc.window = c.sliding_window;
-  return kv::KvCache::create(kc, m.backend(), o.cold);
+  if (c.n_kv_groups() == 1) return kv::KvCache::create(kc, m.backend(), o.cold);
+  // KV groups (local and global layers): each its own blocks, keys and tiers. T0 holds the same
+  // positions in every group, and a byte budget is split by each group's share of the layers.
+  std::vector<kv::KvCacheConfig> groups;
+  for (int g = 0; g < c.n_kv_groups(); ++g) {
+    auto gl = c.kv_group_layout(g, o.block_tokens, o.k_format, o.v_format);
+    if (!gl.ok()) return gl.error();
+    const double share = static_cast<double>(c.n_kv_group_layers(g)) / static_cast<double>(c.n_layer);
+    kv::KvCacheConfig gc;
+    gc.layout = *gl;
+    gc.t0_bytes =
+        o.t0_bytes > 0 ? static_cast<int64_t>(static_cast<double>(o.t0_bytes) * share) : n_blocks * gl->block_bytes;
+    gc.t1_bytes = static_cast<int64_t>(static_cast<double>(o.t1_bytes) * share);
+    gc.fingerprint = kv_group_fingerprint(m, *gl, g);
+    gc.window = g == 0 ? c.sliding_window : c.local_window;
+    gc.checkpoints_only = g != 0;  // the local layers' blocks reach T2 only as turn checkpoints
+    groups.push_back(gc);
+  }
+  return kv::KvCache::create(groups, m.backend(), o.cold);
 }
 
 }  // namespace kvc::model
