@@ -226,8 +226,10 @@ void EngineTurnRunner::release_streams(int64_t id, std::span<const std::vector<i
 }
 
 void EngineTurnRunner::fill_memory(ui::MemoryState& out) {
-  const kernels::KvBlockLayout& layout = cache_->layout();
-  out.kv_bytes_per_token = static_cast<double>(layout.block_bytes) / static_cast<double>(layout.block_tokens);
+  out.kv_bytes_per_token = 0;
+  for (const kernels::KvBlockLayout& layout : cache_->layouts()) {  // every KV group's layers
+    out.kv_bytes_per_token += static_cast<double>(layout.block_bytes) / static_cast<double>(layout.block_tokens);
+  }
   out.n_ctx = options_.n_ctx;
   out.n_session_tokens = n_turn_tokens_.load();
   out.kv_used_bytes = static_cast<size_t>(out.kv_bytes_per_token * static_cast<double>(out.n_session_tokens));

@@ -268,7 +268,7 @@ Status Engine::admit(Active& a) {
       // Only the window and the chunk being computed need T0 (plus a block of margin each).
       need_blocks = std::min(need_blocks, (W + B - 1) / B + 1 + (options_.token_budget + B - 1) / B + 1);
     }
-    const int64_t capacity = cache_.group(g).tier_usage(kv::Tier::t0).capacity_blocks;
+    const int64_t capacity = cache_.tier_usage(kv::Tier::t0, g).capacity_blocks;
     if (need_blocks > capacity) {
       return make_error(ErrorCode::out_of_memory, "this conversation needs " + std::to_string(need_blocks) +
                                                       " KV blocks for its " + std::to_string(a.tokens.size()) +

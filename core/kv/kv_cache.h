@@ -103,8 +103,10 @@ class KvCache {
   const kernels::KvBlockLayout& layout() const { return store_->config().layout; }
   int32_t block_tokens() const { return store_->block_tokens(); }
   const BlockKey& fingerprint() const { return store_->fingerprint(); }
-  // Of every group (T2: the one cold store); group(g).tier_usage(t) for one group.
+  // Of every group (T2: the one cold store).
   TierUsageBytes tier_usage(Tier t) const;
+  // Of KV group g's own pools (T2: the one cold store).
+  TierUsageBytes tier_usage(Tier t, KvGroup g) const { return group(g).store_->tier_usage(t); }
   // The window of a group's layers (0: they attend to every position).
   int64_t window() const { return store_->config().window; }
   // Counts of every event the cache produced (kept whether or not an event log is set).

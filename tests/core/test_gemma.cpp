@@ -199,7 +199,7 @@ TEST_CASE("gemma3-shaped model: cached logits equal uncached ones across turns, 
   // Two KV groups: the global layer's 15 blocks of 230 positions are all held (none retired
   // behind the local window); the local layers' sequence holds only its window.
   REQUIRE(fresh->cache().n_groups() == 2);
-  CHECK(fresh->cache().group(0).tier_usage(kv::Tier::t0).used_blocks == 15);
+  CHECK(fresh->cache().tier_usage(kv::Tier::t0, 0).used_blocks == 15);
   CHECK(fresh->cache().group(0).sequence_table().sequences().begin()->second.table.n_retired == 0);
   CHECK(fresh->cache().group(1).sequence_table().sequences().begin()->second.table.n_retired == 10);
 

@@ -130,7 +130,7 @@ TEST_CASE("KV groups: cached logits equal uncached ones across turns, T1 and T2,
     // T1 and back: every group's blocks come back (the local ones of the window at least).
     s->clear();
     kc.demote_all_unpinned(kv::Tier::t1);
-    CHECK(kc.group(0).tier_usage(kv::Tier::t0).used_blocks == 0);
+    CHECK(kc.tier_usage(kv::Tier::t0, 0).used_blocks == 0);
     auto t1 = s->evaluate(std::span(stream).first(400));
     REQUIRE(t1.ok());
     CHECK(s->n_reused() == 399);
@@ -142,8 +142,8 @@ TEST_CASE("KV groups: cached logits equal uncached ones across turns, T1 and T2,
     s->clear();
     (*cold)->flush();
     kc.demote_all_unpinned(kv::Tier::t2);
-    CHECK(kc.group(1).tier_usage(kv::Tier::t0).used_blocks == 0);
-    CHECK(kc.group(1).tier_usage(kv::Tier::t1).used_blocks == 0);
+    CHECK(kc.tier_usage(kv::Tier::t0, 1).used_blocks == 0);
+    CHECK(kc.tier_usage(kv::Tier::t1, 1).used_blocks == 0);
     auto t2 = s->evaluate(std::span(stream).first(500));
     REQUIRE(t2.ok());
     CHECK(s->n_reused() == 400);
@@ -285,4 +285,62 @@ TEST_CASE("KV groups: the engine's turns over a disk tier match a fresh session'
   CHECK(r3.prefix.n_cached == (n_history - 1) / k_block * k_block);
   CHECK(r3.prefix.n_recomputed == 0);
   CHECK(r3.prefix.n_from_tier[2] == r3.prefix.n_cached);
+}
+
+TEST_CASE("KV groups: a history on disk is staged for both groups while another conversation decodes",
+          "[core][kv][engine]") {
+  auto be = backend::make_cpu_backend(2);
+  auto m = model::Model::load(test::model_path("tiny-gemma3-f16.gguf"), *be);
+  REQUIRE(m.ok());
+  kv::MemoryColdStore cold(int64_t{1} << 30);
+  model::KvSetup ks;
+  ks.t0_tokens = 1024;
+  ks.t1_bytes = int64_t{8} << 20;
+  ks.cold = &cold;
+  auto cache = model::create_kv_cache(**m, ks);
+  REQUIRE(cache.ok());
+  engine::Engine eng(**m, **cache);
+  auto greedy = [](int64_t n) {
+    engine::RequestOptions ro;
+    ro.max_tokens = n;
+    ro.sampling.temperature = 0;
+    ro.sampling.repeat_penalty = 1.0f;
+    ro.stop_at_eog = false;
+    return ro;
+  };
+  auto solo = [&](const std::vector<int32_t>& prompt, int64_t n) {
+    auto s = model::Session::create(**m, 1024);
+    REQUIRE(s.ok());
+    model::GenerateOptions g = test::greedy_options(n);
+    g.stop_at_eog = false;
+    auto r = model::generate(*s, prompt, g);
+    REQUIRE(r.ok());
+    return r->tokens;
+  };
+  std::vector<int32_t> history = token_stream(240, 13);
+  const auto first = eng.submit({2, history, greedy(8), {}, {}});
+  REQUIRE(eng.run_until_idle().ok());
+  history.insert(history.end(), eng.result(first)->tokens.begin(), eng.result(first)->tokens.end());
+  const std::vector<int32_t> more = token_stream(20, 17);
+  history.insert(history.end(), more.begin() + 1, more.end());
+  (*cache)->demote_all_unpinned(kv::Tier::t2);
+  CHECK((*cache)->tier_usage(kv::Tier::t1, 1).used_blocks == 0);
+
+  const std::vector<int32_t> other = token_stream(8, 19);
+  const auto busy = eng.submit({1, other, greedy(30), {}, {}});
+  for (int i = 0; i < 3; ++i) eng.step();
+  const auto resumed = eng.submit({2, history, greedy(8), {}, {}});
+  REQUIRE(eng.run_until_idle([&] { return eng.check_invariants(); }).ok());
+  const auto r = eng.result(resumed);
+  REQUIRE(r->state == engine::RequestState::finished);
+  // 240 + 8 - 1 positions were computed: 15 whole blocks, all on disk for the global layer, and
+  // the checkpoint of the reply's end (the window before block 15) for the local layers; the
+  // parked sequence's private tail (7 positions) stayed on T0 in both groups.
+  CHECK(r->prefix.n_cached == 247);
+  CHECK(r->prefix.n_from_tier[2] == 240);
+  CHECK(r->prefix.n_recomputed == 0);
+  CHECK(eng.stats().n_staged_requests == 1);
+  CHECK(eng.stats().n_staged_blocks >= 15 + 5);  // the global blocks and the local window's
+  CHECK(r->tokens == solo(history, 8));
+  CHECK(eng.result(busy)->tokens == solo(other, 30));
 }
