@@ -171,7 +171,7 @@ TEST_CASE("KV groups: cached logits equal uncached ones across turns, T1 and T2,
   // blocks 7..11), so [192, 240) is recomputed: a partial hit.
   s->clear();
   std::vector<int32_t> branch(stream.begin(), stream.begin() + 250);
-  const std::vector<int32_t> other = token_stream(60, 7);
+  const std::vector<int32_t> other = token_stream(60, 3);  // differs from stream at every position
   branch.insert(branch.end(), other.begin() + 1, other.end());
   const std::vector<float> want_branch = uncached_logits(**m, branch);
   auto b = s->evaluate(branch);
@@ -320,7 +320,9 @@ TEST_CASE("KV groups: a history on disk is staged for both groups while another 
   std::vector<int32_t> history = token_stream(240, 13);
   const auto first = eng.submit({2, history, greedy(8), {}, {}});
   REQUIRE(eng.run_until_idle().ok());
-  history.insert(history.end(), eng.result(first)->tokens.begin(), eng.result(first)->tokens.end());
+  const auto r1 = eng.result(first);
+  REQUIRE(r1);
+  history.insert(history.end(), r1->tokens.begin(), r1->tokens.end());
   const std::vector<int32_t> more = token_stream(20, 17);
   history.insert(history.end(), more.begin() + 1, more.end());
   (*cache)->demote_all_unpinned(kv::Tier::t2);
@@ -332,6 +334,7 @@ TEST_CASE("KV groups: a history on disk is staged for both groups while another 
   const auto resumed = eng.submit({2, history, greedy(8), {}, {}});
   REQUIRE(eng.run_until_idle([&] { return eng.check_invariants(); }).ok());
   const auto r = eng.result(resumed);
+  INFO((r->state == engine::RequestState::failed ? r->error.what() : std::string()));
   REQUIRE(r->state == engine::RequestState::finished);
   // 240 + 8 - 1 positions were computed: 15 whole blocks, all on disk for the global layer, and
   // the checkpoint of the reply's end (the window before block 15) for the local layers; the
