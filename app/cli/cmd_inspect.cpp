@@ -182,8 +182,9 @@ int run_inspect(InspectArgs a) {
                 std::string(kv::kv_format_name(fmt)).c_str(), b, b / f16, static_cast<long long>(a.n_ctx),
                 human_bytes(b * static_cast<double>(a.n_ctx)).c_str());
   }
-  // Local and global layers apart: what each group costs, and what keeping only the window of
-  // the local layers would save (kvchat's cache keeps every layer's KV at every position today).
+  // Local and global layers apart: what each KV group costs, and what keeping only the window of
+  // the local layers saves (kvchat's local group keeps its window per sequence, and on disk only
+  // checkpoints at turn boundaries: docs/ARCHITECTURE.md §3.9).
   const int64_t n_local = c.n_local_layers();
   if (n_local > 0) {
     const double local = c.kv_bytes_per_token_local(2.0), global = c.kv_bytes_per_token_global(2.0);
@@ -193,9 +194,8 @@ int run_inspect(InspectArgs a) {
         "%lld)\n",
         static_cast<long long>(n_local), static_cast<long long>(c.n_layer - n_local), local, global,
         static_cast<long long>(c.local_window));
-    std::printf("  window-aware at %lld tokens: %s instead of %s (saves %.1f%%; kvchat keeps all layers' KV today)\n",
-                static_cast<long long>(a.n_ctx), human_bytes(aware).c_str(), human_bytes(full).c_str(),
-                full > 0 ? 100.0 * (1.0 - aware / full) : 0.0);
+    std::printf("  window-aware at %lld tokens: %s instead of %s (saves %.1f%%)\n", static_cast<long long>(a.n_ctx),
+                human_bytes(aware).c_str(), human_bytes(full).c_str(), full > 0 ? 100.0 * (1.0 - aware / full) : 0.0);
   }
   // Activations for a 256-token prefill batch, plus logits.
   const double act =

@@ -44,7 +44,11 @@ Result<std::unique_ptr<EngineTurnRunner>> EngineTurnRunner::create(const model::
   auto cache = model::create_kv_cache(m, ks);
   if (!cache.ok()) return cache.error();
   runner->cache_ = std::move(*cache);
-  if (runner->cold_) runner->cold_->register_model(runner->cache_->fingerprint(), o.model_path);
+  if (runner->cold_) {
+    for (kv::KvGroup g = 0; g < runner->cache_->n_groups(); ++g) {  // each KV group's chain has its own root
+      runner->cold_->register_model(runner->cache_->group(g).fingerprint(), o.model_path);
+    }
+  }
 
   engine::EngineOptions eo;
   eo.n_ctx = o.n_ctx;
@@ -209,7 +213,11 @@ void EngineTurnRunner::prefetch(int64_t conversation_id, const std::vector<int32
 
 void EngineTurnRunner::release_streams(int64_t id, std::span<const std::vector<int32_t>> dead,
                                        std::span<const std::vector<int32_t>> live) {
-  std::vector<kv::BlockKey> keys = kv::unshared_block_keys(cache_->fingerprint(), cache_->block_tokens(), dead, live);
+  std::vector<kv::BlockKey> keys;
+  for (kv::KvGroup g = 0; g < cache_->n_groups(); ++g) {  // every KV group's keys (one group for most models)
+    const auto more = kv::unshared_block_keys(cache_->group(g).fingerprint(), cache_->block_tokens(), dead, live);
+    keys.insert(keys.end(), more.begin(), more.end());
+  }
   {
     std::lock_guard lock(streams_mu_);
     streams_.erase(id);
@@ -218,8 +226,10 @@ void EngineTurnRunner::release_streams(int64_t id, std::span<const std::vector<i
 }
 
 void EngineTurnRunner::fill_memory(ui::MemoryState& out) {
-  const kernels::KvBlockLayout& layout = cache_->layout();
-  out.kv_bytes_per_token = static_cast<double>(layout.block_bytes) / static_cast<double>(layout.block_tokens);
+  out.kv_bytes_per_token = 0;
+  for (const kernels::KvBlockLayout& layout : cache_->layouts()) {  // every KV group's layers
+    out.kv_bytes_per_token += static_cast<double>(layout.block_bytes) / static_cast<double>(layout.block_tokens);
+  }
   out.n_ctx = options_.n_ctx;
   out.n_session_tokens = n_turn_tokens_.load();
   out.kv_used_bytes = static_cast<size_t>(out.kv_bytes_per_token * static_cast<double>(out.n_session_tokens));

@@ -18,7 +18,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Engine::Engine(const model::Model& m, kv::KvCache& cache, const EngineOptions& options)
-    : m_(m), cache_(cache), options_(options), forward_(m, cache.layout(), options.token_budget) {
+    : m_(m), cache_(cache), options_(options), forward_(m, cache.layouts(), options.token_budget) {
   if (options_.events) cache_.set_event_log(options_.events);
 }
 
@@ -190,18 +190,26 @@ bool Engine::start_staging(Active& a) {
   if (!cold || running_.empty()) return false;  // alone, promoting in place is as fast
   const auto t_start = std::chrono::steady_clock::now();
   const int64_t t_start_us = kv::now_us();
-  std::vector<kv::BlockKey> keys = cache_.cold_prefix_keys(a.tokens);
+  std::vector<size_t> sizes;  // block bytes per key (KV groups' blocks differ in size)
+  std::vector<kv::BlockKey> keys = cache_.cold_prefix_keys(a.tokens, &sizes);
   if (keys.empty()) return false;
   if (a.seq == 0) a.seq = sequence_for(a.request.conversation);  // stage_cold reports to it
   auto st = std::make_unique<Staging>();
   st->keys = std::move(keys);
   st->started = t_start;
-  const auto bb = static_cast<size_t>(cache_.layout().block_bytes);
-  st->payloads.resize(st->keys.size() * bb);
+  size_t total = 0;
+  for (size_t n : sizes) {
+    st->offsets.push_back(total);
+    total += n;
+  }
+  st->offsets.push_back(total);
+  st->payloads.resize(total);
   Staging* raw = st.get();
-  staging_pool_.post([this, cold, raw, bb] {
+  staging_pool_.post([this, cold, raw] {
     std::vector<std::span<uint8_t>> outs(raw->keys.size());
-    for (size_t i = 0; i < outs.size(); ++i) outs[i] = std::span(raw->payloads).subspan(i * bb, bb);
+    for (size_t i = 0; i < outs.size(); ++i) {
+      outs[i] = std::span(raw->payloads).subspan(raw->offsets[i], raw->offsets[i + 1] - raw->offsets[i]);
+    }
     raw->results = cold->read_many(raw->keys, outs);
     raw->done.store(true, std::memory_order_release);
     {
@@ -231,7 +239,12 @@ bool Engine::collect_staged() {
       ++it;
       continue;
     }
-    const int64_t n = cache_.stage_cold(a.staging->keys, a.staging->results, a.staging->payloads, a.seq);
+    const Staging& st = *a.staging;
+    std::vector<std::span<const uint8_t>> payloads(st.keys.size());
+    for (size_t i = 0; i < payloads.size(); ++i) {
+      payloads[i] = std::span(st.payloads).subspan(st.offsets[i], st.offsets[i + 1] - st.offsets[i]);
+    }
+    const int64_t n = cache_.stage_cold(st.keys, st.results, payloads, a.seq);
     a.staged_ms = ms_since(a.staging->started) - a.result.lookup_ms;
     a.staging.reset();
     {
@@ -248,18 +261,20 @@ bool Engine::collect_staged() {
 
 Status Engine::admit(Active& a) {
   const int64_t B = cache_.block_tokens();
-  // The prompt and one generated token must fit T0 (plus a block for a copy on write).
-  int64_t need_blocks = (static_cast<int64_t>(a.tokens.size()) + 1 + B - 1) / B + 1;
-  if (const int64_t W = m_.config().sliding_window; W > 0) {
-    // Only the window and the chunk being computed need T0 (plus a block of margin each).
-    need_blocks = std::min(need_blocks, (W + B - 1) / B + 1 + (options_.token_budget + B - 1) / B + 1);
-  }
-  const int64_t capacity = cache_.tier_usage(kv::Tier::t0).capacity_blocks;
-  if (need_blocks > capacity) {
-    return make_error(ErrorCode::out_of_memory, "this conversation needs " + std::to_string(need_blocks) +
-                                                    " KV blocks for its " + std::to_string(a.tokens.size()) +
-                                                    " tokens but the compute pool holds " + std::to_string(capacity) +
-                                                    "; raise the KV budget or start a new conversation");
+  for (kv::KvGroup g = 0; g < cache_.n_groups(); ++g) {  // each KV group has its own T0 pool
+    // The prompt and one generated token must fit T0 (plus a block for a copy on write).
+    int64_t need_blocks = (static_cast<int64_t>(a.tokens.size()) + 1 + B - 1) / B + 1;
+    if (const int64_t W = g == 0 ? m_.config().sliding_window : cache_.group(g).window(); W > 0) {
+      // Only the window and the chunk being computed need T0 (plus a block of margin each).
+      need_blocks = std::min(need_blocks, (W + B - 1) / B + 1 + (options_.token_budget + B - 1) / B + 1);
+    }
+    const int64_t capacity = cache_.tier_usage(kv::Tier::t0, g).capacity_blocks;
+    if (need_blocks > capacity) {
+      return make_error(ErrorCode::out_of_memory, "this conversation needs " + std::to_string(need_blocks) +
+                                                      " KV blocks for its " + std::to_string(a.tokens.size()) +
+                                                      " tokens but the compute pool holds " + std::to_string(capacity) +
+                                                      "; raise the KV budget or start a new conversation");
+    }
   }
   if (a.seq == 0) a.seq = sequence_for(a.request.conversation);
   const bool first = !a.sampler;
@@ -437,7 +452,8 @@ std::span<const float> Engine::run(std::span<const Entry> batch, std::vector<mod
   for (const Entry& e : batch) {
     const auto chunk =
         std::span<const int32_t>(e.a->tokens).subspan(static_cast<size_t>(e.a->n_in_kv), static_cast<size_t>(e.n));
-    inputs.push_back({chunk, cache_.block_table(e.a->seq), e.a->n_in_kv});
+    inputs.push_back({chunk, cache_.block_table(e.a->seq), e.a->n_in_kv,
+                      cache_.n_groups() > 1 ? cache_.block_table(e.a->seq, 1) : std::span<uint8_t* const>{}});
   }
   auto logits = forward_.eval(inputs, model::Logits::last);
   KVC_ASSERT(logits.ok());  // inputs are built from validated tokens within reserved blocks

@@ -150,7 +150,8 @@ class Engine {
   struct Staging {
     std::vector<kv::BlockKey> keys;
     std::vector<kv::ColdRead> results;
-    std::vector<uint8_t> payloads;  // (keys.size(), block_bytes)
+    std::vector<uint8_t> payloads;  // key i's block at [offsets[i], offsets[i + 1])
+    std::vector<size_t> offsets;    // keys.size() + 1 (KV groups' blocks differ in size)
     std::atomic<bool> done{false};
     std::chrono::steady_clock::time_point started;
   };

@@ -12,6 +12,15 @@
 //   KvTelemetry (kv_telemetry.h)       events, the one set of counters (KvCounters), and
 //                                      describe() for the memory view (kv_view.h)
 //
+// KV groups (docs/ARCHITECTURE.md §3.9). A hybrid model's layers fall into groups, each with its
+// own block layout, fingerprint (so its own key chain), window, tiers and index: group 0 is the
+// cache's own pieces, groups 1.. are single-group caches it holds. Every call acts on every
+// group, in lockstep (the same sequence ids, the same tokens), and prepare() agrees on one
+// prefix, the hit rule: P positions are a full hit when every group has its blocks for them
+// (a global group [0, P), a windowed one [P - W, P)); otherwise the largest s <= P every group
+// has is reused and [s, P) recomputed (PrefixInfo::n_recomputed = P - s). A model of one group
+// (every model but Gemma) is exactly the single cache it always was.
+//
 // Not thread-safe: the engine thread owns the cache. The cold store (T2) is thread-safe.
 #pragma once
 
@@ -43,19 +52,31 @@ class KvCache {
   // T0 slots come from the backend (its compute memory), T1 from host memory.
   static Result<std::unique_ptr<KvCache>> create(const KvCacheConfig& config, backend::Backend& be,
                                                  ColdStore* cold = nullptr);
+  // One KV group per config (group 0 first), all over the same cold store.
+  static Result<std::unique_ptr<KvCache>> create(std::span<const KvCacheConfig> groups, backend::Backend& be,
+                                                 ColdStore* cold = nullptr);
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
+  // Writes the checkpoints of the live sequences (a turn boundary for a windowed group).
+  ~KvCache();
 
-  SeqId create_sequence() { return seqs_->create_sequence(); }
+  SeqId create_sequence();
   // Forgets a sequence: its private blocks are freed, its shared blocks stay cached.
-  void destroy_sequence(SeqId id) { seqs_->destroy_sequence(id); }
+  void destroy_sequence(SeqId id);
+
+  // ---- KV groups (group 0 is this cache's own pieces).
+  int32_t n_groups() const { return 1 + static_cast<int32_t>(more_.size()); }
+  KvCache& group(KvGroup g) { return g == 0 ? *this : *more_.at(static_cast<size_t>(g - 1)); }
+  const KvCache& group(KvGroup g) const { return g == 0 ? *this : *more_.at(static_cast<size_t>(g - 1)); }
+  // Every group's block layout, in group order (the forward pass stores each layer in its group's).
+  std::vector<kernels::KvBlockLayout> layouts() const;
 
   // Makes the sequence hold the longest reusable prefix of `prompt` (its own tail, the
   // index on any tier, the cold store after a restart), pinned on T0. At least one prompt
   // token is left to compute, since its logits are needed. Fails only if T0 cannot hold
   // the prefix (then nothing is kept). The tiers reported are those the lookup found the
   // blocks on (before a prefetch or staging read moved them up for this request).
-  Result<PrefixInfo> prepare(SeqId id, std::span<const int32_t> prompt) { return seqs_->prepare(id, prompt); }
+  Result<PrefixInfo> prepare(SeqId id, std::span<const int32_t> prompt);
   // Brings the cached blocks that prefix `tokens` to T0 ahead of use (a conversation was
   // opened), evicting only unpinned blocks. Returns how many of its tokens are now on T0
   // (n_cached) and which tier each came from. With for_seq, that sequence's next prepare()
@@ -63,24 +84,31 @@ class KvCache {
   PrefixInfo prefetch(std::span<const int32_t> tokens, SeqId for_seq = 0);
   // Ensures T0 blocks for n_new more positions, evicting or demoting unpinned blocks as
   // needed. false: T0 is short (the caller preempts or fails the request); nothing leaks.
-  bool reserve(SeqId id, int64_t n_new) { return seqs_->reserve(id, n_new); }
+  bool reserve(SeqId id, int64_t n_new);
   // Records tokens whose KV the forward pass wrote at positions [n_tokens, n_tokens + n).
   // Blocks that became full are published in the index (and written behind to T2).
-  void commit(SeqId id, std::span<const int32_t> tokens) { seqs_->commit(id, tokens); }
+  void commit(SeqId id, std::span<const int32_t> tokens);
   // Unpins the sequence's shared blocks (they become evictable); the private tail stays with
   // the sequence so the next turn of the same conversation reuses it.
-  void park(SeqId id) { seqs_->park(id); }
+  void park(SeqId id);
 
   // The sequence's block table (T0 addresses) of a KV group, valid until the next call that
   // changes it.
-  std::span<uint8_t* const> block_table(SeqId id, KvGroup group = 0) const { return seqs_->block_table(id, group); }
+  std::span<uint8_t* const> block_table(SeqId id, KvGroup g = 0) const {
+    return g == 0 ? seqs_->block_table(id, 0) : group(g).block_table(id, 0);
+  }
   int64_t n_tokens(SeqId id) const { return seqs_->n_tokens(id); }
   std::span<const int32_t> tokens(SeqId id) const { return seqs_->tokens(id); }
 
   const kernels::KvBlockLayout& layout() const { return store_->config().layout; }
   int32_t block_tokens() const { return store_->block_tokens(); }
   const BlockKey& fingerprint() const { return store_->fingerprint(); }
-  TierUsageBytes tier_usage(Tier t) const { return store_->tier_usage(t); }
+  // Of every group (T2: the one cold store).
+  TierUsageBytes tier_usage(Tier t) const;
+  // Of KV group g's own pools (T2: the one cold store).
+  TierUsageBytes tier_usage(Tier t, KvGroup g) const { return group(g).store_->tier_usage(t); }
+  // The window of a group's layers (0: they attend to every position).
+  int64_t window() const { return store_->config().window; }
   // Counts of every event the cache produced (kept whether or not an event log is set).
   const KvCounters& counters() const { return telemetry_->counters(); }
   const RadixIndex& index() const { return store_->index(); }
@@ -95,11 +123,11 @@ class KvCache {
 
   // Block events (allocation, hits, misses, promotions, demotions, evictions, copies on
   // write, publication, cold writes) go to `log` when set; `request` tags them.
-  void set_event_log(KvEventLog* log) { telemetry_->set_event_log(log); }
-  void set_current_request(int64_t request_id) { telemetry_->set_current_request(request_id); }
-  // Appends a tier_usage sample per data tier (for the timelines), and a cold_write_done per
-  // block the cold store finished writing behind since the last call.
-  void emit_tier_usage() { telemetry_->emit_tier_usage(store_->tier_usages()); }
+  void set_event_log(KvEventLog* log);
+  void set_current_request(int64_t request_id);
+  // Appends a tier_usage sample per data tier (for the timelines; every group's together), and
+  // a cold_write_done per block the cold store finished writing behind since the last call.
+  void emit_tier_usage();
 
   // Staging: bringing disk blocks to host RAM off the engine thread, so that the engine keeps
   // computing while a request's history is read (tier_store_staging.cpp).
@@ -108,20 +136,25 @@ class KvCache {
   //   stage_cold(keys, results, payloads)    engine thread: they land on T1
   // then prepare() finds them on T1. At most T1's capacity
   // of keys; blocks behind the sliding window are left out (prepare does not read them).
-  std::vector<BlockKey> cold_prefix_keys(std::span<const int32_t> prompt) { return store_->cold_prefix_keys(prompt); }
+  // Every group's keys, group by group; with sizes, each key's block bytes (they differ by group).
+  std::vector<BlockKey> cold_prefix_keys(std::span<const int32_t> prompt, std::vector<size_t>* sizes = nullptr);
   // payloads: (keys.size(), block_bytes); results[i] says whether payload i was read. Blocks
   // no longer indexed on T2 are skipped. Returns the number of blocks put on T1.
   // With for_seq, that sequence's next prepare() reports the staged blocks as found on T2.
   int64_t stage_cold(std::span<const BlockKey> keys, std::span<const ColdRead> results,
                      std::span<const uint8_t> payloads, SeqId for_seq = 0);
+  // The same with one payload per key (as many bytes as cold_prefix_keys' sizes said).
+  int64_t stage_cold(std::span<const BlockKey> keys, std::span<const ColdRead> results,
+                     std::span<const std::span<const uint8_t>> payloads, SeqId for_seq = 0);
 
   // Drops blocks from T0/T1 and the index for good (a deleted conversation's blocks that no
   // other stream reaches; the cold store is told separately). Blocks a running sequence pins
   // are kept, and so is a block with children outside `keys`. Returns how many were dropped.
-  int64_t forget(std::span<const BlockKey> keys) { return store_->forget(keys); }
+  // Keys of any group (each group drops the ones it indexes).
+  int64_t forget(std::span<const BlockKey> keys);
 
   // Demotes every unpinned T0 block to T1 (or T2): for tests of the tier paths.
-  void demote_all_unpinned(Tier to) { store_->demote_all_unpinned(to); }
+  void demote_all_unpinned(Tier to);
 
   // Fills `out` with the metrics, every block (up to a cap) and the prefix tree; only reads
   // the cache. Owners (options.owners, else the sequences) colour blocks and get the shares.
@@ -140,6 +173,7 @@ class KvCache {
   std::unique_ptr<KvTelemetry> telemetry_;
   std::unique_ptr<TierStore> store_;
   std::unique_ptr<SequenceTable> seqs_;
+  std::vector<std::unique_ptr<KvCache>> more_;  // KV groups 1.. (none for most models)
 };
 
 // Maps core's KV format to the kernels' row type.

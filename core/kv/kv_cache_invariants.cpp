@@ -93,6 +93,19 @@ Status KvCache::check_invariants() const {
     const int want = t1.is_free(i) ? 0 : 1;
     if (owners1[static_cast<size_t>(i)] != want) return fail("T1 slot " + std::to_string(i) + " owners mismatch");
   }
+  // KV groups: each holds its own invariants, and every running sequence the same tokens in each.
+  for (const auto& g : more_) {
+    KVC_TRY(g->check_invariants());
+    if (g->seqs_->sequences().size() != seqs_->sequences().size()) return fail("KV groups hold different sequences");
+    for (const auto& [id, s] : seqs_->sequences()) {
+      const auto it = g->seqs_->sequences().find(id);
+      if (it == g->seqs_->sequences().end()) return fail("sequence " + std::to_string(id) + " is missing a KV group");
+      // (A parked sequence's tail may be reclaimed in one group and not another.)
+      if (s.pinned && (!it->second.pinned || it->second.tokens != s.tokens)) {
+        return fail("sequence " + std::to_string(id) + " holds different tokens in two KV groups");
+      }
+    }
+  }
   return {};
 }
 

@@ -16,6 +16,11 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+size_t SequenceTable::lookup_span(size_t n_prompt, size_t cap) const {
+  const auto B = static_cast<size_t>(store_.block_tokens());
+  return std::min(n_prompt, (cap + B - 1) / B * B);
+}
+
 SequenceTable::SequenceTable(TierStore& store) : store_(store), index_(store.index()), telemetry_(store.telemetry()) {
   store_.set_reclaimer(this);
 }
@@ -144,20 +149,54 @@ bool SequenceTable::reclaim_one_t0() {
   return true;
 }
 
-Result<PrefixInfo> SequenceTable::prepare(SeqId id, std::span<const int32_t> prompt) {
+void SequenceTable::checkpoint(SeqId id) {
+  if (store_.config().checkpoints_only) store_.write_checkpoint(seq(id).tokens);
+}
+
+int64_t SequenceTable::probe(SeqId id, std::span<const int32_t> prompt, int64_t max_reuse) {
+  const Sequence& s = seq(id);
+  const int64_t B = store_.block_tokens();
+  const auto cap = static_cast<size_t>(std::clamp<int64_t>(max_reuse, 0, static_cast<int64_t>(prompt.size())));
+  size_t lcp = 0;
+  while (lcp < s.tokens.size() && lcp < cap && s.tokens[lcp] == prompt[lcp]) ++lcp;
+  // A block that straddles the cap is used in part (its first positions).
+  const auto n_full = static_cast<int64_t>(store_.lookup(prompt.first(lookup_span(prompt.size(), cap))).size());
+  const int64_t tail_block = static_cast<int64_t>(lcp) / B;
+  const auto& blocks = s.table.blocks;
+  int64_t n = n_full * B;
+  if (static_cast<int64_t>(lcp) % B != 0 && tail_block == n_full && tail_block < static_cast<int64_t>(blocks.size()) &&
+      blocks[static_cast<size_t>(tail_block)].t0_slot >= 0) {
+    n = static_cast<int64_t>(lcp);
+  }
+  return std::min<int64_t>({n, static_cast<int64_t>(cap), static_cast<int64_t>(prompt.size()) - 1});
+}
+
+int64_t SequenceTable::shorten(SeqId id, int64_t n) {
+  Sequence& s = seq(id);
+  KVC_ASSERT(s.pinned);
+  if (n < static_cast<int64_t>(s.tokens.size())) truncate(s, std::max<int64_t>(n, 0));
+  retire_behind_window(s);
+  rebuild_table(s);
+  return static_cast<int64_t>(s.tokens.size());
+}
+
+Result<PrefixInfo> SequenceTable::prepare(SeqId id, std::span<const int32_t> prompt, int64_t max_reuse) {
   Sequence& s = seq(id);
   BlockTable& t = s.table;
   const int64_t B = store_.block_tokens();
   PrefixInfo info;
   info.n_prompt = static_cast<int64_t>(prompt.size());
   const auto t_lookup = std::chrono::steady_clock::now();
+  // The sequence's history ends at a turn boundary: a checkpoint-only group keeps its window.
+  if (store_.config().checkpoints_only) store_.write_checkpoint(s.tokens);
+  const auto cap = static_cast<size_t>(std::clamp<int64_t>(max_reuse, 0, static_cast<int64_t>(prompt.size())));
 
   // The block where the prompt leaves the sequence's own history (a regenerate, an edit, or
   // simply the previous turn's partial tail) still holds the positions before the
   // divergence. Keep it aside: used in place when private, copied first when shared (copy on
   // write), before the pins below are dropped.
   size_t lcp = 0;
-  while (lcp < s.tokens.size() && lcp < prompt.size() && s.tokens[lcp] == prompt[lcp]) ++lcp;
+  while (lcp < s.tokens.size() && lcp < cap && s.tokens[lcp] == prompt[lcp]) ++lcp;
   const auto tail_block = static_cast<size_t>(static_cast<int64_t>(lcp) / B);
   const auto tail_n = static_cast<size_t>(static_cast<int64_t>(lcp) % B);
   SeqBlock tail;
@@ -179,7 +218,7 @@ Result<PrefixInfo> SequenceTable::prepare(SeqId id, std::span<const int32_t> pro
   // The lookup records the tier every block was found on; that record is what is reported. A
   // block that a prefetch or staging read moved up for this sequence, and that is still where
   // it was moved to, was found by that earlier lookup.
-  std::vector<FoundBlock> blocks = store_.lookup(prompt);
+  std::vector<FoundBlock> blocks = store_.lookup(prompt.first(lookup_span(prompt.size(), cap)));
   for (const MovedUp& m : s.moved_up) {
     for (FoundBlock& b : blocks) {
       if (b.handle == m.handle && b.found_on == m.to) b.found_on = m.from;
@@ -239,6 +278,7 @@ Result<PrefixInfo> SequenceTable::prepare(SeqId id, std::span<const int32_t> pro
     }
   }
   rebuild_table(s);
+  if (s.tokens.size() > cap) truncate(s, static_cast<int64_t>(cap));  // KV groups agreed on fewer
   // Leave at least one token to compute: its logits are the point of the call.
   if (!s.tokens.empty() && s.tokens.size() == prompt.size()) truncate(s, static_cast<int64_t>(s.tokens.size()) - 1);
   retire_behind_window(s);
@@ -312,6 +352,7 @@ void SequenceTable::commit(SeqId id, std::span<const int32_t> tokens) {
 void SequenceTable::park(SeqId id) {
   Sequence& s = seq(id);
   if (!s.pinned) return;
+  if (store_.config().checkpoints_only) store_.write_checkpoint(s.tokens);  // a turn boundary
   // Parked form: the full blocks are forgotten (found again through the index, wherever
   // eviction moves them meanwhile); only the private tail keeps its slot, at its position.
   const int64_t B = store_.block_tokens();

@@ -14,11 +14,11 @@
 // Contract (the sequence-table piece of the cache)
 //   Owns:   the sequences: their tokens, their block tables, the index references (pins) they
 //           hold and their private T0 slots (taken from and given back to the TierStore).
-//   KV groups: a sequence has one block table per KV group. Today every layer shares one group
-//           (block_table(id) == block_table(id, 0)); a hybrid model (sliding-window layers next
-//           to global ones) will give each group its own BlockTable and window, and the engine
-//           passes the table of the group a layer belongs to. Lookup and publication stay per
-//           block key; only the tables and the window rule are per group.
+//   KV groups: a table serves one KV group (block_table(id) == block_table(id, 0)). A hybrid
+//           model (local layers next to global ones) has a cache per group, each with its own
+//           table, tier store and window, in lockstep (kv_cache.h, docs/ARCHITECTURE.md §3.9);
+//           probe(), the max_reuse cap of prepare() and shorten() let them agree on one prefix,
+//           and checkpoint() keeps a windowed group's window at turn boundaries.
 //   Invariants (check_invariants): a running sequence has blocks for all its tokens; its table
 //           agrees with its slots; every full block it holds is published and pinned on T0 at
 //           the slot it uses; blocks behind the window hold nothing; a parked sequence holds at
@@ -44,7 +44,7 @@
 namespace kvc::kv {
 
 using SeqId = int64_t;
-using KvGroup = int32_t;  // a set of layers sharing one block table (0: all of them, today)
+using KvGroup = int32_t;  // a set of layers sharing one block chain (0: all of them, or the global ones)
 
 class SequenceTable final : public T0Reclaimer {
  public:
@@ -73,7 +73,17 @@ class SequenceTable final : public T0Reclaimer {
 
   SeqId create_sequence();
   void destroy_sequence(SeqId id);
-  Result<PrefixInfo> prepare(SeqId id, std::span<const int32_t> prompt);
+  // max_reuse caps the positions reused (KV groups agree on one prefix, kv_cache.h).
+  Result<PrefixInfo> prepare(SeqId id, std::span<const int32_t> prompt, int64_t max_reuse = INT64_MAX);
+  // How many positions of `prompt` prepare() would reuse (at most max_reuse), when no promotion
+  // or copy fails; only the index may change (blocks found on T2 are entered).
+  int64_t probe(SeqId id, std::span<const int32_t> prompt, int64_t max_reuse = INT64_MAX);
+  // Keeps at most the first n tokens of a running sequence (fewer when a copy on write finds
+  // no room); returns how many it holds.
+  int64_t shorten(SeqId id, int64_t n);
+  // A checkpoint-only group writes the window before the sequence's end to T2 (a turn
+  // boundary: park, the next prepare, the cache closing).
+  void checkpoint(SeqId id);
   bool reserve(SeqId id, int64_t n_new);
   void commit(SeqId id, std::span<const int32_t> tokens);
   void park(SeqId id);
@@ -100,6 +110,7 @@ class SequenceTable final : public T0Reclaimer {
   void release_blocks_from(Sequence& s, size_t first_block);
   void truncate(Sequence& s, int64_t n);  // keeps n tokens, or fewer when T0 has no room for a copy
   void retire_behind_window(Sequence& s);
+  size_t lookup_span(size_t n_prompt, size_t cap) const;  // the prompt positions a capped lookup reads
 
   TierStore& store_;
   RadixIndex& index_;

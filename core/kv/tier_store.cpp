@@ -2,6 +2,7 @@
 #include "core/kv/tier_store.h"
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -129,19 +130,21 @@ bool TierStore::demote_one(Tier from) {
                     static_cast<int64_t>(bb));
     return true;
   }
-  // To T2 (already written behind at publish, unless the store refused it then) or gone.
+  // To T2 (already written behind at publish, unless the store refused it then) or gone. A
+  // checkpoint-only group's block goes to T2 only if a checkpoint put it there already.
   const bool already_on_t2 = cold_ && cold_->contains(index_.key(h));
-  const bool on_t2 = cold_ && (already_on_t2 || [&] {
-                       if (from == Tier::t0) {
-                         be_.copy_to_host(src, staging_.data(), bb);
-                         src = staging_.data();
-                       }
-                       const BlockHandle p = index_.parent(h);
-                       const bool queued = cold_->put(index_.key(h), p.is_null() ? fingerprint() : index_.key(p),
-                                                      fingerprint(), {src, bb});
-                       if (queued) telemetry_.note_demotion_write(static_cast<int64_t>(bb));
-                       return queued;
-                     }());
+  const bool on_t2 =
+      cold_ && (already_on_t2 || (!config_.checkpoints_only && [&] {
+                  if (from == Tier::t0) {
+                    be_.copy_to_host(src, staging_.data(), bb);
+                    src = staging_.data();
+                  }
+                  const BlockHandle p = index_.parent(h);
+                  const bool queued =
+                      cold_->put(index_.key(h), p.is_null() ? fingerprint() : index_.key(p), fingerprint(), {src, bb});
+                  if (queued) telemetry_.note_demotion_write(static_cast<int64_t>(bb));
+                  return queued;
+                }()));
   if (from == Tier::t0)
     t0_.free(loc.slot);
   else
@@ -215,6 +218,7 @@ std::vector<FoundBlock> TierStore::lookup(std::span<const int32_t> tokens) {
   // sliding window of the match (their keys still chain it; their KV is never read).
   PrefixMatch match = index_.match(fingerprint(), tokens);
   std::span<const MatchedBlock> matched = match.blocks();
+  if (config_.checkpoints_only) return lookup_windowed(tokens, matched);
   const auto dataless = [](const MatchedBlock& b) { return b.location.tier == Tier::none; };
   size_t n = matched.size();
   if (config_.window > 0) {
@@ -249,6 +253,81 @@ std::vector<FoundBlock> TierStore::lookup(std::span<const int32_t> tokens) {
     }
   }
   return blocks;
+}
+
+// A checkpoint-only (windowed) group: the chain goes on through blocks without data anywhere,
+// and the match is the longest prefix whose window has data (on any tier). Blocks past the
+// index are entered (on T2, or without data) only up to that end.
+std::vector<FoundBlock> TierStore::lookup_windowed(std::span<const int32_t> tokens,
+                                                   std::span<const MatchedBlock> matched) {
+  const int64_t B = block_tokens();
+  std::vector<FoundBlock> all;
+  for (const MatchedBlock& m : matched) all.push_back(FoundBlock{m.handle, m.key, m.location.tier});
+  const size_t n_indexed = all.size();
+  if (cold_) {
+    BlockKey parent_key = all.empty() ? fingerprint() : all.back().key;
+    for (auto b = static_cast<int64_t>(all.size()); (b + 1) * B <= static_cast<int64_t>(tokens.size()); ++b) {
+      const BlockKey key = chain_key(parent_key, tokens.subspan(static_cast<size_t>(b * B), static_cast<size_t>(B)));
+      if (index_.find(key)) break;  // indexed off this path: it failed before
+      all.push_back(FoundBlock{{}, key, cold_->contains(key) ? Tier::t2 : Tier::none});
+      parent_key = key;
+    }
+  }
+  // The longest n whose blocks [behind the window of n - 1 blocks, n) all have data.
+  size_t n = all.size();
+  for (;;) {
+    const size_t lo = n == 0 ? 0 : n_behind_window(static_cast<int64_t>(n - 1) * B);
+    size_t d = n;
+    for (size_t i = n; i > lo; --i) {
+      if (all[i - 1].found_on == Tier::none) {
+        d = i - 1;
+        break;
+      }
+    }
+    if (d == n) break;
+    n = d;
+  }
+  all.resize(n);
+  BlockHandle parent = n_indexed == 0 || n == 0 ? BlockHandle{} : all[std::min(n, n_indexed) - 1].handle;
+  for (size_t i = n_indexed; i < n; ++i) {
+    const auto toks = tokens.subspan(i * static_cast<size_t>(B), static_cast<size_t>(B));
+    const InsertResult r =
+        index_.insert(fingerprint(), parent, NewBlock{all[i].key, toks, {all[i].found_on, -1}, tick()});
+    all[i].handle = r.handle;
+    parent = r.handle;
+  }
+  return all;
+}
+
+int64_t TierStore::write_checkpoint(std::span<const int32_t> tokens) {
+  if (!cold_ || !config_.checkpoints_only) return 0;
+  const int64_t B = block_tokens();
+  const auto n_full = static_cast<size_t>(static_cast<int64_t>(tokens.size()) / B);
+  if (n_full == 0) return 0;
+  const size_t lo = n_behind_window(static_cast<int64_t>(n_full - 1) * B);
+  // The chain's keys, from the fingerprint; the blocks are found by key (no match, no hits).
+  BlockKey key = fingerprint();
+  int64_t n_queued = 0;
+  const auto bb = block_bytes();
+  for (size_t i = 0; i < n_full; ++i) {
+    key = chain_key(key, tokens.subspan(i * static_cast<size_t>(B), static_cast<size_t>(B)));
+    if (i < lo) continue;
+    const std::optional<BlockHandle> h = index_.find(key);
+    if (!h) continue;
+    const BlockLocation loc = index_.location(*h);
+    if ((loc.tier != Tier::t0 && loc.tier != Tier::t1) || cold_->contains(key)) continue;
+    if (loc.tier == Tier::t0) {
+      be_.copy_to_host(t0_.data(loc.slot), staging_.data(), bb);
+    } else {
+      std::memcpy(staging_.data(), t1_.data(loc.slot), bb);
+    }
+    const BlockHandle p = index_.parent(*h);
+    if (cold_->put(key, p.is_null() ? fingerprint() : index_.key(p), fingerprint(), {staging_.data(), bb})) {
+      telemetry_.emit(KvEventType::cold_write_queued, loc.tier, Tier::t2, key, -1, B, static_cast<int64_t>(bb));
+      ++n_queued;
+    }
+  }
+  return n_queued;
 }
 
 PrefixInfo TierStore::prefetch(std::span<const int32_t> tokens, std::vector<MovedUp>* moved) {
@@ -295,7 +374,7 @@ TierStore::Published TierStore::publish(BlockHandle parent, std::span<const int3
 }
 
 void TierStore::write_behind(BlockHandle h, const uint8_t* t0_data) {
-  if (!cold_) return;
+  if (!cold_ || config_.checkpoints_only) return;  // such a group writes checkpoints only
   const auto bb = block_bytes();
   be_.copy_to_host(t0_data, staging_.data(), bb);
   const BlockHandle p = index_.parent(h);

@@ -49,6 +49,11 @@ struct KvCacheConfig {
   // Sliding window of every layer, in positions (0: none). A sequence releases the blocks
   // wholly behind it: they stay cached (evictable) but no longer take its T0 room.
   int64_t window = 0;
+  // A windowed KV group of a hybrid model (docs/ARCHITECTURE.md §3.9): its blocks go to T2 only
+  // as checkpoints, the window before a turn boundary (TierStore::write_checkpoint, at park),
+  // never at publish or demotion; the rest lives on T0/T1 while room lasts. Its lookup walks the
+  // key chain past blocks that have no data anywhere, since only the window's blocks are read.
+  bool checkpoints_only = false;
 };
 
 // A fixed number of equal slots in one allocation. Invariant: every slot is either in
@@ -79,6 +84,9 @@ struct PrefixInfo {
   int64_t n_cached = 0;          // positions whose KV is reused (n_prompt - n_cached computed)
   int64_t n_from_tier[3] = {};   // of n_cached: found on T0, T1, T2 (private tail counts as T0)
   int64_t n_recomputed_bad = 0;  // tokens lost to missing or corrupt T2 blocks
+  // A partial hit (KV groups, kv_cache.h): positions after n_cached that every layer but a
+  // windowed group's had cached, recomputed because that group lacked its window before them.
+  int64_t n_recomputed = 0;
   double lookup_ms = 0;
   double promote_ms = 0;
 };
@@ -161,10 +169,19 @@ class TierStore {
   // frees the duplicate or hands it the slot; the caller acquires the handle.
   Published publish(BlockHandle parent, std::span<const int32_t> tokens, int32_t t0_slot, int64_t seq);
 
+  // A checkpoint-only store (KvCacheConfig::checkpoints_only): writes to T2 the full blocks of
+  // `tokens` that a resume right after them reads (the window before the last full block, with
+  // the block of margin prepare() keeps), where they still have data on T0/T1 and are not on T2
+  // yet. Returns how many were queued.
+  int64_t write_checkpoint(std::span<const int32_t> tokens);
+
   // ---- Staging (disk blocks read off the engine thread land on T1) and forgetting.
   std::vector<BlockKey> cold_prefix_keys(std::span<const int32_t> prompt);
   int64_t stage_cold(std::span<const BlockKey> keys, std::span<const ColdRead> results,
                      std::span<const uint8_t> payloads, std::vector<MovedUp>* moved = nullptr);
+  // The same with one payload per key (KV groups: blocks of several sizes in one read).
+  int64_t stage_cold(std::span<const BlockKey> keys, std::span<const ColdRead> results,
+                     std::span<const std::span<const uint8_t>> payloads, std::vector<MovedUp>* moved = nullptr);
   int64_t forget(std::span<const BlockKey> keys);
   void demote_all_unpinned(Tier to);
 
@@ -184,6 +201,7 @@ class TierStore {
  private:
   TierStore(const KvCacheConfig& config, backend::Backend& be, ColdStore* cold, KvTelemetry& telemetry);
 
+  std::vector<FoundBlock> lookup_windowed(std::span<const int32_t> tokens, std::span<const MatchedBlock> matched);
   bool make_room_t0(int32_t n_slots);
   bool make_room_t1(int32_t n_slots);
   bool demote_one(Tier from);

@@ -22,14 +22,23 @@ int64_t TierStore::stage_cold(std::span<const BlockKey> keys, std::span<const Co
                               std::span<const uint8_t> payloads, std::vector<MovedUp>* moved) {
   const auto bb = block_bytes();
   KVC_ASSERT(results.size() == keys.size() && payloads.size() == keys.size() * bb);
+  std::vector<std::span<const uint8_t>> each(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) each[i] = payloads.subspan(i * bb, bb);
+  return stage_cold(keys, results, each, moved);
+}
+
+int64_t TierStore::stage_cold(std::span<const BlockKey> keys, std::span<const ColdRead> results,
+                              std::span<const std::span<const uint8_t>> payloads, std::vector<MovedUp>* moved) {
+  const auto bb = block_bytes();
+  KVC_ASSERT(results.size() == keys.size() && payloads.size() == keys.size());
   int64_t n_staged = 0;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (results[i] != ColdRead::ok) continue;  // prepare() reads it again and deals with it
     const std::optional<BlockHandle> h = index_.find(keys[i]);
-    if (!h || index_.location(*h).tier != Tier::t2) continue;
+    if (!h || index_.location(*h).tier != Tier::t2 || payloads[i].size() != bb) continue;
     if (t1_.n_free() == 0 && !make_room_t1(1)) break;
     const int32_t slot = t1_.alloc();
-    std::memcpy(t1_.data(slot), payloads.data() + i * bb, bb);
+    std::memcpy(t1_.data(slot), payloads[i].data(), bb);
     index_.set_location(*h, {Tier::t1, slot});
     index_.touch(*h, tick());  // just staged: not the next to be demoted again
     if (moved) moved->push_back({*h, Tier::t2, Tier::t1});

@@ -10,10 +10,22 @@
 namespace kvc::model {
 
 Forward::Forward(const Model& m, const kernels::KvBlockLayout& layout, int64_t max_batch)
-    : m_(m), be_(m.backend()), layout_(layout), max_batch_(max_batch) {
+    : Forward(m, std::vector<kernels::KvBlockLayout>{layout}, max_batch) {}
+
+Forward::Forward(const Model& m, std::vector<kernels::KvBlockLayout> layouts, int64_t max_batch)
+    : m_(m), be_(m.backend()), layouts_(std::move(layouts)), max_batch_(max_batch) {
   KVC_ASSERT(max_batch > 0);
   const ModelConfig& c = m.config();
-  KVC_ASSERT(layout.n_layer == c.n_layer && layout.n_kv_head == c.n_head_kv && layout.head_dim == c.head_dim);
+  KVC_ASSERT(static_cast<int>(layouts_.size()) == c.n_kv_groups() && layouts_.size() <= 2);
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    layer_group_.push_back(c.kv_group(l));
+    layer_index_.push_back(c.kv_group_layer(l));
+  }
+  for (size_t g = 0; g < layouts_.size(); ++g) {
+    const kernels::KvBlockLayout& layout = layouts_[g];
+    KVC_ASSERT(layout.n_layer == c.n_kv_group_layers(static_cast<int>(g)) && layout.n_kv_head == c.n_head_kv &&
+               layout.head_dim == c.head_dim && layout.block_tokens == layouts_[0].block_tokens);
+  }
   auto buf = [&](int64_t width) {
     auto* p = static_cast<float*>(be_.alloc(static_cast<size_t>(max_batch * width) * sizeof(float)));
     if (!p) alloc_failed_ = true;  // reported by eval(): a device can run out of memory
@@ -45,14 +57,17 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
                                                     "activations of a batch of " + std::to_string(max_batch_) +
                                                     " tokens; use a smaller batch (-b) or context");
   }
-  const int64_t B = layout_.block_tokens;
+  const int64_t B = layouts_[0].block_tokens;
+  const bool two_groups = layouts_.size() == 2;
   slices_.clear();
+  group1_slices_.clear();
   batch_tokens_.clear();
   positions_.clear();
   for (const SeqInput& in : inputs) {
     const auto n = static_cast<int64_t>(in.tokens.size());
     if (n == 0) return make_error(ErrorCode::invalid_argument, "nothing to evaluate: a sequence has no tokens");
-    if (static_cast<int64_t>(in.blocks.size()) * B < in.pos0 + n) {
+    if (static_cast<int64_t>(in.blocks.size()) * B < in.pos0 + n ||
+        (two_groups && static_cast<int64_t>(in.group1_blocks.size()) * B < in.pos0 + n)) {
       return make_error(ErrorCode::invalid_argument,
                         "the KV blocks cannot hold positions up to " + std::to_string(in.pos0 + n));
     }
@@ -64,6 +79,10 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
       }
     }
     slices_.push_back(backend::SeqSlice{in.blocks, in.pos0, n, static_cast<int64_t>(batch_tokens_.size())});
+    if (two_groups) {
+      group1_slices_.push_back(
+          backend::SeqSlice{in.group1_blocks, in.pos0, n, static_cast<int64_t>(batch_tokens_.size())});
+    }
     batch_tokens_.insert(batch_tokens_.end(), in.tokens.begin(), in.tokens.end());
     for (int64_t i = 0; i < n; ++i) positions_.push_back(in.pos0 + i);
   }
@@ -85,7 +104,11 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
   if (c.gemma) be_.scale(x_, n * c.n_embd, std::sqrt(static_cast<float>(c.n_embd)));
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
-    const int layer = static_cast<int>(l);
+    // The layer's K/V live in its KV group's blocks, at its index among that group's layers.
+    const int group = layer_group_[static_cast<size_t>(l)];
+    const int layer = layer_index_[static_cast<size_t>(l)];
+    const kernels::KvBlockLayout& layout = layouts_[static_cast<size_t>(group)];
+    const std::vector<backend::SeqSlice>& slices = group == 0 ? slices_ : group1_slices_;
     // Attention block: h = norm(x); q, k, v = h W^T (+ per-head norms); rope; store k, v;
     // x += attn(q) Wo^T (Gemma: x += post_norm(attn(q) Wo^T), a local layer's window in the mask).
     be_.rmsnorm(x_, lw.attn_norm, n, c.n_embd, c.rms_eps, h_);
@@ -101,8 +124,8 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
       be_.rope(q_, n, positions_.data(), static_cast<int>(c.n_head), static_cast<int>(c.head_dim), rope);
       be_.rope(k_, n, positions_.data(), static_cast<int>(c.n_head_kv), static_cast<int>(c.head_dim), rope);
     }
-    be_.kv_store(layout_, layer, slices_, k_, v_);
-    be_.attention(layout_, layer, slices_, q_, shape, c.layer_window(l), att_);
+    be_.kv_store(layout, layer, slices, k_, v_);
+    be_.attention(layout, layer, slices, q_, shape, c.layer_window(l), att_);
     be_.matmul(lw.wo, att_, n, h_, nullptr);
     if (c.gemma) be_.rmsnorm(h_, lw.attn_post_norm, n, c.n_embd, c.rms_eps, h_);
     be_.add(x_, h_, n * c.n_embd);

@@ -18,6 +18,8 @@ struct SeqInput {
   std::span<const int32_t> tokens;
   std::span<uint8_t* const> blocks;
   int64_t pos0 = 0;
+  // KV group 1's block table (the local layers of a model with two groups, kv_cache.h).
+  std::span<uint8_t* const> group1_blocks = {};
 };
 
 enum class Logits { last, all };
@@ -29,6 +31,8 @@ enum class Logits { last, all };
 class Forward {
  public:
   Forward(const Model& m, const kernels::KvBlockLayout& layout, int64_t max_batch);
+  // One layout per KV group (KvCache::layouts()): each layer stores its K/V in its group's.
+  Forward(const Model& m, std::vector<kernels::KvBlockLayout> layouts, int64_t max_batch);
   ~Forward();
   Forward(const Forward&) = delete;
   Forward& operator=(const Forward&) = delete;
@@ -39,12 +43,13 @@ class Forward {
   Result<std::span<const float>> eval(std::span<const SeqInput> inputs, Logits which = Logits::last);
 
   int64_t max_batch() const { return max_batch_; }
-  const kernels::KvBlockLayout& layout() const { return layout_; }
+  const kernels::KvBlockLayout& layout() const { return layouts_[0]; }
 
  private:
   const Model& m_;
   backend::Backend& be_;
-  kernels::KvBlockLayout layout_;
+  std::vector<kernels::KvBlockLayout> layouts_;  // per KV group
+  std::vector<int> layer_group_, layer_index_;   // per layer: its group and index in the group
   int64_t max_batch_;
   // Backend buffers, each sized for max_batch rows.
   float* x_ = nullptr;         // (max_batch, n_embd) residual stream
@@ -62,6 +67,7 @@ class Forward {
   std::vector<int32_t> batch_tokens_;
   std::vector<int64_t> positions_;
   std::vector<backend::SeqSlice> slices_;
+  std::vector<backend::SeqSlice> group1_slices_;
   std::vector<float> host_logits_;
 };
 

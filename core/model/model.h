@@ -114,6 +114,11 @@ inline constexpr int64_t k_kv_values_version = 1;
 kv::BlockKey kv_fingerprint(const Model& m, const kernels::KvBlockLayout& layout,
                             int64_t version = k_kv_values_version);
 
+// The fingerprint of KV group g of a model with several (ModelConfig::n_kv_groups): the model's
+// fingerprint for that group's layout, with the group, its layers and its window mixed in, so
+// that no two groups' key chains can meet. A model of one group has kv_fingerprint's.
+kv::BlockKey kv_group_fingerprint(const Model& m, const kernels::KvBlockLayout& layout, int g);
+
 // The tokenizer vocabulary described by a GGUF file's tokenizer.ggml.* metadata.
 Result<tokenizer::Vocabulary> vocabulary_from_gguf(const gguf::GgufFile& file);
 

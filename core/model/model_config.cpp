@@ -304,4 +304,14 @@ Result<kernels::KvBlockLayout> ModelConfig::kv_layout(int block_tokens, kv::KvFo
   return *layout;
 }
 
+Result<kernels::KvBlockLayout> ModelConfig::kv_group_layout(int g, int block_tokens, kv::KvFormat k_format,
+                                                            kv::KvFormat v_format) const {
+  auto whole = kv_layout(block_tokens, k_format, v_format);
+  if (!whole.ok() || n_kv_groups() == 1) return whole;
+  auto layout = kernels::make_kv_block_layout(static_cast<int>(n_kv_group_layers(g)), whole->n_kv_head, whole->head_dim,
+                                              block_tokens, k_format, v_format);
+  if (!layout) return make_error(ErrorCode::invalid_argument, "cannot lay out KV group " + std::to_string(g));
+  return *layout;
+}
+
 }  // namespace kvc::model

@@ -66,6 +66,25 @@ struct ModelConfig {
     for (int64_t l = 0; l < n_layer; ++l) n += layer_is_local(l) ? 1 : 0;
     return n;
   }
+  // KV groups (core/kv/kv_cache.h): layers whose K/V share one block chain. One group for a
+  // model whose layers all attend alike; two for local and global layers: group 0 the global
+  // layers, group 1 the local ones (their window local_window).
+  int n_kv_groups() const {
+    const int64_t n = n_local_layers();
+    return n > 0 && n < n_layer ? 2 : 1;
+  }
+  int kv_group(int64_t l) const { return n_kv_groups() == 2 && layer_is_local(l) ? 1 : 0; }
+  // Layer l's index among its group's layers, and a group's layer count.
+  int kv_group_layer(int64_t l) const {
+    int i = 0;
+    for (int64_t k = 0; k < l; ++k) i += kv_group(k) == kv_group(l) ? 1 : 0;
+    return i;
+  }
+  int64_t n_kv_group_layers(int g) const {
+    int64_t n = 0;
+    for (int64_t l = 0; l < n_layer; ++l) n += kv_group(l) == g ? 1 : 0;
+    return n;
+  }
   bool tied_embeddings = false;  // no output.weight: logits use token_embd
   bool fused_qkv = false;        // attn_qkv.weight holds Q, K, V rows (Phi-3)
   bool fused_gate_up = false;    // ffn_up.weight holds gate then up rows, no ffn_gate (Phi-3)
@@ -98,6 +117,9 @@ struct ModelConfig {
   // The KV block layout of this model (B = block_tokens), or an error naming the head size
   // when a quantized format has no group for it.
   Result<kernels::KvBlockLayout> kv_layout(int block_tokens, kv::KvFormat k_format, kv::KvFormat v_format) const;
+  // The layout of KV group g's blocks (its layers only).
+  Result<kernels::KvBlockLayout> kv_group_layout(int g, int block_tokens, kv::KvFormat k_format,
+                                                 kv::KvFormat v_format) const;
 
   // Reads and validates the config; every error names the metadata key at fault (unsupported
   // architectures and rope scalings included). The tensors are not looked at: check_tensors.

@@ -42,7 +42,7 @@ Result<Session> Session::create(const Model& m, const SessionOptions& o) {
 Session::Session(const Model& m, std::unique_ptr<kv::KvCache> cache, int64_t n_ctx, int64_t n_batch)
     : m_(&m),
       cache_(std::move(cache)),
-      forward_(std::make_unique<Forward>(m, cache_->layout(), n_batch)),
+      forward_(std::make_unique<Forward>(m, cache_->layouts(), n_batch)),
       seq_(cache_->create_sequence()),
       n_ctx_(n_ctx) {}
 
@@ -74,6 +74,7 @@ Result<std::span<const float>> Session::evaluate_all(std::span<const int32_t> to
 }
 
 void Session::clear() {
+  if (cache_->n_groups() > 1) cache_->park(seq_);  // a turn boundary: a windowed KV group keeps its checkpoint
   cache_->destroy_sequence(seq_);
   seq_ = cache_->create_sequence();
 }
@@ -100,7 +101,8 @@ Result<std::span<const float>> Session::run(std::span<const int32_t> tokens, Log
                                                       std::to_string(cache_->n_tokens(seq_) + static_cast<int64_t>(n)) +
                                                       " tokens; raise its budget or shorten the conversation");
     }
-    const model::SeqInput in{chunk, cache_->block_table(seq_), cache_->n_tokens(seq_)};
+    const model::SeqInput in{chunk, cache_->block_table(seq_), cache_->n_tokens(seq_),
+                             cache_->n_groups() > 1 ? cache_->block_table(seq_, 1) : std::span<uint8_t* const>{}};
     auto r = forward_->eval({&in, 1}, which);
     if (!r.ok()) return r.error();
     if (which == Logits::all) all_logits_.insert(all_logits_.end(), r->begin(), r->end());

@@ -181,8 +181,8 @@ TEST_CASE("gemma config: a bad layer pattern or window is refused, naming the ke
 
 TEST_CASE("gemma3-shaped model: cached logits equal uncached ones across turns, the window edge and T1",
           "[core][e2e]") {
-  // tiny-gemma3-f16: 5 local layers (window 64) and a global one, F16 KV. The cache must keep
-  // every block (the global layer reads them all): a whole-model window would retire them.
+  // tiny-gemma3-f16: 5 local layers (window 64) and a global one, F16 KV. The global group must
+  // keep every block (its layer reads them all); the local group retires what is behind its window.
   auto be = backend::make_cpu_backend(2);
   auto m = model::Model::load(test::model_path("tiny-gemma3-f16.gguf"), *be);
   INFO((m.ok() ? std::string() : m.error().what()));
@@ -196,15 +196,19 @@ TEST_CASE("gemma3-shaped model: cached logits equal uncached ones across turns, 
   auto all = fresh->evaluate_all(stream);
   REQUIRE(all.ok());
   const std::vector<float> want(all->begin(), all->end());
-  // All 15 blocks of 230 positions stay: none retired behind the local window.
-  CHECK(fresh->cache().tier_usage(kv::Tier::t0).used_blocks == 15);
+  // Two KV groups: the global layer's 15 blocks of 230 positions are all held (none retired
+  // behind the local window); the local layers' sequence holds only its window.
+  REQUIRE(fresh->cache().n_groups() == 2);
+  CHECK(fresh->cache().tier_usage(kv::Tier::t0, 0).used_blocks == 15);
+  CHECK(fresh->cache().group(0).sequence_table().sequences().begin()->second.table.n_retired == 0);
+  CHECK(fresh->cache().group(1).sequence_table().sequences().begin()->second.table.n_retired == 10);
 
   // Turns of 50 tokens, each reusing the previous turns' KV (the first turn ends inside the
   // window, the later ones far past it), in prefill chunks of 16.
   model::SessionOptions o;
   o.n_ctx = 256;
   o.n_batch = 16;
-  o.t1_bytes = 32 * fresh->cache().layout().block_bytes;
+  o.t1_bytes = 32 * (fresh->cache().group(0).layout().block_bytes + fresh->cache().group(1).layout().block_bytes);
   auto s = model::Session::create(**m, o);
   REQUIRE(s.ok());
   auto check_last = [&](std::span<const float> got, size_t n) {
