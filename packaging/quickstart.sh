@@ -3,7 +3,8 @@
 #   packaging/quickstart.sh demo   open the kvchat app on the built-in demo model (built on first run);
 #                                  without a display, chat with it in the terminal instead
 #   packaging/quickstart.sh test   run the whole test suite, the package install test, then a short fuzz run
-#                                  (KVCHAT_ASAN=1: the suite but the GUI again under ASan + UBSan)
+#                                  (KVCHAT_ASAN=1: the suite but the GUI again under ASan + UBSan;
+#                                  KVCHAT_ASAN_CORE=1: the core/kernels/storage tests under clang's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,3 +31,11 @@ if [ "${KVCHAT_ASAN:-0}" = 1 ]; then
 fi
 packaging/test-install.sh
 tests/fuzz/run_fuzz.sh "${KVCHAT_FUZZ_SECONDS:-60}"
+# KVCHAT_ASAN_CORE=1: the core, kernels and storage tests again under clang's ASan + UBSan, on the
+# fuzz build's instrumented libraries and the release build's test models (kvc_core_tests,
+# tests/sanitized/). Meant for CI; not on by default until it has passed here once in full.
+if [ "${KVCHAT_ASAN_CORE:-0}" = 1 ]; then
+  cmake --build --preset fuzz -j"${KVC_FUZZ_BUILD_JOBS:-2}" --target kvc_core_tests
+  ctest --preset asan-core
+  tests/skipped-summary.sh build/fuzz
+fi

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <system_error>
 
+#include "storage/file_write.h"
+
 namespace kvc::storage {
 
 namespace {
@@ -16,11 +18,8 @@ namespace {
 constexpr const char* k_suffix = ".kvb";
 
 Error io_error(const std::filesystem::path& path, const char* doing, int err) {
-  std::string advice = err == ENOSPC || err == EDQUOT || err == EFBIG
-                           ? "the disk is full; free space or choose another --data-dir"
-                       : err == EROFS || err == EACCES || err == EPERM
-                           ? "the folder is read-only; make it writable or choose another --data-dir"
-                           : std::strerror(err);
+  const char* known = write_errno_advice(err);  // EFBIG says "size limit", as for the databases
+  const std::string advice = known ? known : std::strerror(err);
   return make_error(ErrorCode::io, std::string("cannot ") + doing + " cold KV block " + path.string() + ": " + advice);
 }
 

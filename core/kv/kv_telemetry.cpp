@@ -35,11 +35,15 @@ void KvTelemetry::emit_tier_usage(const std::array<TierUsageBytes, k_n_data_tier
     emit(KvEventType::tier_usage, Tier::none, t, {}, -1, u.used_blocks, u.used_bytes);
   }
   if (!cold_) return;
-  const int64_t written = cold_->stats().bytes_written;
+  const ColdStoreStats st = cold_->stats();  // bytes_written and n_pending of one moment
+  const int64_t written = st.bytes_written;
   int64_t fresh = written - cold_written_seen_;
   const int64_t by_demotion = std::min(fresh, cold_demoted_unseen_);
   cold_demoted_unseen_ -= by_demotion;
   fresh -= by_demotion;
+  // Nothing queued: a demotion's write not written by now was dropped (a failed write batch)
+  // and never will be; left counted, it would swallow the next write-behind's cold_write_done.
+  if (st.n_pending == 0) cold_demoted_unseen_ = 0;
   for (; fresh >= block_bytes_; fresh -= block_bytes_) {
     emit(KvEventType::cold_write_done, Tier::t0, Tier::t2, {}, -1, block_tokens_, block_bytes_);
   }
