@@ -5,16 +5,9 @@
 #include <chrono>
 
 #include "core/util/assert.h"
+#include "core/util/clock.h"
 
 namespace kvc::kv {
-
-namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 SequenceTable::SequenceTable(TierStore& store) : store_(store), index_(store.index()), telemetry_(store.telemetry()) {
   store_.set_reclaimer(this);
