@@ -294,10 +294,10 @@ void ChatController::switch_branch(int64_t message_id) {
 }
 
 void ChatController::update_settings(std::string system_prompt, sampling::GenerateOptions generation) {
+  generation.stop_strings.clear();  // the model's template sets them at each turn
   post([this, sp = std::move(system_prompt), generation = std::move(generation)] {
     // Settings the engine would refuse are refused here, where the user set them.
     if (auto st = generation.sampling.validate(); !st.ok()) return (void)fail(st.error());
-    generation.stop_strings.clear();  // the model's template sets them at each turn
     state_.chat.system_prompt = sp;
     state_.chat.generation = generation;
     if (!store_) return;
