@@ -188,7 +188,7 @@ std::filesystem::path ChatController::settings_path() const {
 void ChatController::save_settings() {
   // The app works without: a failure is reported once (until a save succeeds again).
   const Status st = save_app_settings(
-      settings_path(), AppSettings{requested_model_, saved_budgets_, state_.engine.serve.wanted, serve_port_});
+      settings_path(), AppSettings{requested_model_, saved_budgets_, state_.engine.serve.wanted, serve_port_, {}});
   if (!st.ok() && !settings_unsaved_) {
     fail(make_error(st.error().code,
                     st.error().message + ". The model and budgets will not be remembered for the next launch."));
