@@ -26,7 +26,7 @@ for b in "$app" "$cli"; do
   [[ -x $b ]] || { echo "app-vs-cli: $b is not built (cmake --build --preset release)" >&2; exit 2; }
 done
 command -v xvfb-run >/dev/null || { echo "app-vs-cli: xvfb-run is not installed (apt-get install xvfb xauth)" >&2; exit 2; }
-# The app's default sampling (ui/app_state.h SamplingView), given to the CLI too.
+# The default sampling (core/sampling/sampler.h SamplingParams, the app's and the CLI's), with a fixed seed.
 sampling=(--temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05 --seed 42)
 sentence="Once upon a time there was a little cat who liked to play in the garden."
 

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/sampling/generate_options.h"
+
 namespace kvc::storage {
 
 enum class Role { system, user, assistant };
@@ -23,22 +25,13 @@ enum class MessageState { complete, streaming, interrupted };
 const char* to_string(Role role);
 const char* to_string(MessageState state);
 
-struct SamplingSettings {
-  double temperature = 0.8;
-  int64_t top_k = 40;
-  double top_p = 0.95;
-  double min_p = 0.05;
-  double repeat_penalty = 1.0;
-  int64_t seed = -1;        // -1: random
-  int64_t max_tokens = -1;  // -1: until EOS or the context is full
-  friend bool operator==(const SamplingSettings&, const SamplingSettings&) = default;
-};
-
 struct ConversationSettings {
   std::string system_prompt;
   std::string model_path;
   std::string model_name;
-  SamplingSettings sampling;
+  // Stored: max_tokens and sampling's temperature, top_k, top_p, min_p, repeat_penalty, seed
+  // (the rest keeps GenerateOptions' defaults; the model's template sets the stop strings).
+  sampling::GenerateOptions generation;
   friend bool operator==(const ConversationSettings&, const ConversationSettings&) = default;
 };
 

@@ -1,6 +1,7 @@
 // JSON and Markdown exports of a conversation path.
 #include "storage/conversation.h"
 
+#include <charconv>
 #include <cstdio>
 
 namespace kvc::storage {
@@ -48,10 +49,11 @@ void json_string(std::string& out, const std::string& s) {
   out += '"';
 }
 
-void json_number(std::string& out, double v) {
+// The shortest text that reads back as the same float ("0.8", not 0.800000011920929).
+void json_number(std::string& out, float v) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  out += buf;
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
 }
 
 const char* role_heading(Role r) {
@@ -77,14 +79,15 @@ std::string export_json(const Conversation& c, const std::vector<Message>& path)
   o += ", \"model_name\": ";
   json_string(o, s.model_name);
   o += ", \"temperature\": ";
-  json_number(o, s.sampling.temperature);
-  o += ", \"top_k\": " + std::to_string(s.sampling.top_k) + ", \"top_p\": ";
-  json_number(o, s.sampling.top_p);
+  const sampling::SamplingParams& p = s.generation.sampling;
+  json_number(o, p.temperature);
+  o += ", \"top_k\": " + std::to_string(p.top_k) + ", \"top_p\": ";
+  json_number(o, p.top_p);
   o += ", \"min_p\": ";
-  json_number(o, s.sampling.min_p);
+  json_number(o, p.min_p);
   o += ", \"repeat_penalty\": ";
-  json_number(o, s.sampling.repeat_penalty);
-  o += ", \"seed\": " + std::to_string(s.sampling.seed) + ", \"max_tokens\": " + std::to_string(s.sampling.max_tokens);
+  json_number(o, p.repeat_penalty);
+  o += ", \"seed\": " + std::to_string(p.seed) + ", \"max_tokens\": " + std::to_string(s.generation.max_tokens);
   o += "},\n  \"messages\": [";
   for (size_t i = 0; i < path.size(); ++i) {
     const Message& m = path[i];

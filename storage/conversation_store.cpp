@@ -82,13 +82,13 @@ Conversation read_conversation(const Statement& st) {
   c.settings.system_prompt = st.column_text(4);
   c.settings.model_path = st.column_text(5);
   c.settings.model_name = st.column_text(6);
-  c.settings.sampling.temperature = st.column_double(7);
-  c.settings.sampling.top_k = st.column_int64(8);
-  c.settings.sampling.top_p = st.column_double(9);
-  c.settings.sampling.min_p = st.column_double(10);
-  c.settings.sampling.repeat_penalty = st.column_double(11);
-  c.settings.sampling.seed = st.column_int64(12);
-  c.settings.sampling.max_tokens = st.column_int64(13);
+  c.settings.generation.sampling.temperature = static_cast<float>(st.column_double(7));
+  c.settings.generation.sampling.top_k = static_cast<int>(st.column_int64(8));
+  c.settings.generation.sampling.top_p = static_cast<float>(st.column_double(9));
+  c.settings.generation.sampling.min_p = static_cast<float>(st.column_double(10));
+  c.settings.generation.sampling.repeat_penalty = static_cast<float>(st.column_double(11));
+  c.settings.generation.sampling.seed = st.column_int64(12);
+  c.settings.generation.max_tokens = st.column_int64(13);
   c.active_leaf = st.column_int64(14);  // NULL reads as 0
   c.context_cut = st.column_int64(15);
   return c;
@@ -117,13 +117,13 @@ void bind_settings(Statement& st, int first, const ConversationSettings& s) {
   st.bind(first, std::string_view(s.system_prompt))
       .bind(first + 1, std::string_view(s.model_path))
       .bind(first + 2, std::string_view(s.model_name))
-      .bind(first + 3, s.sampling.temperature)
-      .bind(first + 4, s.sampling.top_k)
-      .bind(first + 5, s.sampling.top_p)
-      .bind(first + 6, s.sampling.min_p)
-      .bind(first + 7, s.sampling.repeat_penalty)
-      .bind(first + 8, s.sampling.seed)
-      .bind(first + 9, s.sampling.max_tokens);
+      .bind(first + 3, static_cast<double>(s.generation.sampling.temperature))
+      .bind(first + 4, int64_t{s.generation.sampling.top_k})
+      .bind(first + 5, static_cast<double>(s.generation.sampling.top_p))
+      .bind(first + 6, static_cast<double>(s.generation.sampling.min_p))
+      .bind(first + 7, static_cast<double>(s.generation.sampling.repeat_penalty))
+      .bind(first + 8, s.generation.sampling.seed)
+      .bind(first + 9, s.generation.max_tokens);
 }
 
 Error no_conversation(int64_t id) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/sampling/generate_options.h"
 #include "ui/engine_state.h"
 #include "ui/memory_state.h"
 
@@ -86,22 +87,12 @@ struct ConversationSummary {
   std::string snippet;  // search hits only: text with [brackets] around matches
 };
 
-struct SamplingView {
-  float temperature = 0.8f;
-  int top_k = 40;
-  float top_p = 0.95f;
-  float min_p = 0.05f;
-  float repeat_penalty = 1.1f;
-  int64_t seed = -1;         // -1: random
-  int64_t max_tokens = 256;  // -1: until the end of the answer or the context
-};
-
 struct ChatState {
   int64_t conversation_id = 0;  // 0: none open
   std::string title;
   std::string system_prompt;
-  SamplingView sampling;
-  std::vector<MessageView> messages;  // the active branch, root first
+  sampling::GenerateOptions generation;  // the Chat settings panel: max tokens, sampling (stored per conversation)
+  std::vector<MessageView> messages;     // the active branch, root first
   bool generating = false;
   int64_t n_stream_tokens = 0;  // tokens in the conversation's stream
   // The context overflow policy's cut: the model's view begins at this message (0: at the
@@ -116,7 +107,7 @@ struct ChatState {
 
 // One tier of the KV cache, as the engine will report it.
 struct TierView {
-  std::string name;  // "T0 device", "T1 host", "T2 disk"
+  std::string name;  // tier_name(): "T0 compute", "T1 host RAM", "T2 disk"
   size_t used_bytes = 0;
   size_t capacity_bytes = 0;
 };
@@ -243,13 +234,13 @@ class AppCommands {
   virtual void edit_message(int64_t message_id, std::string text) = 0;
   // Shows the branch of `message_id` (a sibling of a message on the active branch).
   virtual void switch_branch(int64_t message_id) = 0;
-  virtual void update_settings(std::string system_prompt, SamplingView sampling) = 0;
+  virtual void update_settings(std::string system_prompt, sampling::GenerateOptions generation) = 0;
   virtual void load_model(std::string path) = 0;
   virtual void dismiss_error() = 0;
   // Recreates the runner with these RAM tier budgets (0: default).
-  virtual void set_tier_budgets(TierBudgets budgets) = 0;
+  virtual void set_tier_budgets(KvBudget budgets) = 0;
   // The same, remembered for later runs (DATA_DIR/settings.json): the Engine window's Apply.
-  virtual void save_tier_budgets(TierBudgets budgets) = 0;
+  virtual void save_tier_budgets(KvBudget budgets) = 0;
   // An in-process restart: drops the runner, its RAM tiers and the disk tier's handle, reopens
   // them from the files on disk and reopens the current conversation.
   virtual void restart_engine() = 0;

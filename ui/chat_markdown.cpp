@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cfloat>
 
+#include "core/util/utf8.h"
 #include "ui/open_url.h"
 #include "ui/views.h"
 
@@ -90,7 +91,7 @@ float flow_spans(const ViewContext& ctx, const std::vector<MdSpan>& spans, const
         float cw = 0;
         while (cut < word.size()) {
           size_t n = 1;
-          while (cut + n < word.size() && (static_cast<unsigned char>(word[cut + n]) & 0xC0) == 0x80) ++n;
+          while (cut + n < word.size() && is_utf8_continuation(word[cut + n])) ++n;
           const float gw = text_width(font, word.substr(cut, n));
           if (cut > 0 && x + cw + gw > right) break;
           cw += gw;
@@ -266,7 +267,7 @@ std::string wrap_plain(const std::string& text, ImFont* font, float width) {
       const char* cut = font->CalcWordWrapPositionA(1.0f, line, nl, width);
       if (cut <= line) {
         cut = line + 1;
-        while (cut < nl && (static_cast<unsigned char>(*cut) & 0xC0) == 0x80) ++cut;
+        while (cut < nl && is_utf8_continuation(*cut)) ++cut;
       }
       out.append(line, cut);
       line = cut;

@@ -6,6 +6,7 @@
 
 #include "core/chat/context_window.h"
 #include "core/chat/reasoning.h"
+#include "core/util/utf8.h"
 #include "ui/format.h"
 #include "ui/views.h"
 
@@ -17,11 +18,7 @@ namespace {
 std::string fit_width(const std::string& text, float width) {
   if (ImGui::CalcTextSize(text.c_str()).x <= width) return text;
   std::string t = text;
-  while (!t.empty() && ImGui::CalcTextSize((t + "...").c_str()).x > width) {
-    t.pop_back();
-    while (!t.empty() && (static_cast<unsigned char>(t.back()) & 0xC0) == 0x80) t.pop_back();
-    if (!t.empty() && (static_cast<unsigned char>(t.back()) & 0x80)) t.pop_back();
-  }
+  while (!t.empty() && ImGui::CalcTextSize((t + "...").c_str()).x > width) { utf8_pop_back(t); }
   return t + "...";
 }
 
@@ -206,12 +203,12 @@ void ChatView::start_edit(const MessageView& m) {
 void ChatView::draw_settings(ViewContext& ctx) {
   if (ImGui::IsWindowAppearing()) {
     settings_system_ = ctx.snap.chat.system_prompt;
-    settings_sampling_ = ctx.snap.chat.sampling;
+    settings_generation_ = ctx.snap.chat.generation;
   }
   ImGui::TextUnformatted("System prompt (used when the conversation starts)");
   named_input(ctx.hooks, "chat.system", "##system", settings_system_, 0,
               ImVec2(420.0f, ImGui::GetTextLineHeight() * 4.0f));
-  SamplingView& s = settings_sampling_;
+  sampling::SamplingParams& s = settings_generation_.sampling;
   ImGui::SetNextItemWidth(260.0f);
   ImGui::SliderFloat("temperature", &s.temperature, 0.0f, 2.0f, "%.2f");
   ImGui::SetNextItemWidth(260.0f);
@@ -222,14 +219,15 @@ void ChatView::draw_settings(ViewContext& ctx) {
   ImGui::SliderFloat("min-p", &s.min_p, 0.0f, 0.5f, "%.2f");
   ImGui::SetNextItemWidth(260.0f);
   ImGui::SliderFloat("repeat penalty", &s.repeat_penalty, 1.0f, 2.0f, "%.2f");
-  int max_tokens = static_cast<int>(s.max_tokens);
+  int max_tokens = static_cast<int>(settings_generation_.max_tokens);
   ImGui::SetNextItemWidth(260.0f);
-  if (ImGui::InputInt("max tokens (-1: no limit)", &max_tokens)) s.max_tokens = std::max(-1, max_tokens);
+  if (ImGui::InputInt("max tokens (-1: no limit)", &max_tokens))
+    settings_generation_.max_tokens = std::max(-1, max_tokens);
   int seed = static_cast<int>(s.seed);
   ImGui::SetNextItemWidth(260.0f);
   if (ImGui::InputInt("seed (-1: random)", &seed)) s.seed = std::max(-1, seed);
   if (named_button(ctx.hooks, "chat.settings_apply", "Apply")) {
-    ctx.cmd.update_settings(settings_system_, settings_sampling_);
+    ctx.cmd.update_settings(settings_system_, settings_generation_);
     ImGui::CloseCurrentPopup();
   }
   ImGui::SameLine();

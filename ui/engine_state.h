@@ -1,22 +1,13 @@
-// What the views see of the inference engine's settings: the tier budgets, the machine's free
+// What the views see of the inference engine's settings: the KV budget, the machine's free
 // RAM and disk they default from, restarts, and the "Serve on localhost" API server.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-namespace kvc::ui {
+#include "core/util/machine_budget.h"
 
-// Budgets of the tiers; 0 means the default from the machine (EngineState::defaults).
-// Applying new budgets recreates the runner (its RAM tiers start empty; T2's blocks stay).
-struct TierBudgets {
-  int64_t t0_bytes = 0;
-  int64_t t1_bytes = 0;
-  int64_t t2_bytes = 0;
-  // What one context's KV (F16) may take: sizes the default context, the model's trained
-  // context cut to fit (0: --ctx-memory, else 1 GiB). No effect when -c sets the context.
-  int64_t ctx_kv_bytes = 0;
-};
+namespace kvc::ui {
 
 // The app's OpenAI-compatible API (kvchat-cli serve's) on 127.0.0.1, on the app's own engine.
 struct ServeState {
@@ -33,8 +24,10 @@ struct ServeState {
 };
 
 struct EngineState {
-  TierBudgets budgets;   // as set in the Engine window (0: default)
-  TierBudgets defaults;  // from free RAM and free disk for the loaded model (app/common/machine_budget.h)
+  // As set in the Engine window (0: default; the type the pools get, core/util/machine_budget.h).
+  // Applying a new budget recreates the runner (its RAM tiers start empty; T2's blocks stay).
+  KvBudget budgets;
+  KvBudget defaults;  // from free RAM and free disk for the loaded model (default_budgets)
   uint64_t mem_total_bytes = 0;
   uint64_t mem_available_bytes = 0;  // when the model was loaded
   uint64_t disk_free_bytes = 0;      // of the data directory

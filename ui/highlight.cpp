@@ -7,6 +7,8 @@
 #include <span>
 #include <string>
 
+#include "core/util/utf8.h"
+
 namespace kvc::ui {
 
 namespace {
@@ -323,7 +325,7 @@ class Scanner {
     }
     // Anything else, one code point at a time (UTF-8 continuation bytes stay with their lead).
     size_t j = i_ + 1;
-    while (j < code_.size() && (static_cast<unsigned char>(code_[j]) & 0xC0) == 0x80) ++j;
+    while (j < code_.size() && is_utf8_continuation(code_[j])) ++j;
     emit(j, TokenClass::plain);
   }
 

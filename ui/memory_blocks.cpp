@@ -24,8 +24,6 @@ constexpr float k_max_cell_em = 1.6f;
 constexpr float k_gap_ratio = 0.22f;
 constexpr int k_max_tree_rows = 400;
 
-const char* k_tier_names[k_n_kv_tiers] = {"T0 compute", "T1 host RAM", "T2 disk"};
-
 }  // namespace
 
 ImVec4 tier_color(int tier) {
@@ -35,13 +33,6 @@ ImVec4 tier_color(int tier) {
     default: return tier_colors::t2;
   }
 }
-
-const char* tier_label(int tier) {
-  static const char* names[] = {"T0", "T1", "T2"};
-  return names[std::clamp(tier, 0, k_n_kv_tiers - 1)];
-}
-
-const char* tier_name(int tier) { return k_tier_names[std::clamp(tier, 0, k_n_kv_tiers - 1)]; }
 
 float legend_spacing() { return std::round(ImGui::GetFontSize() * 0.9f); }
 float legend_inner_spacing() { return std::round(ImGui::GetFontSize() * 0.3f); }
@@ -91,11 +82,11 @@ void draw_tier_shares(const AppSnapshot& snap) {
   const KvPicture& kv = snap.memory.kv;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float bar_h = ImGui::GetTextLineHeight() + 4.0f;
-  const float label_w = label_column_width({k_tier_names[0], k_tier_names[1], k_tier_names[2]});
+  const float label_w = label_column_width({tier_name(0), tier_name(1), tier_name(2)});
   for (int t = 0; t < k_n_kv_tiers; ++t) {
     const auto ti = static_cast<size_t>(t);
     if (kv.capacity_bytes[ti] == 0 && t == 2) continue;  // no disk tier
-    ImGui::TextColored(tier_color(t), "%s", k_tier_names[t]);
+    ImGui::TextColored(tier_color(t), "%s", tier_name(t));
     ImGui::SameLine(label_w);
     const ImVec2 p0 = ImGui::GetCursorScreenPos();
     const float w = std::max(40.0f, ImGui::GetContentRegionAvail().x);
@@ -145,7 +136,7 @@ void draw_tier_shares(const AppSnapshot& snap) {
 
 void draw_block_map(const AppSnapshot& snap) {
   const KvPicture& kv = snap.memory.kv;
-  const float label_w = label_column_width({"T0", "T1", "T2"});
+  const float label_w = label_column_width({tier_label(0), tier_label(1), tier_label(2)});
   const float avail = std::max(1.0f, ImGui::GetContentRegionAvail().x - label_w);
   const float font = ImGui::GetFontSize();
   const float group_pad = std::round(font * 0.3f);
@@ -161,12 +152,12 @@ void draw_block_map(const AppSnapshot& snap) {
   const float cell = fit.cell;
   const BlockMapLayout l = layout_block_map(kv.blocks, avail, cell, fit.gap);
   uint64_t max_age = 0;
-  for (const BlockCell& b : kv.blocks) max_age = std::max(max_age, b.age);
+  for (const kv::KvBlockView& b : kv.blocks) max_age = std::max(max_age, kv.age(b));
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float pitch = cell + fit.gap;
   const float line_w = std::max(1.5f, cell * 0.12f);
   const ImVec2 mouse = ImGui::GetIO().MousePos;
-  const BlockCell* hovered = nullptr;
+  const kv::KvBlockView* hovered = nullptr;
   int hovered_group = 0;
   for (int g = 0; g < k_n_kv_tiers; ++g) {
     const BlockMapGroup& group = l.groups[static_cast<size_t>(g)];
@@ -177,13 +168,13 @@ void draw_block_map(const AppSnapshot& snap) {
     dl->AddText(ImVec2(p0.x, label_y), ImGui::GetColorU32(tier_color(g)), tier_label(g));
     const float x0 = p0.x + label_w;
     for (size_t i = 0; i < group.cells.size(); ++i) {
-      const BlockCell& b = kv.blocks[group.cells[i]];
+      const kv::KvBlockView& b = kv.blocks[group.cells[i]];
       const auto row = static_cast<int>(i) / l.cells_per_row;
       const auto col = static_cast<int>(i) % l.cells_per_row;
       const ImVec2 a(x0 + pitch * static_cast<float>(col), p0.y + 2.0f + pitch * static_cast<float>(row));
       const ImVec2 z(a.x + cell, a.y + cell);
-      const uint32_t c = shade_color(owner_color(b.owner), recency_shade(b.age, max_age));
-      const bool copy = g == 2 && b.tier != 2;  // written behind; the block lives on a faster tier
+      const uint32_t c = shade_color(owner_color(b.owner_id), recency_shade(kv.age(b), max_age));
+      const bool copy = g == 2 && b.tier != kv::Tier::t2;  // written behind; the block lives on a faster tier
       if (copy) {
         dl->AddRect(a, z, c, 1.0f, 0, line_w);
       } else if (b.is_private) {
@@ -213,18 +204,18 @@ void draw_block_map(const AppSnapshot& snap) {
     if (hovered->is_private) {
       ImGui::TextUnformatted("private tail (not in the prefix index)");
     } else {
-      ImGui::Text("key %s…", hovered->key_hex.c_str());
+      ImGui::Text("key %s…", short_key(hovered->key).c_str());
     }
     ImGui::Text("tokens %lld..%lld (%d)", static_cast<long long>(hovered->position),
                 static_cast<long long>(hovered->position + hovered->n_tokens), hovered->n_tokens);
-    ImGui::Text("tier %s%s, slot %d", tier_label(hovered->tier),
-                hovered->on_disk && hovered->tier != 2 ? " (copy on T2)" : "", hovered->slot);
-    if (hovered_group == 2 && hovered->tier != 2)
-      ImGui::TextDisabled("the disk copy of a block living on %s", tier_label(hovered->tier));
+    const int tier = tier_of(hovered->tier);
+    ImGui::Text("tier %s%s, slot %d", tier_label(tier), hovered->on_cold && tier != 2 ? " (copy on T2)" : "",
+                hovered->slot);
+    if (hovered_group == 2 && tier != 2) ImGui::TextDisabled("the disk copy of a block living on %s", tier_label(tier));
     ImGui::Text("refcount %d  ·  hits %d  ·  last use %llu ticks ago", hovered->n_refs, hovered->n_hits,
-                static_cast<unsigned long long>(hovered->age));
+                static_cast<unsigned long long>(kv.age(*hovered)));
     ImGui::Text(
-        "%s%s", owner_name(snap, hovered->owner).c_str(),
+        "%s%s", owner_name(snap, hovered->owner_id).c_str(),
         hovered->is_shared() ? ("  +" + std::to_string(hovered->n_owners - 1) + " more: shared prefix").c_str() : "");
     ImGui::EndTooltip();
   }
@@ -325,7 +316,7 @@ void draw_prefix_tree(const KvPicture& kv) {
     return;
   }
   int n_branch = 0;
-  for (const TreeNode& n : kv.nodes) n_branch += n.n_children >= 2;
+  for (const kv::KvNodeView& n : kv.nodes) n_branch += n.n_children >= 2;
   ImGui::TextDisabled(
       "%zu nodes  ·  %d branch points%s", kv.nodes.size(), n_branch,
       kv.n_nodes_left_out > 0 ? ("  ·  " + std::to_string(kv.n_nodes_left_out) + " not listed").c_str() : "");
@@ -334,7 +325,7 @@ void draw_prefix_tree(const KvPicture& kv) {
   int depth_open = 0;  // ImGui tree levels pushed
   size_t i = 0;
   while (i < kv.nodes.size()) {
-    const TreeNode& n = kv.nodes[i];
+    const kv::KvNodeView& n = kv.nodes[i];
     while (depth_open > n.level) {
       ImGui::TreePop();
       --depth_open;
@@ -348,8 +339,8 @@ void draw_prefix_tree(const KvPicture& kv) {
     if (n.is_root) {
       std::snprintf(label, sizeof label, "model  ·  %d %s", n.n_children, n.n_children == 1 ? "branch" : "branches");
     } else {
-      std::snprintf(label, sizeof label, "%s  tokens %lld..%lld  ·  %d block%s  ·  %d hit%s%s", tier_label(n.tier),
-                    static_cast<long long>(n.position),
+      std::snprintf(label, sizeof label, "%s  tokens %lld..%lld  ·  %d block%s  ·  %d hit%s%s",
+                    tier_label(tier_of(n.tier)), static_cast<long long>(n.position),
                     static_cast<long long>(n.position + int64_t{n.n_blocks} * kv.block_tokens), n.n_blocks,
                     n.n_blocks == 1 ? "" : "s", n.n_hits, n.n_hits == 1 ? "" : "s",
                     n.n_children >= 2 ? "  ·  branch point" : "");
@@ -357,8 +348,10 @@ void draw_prefix_tree(const KvPicture& kv) {
     ImGuiTreeNodeFlags flags = ImGuiTreeNodeFlags_SpanAvailWidth;
     if (n.level < 4) flags |= ImGuiTreeNodeFlags_DefaultOpen;
     if (n.n_children == 0) flags |= ImGuiTreeNodeFlags_Leaf;
-    ImGui::PushStyleColor(ImGuiCol_Text, n.is_root ? colors::muted : tier_color(n.tier));
-    const std::string id = n.is_root ? "root" + std::to_string(i) : n.key_hex + std::to_string(n.level);
+    ImGui::PushStyleColor(ImGuiCol_Text, n.is_root ? colors::muted : tier_color(tier_of(n.tier)));
+    // Keyed by its first block's key, so that a node keeps its open state as the tree changes.
+    const std::string key = n.first_block >= 0 ? short_key(kv.blocks[static_cast<size_t>(n.first_block)].key) : "";
+    const std::string id = n.is_root ? "root" + std::to_string(i) : key + std::to_string(n.level);
     const bool open = ImGui::TreeNodeEx(id.c_str(), flags, "%s", label);
     ImGui::PopStyleColor();
     ++i;

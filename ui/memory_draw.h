@@ -17,9 +17,7 @@ inline const ImVec4 t0{0.30f, 0.78f, 0.50f, 1.0f};
 inline const ImVec4 t1{0.36f, 0.62f, 0.98f, 1.0f};
 inline const ImVec4 t2{0.72f, 0.52f, 0.95f, 1.0f};
 }  // namespace tier_colors
-ImVec4 tier_color(int tier);
-const char* tier_label(int tier);  // "T0", "T1", "T2"
-const char* tier_name(int tier);   // "T0 compute", "T1 host RAM", "T2 disk"
+ImVec4 tier_color(int tier);  // tier_label() and tier_name() are in memory_state.h
 
 // The width of a label column holding any of `labels` in the current font, plus item spacing.
 float label_column_width(std::initializer_list<const char*> labels);

@@ -25,19 +25,19 @@ int block_map_cells_per_row(float width, float cell, float gap) {
   return std::max(1, static_cast<int>(std::floor((width + gap) / pitch)));
 }
 
-BlockMapLayout layout_block_map(std::span<const BlockCell> blocks, float width, float cell, float gap) {
+BlockMapLayout layout_block_map(std::span<const kv::KvBlockView> blocks, float width, float cell, float gap) {
   BlockMapLayout l;
   l.cells_per_row = block_map_cells_per_row(width, cell, gap);
   for (size_t i = 0; i < blocks.size(); ++i) {
-    const int t = std::clamp(blocks[i].tier, 0, k_n_kv_tiers - 1);
+    const int t = tier_of(blocks[i].tier);
     l.groups[static_cast<size_t>(t)].cells.push_back(i);
-    if (t != 2 && blocks[i].on_disk) l.groups[2].cells.push_back(i);
+    if (t != 2 && blocks[i].on_cold) l.groups[2].cells.push_back(i);
   }
   for (BlockMapGroup& g : l.groups) {
     std::stable_sort(g.cells.begin(), g.cells.end(), [&](size_t a, size_t b) {
-      const BlockCell& x = blocks[a];
-      const BlockCell& y = blocks[b];
-      if (x.owner != y.owner) return x.owner < y.owner;
+      const kv::KvBlockView& x = blocks[a];
+      const kv::KvBlockView& y = blocks[b];
+      if (x.owner_id != y.owner_id) return x.owner_id < y.owner_id;
       return x.position < y.position;
     });
     const auto n = static_cast<int>(g.cells.size());

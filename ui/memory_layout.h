@@ -33,7 +33,7 @@ struct BlockMapLayout {
 // width: pixels available for cells; cell, gap: a cell's side and the space between cells.
 // At least one cell per row.
 int block_map_cells_per_row(float width, float cell, float gap);
-BlockMapLayout layout_block_map(std::span<const BlockCell> blocks, float width, float cell, float gap);
+BlockMapLayout layout_block_map(std::span<const kv::KvBlockView> blocks, float width, float cell, float gap);
 
 // The largest cell side in [min_cell, max_cell] (whole pixels, gap = gap_ratio x cell, at least
 // 1 px) at which every non-empty group fits `height` when each group takes group_pad plus its

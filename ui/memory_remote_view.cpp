@@ -86,12 +86,11 @@ void MemoryView::draw_remote(ViewContext& ctx) {
     }
     fraction_bar("prefix cache hits", r.prefix_hit_rate, overlay);
   }
-  static const char* const k_tier_names[] = {"T0 compute", "T1 host RAM", "T2 disk"};
   for (int t = 0; t < k_n_kv_tiers; ++t) {
     const double used = r.tier_used_bytes[static_cast<size_t>(t)];
     const double cap = r.tier_capacity_bytes[static_cast<size_t>(t)];
     if (used < 0 || cap <= 0) continue;
-    fraction_bar(k_tier_names[t], used / cap, format_bytes(used) + " / " + format_bytes(cap));
+    fraction_bar(tier_name(t), used / cap, format_bytes(used) + " / " + format_bytes(cap));
   }
   if (r.cached_tokens_total >= 0 && r.prompt_tokens_total > 0) {
     ImGui::Text("prompt tokens served from the cache: %s of %s", count(r.cached_tokens_total).c_str(),

@@ -1,7 +1,9 @@
 // What the Memory window draws of the paged KV cache: blocks, the prefix tree, shares and timelines.
 //
-// Plain values converted from core's KvView / TurnTimeline / BandwidthMeter in app/gui, so ui/
-// never includes the engine. Tiers are indices 0 (T0 compute), 1 (T1 host RAM), 2 (T2 disk).
+// Blocks and tree nodes are core's plain kv::KvBlockView / kv::KvNodeView (core/kv/kv_view.h),
+// copied whole from the engine's published KvView; the totals and timelines below are summed
+// from its metrics and events in app/gui (MemoryFeed). ui/ never includes the engine. Tiers are
+// indices 0 (T0 compute), 1 (T1 host RAM), 2 (T2 disk).
 #pragma once
 
 #include <array>
@@ -10,39 +12,26 @@
 #include <string>
 #include <vector>
 
+#include "core/kv/kv_events.h"
+#include "core/kv/kv_view.h"
+
 namespace kvc::ui {
 
 constexpr int k_n_kv_tiers = 3;
 
-// One KV block. Invariant: 0 <= tier < k_n_kv_tiers; n_owners == 0 iff owner == -1.
-struct BlockCell {
-  int tier = 0;
-  int32_t slot = -1;  // -1 on T2
-  int32_t n_tokens = 0;
-  int32_t n_refs = 0;  // running turns pinning it
-  int32_t n_hits = 0;
-  uint64_t age = 0;         // cache ticks since its last use (0: in use now)
-  int64_t position = 0;     // tokens before it
-  int64_t owner = -1;       // conversation id of its first owner; -1: no open stream holds it
-  int32_t n_owners = 0;     // >= 2: a prefix shared by several conversations
-  bool is_private = false;  // a partial tail, not in the prefix index
-  bool on_disk = false;     // a copy is on T2 (or it lives only there)
-  std::string key_hex;      // first 16 hex digits of its key; empty for a private block
-  bool is_shared() const { return n_owners >= 2; }
-};
-
-// One node of the prefix tree, depth-first pre-order. Invariant: parent < its own index.
-struct TreeNode {
-  int32_t parent = -1;
-  int32_t level = 0;
-  bool is_root = false;
-  int64_t position = 0;
-  int32_t n_blocks = 0;
-  int32_t n_children = 0;
-  int32_t n_hits = 0;
-  int tier = 0;         // of its first block
-  std::string key_hex;  // first 16 hex digits of its first block's key; empty for a root
-};
+// The tiers' names, written here only: "T0" and "T0 compute" (the block map, the tier bars, the
+// remote server's tiers, the runner's TierView).
+constexpr const char* k_tier_labels[k_n_kv_tiers] = {"T0", "T1", "T2"};
+constexpr const char* k_tier_names[k_n_kv_tiers] = {"T0 compute", "T1 host RAM", "T2 disk"};
+constexpr int clamp_tier(int tier) { return tier < 0 ? 0 : tier >= k_n_kv_tiers ? k_n_kv_tiers - 1 : tier; }
+constexpr const char* tier_label(int tier) { return k_tier_labels[clamp_tier(tier)]; }
+constexpr const char* tier_name(int tier) { return k_tier_names[clamp_tier(tier)]; }
+// A block's or node's tier as an index (a listed block is always on a data tier).
+constexpr int tier_of(kv::Tier t) { return kv::is_data_tier(t) ? kv::tier_index(t) : 0; }
+// The first 16 hex digits of a key, as the views show it; empty for a null (private) key.
+inline std::string short_key(const kv::BlockKey& key) {
+  return key.is_null() ? std::string() : key.hex().substr(0, 16);
+}
 
 // A conversation's part of each tier (a block held by k conversations counts 1/k for each).
 struct OwnerShare {
@@ -82,9 +71,10 @@ struct KvPicture {
   std::array<int64_t, k_n_kv_tiers> used_blocks{};       // as each tier counts them (T2: the disk store's)
   std::array<int64_t, k_n_kv_tiers> n_blocks_on_tier{};  // where blocks live, over all blocks
   int64_t n_blocks_on_disk = 0;                          // blocks with a copy on T2 (the T2 row of the block map)
-  std::vector<BlockCell> blocks;                         // index blocks in tree order, then private blocks
+  uint64_t tick = 0;                                     // the cache's clock: a block's age is tick - last_use
+  std::vector<kv::KvBlockView> blocks;  // index blocks in tree order, then private blocks (KvView::blocks)
   int64_t n_blocks_left_out = 0;
-  std::vector<TreeNode> nodes;
+  std::vector<kv::KvNodeView> nodes;  // KvView::nodes: pre-order, first_block indexes blocks
   int64_t n_nodes_left_out = 0;
   int64_t n_shared_blocks = 0;
   std::vector<OwnerShare> shares;  // one per conversation seen this run
@@ -96,6 +86,9 @@ struct KvPicture {
   int64_t n_copies_on_write = 0;
   int64_t n_wasted_tokens = 0;
   size_t wasted_bytes = 0;
+
+  // Cache ticks since the block's last use (0: in use now).
+  uint64_t age(const kv::KvBlockView& b) const { return tick > b.last_use ? tick - b.last_use : 0; }
 };
 
 // What a remote server reports of its KV cache (its /metrics, Prometheus text) and what its

@@ -122,8 +122,10 @@ void draw_timelines(const MemoryState& m) {
   const KvTimelines& tl = m.timelines;
   const std::vector<TurnBar> bars = bucket_turns(tl.turns, k_max_bars);
 
-  const Legend hit_legend = legend(
-      {{"T0", tier_colors::t0}, {"T1", tier_colors::t1}, {"T2", tier_colors::t2}, {"computed", colors::computed}});
+  const Legend hit_legend = legend({{tier_label(0), tier_colors::t0},
+                                    {tier_label(1), tier_colors::t1},
+                                    {tier_label(2), tier_colors::t2},
+                                    {"computed", colors::computed}});
   const ImVec4 c_lookup{0.62f, 0.64f, 0.70f, 1.0f}, c_promote = tier_colors::t2, c_prefill = colors::computed,
                                                     c_decode{0.30f, 0.85f, 0.85f, 1.0f};
   const Legend ttft_legend =

@@ -210,6 +210,12 @@ Result<ScriptStep> parse_step(const json& j, int index) {
           }
           s.max_tokens = it->get<int64_t>();
         }
+        if (auto it = j.find("temperature"); it != j.end()) {
+          if (!it->is_number() || it->get<double>() < 0 || it->get<double>() > 2) {
+            return step_error(index, kind, "\"temperature\" must be a number in [0, 2]");
+          }
+          s.temperature = it->get<double>();
+        }
         if (auto it = j.find("system_prompt"); it != j.end()) {
           if (!it->is_string()) return step_error(index, kind, "\"system_prompt\" must be a string");
           s.text = it->get<std::string>();

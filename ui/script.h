@@ -13,7 +13,7 @@
 //     "ctx_kv_bytes": 65536},
 //     {"do": "command", "name": "restart_engine"},
 //     {"do": "click", "widget": "menu.engine"},            (opens the Engine window: engine.serve, engine.serve_port)
-//     {"do": "command", "name": "set_chat_settings", "max_tokens": 48, "system_prompt": "..."},
+//     {"do": "command", "name": "set_chat_settings", "max_tokens": 48, "temperature": 0, "system_prompt": "..."},
 //                                          (the open conversation's; each field optional)
 //     {"do": "print", "state": "last_tokens_per_s"},   (writes "kvchat: state NAME = VALUE" to stdout)
 //     {"do": "sleep", "seconds": 2},   (frames go on; a process outside the app looks at it meanwhile)
@@ -71,6 +71,7 @@ struct ScriptStep {
   int64_t t2_bytes = 0;
   int64_t ctx_kv_bytes = 0;  // set_tier_budgets: the context's KV budget (0: default)
   int64_t max_tokens = 0;    // command set_chat_settings (0: unchanged; its system_prompt: text, when value_is_string)
+  double temperature = -1;   // set_chat_settings (< 0: unchanged; 0: greedy)
 };
 
 struct Script {

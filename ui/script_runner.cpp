@@ -53,7 +53,7 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
   // The Memory window: what its block map draws (cells per tier group, shared cells), the tree, timelines, exports.
   const BlockMapLayout map = layout_block_map(s.memory.kv.blocks, 300.0f, 9.0f, 2.0f);
   double n_shared_cells = 0;
-  for (const BlockCell& b : s.memory.kv.blocks) n_shared_cells += b.is_shared() ? 1 : 0;
+  for (const kv::KvBlockView& b : s.memory.kv.blocks) n_shared_cells += b.is_shared() ? 1 : 0;
   for (int t = 0; t < 3; ++t) {
     m["kv_map_t" + std::to_string(t) + "_cells"] = static_cast<double>(map.groups[static_cast<size_t>(t)].cells.size());
   }
@@ -306,11 +306,12 @@ void ScriptRunner::before_frame(const AppSnapshot& snap, AppCommands& cmd, Scrip
     case StepKind::command:
       if (s.name == "restart_engine") cmd.restart_engine();
       if (s.name == "set_tier_budgets") {
-        cmd.set_tier_budgets(TierBudgets{s.t0_bytes, s.t1_bytes, s.t2_bytes, s.ctx_kv_bytes});
+        cmd.set_tier_budgets(KvBudget{s.t0_bytes, s.t1_bytes, s.t2_bytes, s.ctx_kv_bytes});
       }
       if (s.name == "set_chat_settings") {
-        SamplingView v = snap.chat.sampling;
+        sampling::GenerateOptions v = snap.chat.generation;
         if (s.max_tokens > 0) v.max_tokens = s.max_tokens;
+        if (s.temperature >= 0) v.sampling.temperature = static_cast<float>(s.temperature);
         cmd.update_settings(s.value_is_string ? s.text : snap.chat.system_prompt, v);
       }
       // The open conversation, as its menu's Export items do.

@@ -120,7 +120,7 @@ void EngineView::draw(ViewContext& ctx) {
   }
   ctx.hooks.note_window(k_engine_window);
   const EngineState& e = ctx.snap.engine;
-  const TierBudgets& b = e.budgets;
+  const KvBudget& b = e.budgets;
   if (!seeded_) {
     t0_kib_ = static_cast<int>(b.t0_bytes / 1024);
     t1_kib_ = static_cast<int>(b.t1_bytes / 1024);
@@ -160,7 +160,7 @@ void EngineView::draw(ViewContext& ctx) {
   }
   if (named_button(ctx.hooks, "engine.apply", "Apply")) {
     ctx.cmd.save_tier_budgets(
-        TierBudgets{int64_t{t0_kib_} * 1024, int64_t{t1_kib_} * 1024, int64_t{t2_mib_} << 20, int64_t{ctx_mib_} << 20});
+        KvBudget{int64_t{t0_kib_} * 1024, int64_t{t1_kib_} * 1024, int64_t{t2_mib_} << 20, int64_t{ctx_mib_} << 20});
   }
   ImGui::SameLine();
   ImGui::TextDisabled("recreates the KV cache: T0 and T1 start empty, T2 keeps its blocks");

@@ -71,7 +71,7 @@ struct ChatView {
   MarkdownAnswers answers_;                 // assistant messages, parsed once per change
   std::map<int64_t, bool> reasoning_open_;  // message id -> its reasoning is expanded
   std::string settings_system_;
-  SamplingView settings_sampling_;
+  sampling::GenerateOptions settings_generation_;
 };
 
 struct ModelView {

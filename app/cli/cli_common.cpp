@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "core/model/context_budget.h"
@@ -51,7 +52,9 @@ std::string resolve_model_path(const std::string& path, const std::string& data_
   return std::filesystem::exists(in_data, ec) ? in_data.string() : path;
 }
 
-void add_sampling_options(CLI::App& cmd, sampling::SamplingParams& p) {
+void add_generate_options(CLI::App& cmd, sampling::GenerateOptions& o, const std::string& n_help) {
+  cmd.add_option("-n,--n-predict", o.max_tokens, n_help)->capture_default_str();
+  sampling::SamplingParams& p = o.sampling;
   cmd.add_option("--temp", p.temperature, "sampling temperature; 0 = greedy")->capture_default_str();
   cmd.add_option("--top-k", p.top_k, "keep the k most likely tokens; 0 = off")->capture_default_str();
   cmd.add_option("--top-p", p.top_p, "nucleus sampling: keep the smallest set with this much probability; 1 = off")
@@ -62,7 +65,9 @@ void add_sampling_options(CLI::App& cmd, sampling::SamplingParams& p) {
       ->capture_default_str();
   cmd.add_option("--repeat-last-n", p.repeat_last_n, "how many recent tokens the penalty looks at")
       ->capture_default_str();
-  cmd.add_option("-s,--seed", p.seed, "random seed; the same seed gives the same output")->capture_default_str();
+  cmd.add_option("-s,--seed", p.seed, "random seed; the same seed gives the same output; -1 = a random one")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
 }
 
 Result<Loaded> load_model(const ModelOptions& o) {

@@ -10,19 +10,21 @@
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/model/context_budget.h"
 #include "core/model/model.h"
-#include "core/sampling/sampler.h"
+#include "core/sampling/generate_options.h"
 #include "core/util/result.h"
 
 namespace kvc::cli {
 
 // Options every model-running command takes.
 struct ModelOptions {
-  std::string model;              // -m
-  int threads = 0;                // -t; 0 = one per physical core
-  std::string backend = "cpu";    // --backend: cpu, cuda or auto
-  int64_t n_ctx = 0;              // -c; 0 = the model's training context, capped by ctx_memory_mib
-  int64_t ctx_memory_mib = 1024;  // --ctx-memory: one context's F16 KV may take this much
+  std::string model;            // -m
+  int threads = 0;              // -t; 0 = one per physical core
+  std::string backend = "cpu";  // --backend: cpu, cuda or auto
+  int64_t n_ctx = 0;            // -c; 0 = the model's training context, capped by ctx_memory_mib
+  int64_t ctx_memory_mib =
+      model::k_default_ctx_kv_budget_bytes >> 20;  // --ctx-memory: one context's F16 KV may take this much
   int64_t n_batch = 256;
   std::string data_dir;  // --data-dir
   bool quiet = false;    // --quiet: no progress or timings on stderr
@@ -33,7 +35,9 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool model_required = tru
 void add_data_dir_option(CLI::App& cmd, std::string& data_dir);
 // A model named by path, or by file name inside the data directory's models/ folder.
 std::string resolve_model_path(const std::string& path, const std::string& data_dir);
-void add_sampling_options(CLI::App& cmd, sampling::SamplingParams& p);
+// -n (max_tokens, with n_help) and the sampling flags, straight into the one options type;
+// their defaults are GenerateOptions' (README.md "Generation settings").
+void add_generate_options(CLI::App& cmd, sampling::GenerateOptions& o, const std::string& n_help);
 
 // A backend and a model loaded on it, with a progress bar on stderr.
 struct Loaded {

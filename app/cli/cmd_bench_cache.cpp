@@ -20,6 +20,7 @@
 #include "core/kv/kv_format.h"
 #include "core/kv/trace_export.h"
 #include "core/model/session.h"
+#include "core/util/clock.h"
 #include "storage/data_dir.h"
 #include "storage/sqlite_cold_store.h"
 
@@ -45,8 +46,6 @@ struct BenchCacheArgs {
 };
 
 using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 // Time to first token: evaluate the prompt (reusing what the session's cache has) and
 // pick the first token greedily.
@@ -219,7 +218,7 @@ model::SessionOptions bench_session_options(const BenchCacheArgs& a, kv::KvForma
   o.n_batch = a.model.n_batch;
   o.k_format = o.v_format = fmt;
   o.block_tokens = a.block_tokens;
-  o.t1_bytes = int64_t{4} << 30;
+  o.budget.t1_bytes = int64_t{4} << 30;
   return o;
 }
 

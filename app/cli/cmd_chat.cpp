@@ -20,8 +20,7 @@ namespace {
 struct ChatArgs {
   ModelOptions model;
   std::string system;
-  int64_t n_predict = 256;
-  sampling::SamplingParams sampling;
+  sampling::GenerateOptions generation;
   bool summary = false;
 };
 
@@ -80,13 +79,11 @@ int run_chat(ChatArgs a) {
   }
   if (tty) std::fprintf(stderr, "%s", k_help);
 
-  engine::RequestOptions opt;
-  opt.max_tokens = a.n_predict;
-  opt.sampling = a.sampling;
+  engine::RequestOptions opt = a.generation;
   opt.stop_strings = tmpl.stop_strings();
   chat::WindowPolicy policy;
   policy.n_ctx = engine->n_ctx();
-  policy.n_reserve = chat::answer_reserve(policy.n_ctx, a.n_predict);
+  policy.n_reserve = chat::answer_reserve(policy.n_ctx, opt.max_tokens);
   struct Stored {
     std::string role, text;
     std::vector<int32_t> tokens;  // the stream's tokens of this message (source of truth)
@@ -186,12 +183,10 @@ int run_chat(ChatArgs a) {
 
 void register_chat(CLI::App& app) {
   auto a = std::make_shared<ChatArgs>();
-  a->sampling.seed = 42;
   auto* cmd = app.add_subcommand("chat", "chat interactively; the KV cache is reused across turns");
   add_model_options(*cmd, a->model, false);
   cmd->add_option("--system", a->system, "system prompt");
-  cmd->add_option("-n,--n-predict", a->n_predict, "most tokens per reply")->capture_default_str();
-  add_sampling_options(*cmd, a->sampling);
+  add_generate_options(*cmd, a->generation, "most tokens per reply; -1 = until the end of the reply");
   cmd->add_flag("--summary", a->summary,
                 "at the end, print what the turns cost on stdout: new tokens against prompt tokens computed per turn");
   cmd->callback([a] {

@@ -14,10 +14,9 @@ struct GenerateArgs {
   ModelOptions model;
   std::string prompt;
   std::string prompt_file;
-  int64_t n_predict = 128;
   bool special = false;
   bool no_bos = false;
-  sampling::SamplingParams sampling;
+  sampling::GenerateOptions generation;
 };
 
 int run_generate(const GenerateArgs& a) {
@@ -36,10 +35,7 @@ int run_generate(const GenerateArgs& a) {
   const std::vector<int32_t> ids = m.tokenizer().encode(prompt, !a.no_bos && m.tokenizer().wants_bos(), a.special);
   if (ids.empty())
     return report(make_error(ErrorCode::invalid_argument, "the prompt is empty: give one with -p or -f"));
-  engine::RequestOptions opt;
-  opt.max_tokens = a.n_predict;
-  opt.sampling = a.sampling;
-  auto r = engine->run(0, ids, opt, [](std::string_view piece) {
+  auto r = engine->run(0, ids, a.generation, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
     return true;
@@ -60,15 +56,13 @@ int run_generate(const GenerateArgs& a) {
 
 void register_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
-  a->sampling.seed = 42;
   auto* cmd = app.add_subcommand("generate", "continue a prompt; the continuation streams to stdout, logs to stderr");
   add_model_options(*cmd, a->model, false);
   auto* p = cmd->add_option("-p,--prompt", a->prompt, "the prompt text");
   cmd->add_option("-f,--file", a->prompt_file, "read the prompt from a file")->excludes(p);
-  cmd->add_option("-n,--n-predict", a->n_predict, "tokens to generate; -1 = until end of text")->capture_default_str();
   cmd->add_flag("--special", a->special, "parse control tokens written in the prompt (e.g. <s>)");
   cmd->add_flag("--no-bos", a->no_bos, "do not start the prompt with the BOS token");
-  add_sampling_options(*cmd, a->sampling);
+  add_generate_options(*cmd, a->generation, "tokens to generate; -1 = until end of text");
   cmd->callback([a] {
     if (int rc = run_generate(*a); rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -24,9 +24,9 @@ struct ServeArgs {
   server::ServerOptions server;
   std::string alias;
   int64_t parallel = 4;
-  int64_t t0_mib = 0;
-  int64_t t1_mib = 512;
-  int64_t disk_mib = 4096;
+  int64_t t0_mib = 0;  // 0, as in the app's Engine window: the machine's default (default_budgets)
+  int64_t t1_mib = 0;
+  int64_t disk_mib = 0;
 };
 
 int run_serve(ServeArgs a) {
@@ -61,10 +61,13 @@ int run_serve(ServeArgs a) {
 
   server::EngineHostOptions ho;
   ho.n_ctx = context_length(a.model, m);
-  ho.t0_bytes = a.t0_mib << 20;
-  ho.t1_bytes = a.t1_mib << 20;
+  // The same defaults as the app's (free RAM and disk for this model and context).
+  const BudgetDefaults d =
+      default_budgets(read_machine_resources(dir), m.weight_bytes(), true,
+                      static_cast<uint64_t>(m.config().kv_bytes_per_token(2.0)), ho.n_ctx);  // F16 KV
+  ho.budget = with_defaults(KvBudget{a.t0_mib << 20, a.t1_mib << 20, a.disk_mib << 20, 0}, d);
+  ho.t0_contexts = d.t0_contexts;
   ho.cold_dir = dir / "kv-cache";
-  ho.cold_bytes = a.disk_mib << 20;
   ho.max_running = a.parallel;
   ho.max_queue = a.server.max_queue;
   auto host = server::EngineHost::create(m, ho);
@@ -145,13 +148,14 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-body", s.max_body_bytes, "the largest request body in bytes; larger: 413")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30));
-  cmd->add_option("--t0-mib", a->t0_mib, "KV compute pool in MiB (default: room for two conversations of the context)")
+  cmd->add_option("--t0-mib", a->t0_mib,
+                  "KV compute pool in MiB (default: room for two conversations of the context, one if RAM is short)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  cmd->add_option("--t1-mib", a->t1_mib, "KV cache in host RAM, MiB")
-      ->capture_default_str()
+  cmd->add_option("--t1-mib", a->t1_mib,
+                  "KV cache in host RAM, MiB (default, as in the app: half the RAM left spare, 64 MiB to 8 GiB)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  cmd->add_option("--disk-mib", a->disk_mib, "KV cache on disk, MiB")
-      ->capture_default_str()
+  cmd->add_option("--disk-mib", a->disk_mib,
+                  "KV cache on disk, MiB (default, as in the app: a quarter of the free disk, 256 MiB to 64 GiB)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   cmd->callback([a] {
     if (int rc = run_serve(*a); rc != 0) throw CLI::RuntimeError(rc);

@@ -12,7 +12,9 @@
 #include "app/gui/app_settings.h"
 #include "core/chat/reasoning.h"
 #include "core/model/context_budget.h"
+#include "core/util/clock.h"
 #include "core/util/machine_budget.h"
+#include "core/util/utf8.h"
 #include "storage/data_dir.h"
 #include "storage/data_dir_lock.h"
 
@@ -26,11 +28,6 @@ constexpr int64_t k_publish_interval_us = 30'000;  // streamed text reaches the 
 constexpr int64_t k_memory_interval_us = 250'000;  // the memory picture, while text streams
 constexpr int64_t k_flush_interval_us = 250'000;   // and the disk at 4 Hz
 
-int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 ui::Role to_ui(storage::Role r) {
   switch (r) {
     case storage::Role::system: return ui::Role::system;
@@ -40,49 +37,17 @@ ui::Role to_ui(storage::Role r) {
   return ui::Role::user;
 }
 
-ui::SamplingView to_ui(const storage::SamplingSettings& s) {
-  ui::SamplingView v;
-  v.temperature = static_cast<float>(s.temperature);
-  v.top_k = static_cast<int>(s.top_k);
-  v.top_p = static_cast<float>(s.top_p);
-  v.min_p = static_cast<float>(s.min_p);
-  v.repeat_penalty = static_cast<float>(s.repeat_penalty);
-  v.seed = s.seed;
-  v.max_tokens = s.max_tokens;
-  return v;
-}
-
-storage::SamplingSettings to_storage(const ui::SamplingView& v) {
-  storage::SamplingSettings s;
-  s.temperature = v.temperature;
-  s.top_k = v.top_k;
-  s.top_p = v.top_p;
-  s.min_p = v.min_p;
-  s.repeat_penalty = v.repeat_penalty;
-  s.seed = v.seed;
-  s.max_tokens = v.max_tokens;
-  return s;
-}
-
-// What a new conversation starts with: replies of a readable length.
+// What a new conversation starts with: GenerateOptions' defaults (the CLI's and the server's).
 storage::ConversationSettings default_settings(const ui::ModelState& m) {
   storage::ConversationSettings s;
   s.model_path = m.path;
   s.model_name = m.name;
-  s.sampling.max_tokens = 256;
-  s.sampling.repeat_penalty = 1.1;
   return s;
 }
 
 std::string title_from(const std::string& text) {
-  std::string t;
-  for (char c : text) {
-    if (t.size() >= 48) break;
-    t += (c == '\n' || c == '\t') ? ' ' : c;
-  }
-  // Never cut a UTF-8 sequence in half.
-  while (!t.empty() && (static_cast<unsigned char>(t.back()) & 0xC0) == 0x80) t.pop_back();
-  if (!t.empty() && (static_cast<unsigned char>(t.back()) & 0x80)) t.pop_back();
+  std::string t(utf8_prefix(text, 48));  // never a UTF-8 sequence cut in half
+  for (char& c : t) c = (c == '\n' || c == '\t') ? ' ' : c;
   if (t.size() < text.size()) t += "...";
   return t.empty() ? k_new_title : t;
 }
@@ -183,6 +148,10 @@ void ChatController::publish(bool force) {
   snap_ = std::move(next);
 }
 
+Error ChatController::history_error(const Error& e) {
+  return make_error(e.code, "the conversation's history cannot be read (" + e.message + "); the message was not sent");
+}
+
 bool ChatController::fail(const Error& e) {
   state_.error = e.message;
   return false;
@@ -219,7 +188,7 @@ std::filesystem::path ChatController::settings_path() const {
 void ChatController::save_settings() {
   // The app works without: a failure is reported once (until a save succeeds again).
   const Status st = save_app_settings(
-      settings_path(), AppSettings{requested_model_, saved_budgets_, state_.engine.serve.wanted, serve_port_});
+      settings_path(), AppSettings{requested_model_, saved_budgets_, state_.engine.serve.wanted, serve_port_, {}});
   if (!st.ok() && !settings_unsaved_) {
     fail(make_error(st.error().code,
                     st.error().message + ". The model and budgets will not be remembered for the next launch."));
@@ -227,7 +196,7 @@ void ChatController::save_settings() {
   settings_unsaved_ = !st.ok();
 }
 
-void ChatController::save_tier_budgets(ui::TierBudgets budgets) {
+void ChatController::save_tier_budgets(KvBudget budgets) {
   post([this, budgets] { saved_budgets_ = budgets; });
   set_tier_budgets(budgets);
 }
@@ -242,7 +211,7 @@ void ChatController::set_serving(bool on, int port) {
   });
 }
 
-void ChatController::set_tier_budgets(ui::TierBudgets budgets) {
+void ChatController::set_tier_budgets(KvBudget budgets) {
   post([this, budgets] {
     state_.engine.budgets = budgets;
     if (!model_) return;
@@ -255,10 +224,7 @@ void ChatController::set_tier_budgets(ui::TierBudgets budgets) {
       state_.model.error.clear();
       state_.model.n_ctx = context_for(model_->config());
       if (!make_runner()) return;
-      const ui::TierBudgets& sb = saved_budgets_;
-      if (sb.t0_bytes == budgets.t0_bytes && sb.t1_bytes == budgets.t1_bytes && sb.t2_bytes == budgets.t2_bytes) {
-        saved_budgets_ = {};  // remembered budgets that do not work are forgotten
-      }
+      if (saved_budgets_ == budgets) saved_budgets_ = {};  // a remembered budget that does not work is forgotten
     }
     save_settings();
     if (state_.chat.conversation_id != 0) do_open(state_.chat.conversation_id);
@@ -327,17 +293,27 @@ void ChatController::switch_branch(int64_t message_id) {
   });
 }
 
-void ChatController::update_settings(std::string system_prompt, ui::SamplingView sampling) {
-  post([this, sp = std::move(system_prompt), sampling] {
-    if (!store_ || state_.chat.conversation_id == 0) return;
+void ChatController::update_settings(std::string system_prompt, sampling::GenerateOptions generation) {
+  generation.stop_strings.clear();  // the model's template sets them at each turn
+  post([this, sp = std::move(system_prompt), generation = std::move(generation)] {
+    // Settings the engine would refuse are refused here, where the user set them.
+    if (auto st = generation.sampling.validate(); !st.ok()) return (void)fail(st.error());
+    state_.chat.system_prompt = sp;
+    state_.chat.generation = generation;
+    if (!store_) return;
+    if (state_.chat.conversation_id == 0) {  // no conversation open: the next one starts with them
+      storage::ConversationSettings s = default_settings(state_.model);
+      s.system_prompt = sp;
+      s.generation = generation;
+      next_settings_ = std::move(s);
+      return;
+    }
     auto c = store_->conversation(state_.chat.conversation_id);
     if (!c.ok()) return (void)fail(c.error());
     storage::ConversationSettings s = c->settings;
     s.system_prompt = sp;
-    s.sampling = to_storage(sampling);
+    s.generation = generation;
     if (auto st = store_->update_settings(c->id, s); !st.ok()) fail(st.error());
-    state_.chat.system_prompt = sp;
-    state_.chat.sampling = sampling;
   });
 }
 
@@ -379,13 +355,20 @@ void ChatController::start() {
   publish(true);
   // No -m: the model of the last run, if it is still there (else the demo model).
   const AppSettings saved = load_app_settings(settings_path());
+  if (!saved.problem.empty()) fail(make_error(ErrorCode::invalid_file, saved.problem));
   state_.engine.budgets = saved_budgets_ = saved.budgets;
   state_.engine.serve.wanted = saved.serve;
   serve_port_ = saved.serve_port;
   std::string first = options_.model_path;
   std::error_code ec;
-  if (first.empty() && !saved.last_model.empty() && std::filesystem::is_regular_file(saved.last_model, ec)) {
-    first = saved.last_model;
+  if (first.empty() && !saved.last_model.empty()) {
+    if (std::filesystem::is_regular_file(saved.last_model, ec)) {
+      first = saved.last_model;
+    } else {  // the demo model is loaded instead, and the user is told why
+      fail(make_error(ErrorCode::io, "the model of the last run, " + saved.last_model +
+                                         ", is no longer there (moved or deleted): the demo model is loaded instead; "
+                                         "open a model in the Model window"));
+    }
   }
   do_load_model(first);
   if (!store_) return;
@@ -416,15 +399,13 @@ bool ChatController::make_runner() {
   const BudgetDefaults d =
       default_budgets(machine, model_->weight_bytes(), true, static_cast<uint64_t>(kv_per_token), state_.model.n_ctx);
   ui::EngineState& es = state_.engine;
-  es.defaults = ui::TierBudgets{d.t0_bytes, d.t1_bytes, d.t2_bytes};
+  es.defaults = d.budget;
   es.mem_total_bytes = machine.mem_total_bytes;
   es.mem_available_bytes = machine.mem_available_bytes;
   es.disk_free_bytes = machine.disk_free_bytes;
   es.fit_warning = d.warning;
-  ro.t0_bytes = es.budgets.t0_bytes;  // 0: t0_contexts contexts, rounded up to whole blocks by the cache
+  ro.budget = with_defaults(es.budgets, d);  // T0 0: t0_contexts contexts, in whole blocks (the cache)
   ro.t0_contexts = d.t0_contexts;
-  ro.t1_bytes = es.budgets.t1_bytes > 0 ? es.budgets.t1_bytes : d.t1_bytes;
-  ro.cold_bytes = es.budgets.t2_bytes > 0 ? es.budgets.t2_bytes : d.t2_bytes;
   ro.cold_dir = data_dir / "kv-cache";
   ro.model_path = state_.model.path;
   auto runner = EngineTurnRunner::create(*model_, ro);
@@ -566,7 +547,13 @@ void ChatController::refresh_list() {
 
 void ChatController::do_new_conversation() {
   if (!store_) return;
-  auto id = store_->create_conversation(k_new_title, default_settings(state_.model));
+  storage::ConversationSettings settings = default_settings(state_.model);
+  if (next_settings_) {
+    settings.system_prompt = next_settings_->system_prompt;
+    settings.generation = next_settings_->generation;
+    next_settings_.reset();
+  }
+  auto id = store_->create_conversation(k_new_title, settings);
   if (!id.ok()) return (void)fail(id.error());
   refresh_list();
   do_open(*id);
@@ -599,7 +586,7 @@ void ChatController::reload_chat() {
   chat.conversation_id = id;
   chat.title = c->title;
   chat.system_prompt = c->settings.system_prompt;
-  chat.sampling = to_ui(c->settings.sampling);
+  chat.generation = c->settings.generation;
   if (c->active_leaf == 0) return;
   auto path = store_->path_to(c->active_leaf);
   if (!path.ok()) return (void)fail(path.error());
@@ -644,19 +631,16 @@ Result<std::vector<int32_t>> ChatController::stream_until(int64_t message_id) {
   // A history that cannot be read is an error the user sees: a turn must never run on an
   // empty context instead of its conversation.
   auto path = store_->path_to(message_id);
-  if (!path.ok()) {
-    return make_error(path.error().code, "the conversation's history cannot be read (" + path.error().message +
-                                             "); the message was not sent");
-  }
+  if (!path.ok()) return history_error(path.error());
   for (const auto& m : *path) tokens.insert(tokens.end(), m.tokens.begin(), m.tokens.end());
   return tokens;
 }
 
-std::vector<chat::ChatMessage> ChatController::messages_until(int64_t message_id) {
+Result<std::vector<chat::ChatMessage>> ChatController::messages_until(int64_t message_id) {
   std::vector<chat::ChatMessage> out;
   if (!store_ || message_id == 0) return out;
   auto path = store_->path_to(message_id);
-  if (!path.ok()) return out;
+  if (!path.ok()) return history_error(path.error());
   for (const auto& m : *path) {
     if (m.role == storage::Role::system) continue;  // the system prompt is the conversation's setting
     out.emplace_back(m.role == storage::Role::user ? "user" : "assistant", m.text);
@@ -726,13 +710,15 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
   if (auto st = check_local_ids(parent_id); !st.ok()) return (void)fail(st.error());
   int64_t first_id = 0;
   // A remote source fits the conversation to its own context: it gets the messages, no window.
-  auto window =
-      model_ ? plan_turn(conv, parent_id, state_.chat.sampling.max_tokens, first_id) : Result<ChatWindow>(ChatWindow{});
+  auto window = model_ ? plan_turn(conv, parent_id, state_.chat.generation.max_tokens, first_id)
+                       : Result<ChatWindow>(ChatWindow{});
   if (!window.ok()) {
     fail(window.error());
     reload_chat();
     return;
   }
+  auto messages = messages_until(parent_id);
+  if (!messages.ok()) return (void)fail(messages.error());
   auto asst = store_->begin_assistant_message(conv, parent_id);
   if (!asst.ok()) return (void)fail(asst.error());
   const int64_t asst_id = *asst;
@@ -741,7 +727,6 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
   reload_chat();
   publish(true);
 
-  const ui::SamplingView& sv = state_.chat.sampling;
   TurnRequest req;
   req.conversation_id = conv;
   req.history = std::move(window->prompt);
@@ -749,25 +734,18 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
   // reply shares them) ends the prompt and starts the reply's stored tokens.
   // A remote source has no local template: the server writes its own generation prompt.
   if (model_) {
-    req.segment = reply_opening(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt,
-                                messages_until(parent_id))
-                      .tokens;
+    req.segment =
+        reply_opening(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt, *messages).tokens;
   }
   // A user message stored before openings were the reply's ends with the opening already.
   if (req.history.size() >= req.segment.size() &&
       std::equal(req.segment.begin(), req.segment.end(),
                  req.history.end() - static_cast<ptrdiff_t>(req.segment.size())))
     req.segment.clear();
-  req.options.max_tokens = sv.max_tokens;
-  req.options.sampling.temperature = sv.temperature;
-  req.options.sampling.top_k = sv.top_k;
-  req.options.sampling.top_p = sv.top_p;
-  req.options.sampling.min_p = sv.min_p;
-  req.options.sampling.repeat_penalty = sv.repeat_penalty;
-  req.options.sampling.seed = sv.seed >= 0 ? static_cast<uint64_t>(sv.seed) : std::random_device{}();
+  req.options = state_.chat.generation;  // a seed < 0 is drawn by the engine's sampler
   if (model_) req.options.stop_strings = model_->chat_template().stop_strings();
   req.system_prompt = state_.chat.system_prompt;
-  req.messages = messages_until(parent_id);
+  req.messages = std::move(*messages);
   note_model(conv);
   cancel_ = false;
   {

@@ -59,11 +59,11 @@ class ChatController final : public ui::AppCommands {
   void regenerate() override;
   void edit_message(int64_t message_id, std::string text) override;
   void switch_branch(int64_t message_id) override;
-  void update_settings(std::string system_prompt, ui::SamplingView sampling) override;
+  void update_settings(std::string system_prompt, sampling::GenerateOptions generation) override;
   void load_model(std::string path) override;
   void dismiss_error() override;
-  void set_tier_budgets(ui::TierBudgets budgets) override;
-  void save_tier_budgets(ui::TierBudgets budgets) override;
+  void set_tier_budgets(KvBudget budgets) override;
+  void save_tier_budgets(KvBudget budgets) override;
   void restart_engine() override;
   void export_kv_trace() override;
   void export_kv_csv() override;
@@ -120,8 +120,11 @@ class ChatController final : public ui::AppCommands {
   Result<std::vector<int32_t>> window_until(int64_t message_id);
   void refresh_list();
   void reload_chat();
-  void do_export_kv(bool chrome_trace);          // into DATA_DIR/exports/ (chat_controller_export.cpp)
-  bool fail(const Error& e);                     // records e for the UI; returns false
+  void do_export_kv(bool chrome_trace);  // into DATA_DIR/exports/ (chat_controller_export.cpp)
+  bool fail(const Error& e);             // records e for the UI; returns false
+  // "the conversation's history cannot be read (why); the message was not sent": a turn never runs
+  // on an empty history instead of its conversation.
+  static Error history_error(const Error& e);
   std::filesystem::path settings_path() const;   // DATA_DIR/settings.json (app_settings.h)
   void save_settings();                          // the model loaded and the budgets set
   void load_offers();                            // worker thread: assets/models/catalog.json into dl_.offers
@@ -129,7 +132,8 @@ class ChatController final : public ui::AppCommands {
   void download_changed();                       // any thread, dl_mu_ held: the worker publishes the new state soon
   // Tokens of the path to the message, message included; an error when the store cannot read it.
   Result<std::vector<int32_t>> stream_until(int64_t message_id);
-  std::vector<chat::ChatMessage> messages_until(int64_t message_id);  // its user and assistant messages
+  // Its user and assistant messages; an error when the store cannot read the path.
+  Result<std::vector<chat::ChatMessage>> messages_until(int64_t message_id);
   // ChatState's cut fields for the path shown (a cut that is not on it: none shown).
   void show_cut(const storage::Conversation& c);
 
@@ -158,8 +162,10 @@ class ChatController final : public ui::AppCommands {
   uint64_t shown_serve_version_ = 0;
   std::string requested_model_;    // what the last load_model asked for (empty: the demo model)
   bool settings_unsaved_ = false;  // the last save of settings.json failed (reported once)
-  ui::TierBudgets saved_budgets_;  // as remembered in settings.json (demos set budgets without saving)
+  KvBudget saved_budgets_;         // as remembered in settings.json (demos set budgets without saving)
   ui::AppSnapshot state_;
+  // Set in the Chat settings with no conversation open: the next new conversation starts with them.
+  std::optional<storage::ConversationSettings> next_settings_;
   std::map<int64_t, ui::TurnStats> stats_;               // assistant message id -> what its turn cost
   std::map<int64_t, std::string> interrupted_;           // assistant message id -> why it was cut off
   std::map<int64_t, std::vector<int32_t>> last_stream_;  // conversation -> the tokens last opened or answered

@@ -44,14 +44,15 @@ Result<TurnSegment> ChatController::user_segment(int64_t parent_id, const std::s
     return seg;
   }
   if (auto st = check_local_ids(parent_id); !st.ok()) return st.error();
-  return build_user_turn(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt,
-                         messages_until(parent_id), text);
+  auto messages = messages_until(parent_id);
+  if (!messages.ok()) return messages.error();
+  return build_user_turn(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt, *messages, text);
 }
 
 Status ChatController::check_local_ids(int64_t message_id) {
   if (!model_ || message_id == 0) return {};
   auto path = store_->path_to(message_id);
-  if (!path.ok()) return {};  // stream_until says why
+  if (!path.ok()) return history_error(path.error());
   for (const storage::Message& m : *path) {
     if (m.role == storage::Role::user && m.tokens.empty() && !m.text.empty()) {
       return make_error(ErrorCode::unsupported,

@@ -28,10 +28,7 @@ std::optional<size_t> cut_index(const std::vector<storage::Message>& path, int64
 Result<ChatWindow> ChatController::plan_turn(int64_t conversation_id, int64_t user_id, int64_t max_tokens,
                                              int64_t& first_id) {
   auto path = store_->path_to(user_id);
-  if (!path.ok()) {
-    return make_error(path.error().code, "the conversation's history cannot be read (" + path.error().message +
-                                             "); the message was not sent");
-  }
+  if (!path.ok()) return history_error(path.error());
   auto c = store_->conversation(conversation_id);
   if (!c.ok()) return c.error();
   const std::vector<StreamMessage> messages = stream_messages(*path);

@@ -27,7 +27,7 @@ Result<std::unique_ptr<EngineTurnRunner>> EngineTurnRunner::create(const model::
   auto runner = std::unique_ptr<EngineTurnRunner>(new EngineTurnRunner(m, o));
   if (!o.cold_dir.empty()) {
     storage::ColdStoreOptions co;
-    co.capacity_bytes = o.cold_bytes;
+    if (o.budget.t2_bytes > 0) co.capacity_bytes = o.budget.t2_bytes;
     auto opened = storage::SqliteColdStore::open(o.cold_dir, co);
     if (opened.ok()) {
       runner->cold_ = std::move(*opened);
@@ -37,9 +37,8 @@ Result<std::unique_ptr<EngineTurnRunner>> EngineTurnRunner::create(const model::
     }
   }
   model::KvSetup ks;
-  ks.t0_bytes = o.t0_bytes;
+  ks.budget = o.budget;
   ks.t0_tokens = std::max(1, o.t0_contexts) * o.n_ctx;
-  ks.t1_bytes = o.t1_bytes;
   ks.cold = runner->cold_.get();
   auto cache = model::create_kv_cache(m, ks);
   if (!cache.ok()) return cache.error();
@@ -134,10 +133,7 @@ Result<TurnResult> EngineTurnRunner::run(const TurnRequest& request,
   r.conversation = request.conversation_id;
   r.prompt = request.history;
   r.prompt.insert(r.prompt.end(), request.segment.begin(), request.segment.end());
-  r.options.max_tokens = request.options.max_tokens;
-  r.options.sampling = request.options.sampling;
-  r.options.stop_strings = request.options.stop_strings;
-  r.options.stop_at_eog = request.options.stop_at_eog;
+  r.options = request.options;
   r.on_text = [relay](std::string_view t) {
     {
       std::lock_guard lock(relay->mu);
@@ -243,11 +239,10 @@ void EngineTurnRunner::fill_memory(ui::MemoryState& out) {
   }
   view_.read(view_copy_);
   out.tiers.clear();
-  const char* names[] = {"T0 compute", "T1 host RAM", "T2 disk"};
   for (kv::Tier t : {kv::Tier::t0, kv::Tier::t1, kv::Tier::t2}) {
     if (t == kv::Tier::t2 && !cold_) continue;
     const kv::TierUsage& u = view_copy_.metrics.tiers[static_cast<size_t>(kv::tier_index(t))];
-    out.tiers.push_back(ui::TierView{names[kv::tier_index(t)], static_cast<size_t>(u.used_bytes),
+    out.tiers.push_back(ui::TierView{ui::tier_name(kv::tier_index(t)), static_cast<size_t>(u.used_bytes),
                                      static_cast<size_t>(u.capacity_bytes)});
   }
   feed_.fill(view_copy_, out);

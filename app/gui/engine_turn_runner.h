@@ -19,6 +19,7 @@
 #include "core/kv/kv_events.h"
 #include "core/kv/kv_view.h"
 #include "core/model/model.h"
+#include "core/util/machine_budget.h"
 #include "core/util/snapshot.h"
 #include "storage/sqlite_cold_store.h"
 
@@ -26,12 +27,12 @@ namespace kvc::app {
 
 struct EngineRunnerOptions {
   int64_t n_ctx = 4096;  // most tokens of one conversation
-  int64_t t0_bytes = 0;  // the compute pool; 0: room for t0_contexts conversations of n_ctx
+  // Resolved (with_defaults): T1 and T2 as the pools get them (T1 0: none); T0 0: room for
+  // t0_contexts conversations of n_ctx.
+  KvBudget budget;
   int t0_contexts = 2;
-  int64_t t1_bytes = int64_t{512} << 20;
   std::filesystem::path cold_dir;  // empty: no disk tier
   std::string model_path;          // recorded with the KV fingerprint: its blocks go first once the file is gone
-  int64_t cold_bytes = int64_t{4} << 30;
 };
 
 // run() submits the turn to the engine and relays its streamed text on the calling thread.

@@ -10,8 +10,6 @@ namespace {
 constexpr size_t k_max_samples = 600;  // counter history: 10 minutes at 1 per second
 constexpr int64_t k_sample_interval_us = 1'000'000;
 
-int tier_of(kv::Tier t) { return kv::is_data_tier(t) ? kv::tier_index(t) : 0; }
-
 }  // namespace
 
 void MemoryFeed::fill(const kv::KvView& v, ui::MemoryState& out) {
@@ -29,33 +27,11 @@ void MemoryFeed::fill_picture(const kv::KvView& v, ui::KvPicture& p) {
     p.used_blocks[t] = v.metrics.tiers[t].used_blocks;
     p.n_blocks_on_tier[t] = v.n_blocks_on_tier[t];
   }
-  p.blocks.clear();
-  p.blocks.reserve(v.blocks.size());
-  for (const kv::KvBlockView& b : v.blocks) {
-    ui::BlockCell c;
-    c.tier = tier_of(b.tier);
-    c.slot = b.slot;
-    c.n_tokens = b.n_tokens;
-    c.n_refs = b.n_refs;
-    c.n_hits = b.n_hits;
-    c.age = v.tick > b.last_use ? v.tick - b.last_use : 0;
-    c.position = b.position;
-    c.owner = b.owner_id;
-    c.n_owners = b.n_owners;
-    c.is_private = b.is_private;
-    c.on_disk = b.on_cold;
-    if (!b.is_private) c.key_hex = b.key.hex().substr(0, 16);
-    p.blocks.push_back(std::move(c));
-  }
+  p.tick = v.tick;
+  p.blocks = v.blocks;  // kv's plain views, as the cache described them
   p.n_blocks_left_out = v.n_blocks_left_out;
   p.n_blocks_on_disk = v.n_blocks_on_cold;
-  p.nodes.clear();
-  p.nodes.reserve(v.nodes.size());
-  for (const kv::KvNodeView& n : v.nodes) {
-    ui::TreeNode t{n.parent, n.level, n.is_root, n.position, n.n_blocks, n.n_children, n.n_hits, tier_of(n.tier), {}};
-    if (n.first_block >= 0) t.key_hex = p.blocks[static_cast<size_t>(n.first_block)].key_hex;
-    p.nodes.push_back(std::move(t));
-  }
+  p.nodes = v.nodes;
   p.n_nodes_left_out = v.n_nodes_left_out;
   p.n_shared_blocks = v.n_shared_blocks;
   p.shares.clear();

@@ -40,10 +40,7 @@ Result<TurnResult> RemoteTurnRunner::run(const TurnRequest& request,
   messages.insert(messages.end(), request.messages.begin(), request.messages.end());
   remote::ChatOptions o;
   o.model = model_;
-  o.max_tokens = request.options.max_tokens;
-  o.temperature = request.options.sampling.temperature;
-  o.top_p = request.options.sampling.top_p;
-  o.seed = static_cast<int64_t>(request.options.sampling.seed & 0x7fffffff);
+  o.generation = request.options;
   remote::StreamedAnswer a;
   const Status st = remote::stream_chat(
       endpoint_, o, messages, [&](std::string_view text) { return on_delta(TurnDelta{text}); }, a);

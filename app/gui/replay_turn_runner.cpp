@@ -4,6 +4,8 @@
 #include <chrono>
 #include <thread>
 
+#include "core/util/utf8.h"
+
 namespace kvc::app {
 
 ReplayTurnRunner::ReplayTurnRunner(std::unique_ptr<TurnRunner> inner, tokenizer::Tokenizer tokenizer,
@@ -21,8 +23,7 @@ Result<TurnResult> ReplayTurnRunner::run(const TurnRequest& request,
   size_t pos = 0;
   bool cancelled = false;
   while (pos < answer_.size()) {
-    size_t end = std::min(answer_.size(), pos + n_chunk_bytes_);
-    while (end < answer_.size() && (static_cast<unsigned char>(answer_[end]) & 0xC0) == 0x80) ++end;
+    const size_t end = utf8_boundary_at_or_after(answer_, pos + n_chunk_bytes_);
     if (pos == 0) ttft_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!on_delta(TurnDelta{std::string_view(answer_).substr(pos, end - pos)})) {
       cancelled = true;

@@ -23,8 +23,8 @@ struct TurnRequest {
   // The stored stream (never re-tokenized), or the window of it that the context overflow
   // policy keeps (app/common/chat_window.h), which may end with the new turn already.
   std::vector<int32_t> history;
-  std::vector<int32_t> segment;  // the new user turn, when not in history
-  model::GenerateOptions options;
+  std::vector<int32_t> segment;       // the new user turn, when not in history
+  sampling::GenerateOptions options;  // the conversation's settings (ui::ChatState::generation) and the stop strings
   // The same turn as text: the conversation's system prompt and its path, oldest first, ending
   // with the user message answered. A source without a local tokenizer (RemoteTurnRunner,
   // remote_turn_runner.h) sends these; history and segment are then empty.

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "core/util/clock.h"
+
 namespace kvc::remote {
 
 namespace {
@@ -20,8 +22,6 @@ void init_curl() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 std::string seconds_text(double s) {
   char buf[32];
@@ -384,10 +384,11 @@ Status stream_chat(const Endpoint& e, const ChatOptions& o, const std::vector<ch
   json body = {{"model", o.model}, {"stream", true}, {"stream_options", {{"include_usage", true}}}};
   body["messages"] = json::array();
   for (const chat::ChatMessage& m : messages) body["messages"].push_back({{"role", m.role}, {"content", m.content}});
-  if (o.max_tokens > 0) body["max_tokens"] = o.max_tokens;
-  body["temperature"] = o.temperature;
-  body["top_p"] = o.top_p;
-  if (o.seed >= 0) body["seed"] = o.seed;
+  const sampling::GenerateOptions& g = o.generation;
+  if (g.max_tokens > 0) body["max_tokens"] = g.max_tokens;
+  body["temperature"] = g.sampling.temperature;
+  body["top_p"] = g.sampling.top_p;
+  if (g.sampling.seed >= 0) body["seed"] = g.sampling.seed;
   const std::string payload = body.dump(-1, ' ', false, json::error_handler_t::replace);
 
   auto t = start(e, url);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/chat/chat_template.h"
+#include "core/sampling/generate_options.h"
 #include "core/util/result.h"
 
 namespace kvc::remote {
@@ -34,12 +35,11 @@ Result<std::vector<std::string>> list_models(const Endpoint& e);
 // GET /metrics as text; an error when the server has none (404) or does not answer.
 Result<std::string> fetch_metrics(const Endpoint& e);
 
+// What a chat request sends of the conversation's settings: max_tokens (when > 0), temperature,
+// top_p and seed (when >= 0); other servers may refuse kvchat's other sampling fields.
 struct ChatOptions {
   std::string model;
-  int64_t max_tokens = 256;  // <= 0: not sent (the server's default)
-  double temperature = 0.8;
-  double top_p = 0.95;
-  int64_t seed = -1;  // -1: not sent
+  sampling::GenerateOptions generation;
 };
 
 // What came back of a streamed answer, filled as it streams (so a failed stream's partial

@@ -1,6 +1,7 @@
 // EngineHost: generations submitted to the engine thread, their text relayed to HTTP threads.
 #include "app/server/engine_host.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/kv/kv_events.h"
@@ -37,7 +38,7 @@ Result<std::unique_ptr<EngineHost>> EngineHost::create(const model::Model& m, co
   auto host = std::unique_ptr<EngineHost>(new EngineHost(m, o));
   if (!o.cold_dir.empty()) {
     storage::ColdStoreOptions co;
-    co.capacity_bytes = o.cold_bytes;
+    if (o.budget.t2_bytes > 0) co.capacity_bytes = o.budget.t2_bytes;
     auto opened = storage::SqliteColdStore::open(o.cold_dir, co);
     if (opened.ok()) {
       host->cold_ = std::move(*opened);
@@ -49,9 +50,8 @@ Result<std::unique_ptr<EngineHost>> EngineHost::create(const model::Model& m, co
     }
   }
   model::KvSetup ks;
-  ks.t0_bytes = o.t0_bytes;
-  ks.t0_tokens = 2 * o.n_ctx;
-  ks.t1_bytes = o.t1_bytes;
+  ks.budget = o.budget;
+  ks.t0_tokens = std::max(1, o.t0_contexts) * o.n_ctx;
   ks.cold = host->cold_.get();
   auto cache = model::create_kv_cache(m, ks);
   if (!cache.ok()) return cache.error();

@@ -18,6 +18,7 @@
 #include "core/engine/engine.h"
 #include "core/kv/kv_cache.h"
 #include "core/model/model.h"
+#include "core/util/machine_budget.h"
 #include "core/util/result.h"
 #include "storage/sqlite_cold_store.h"
 
@@ -25,10 +26,11 @@ namespace kvc::server {
 
 struct EngineHostOptions {
   int64_t n_ctx = 4096;  // most tokens of one conversation
-  int64_t t0_bytes = 0;  // the compute pool; 0: room for 2 conversations of n_ctx
-  int64_t t1_bytes = int64_t{512} << 20;
-  std::filesystem::path cold_dir;  // empty: no disk tier
-  int64_t cold_bytes = int64_t{4} << 30;
+  // Resolved (with_defaults, as the app's): T1 and T2 as the pools get them (T1 0: none); T0 0:
+  // room for t0_contexts conversations of n_ctx.
+  KvBudget budget;
+  int t0_contexts = 2;
+  std::filesystem::path cold_dir;   // empty: no disk tier
   int64_t max_running = 8;          // sequences the engine batches at once
   int64_t max_queue = 32;           // generations in flight (running + waiting); beyond: refused
   int64_t max_conversations = 256;  // engine sequences kept between turns (LRU beyond)

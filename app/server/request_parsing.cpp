@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <limits>
 #include <optional>
-#include <random>
 
 namespace kvc::server {
 
@@ -155,8 +154,7 @@ MaybeError refuse_unsupported(const json& o, bool chat) {
 }
 
 MaybeError read_generation(const json& o, const RequestLimits& limits, bool chat, GenerationParams& p) {
-  sampling::SamplingParams& s = p.sampling;
-  s.repeat_penalty = 1.0f;  // OpenAI's API has none unless asked (repeat_penalty, as llama.cpp names it)
+  sampling::SamplingParams& s = p.sampling;  // its defaults are the CLI's and the app's
   double d = s.temperature;
   if (auto e = read_number(o, "temperature", 0.0, 2.0, d)) return e;
   s.temperature = static_cast<float>(d);
@@ -188,7 +186,9 @@ MaybeError read_generation(const json& o, const RequestLimits& limits, bool chat
     return e;
   }
   p.seeded = given;
-  s.seed = given ? static_cast<uint64_t>(seed) : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  // Any integer is a seed (its low 63 bits); none given: the sampler draws one.
+  s.seed =
+      given ? static_cast<int64_t>(static_cast<uint64_t>(seed) & 0x7fff'ffff'ffff'ffffULL) : sampling::k_random_seed;
 
   const std::string cap = " (this server's limit, kvchat-cli serve --max-tokens)";
   for (const char* name : {"max_tokens", "max_completion_tokens"}) {

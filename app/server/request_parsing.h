@@ -21,8 +21,8 @@ struct RequestLimits {
   int max_json_depth = 64;       // nesting of the body (deeper: refused before it is parsed)
 };
 
-// What both endpoints share. Sampling defaults are kvchat-cli's (temperature 0.8, top_k 40,
-// top_p 0.95, min_p 0.05) without a repetition penalty, and a random seed unless one is given.
+// What both endpoints share. Sampling defaults are SamplingParams' (the CLI's and the app's:
+// README.md "Generation settings"); the seed is random unless one is given.
 struct GenerationParams {
   int64_t max_tokens = -1;  // -1: not given (the server's cap and the context decide)
   sampling::SamplingParams sampling;

@@ -6,16 +6,9 @@
 #include <utility>
 
 #include "core/util/assert.h"
+#include "core/util/clock.h"
 
 namespace kvc::engine {
-
-namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 Engine::Engine(const model::Model& m, kv::KvCache& cache, const EngineOptions& options)
     : m_(m), cache_(cache), options_(options), forward_(m, cache.layouts(), options.token_budget) {

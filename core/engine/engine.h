@@ -37,6 +37,7 @@
 #include "core/model/model.h"
 #include "core/model/output_text.h"
 #include "core/model/session.h"
+#include "core/sampling/generate_options.h"
 #include "core/sampling/sampler.h"
 #include "core/util/result.h"
 #include "core/util/worker_pool.h"
@@ -45,8 +46,8 @@ namespace kvc::engine {
 
 using RequestId = int64_t;
 
-// What to generate: the one type for a request's settings, shared with model::generate.
-using RequestOptions = model::GenerateOptions;
+// What to generate: the one type for a request's settings (core/sampling/generate_options.h).
+using RequestOptions = sampling::GenerateOptions;
 
 struct RequestResult;
 

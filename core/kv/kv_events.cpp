@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/util/assert.h"
+#include "core/util/clock.h"
 
 namespace kvc::kv {
 
@@ -54,10 +55,7 @@ bool transfer_of(const KvEvent& e, Tier& from, Tier& to, int64_t& n_bytes) {
   return true;
 }
 
-int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+int64_t now_us() { return kvc::now_us(); }
 
 KvEventLog::KvEventLog(size_t capacity)
     : mask_(std::bit_ceil(std::max<size_t>(capacity, 2)) - 1), slots_(std::make_unique<Slot[]>(mask_ + 1)) {}

@@ -5,16 +5,9 @@
 #include <chrono>
 
 #include "core/util/assert.h"
+#include "core/util/clock.h"
 
 namespace kvc::kv {
-
-namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 size_t SequenceTable::lookup_span(size_t n_prompt, size_t cap) const {
   const auto B = static_cast<size_t>(store_.block_tokens());

@@ -13,8 +13,8 @@ Result<std::unique_ptr<kv::KvCache>> create_kv_cache(const Model& m, const KvSet
   kv::KvCacheConfig kc;
   kc.layout = *layout;
   const int64_t n_blocks = (o.t0_tokens + o.block_tokens - 1) / o.block_tokens + 2;  // +2: copy on write, reserve ahead
-  kc.t0_bytes = o.t0_bytes > 0 ? o.t0_bytes : n_blocks * layout->block_bytes;
-  kc.t1_bytes = o.t1_bytes;
+  kc.t0_bytes = o.budget.t0_bytes > 0 ? o.budget.t0_bytes : n_blocks * layout->block_bytes;
+  kc.t1_bytes = o.budget.t1_bytes;
   kc.fingerprint = kv_fingerprint(m, *layout);
   kc.window = c.sliding_window;
   if (c.n_kv_groups() == 1) return kv::KvCache::create(kc, m.backend(), o.cold);

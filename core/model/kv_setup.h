@@ -8,6 +8,7 @@
 #include "core/kv/kv_cache.h"
 #include "core/kv/kv_format.h"
 #include "core/model/model.h"
+#include "core/util/machine_budget.h"
 #include "core/util/result.h"
 
 namespace kvc::model {
@@ -16,9 +17,10 @@ struct KvSetup {
   kv::KvFormat k_format = kv::KvFormat::f16;
   kv::KvFormat v_format = kv::KvFormat::f16;
   int32_t block_tokens = 16;  // B
-  int64_t t0_bytes = 0;       // 0: room for t0_tokens
-  int64_t t0_tokens = 4096;   // with t0_bytes 0: T0 holds this many positions (+2 blocks)
-  int64_t t1_bytes = 0;
+  // As resolved where it was set (with_defaults); T0 0: room for t0_tokens. T2's is the cold
+  // store's own (it is opened with it).
+  KvBudget budget;
+  int64_t t0_tokens = 4096;       // with budget.t0_bytes 0: T0 holds this many positions (+2 blocks)
   kv::ColdStore* cold = nullptr;  // T2; must outlive the cache
 };
 

@@ -5,16 +5,9 @@
 #include <chrono>
 
 #include "core/model/kv_setup.h"
+#include "core/util/clock.h"
 
 namespace kvc::model {
-
-namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 Result<Session> Session::create(const Model& m, int64_t n_ctx, int64_t n_batch) {
   SessionOptions o;
@@ -30,9 +23,8 @@ Result<Session> Session::create(const Model& m, const SessionOptions& o) {
   ks.k_format = o.k_format;
   ks.v_format = o.v_format;
   ks.block_tokens = o.block_tokens;
-  ks.t0_bytes = o.t0_bytes;
+  ks.budget = o.budget;
   ks.t0_tokens = n_ctx;
-  ks.t1_bytes = o.t1_bytes;
   ks.cold = o.cold;
   auto cache = create_kv_cache(m, ks);
   if (!cache.ok()) return cache.error();

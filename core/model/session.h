@@ -11,7 +11,9 @@
 #include "core/model/forward.h"
 #include "core/model/model.h"
 #include "core/model/output_text.h"
+#include "core/sampling/generate_options.h"
 #include "core/sampling/sampler.h"
+#include "core/util/machine_budget.h"
 #include "core/util/result.h"
 
 namespace kvc::model {
@@ -22,8 +24,7 @@ struct SessionOptions {
   kv::KvFormat k_format = kv::KvFormat::f16;
   kv::KvFormat v_format = kv::KvFormat::f16;
   int32_t block_tokens = 16;  // B
-  int64_t t0_bytes = 0;       // 0: room for n_ctx tokens
-  int64_t t1_bytes = 0;
+  KvBudget budget;            // T0 0: room for n_ctx tokens; T1 0: none
   kv::ColdStore* cold = nullptr;
 };
 
@@ -70,13 +71,8 @@ class Session {
   std::vector<float> all_logits_;
 };
 
-// What to generate (also the engine's engine::RequestOptions): the defaults live here only.
-struct GenerateOptions {
-  int64_t max_tokens = 128;  // < 0: until the end of generation or the context is full
-  sampling::SamplingParams sampling;
-  std::vector<std::string> stop_strings;  // generation ends before any of these
-  bool stop_at_eog = true;                // end at EOS / end-of-turn tokens
-};
+// What to generate: the one type with its defaults (core/sampling/generate_options.h).
+using GenerateOptions = sampling::GenerateOptions;
 
 struct GenerateResult {
   std::vector<int32_t> tokens;  // generated ids (without a final end-of-generation token)

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <random>
 #include <string>
 
 #include "core/util/assert.h"
@@ -81,13 +82,26 @@ uint64_t Rng::next() {
 
 double Rng::uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
-Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {
+namespace {
+
+uint64_t seed_of(int64_t seed) {
+  if (seed >= 0) return static_cast<uint64_t>(seed);
+  std::random_device entropy;
+  return (uint64_t{entropy()} << 32) ^ entropy();
+}
+
+}  // namespace
+
+Sampler::Sampler(const SamplingParams& params) : params_(params), seed_(seed_of(params.seed)), rng_(seed_) {
   KVC_ASSERT(params.validate().ok());
   penalized_.reserve(static_cast<size_t>(params.repeat_last_n));
   if (params.top_k > 0) candidates_.reserve(static_cast<size_t>(params.top_k));
 }
 
-void Sampler::reset(uint64_t seed) { rng_.seed_with(seed); }
+void Sampler::reset(uint64_t seed) {
+  seed_ = seed;
+  rng_.seed_with(seed);
+}
 
 void Sampler::apply_repetition_penalty(std::span<float> logits, std::span<const int32_t> recent_tokens) {
   if (params_.repeat_penalty == 1.0f || params_.repeat_last_n == 0 || recent_tokens.empty()) return;

@@ -9,20 +9,25 @@
 
 namespace kvc::sampling {
 
+// SamplingParams::seed < 0: each Sampler draws a fresh seed from the system's entropy.
+constexpr int64_t k_random_seed = -1;
+
 // Each filter has a value that turns it off: temperature <= 0 (greedy), top_k <= 0,
 // top_p >= 1, min_p <= 0, repeat_penalty == 1 or repeat_last_n == 0.
+// These defaults are the CLI's, the app's and the API server's (README.md "Generation settings").
 struct SamplingParams {
   float temperature = 0.8f;
   int top_k = 40;
   float top_p = 0.95f;
-  float min_p = 0.05f;  // keep tokens with p >= min_p * (largest p)
-  float repeat_penalty = 1.1f;
-  int repeat_last_n = 64;  // how many of the most recent tokens the penalty looks at
-  uint64_t seed = 0;
+  float min_p = 0.05f;           // keep tokens with p >= min_p * (largest p)
+  float repeat_penalty = 1.0f;   // off, as in llama.cpp and the OpenAI API
+  int repeat_last_n = 64;        // how many of the most recent tokens the penalty looks at
+  int64_t seed = k_random_seed;  // >= 0: the same seed gives the same output
 
   // invalid_argument naming the flag and the accepted range, e.g.
   // "--top-p must be in (0, 1], got 1.5".
   Status validate() const;
+  friend bool operator==(const SamplingParams&, const SamplingParams&) = default;
 };
 
 // A deterministic PRNG (xoshiro256**, seeded through splitmix64): the same seed gives the
@@ -47,7 +52,8 @@ class Rng {
 // candidates than every call before it.
 class Sampler {
  public:
-  explicit Sampler(const SamplingParams& params);  // params.validate() must be ok
+  // params.validate() must be ok; a seed < 0 is replaced by a random one (seed() tells which).
+  explicit Sampler(const SamplingParams& params);
 
   // logits: (n_vocab) raw logits of the next token; the penalty is applied to them in
   // place. recent_tokens: the sequence so far, oldest first (ids outside the vocabulary
@@ -58,6 +64,7 @@ class Sampler {
   void reset(uint64_t seed);
 
   const SamplingParams& params() const { return params_; }
+  uint64_t seed() const { return seed_; }  // the stream's seed (the drawn one for a random seed)
 
  private:
   // Invariant after each stage of sample(): candidates_ holds distinct token ids; weight
@@ -73,6 +80,7 @@ class Sampler {
   int32_t draw_from_vocabulary(std::span<const float> logits, double total);
 
   SamplingParams params_;
+  uint64_t seed_;
   Rng rng_;
   std::vector<Candidate> candidates_;  // (n_candidates) the tokens still in the running
   std::vector<int32_t> penalized_;     // (repeat_last_n) distinct recent ids

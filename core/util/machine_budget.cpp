@@ -72,10 +72,17 @@ BudgetDefaults default_budgets(const MachineResources& m, uint64_t weight_bytes,
   const uint64_t t1 = std::clamp(minus(spare, t0) / 2, 64 * k_mib, 8 * k_gib);
   uint64_t t2 = std::clamp(m.disk_free_bytes / 4, 256 * k_mib, 64 * k_gib);
   t2 = std::max(std::min(t2, minus(m.disk_free_bytes, k_gib)), 64 * k_mib);
-  b.t0_bytes = static_cast<int64_t>(t0);
-  b.t1_bytes = static_cast<int64_t>(t1);
-  b.t2_bytes = static_cast<int64_t>(t2);
+  b.budget.t0_bytes = static_cast<int64_t>(t0);
+  b.budget.t1_bytes = static_cast<int64_t>(t1);
+  b.budget.t2_bytes = static_cast<int64_t>(t2);
   b.warning = fit_warning(m, weights_loaded ? 0 : weight_bytes, context, n_ctx);
+  return b;
+}
+
+KvBudget with_defaults(const KvBudget& set, const BudgetDefaults& defaults) {
+  KvBudget b = set;
+  if (b.t1_bytes <= 0) b.t1_bytes = defaults.budget.t1_bytes;
+  if (b.t2_bytes <= 0) b.t2_bytes = defaults.budget.t2_bytes;
   return b;
 }
 

@@ -9,6 +9,21 @@
 
 namespace kvc {
 
+// The KV cache's memory budget: the one type from where it is set (the Engine window and
+// DATA_DIR/settings.json, kvchat-cli serve's --t0-mib / --t1-mib / --disk-mib, the CLI's
+// --ctx-memory) to the pools. A field of 0 takes the machine's default (default_budgets below);
+// with_defaults() resolves them once, and the resolved budget goes unchanged to
+// model::create_kv_cache (T0, T1: kv::KvCacheConfig) and the disk store (T2).
+struct KvBudget {
+  int64_t t0_bytes = 0;  // the compute pool; 0 once resolved too: room for t0_contexts contexts, in whole blocks
+  int64_t t1_bytes = 0;  // host RAM
+  int64_t t2_bytes = 0;  // disk
+  // What one context's KV (F16) may take: sizes the default context, the model's trained
+  // context cut to fit (0: model::k_default_ctx_kv_budget_bytes). No effect when -c sets it.
+  int64_t ctx_kv_bytes = 0;
+  friend bool operator==(const KvBudget&, const KvBudget&) = default;
+};
+
 // What the machine has free; every figure can be injected (tests).
 struct MachineResources {
   uint64_t mem_total_bytes = 0;
@@ -31,13 +46,15 @@ MachineResources read_machine_resources(const std::filesystem::path& data_dir,
 //        (at least 64 MiB when the disk is nearly full)
 struct BudgetDefaults {
   int t0_contexts = 2;
-  int64_t t0_bytes = 0;  // t0_contexts * n_ctx * kv_bytes_per_token
-  int64_t t1_bytes = 0;
-  int64_t t2_bytes = 0;
+  KvBudget budget;      // t0: t0_contexts * n_ctx * kv_bytes_per_token; ctx_kv_bytes 0
   std::string warning;  // the model and its KV would not fit in free RAM: what to do
 };
 BudgetDefaults default_budgets(const MachineResources& m, uint64_t weight_bytes, bool weights_loaded,
                                uint64_t kv_bytes_per_token, int64_t n_ctx);
+
+// `set` with its T1 and T2 of 0 replaced by the defaults' (T0 and the context's budget keep 0:
+// the cache and model::default_context size them).
+KvBudget with_defaults(const KvBudget& set, const BudgetDefaults& defaults);
 
 // Empty when weights + KV for n_ctx tokens + headroom fit in MemAvailable; else a warning that
 // names the figures ("needs about 5.2 GiB (weights 4.1 GiB + KV 1.0 GiB at 8192 tokens), 3.0 GiB

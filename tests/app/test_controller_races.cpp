@@ -72,7 +72,7 @@ TEST_CASE("controller race: stop, delete, tier budgets and engine restarts while
           ++n_deletes;
         }
       } else if (action < 9) {
-        ui::TierBudgets b;
+        KvBudget b;
         b.t1_bytes = (int64_t{1} + pick(8)) << 20;
         b.t2_bytes = (int64_t{64} + pick(64)) << 20;
         c.set_tier_budgets(b);

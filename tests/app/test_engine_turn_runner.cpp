@@ -37,6 +37,7 @@ TEST_CASE("engine turn runner: streams, reuses history, matches a session, cance
   test::TempDir dir;
   app::EngineRunnerOptions o;
   o.n_ctx = 256;
+  o.budget = {0, int64_t{512} << 20, int64_t{4} << 30, 0};  // T0: two contexts
   o.cold_dir = dir.path() / "kv-cache";
 
   std::vector<int32_t> stream;  // the conversation's stored token stream

@@ -60,6 +60,7 @@ TEST_CASE(
 
   app::EngineRunnerOptions o;
   o.n_ctx = 2048;
+  o.budget.t1_bytes = int64_t{512} << 20;
   auto runner = app::EngineTurnRunner::create(**m, o);
   REQUIRE(runner.ok());
 

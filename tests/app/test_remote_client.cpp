@@ -118,8 +118,8 @@ TEST_CASE("remote client: models listed, a streamed answer with usage, the key i
   int n_calls = 0;
   remote::ChatOptions o;
   o.model = "alpha";
-  o.max_tokens = 32;
-  o.seed = 7;
+  o.generation.max_tokens = 32;
+  o.generation.sampling.seed = 7;
   remote::StreamedAnswer a;
   const Status st = remote::stream_chat(
       e, o, k_messages,

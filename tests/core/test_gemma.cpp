@@ -208,7 +208,8 @@ TEST_CASE("gemma3-shaped model: cached logits equal uncached ones across turns, 
   model::SessionOptions o;
   o.n_ctx = 256;
   o.n_batch = 16;
-  o.t1_bytes = 32 * (fresh->cache().group(0).layout().block_bytes + fresh->cache().group(1).layout().block_bytes);
+  o.budget.t1_bytes =
+      32 * (fresh->cache().group(0).layout().block_bytes + fresh->cache().group(1).layout().block_bytes);
   auto s = model::Session::create(**m, o);
   REQUIRE(s.ok());
   auto check_last = [&](std::span<const float> got, size_t n) {

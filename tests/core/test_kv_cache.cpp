@@ -71,7 +71,7 @@ TEST_CASE("kv cache: blocks demoted to T1 and T2 are promoted back bit-exactly",
   kv::MemoryColdStore cold(64 << 20);
   model::SessionOptions o;
   o.n_ctx = 256;
-  o.t1_bytes = 8 << 20;
+  o.budget.t1_bytes = 8 << 20;
   o.cold = &cold;
   auto s = model::Session::create(*f.m, o);
   REQUIRE(s.ok());

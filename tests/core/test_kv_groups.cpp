@@ -104,7 +104,7 @@ TEST_CASE("KV groups: cached logits equal uncached ones across turns, T1 and T2,
   model::SessionOptions o;
   o.n_ctx = 1024;
   o.n_batch = 16;
-  o.t1_bytes = 2 * 64 * 3 * 1024 * k_block;  // 128 blocks of every group: room for all of it
+  o.budget.t1_bytes = 2 * 64 * 3 * 1024 * k_block;  // 128 blocks of every group: room for all of it
 
   {
     auto cold = storage::SqliteColdStore::open(tmp.path() / "kv");
@@ -295,7 +295,7 @@ TEST_CASE("KV groups: a history on disk is staged for both groups while another 
   kv::MemoryColdStore cold(int64_t{1} << 30);
   model::KvSetup ks;
   ks.t0_tokens = 1024;
-  ks.t1_bytes = int64_t{8} << 20;
+  ks.budget.t1_bytes = int64_t{8} << 20;
   ks.cold = &cold;
   auto cache = model::create_kv_cache(**m, ks);
   REQUIRE(cache.ok());

@@ -32,9 +32,9 @@ TEST_CASE("budgets: a roomy machine gets two contexts in T0, half the spare RAM 
   const auto b = kvc::default_budgets(m, GiB, false, 128 * 1024, 4096);
   const uint64_t headroom = 32 * GiB / 10;
   const uint64_t spare = 20 * GiB - GiB - headroom;
-  CHECK(b.t0_bytes == static_cast<int64_t>(1024 * MiB));
-  CHECK(b.t1_bytes == static_cast<int64_t>((spare - 1024 * MiB) / 2));
-  CHECK(b.t2_bytes == static_cast<int64_t>(64 * GiB));  // 100 GiB capped
+  CHECK(b.budget.t0_bytes == static_cast<int64_t>(1024 * MiB));
+  CHECK(b.budget.t1_bytes == static_cast<int64_t>((spare - 1024 * MiB) / 2));
+  CHECK(b.budget.t2_bytes == static_cast<int64_t>(64 * GiB));  // 100 GiB capped
   CHECK(b.warning.empty());
 }
 
@@ -42,9 +42,9 @@ TEST_CASE("budgets: a small machine shrinks every tier to its floor and warns be
           "[core]") {
   MachineResources m{4 * GiB, 1536 * MiB, 2 * GiB};
   const auto b = kvc::default_budgets(m, 1200 * MiB, false, 64 * 1024, 4096);  // 256 MiB per context
-  CHECK(b.t0_bytes == static_cast<int64_t>(256 * MiB));                        // one context: nothing is spare
-  CHECK(b.t1_bytes == static_cast<int64_t>(64 * MiB));
-  CHECK(b.t2_bytes == static_cast<int64_t>(512 * MiB));  // a quarter of 2 GiB, under free - 1 GiB
+  CHECK(b.budget.t0_bytes == static_cast<int64_t>(256 * MiB));                 // one context: nothing is spare
+  CHECK(b.budget.t1_bytes == static_cast<int64_t>(64 * MiB));
+  CHECK(b.budget.t2_bytes == static_cast<int64_t>(512 * MiB));  // a quarter of 2 GiB, under free - 1 GiB
   CHECK(b.warning.find("needs about 1.4 GiB") != std::string::npos);
   CHECK(b.warning.find("1.5 GiB of RAM is free") != std::string::npos);
   CHECK(b.warning.find("less than 1.0 GiB for the rest") != std::string::npos);
@@ -57,8 +57,19 @@ TEST_CASE("budgets: a small machine shrinks every tier to its floor and warns be
   CHECK(kvc::fit_warning(MachineResources{}, 4 * GiB, 512 * MiB, 8192).empty());  // unknown RAM: no guess
 
   // A nearly full disk still gets a small T2; T2 never eats the last GiB when there is more.
-  CHECK(kvc::default_budgets(MachineResources{4 * GiB, 3 * GiB, 300 * MiB}, 0, true, 1024, 16).t2_bytes ==
+  CHECK(kvc::default_budgets(MachineResources{4 * GiB, 3 * GiB, 300 * MiB}, 0, true, 1024, 16).budget.t2_bytes ==
         static_cast<int64_t>(64 * MiB));
-  CHECK(kvc::default_budgets(MachineResources{4 * GiB, 3 * GiB, 1200 * MiB}, 0, true, 1024, 16).t2_bytes ==
+  CHECK(kvc::default_budgets(MachineResources{4 * GiB, 3 * GiB, 1200 * MiB}, 0, true, 1024, 16).budget.t2_bytes ==
         static_cast<int64_t>(176 * MiB));
+}
+
+TEST_CASE("machine budget: a set budget keeps what is set, its zeros take the defaults", "[core]") {
+  const auto d = kvc::default_budgets(MachineResources{16 * GiB, 8 * GiB, 100 * GiB}, GiB, false, 64 * 1024, 4096);
+  const kvc::KvBudget none = kvc::with_defaults({}, d);
+  CHECK(none.t0_bytes == 0);  // the cache sizes T0 from the layout: t0_contexts contexts
+  CHECK(none.t1_bytes == d.budget.t1_bytes);
+  CHECK(none.t2_bytes == d.budget.t2_bytes);
+  CHECK(none.ctx_kv_bytes == 0);
+  const kvc::KvBudget set{int64_t{64} << 20, int64_t{32} << 20, int64_t{128} << 20, int64_t{256} << 20};
+  CHECK(kvc::with_defaults(set, d) == set);
 }

@@ -263,6 +263,29 @@ TEST_CASE("repetition penalty divides positive and multiplies negative logits, o
   REQUIRE(off.sample(l, recent0) == 0);
 }
 
+TEST_CASE("a negative seed draws a random one per sampler, and that seed replays its tokens", "[core]") {
+  std::vector<float> logits(1000);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(std::sin(static_cast<double>(i)));
+  auto run = [&](Sampler& s) {
+    std::vector<int32_t> out;
+    for (int i = 0; i < 64; ++i) {
+      auto l = logits;
+      out.push_back(s.sample(l, {}));
+    }
+    return out;
+  };
+  SamplingParams p = plain(1.0f);
+  p.seed = kvc::sampling::k_random_seed;
+  REQUIRE(SamplingParams{}.seed == kvc::sampling::k_random_seed);  // the one default: random
+  Sampler a(p), b(p);
+  REQUIRE(a.seed() != b.seed());  // 2^-64 odds of a false failure
+  SamplingParams replay = p;
+  replay.seed = static_cast<int64_t>(a.seed() >> 1);
+  Sampler c(replay), d(replay);
+  REQUIRE(c.seed() == d.seed());
+  REQUIRE(run(c) == run(d));
+}
+
 TEST_CASE("invalid sampling parameters are rejected with the flag and range", "[core]") {
   REQUIRE(SamplingParams{}.validate().ok());
   SamplingParams p;

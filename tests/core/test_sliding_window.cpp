@@ -118,8 +118,8 @@ TEST_CASE("sliding window: a conversation longer than T0 runs, with the logits o
   model::SessionOptions o;
   o.n_ctx = 256;
   o.n_batch = 16;
-  o.t0_bytes = 8 * ref->cache().layout().block_bytes;
-  o.t1_bytes = 64 * ref->cache().layout().block_bytes;
+  o.budget.t0_bytes = 8 * ref->cache().layout().block_bytes;
+  o.budget.t1_bytes = 64 * ref->cache().layout().block_bytes;
   auto s = model::Session::create(**win, o);
   REQUIRE(s.ok());
   for (size_t n = 16; n < stream.size(); n += 16) {

@@ -151,7 +151,7 @@ TEST_CASE("tier store: blocks a prefetch moves up for a sequence are reported un
   kv::MemoryColdStore cold(64 << 20);
   model::SessionOptions o;
   o.n_ctx = 256;
-  o.t1_bytes = 8 << 20;
+  o.budget.t1_bytes = 8 << 20;
   o.cold = &cold;
   auto s = model::Session::create(*f.m, o);
   REQUIRE(s.ok());

@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <limits>
+
 #include "app/server/request_parsing.h"
 
 using namespace kvc::server;
@@ -32,7 +34,7 @@ TEST_CASE("request parsing: a chat request's fields and defaults", "[server]") {
   CHECK(p.value.model == "m");
   REQUIRE(p.value.messages.size() == 1);
   CHECK(p.value.params.max_tokens == -1);
-  CHECK(p.value.params.sampling.repeat_penalty == 1.0f);
+  CHECK(p.value.params.sampling == kvc::sampling::SamplingParams{});  // the CLI's and the app's defaults
   CHECK_FALSE(p.value.params.stream);
   CHECK_FALSE(p.value.params.seeded);
 
@@ -74,7 +76,8 @@ TEST_CASE("request parsing: a chat request's fields and defaults", "[server]") {
   CHECK(r.params.sampling.top_k == 3);
   CHECK(r.params.sampling.min_p == Approx(0.1f));
   CHECK(r.params.seeded);
-  CHECK(r.params.sampling.seed == static_cast<uint64_t>(int64_t{-5}));
+  CHECK(r.params.sampling.seed ==
+        (int64_t{-5} & std::numeric_limits<int64_t>::max()));  // a given negative seed is still a fixed seed
   CHECK(r.params.stop == std::vector<std::string>{"END"});
   CHECK(r.params.stream);
   CHECK(r.params.include_usage);

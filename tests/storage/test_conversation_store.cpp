@@ -48,9 +48,10 @@ TEST_CASE("conversations: create, read, rename, settings, list recent first and 
   settings.system_prompt = "Be brief.";
   settings.model_path = "/models/tiny.gguf";
   settings.model_name = "tiny";
-  settings.sampling.temperature = 0.25;
-  settings.sampling.top_k = 7;
-  settings.sampling.seed = 42;
+  settings.generation.sampling.temperature = 0.25f;
+  settings.generation.sampling.top_k = 7;
+  settings.generation.sampling.seed = 42;
+  settings.generation.max_tokens = 99;
   auto a = f.store->create_conversation("first", settings);
   REQUIRE(a.ok());
   const int64_t b = f.create("second");
@@ -73,9 +74,9 @@ TEST_CASE("conversations: create, read, rename, settings, list recent first and 
   CHECK((*page1)[1].id == c);
   CHECK((*page2)[0].id == b);
 
-  settings.sampling.top_p = 0.5;
+  settings.generation.sampling.top_p = 0.5f;
   REQUIRE(f.store->update_settings(b, settings).ok());
-  CHECK(f.store->conversation(b)->settings.sampling.top_p == 0.5);
+  CHECK(f.store->conversation(b)->settings.generation.sampling.top_p == 0.5f);
   CHECK_FALSE(f.store->rename_conversation(999, "x").ok());
   CHECK_THAT(f.store->conversation(999).error().message, Catch::Contains("no conversation"));
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <string>
 
 #include "ui/memory_layout.h"
 
@@ -11,10 +12,10 @@ using namespace kvc::ui;
 
 namespace {
 
-BlockCell cell(int tier, int64_t owner, int64_t position) {
-  BlockCell c;
-  c.tier = tier;
-  c.owner = owner;
+kvc::kv::KvBlockView cell(int tier, int64_t owner, int64_t position) {
+  kvc::kv::KvBlockView c;
+  c.tier = static_cast<kvc::kv::Tier>(tier);
+  c.owner_id = owner;
   c.n_owners = owner >= 0 ? 1 : 0;
   c.position = position;
   return c;
@@ -32,8 +33,8 @@ TEST_CASE("block map: cells per row fill the width, at least one", "[ui]") {
 }
 
 TEST_CASE("block map: grouped by tier, ordered by owner then position, rows rounded up", "[ui]") {
-  const std::vector<BlockCell> blocks = {cell(1, 5, 32), cell(0, 7, 0), cell(0, 3, 16), cell(2, -1, 0),
-                                         cell(0, 3, 0),  cell(1, 5, 0), cell(0, 7, 16)};
+  const std::vector<kvc::kv::KvBlockView> blocks = {cell(1, 5, 32), cell(0, 7, 0), cell(0, 3, 16), cell(2, -1, 0),
+                                                    cell(0, 3, 0),  cell(1, 5, 0), cell(0, 7, 16)};
   const BlockMapLayout l = layout_block_map(blocks, 12.0f * 3 - 2, 10.0f, 2.0f);  // 3 per row
   REQUIRE(l.cells_per_row == 3);
   CHECK(l.groups[0].cells == std::vector<size_t>{4, 2, 1, 6});  // owner 3 (pos 0, 16), owner 7 (0, 16)
@@ -46,8 +47,8 @@ TEST_CASE("block map: grouped by tier, ordered by owner then position, rows roun
   CHECK(n == blocks.size());  // every block is drawn exactly once
 
   // A block written behind to disk shows on its tier and, as a copy, on T2.
-  std::vector<BlockCell> with_copy = blocks;
-  with_copy[1].on_disk = true;
+  std::vector<kvc::kv::KvBlockView> with_copy = blocks;
+  with_copy[1].on_cold = true;
   const BlockMapLayout l2 = layout_block_map(with_copy, 34.0f, 10.0f, 2.0f);
   CHECK(l2.groups[0].cells == l.groups[0].cells);
   CHECK(l2.groups[2].cells == std::vector<size_t>{3, 1});  // owner -1 first, then owner 7
@@ -221,4 +222,20 @@ TEST_CASE("first fitting: the most detailed variant that fits, else the shortest
   CHECK(first_fitting(w, 90.0f) == 2);
   CHECK(first_fitting(w, 10.0f) == 2);
   CHECK(first_fitting({}, 10.0f) == 0);
+}
+
+TEST_CASE("tier names: one list for labels and names, tiers outside it clamped", "[ui]") {
+  CHECK(std::string(tier_label(0)) == "T0");
+  CHECK(std::string(tier_name(1)) == "T1 host RAM");
+  CHECK(std::string(tier_name(7)) == "T2 disk");
+  CHECK(tier_of(kvc::kv::Tier::t2) == 2);
+  CHECK(tier_of(kvc::kv::Tier::none) == 0);
+  KvPicture p;
+  p.tick = 10;
+  kvc::kv::KvBlockView b;
+  b.last_use = 4;
+  CHECK(p.age(b) == 6);
+  b.last_use = 12;  // used after the picture's tick: in use now
+  CHECK(p.age(b) == 0);
+  CHECK(short_key(kvc::kv::BlockKey{}).empty());
 }
