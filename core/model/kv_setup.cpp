@@ -24,7 +24,7 @@ Result<std::unique_ptr<kv::KvCache>> create_kv_cache(const Model& m, const KvSet
   // and a byte budget gives what that saves to the global group. T1 is split by layer share.
   constexpr int64_t k_local_sequences = 16;  // the engine's max_running by default
   const int64_t B = o.block_tokens;
-  const int64_t n_positions = o.t0_bytes > 0 ? o.t0_bytes / layout->block_bytes * B : n_blocks * B;
+  const int64_t n_positions = o.budget.t0_bytes > 0 ? o.budget.t0_bytes / layout->block_bytes * B : n_blocks * B;
   const int64_t local_positions = std::min(n_positions, k_local_sequences * (c.local_window + 2 * B) + 256 + 2 * B);
   std::vector<kv::KvCacheConfig> groups(static_cast<size_t>(c.n_kv_groups()));
   int64_t local_bytes = 0;
@@ -38,9 +38,10 @@ Result<std::unique_ptr<kv::KvCache>> create_kv_cache(const Model& m, const KvSet
       gc.t0_bytes = (local_positions + B - 1) / B * gl->block_bytes;
       local_bytes += gc.t0_bytes;
     } else {
-      gc.t0_bytes = o.t0_bytes > 0 ? std::max(o.t0_bytes - local_bytes, gl->block_bytes) : n_blocks * gl->block_bytes;
+      gc.t0_bytes = o.budget.t0_bytes > 0 ? std::max(o.budget.t0_bytes - local_bytes, gl->block_bytes)
+                                          : n_blocks * gl->block_bytes;
     }
-    gc.t1_bytes = static_cast<int64_t>(static_cast<double>(o.t1_bytes) * share);
+    gc.t1_bytes = static_cast<int64_t>(static_cast<double>(o.budget.t1_bytes) * share);
     gc.fingerprint = kv_group_fingerprint(m, *gl, g);
     gc.window = g == 0 ? c.sliding_window : c.local_window;
     gc.checkpoints_only = g != 0;  // the local layers' blocks reach T2 only as turn checkpoints
