@@ -40,7 +40,8 @@ app::ChatController::Options options(const test::TempDir& tmp) {
 
 }  // namespace
 
-TEST_CASE("chat settings: set with no conversation open they start the next one; refused ones are reported", "[app]") {
+TEST_CASE("chat settings: set with no conversation open they start the next one, and refused ones are reported",
+          "[app]") {
   test::TempDir tmp;
   int64_t conversation = 0;
   {

@@ -164,7 +164,7 @@ TEST_CASE("mkmodel: --tied, --rope-base and --arch qwen2 write what llama.cpp ex
   CHECK_THAT(bad.err, Catch::Contains("llama, llama3, qwen2, qwen3, phi3, smollm3, gemma2 or gemma3"));
 }
 
-TEST_CASE("mkmodel: a preset writes its model's architecture, vocabulary size and tying; given options override it",
+TEST_CASE("mkmodel: a preset writes its model's architecture, vocabulary size and tying, and options given override it",
           "[app][e2e]") {
   test::TempDir tmp;
   // Qwen3 1.7B's shape, made small by the options given (which win over the preset's).
