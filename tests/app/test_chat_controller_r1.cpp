@@ -13,23 +13,13 @@
 #include "core/model/model.h"
 #include "core/model/model_builder.h"
 #include "storage/conversation_store.h"
+#include "support/controller_support.h"
 #include "support/model_fixture.h"
 #include "support/test_support.h"
 
 using namespace kvc;
 
 namespace {
-
-void settle(app::ChatController& c) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
-  for (;;) {
-    auto s = c.snapshot();
-    if (s->model.status == ui::ModelStatus::ready && !c.busy() && !s->chat.generating) return;
-    REQUIRE(s->model.status != ui::ModelStatus::failed);
-    REQUIRE(std::chrono::steady_clock::now() < deadline);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
 
 std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -54,13 +44,13 @@ TEST_CASE("app R1: replies carry the reasoning opening, a regenerate reuses it, 
   opt.replay_answer = reply;
   {
     app::ChatController c(opt);
-    settle(c);
+    test::settle(c);
     c.send("What is 2 + 2?");
-    settle(c);
+    test::settle(c);
     c.regenerate();
-    settle(c);
+    test::settle(c);
     c.send("And 3 + 3?");
-    settle(c);
+    test::settle(c);
   }
 
   auto be = backend::make_cpu_backend(1);

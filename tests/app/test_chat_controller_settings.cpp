@@ -10,23 +10,13 @@
 #include "app/gui/chat_controller.h"
 #include "core/sampling/generate_options.h"
 #include "storage/conversation_store.h"
+#include "support/controller_support.h"
 #include "support/model_fixture.h"
 #include "support/test_support.h"
 
 using namespace kvc;
 
 namespace {
-
-void settle(app::ChatController& c) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  for (;;) {
-    auto s = c.snapshot();
-    if (s->model.status == ui::ModelStatus::ready && !c.busy() && !s->chat.generating) return;
-    REQUIRE(s->model.status != ui::ModelStatus::failed);
-    REQUIRE(std::chrono::steady_clock::now() < deadline);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
 
 app::ChatController::Options options(const test::TempDir& tmp) {
   app::ChatController::Options opt;
@@ -46,9 +36,9 @@ TEST_CASE("chat settings: set with no conversation open they start the next one,
   int64_t conversation = 0;
   {
     app::ChatController c(options(tmp));
-    settle(c);
+    test::settle(c);
     c.delete_conversation(c.snapshot()->chat.conversation_id);  // the welcome conversation: none is open now
-    settle(c);
+    test::settle(c);
     REQUIRE(c.snapshot()->chat.conversation_id == 0);
 
     sampling::GenerateOptions g;
@@ -56,9 +46,9 @@ TEST_CASE("chat settings: set with no conversation open they start the next one,
     g.sampling.temperature = 0.3f;
     g.sampling.seed = 11;
     c.update_settings("Be brief.", g);
-    settle(c);
+    test::settle(c);
     c.send("hello");
-    settle(c);
+    test::settle(c);
     auto s = c.snapshot();
     INFO(s->error);
     REQUIRE(s->error.empty());
@@ -70,7 +60,7 @@ TEST_CASE("chat settings: set with no conversation open they start the next one,
     sampling::GenerateOptions bad = g;
     bad.sampling.top_p = 1.5f;
     c.update_settings("Be brief.", bad);
-    settle(c);
+    test::settle(c);
     CHECK_THAT(c.snapshot()->error, Catch::Contains("--top-p must be in (0, 1], got 1.5"));
     CHECK(c.snapshot()->chat.generation == g);  // unchanged
   }
@@ -93,7 +83,7 @@ TEST_CASE("app settings: a settings.json value the app cannot use is reported at
         << "{\"tier_budgets\": {\"t1_bytes\": \"lots\"}, \"serve_port\": 8090}";
   }
   app::ChatController c(options(tmp));
-  settle(c);
+  test::settle(c);
   auto s = c.snapshot();
   CHECK_THAT(s->error, Catch::Contains("tier_budgets.t1_bytes must be a byte count (0: the default), got \"lots\""));
   CHECK(s->engine.budgets.t1_bytes == 0);

@@ -10,25 +10,11 @@
 
 #include "app/gui/chat_controller.h"
 #include "core/sampling/generate_options.h"
+#include "support/controller_support.h"
 #include "support/model_fixture.h"
 #include "support/test_support.h"
 
 using namespace kvc;
-
-namespace {
-
-void settle(app::ChatController& c) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  for (;;) {
-    auto s = c.snapshot();
-    if (s->model.status == ui::ModelStatus::ready && !c.busy() && !s->chat.generating) return;
-    REQUIRE(s->model.status != ui::ModelStatus::failed);
-    REQUIRE(std::chrono::steady_clock::now() < deadline);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
-
-}  // namespace
 
 TEST_CASE("cli and app: the same conversation gets the same greedy replies, turn after turn", "[app][e2e]") {
   test::TempDir tmp;
@@ -44,17 +30,17 @@ TEST_CASE("cli and app: the same conversation gets the same greedy replies, turn
     opt.n_threads = 1;
     opt.n_ctx = 512;
     app::ChatController c(opt);
-    settle(c);
+    test::settle(c);
     // The Chat settings of the conversation the app opens at start (its welcome conversation).
     sampling::GenerateOptions settings;
     settings.max_tokens = k_reply_tokens;
     settings.sampling.temperature = 0;
     c.update_settings("", settings);
-    settle(c);
+    test::settle(c);
     REQUIRE(c.snapshot()->chat.generation.max_tokens == k_reply_tokens);
     for (const std::string& t : turns) {
       c.send(t);
-      settle(c);
+      test::settle(c);
     }
     auto s = c.snapshot();
     INFO(s->error);
