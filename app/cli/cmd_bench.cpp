@@ -13,6 +13,7 @@
 #include "core/kv/kv_format.h"
 #include "core/model/kv_setup.h"
 #include "core/model/session.h"
+#include "core/util/clock.h"
 #include "kernels/cpu/mem_bandwidth.h"
 
 namespace kvc::cli {
@@ -33,7 +34,7 @@ struct BenchArgs {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) { return ms_since(t0) / 1000.0; }
 
 // Random tokens: throughput does not depend on which tokens are evaluated. Ids 0-2 are
 // special in most vocabularies and are avoided.
@@ -59,13 +60,6 @@ Result<kv::KvFormat> kv_format_of(const std::string& name) {
                       "--kv-type must be " + std::string(kv::k_kv_format_names) + ", got '" + name + "'");
   }
   return *f;
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const auto i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
 }
 
 // Prefill of n_prompt and decode of n_gen tokens after `depth` tokens of context, one
@@ -203,7 +197,6 @@ Result<ParallelRun> run_parallel_once(const BenchArgs& a, const model::Model& m,
   ParallelRun out;
   out.wall_s = seconds_since(t0);
   std::vector<double> ttft;
-  std::vector<const std::vector<double>*> times;
   std::vector<engine::RequestResult> results;
   for (auto id : ids) {
     auto r = eng.result(id);
@@ -225,7 +218,7 @@ Result<ParallelRun> run_parallel_once(const BenchArgs& a, const model::Model& m,
       close_ms = std::max(close_ms, t);
     }
   }
-  out.ttft_p50_ms = percentile(ttft, 0.5);
+  out.ttft_p50_ms = median(ttft);
   out.ttft_max_ms = open_ms;
   out.decode_tok_s = close_ms > open_ms ? 1000.0 * static_cast<double>(decoded) / (close_ms - open_ms) : 0;
   out.total_tok_s = static_cast<double>(n * (a.n_prompt + a.n_gen)) / out.wall_s;
