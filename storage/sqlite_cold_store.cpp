@@ -7,6 +7,7 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "core/kv/kv_cache.h"
 #include "core/util/assert.h"
 #include "storage/data_dir.h"
 #include "storage/migrations.h"
@@ -162,6 +163,10 @@ void SqliteColdStore::register_model(const kv::BlockKey& fingerprint, const std:
   if (!st) return;
   st->bind_blob(1, fp).bind(2, std::string_view(model_path)).bind(3, static_cast<int64_t>(n_bytes));
   (void)st->step();  // bookkeeping: a busy database only means these blocks are not collected first
+}
+
+void SqliteColdStore::register_model(const kv::KvCache& cache, const std::string& model_path) {
+  for (kv::KvGroup g = 0; g < cache.n_groups(); ++g) register_model(cache.group(g).fingerprint(), model_path);
 }
 
 bool SqliteColdStore::put(const kv::BlockKey& key, const kv::BlockKey& parent, const kv::BlockKey& fingerprint,

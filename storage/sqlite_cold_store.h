@@ -22,6 +22,10 @@
 #include "storage/database.h"
 #include "storage/payload_files.h"
 
+namespace kvc::kv {
+class KvCache;
+}  // namespace kvc::kv
+
 namespace kvc::storage {
 
 // A block key as the store's tables hold it: 16 bytes, big-endian, hi first.
@@ -79,6 +83,8 @@ class SqliteColdStore final : public kv::ColdStore {
   // Records that blocks rooted in `fingerprint` come from the model file `model_path`. When a
   // later open finds that file gone (or of another size), those blocks are collected first.
   void register_model(const kv::BlockKey& fingerprint, const std::string& model_path);
+  // The same for every KV group of `cache` (each group's chain has its own root).
+  void register_model(const kv::KvCache& cache, const std::string& model_path);
   bool contains(const kv::BlockKey& key) const override;
   // On `corrupt` the contents of `out` are unspecified.
   kv::ColdRead read(const kv::BlockKey& key, std::span<uint8_t> out) override;

@@ -43,11 +43,7 @@ Result<std::unique_ptr<EngineTurnRunner>> EngineTurnRunner::create(const model::
   auto cache = model::create_kv_cache(m, ks);
   if (!cache.ok()) return cache.error();
   runner->cache_ = std::move(*cache);
-  if (runner->cold_) {
-    for (kv::KvGroup g = 0; g < runner->cache_->n_groups(); ++g) {  // each KV group's chain has its own root
-      runner->cold_->register_model(runner->cache_->group(g).fingerprint(), o.model_path);
-    }
-  }
+  if (runner->cold_) runner->cold_->register_model(*runner->cache_, o.model_path);
 
   engine::EngineOptions eo;
   eo.n_ctx = o.n_ctx;

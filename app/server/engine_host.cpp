@@ -56,6 +56,8 @@ Result<std::unique_ptr<EngineHost>> EngineHost::create(const model::Model& m, co
   auto cache = model::create_kv_cache(m, ks);
   if (!cache.ok()) return cache.error();
   host->cache_ = std::move(*cache);
+  // Its blocks are collected first once the model file is deleted (as the app's are).
+  if (host->cold_) host->cold_->register_model(*host->cache_, m.path());
 
   engine::EngineOptions eo;
   eo.n_ctx = o.n_ctx;

@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "server/serve_process.h"
+#include "storage/sqlite_cold_store.h"
 #include "support/test_support.h"
 
 using namespace kvc;
@@ -251,6 +253,35 @@ TEST_CASE("serve: a history resent as text reuses the previous turn's KV", "[app
   CHECK(metric(m->body, "kvchat_inter_token_latency_seconds_count") == static_cast<double>(n_gaps));
   CHECK(metric(m->body, "kvchat_inter_token_latency_seconds_bucket{le=\"+Inf\"}") == static_cast<double>(n_gaps));
   CHECK(metric(m->body, "kvchat_inter_token_latency_seconds_sum") > 0);
+}
+
+TEST_CASE("serve: the disk tier knows its blocks' model, and collects them first once the file is deleted",
+          "[app][server]") {
+  test::TempDir tmp;
+  const std::string model = tmp.file("copy-of-stories260K.gguf");
+  std::filesystem::copy_file(test::model_path("stories260K.gguf"), model);
+  {
+    test::ServeProcess s(model, tmp.file("data"), "--alias kvchat-test", tmp);
+    httplib::Client c = client_for(s);
+    auto r =
+        c.Post("/v1/chat/completions", chat_body("Once upon a time there was a little dog", 24), "application/json");
+    REQUIRE(r);
+    REQUIRE(r->status == 200);
+    REQUIRE(s.stop() == 0);  // flushes the blocks written behind
+  }
+  const std::filesystem::path cold_dir = std::filesystem::path(tmp.file("data")) / "serve" / "kv-cache";
+  {
+    auto store = storage::SqliteColdStore::open(cold_dir);
+    REQUIRE(store.ok());
+    REQUIRE((*store)->stats().n_blocks > 0);
+    CHECK((*store)->extra_stats().n_blocks_of_missing_models == 0);  // the model is still there
+  }
+  std::filesystem::remove(model);
+  auto store = storage::SqliteColdStore::open(cold_dir);
+  REQUIRE(store.ok());
+  const int64_t n_blocks = (*store)->stats().n_blocks;
+  CHECK(n_blocks > 0);
+  CHECK((*store)->extra_stats().n_blocks_of_missing_models == n_blocks);
 }
 
 TEST_CASE("serve: a client that hangs up on a whole (non-streamed) answer cancels it", "[app][server]") {
