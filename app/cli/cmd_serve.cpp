@@ -63,10 +63,11 @@ int run_serve(ServeArgs a) {
   ho.n_ctx = context_length(a.model, m);
   // The same defaults as the app's (free RAM and disk for this model and context).
   const BudgetDefaults d =
-      default_budgets(read_machine_resources(dir), m.weight_bytes(), true,
-                      static_cast<uint64_t>(m.config().kv_bytes_per_token(2.0)), ho.n_ctx);  // F16 KV
+      default_budgets(backend::with_device_memory(read_machine_resources(dir), *loaded->backend), m.weight_bytes(),
+                      true, static_cast<uint64_t>(m.config().kv_bytes_per_token(2.0)), ho.n_ctx);  // F16 KV
   ho.budget = with_defaults(KvBudget{a.t0_mib << 20, a.t1_mib << 20, a.disk_mib << 20, 0}, d);
   ho.t0_contexts = d.t0_contexts;
+  if (!d.warning.empty()) std::fprintf(stderr, "kvchat-cli serve: warning: this model %s\n", d.warning.c_str());
   ho.cold_dir = dir / "kv-cache";
   ho.max_running = a.parallel;
   ho.max_queue = a.server.max_queue;

@@ -394,7 +394,7 @@ bool ChatController::make_runner() {
 
   // Defaults from the machine as it is now; a budget set in the Engine window wins.
   const std::filesystem::path data_dir = storage::resolve_data_dir(options_.data_dir);
-  const MachineResources machine = read_machine_resources(data_dir);
+  const MachineResources machine = backend::with_device_memory(read_machine_resources(data_dir), *backend_);
   const double kv_per_token = model_->config().kv_bytes_per_token(2.0);  // F16 KV, the runner's format
   const BudgetDefaults d =
       default_budgets(machine, model_->weight_bytes(), true, static_cast<uint64_t>(kv_per_token), state_.model.n_ctx);

@@ -10,11 +10,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/util/machine_budget.h"
 #include "core/util/result.h"
 #include "kernels/cpu/dtype.h"
 #include "kernels/cpu/kv_block.h"
@@ -94,6 +96,14 @@ class Backend {
   // Whether this backend has the three ops above (and AttentionShape::softcap).
   virtual bool has_gemma_ops() const { return false; }
 
+  // The device memory of a backend with its own (free now, net of what it holds: weights,
+  // caches); nullopt when it computes in host RAM (the CPU backend), or the figure is unknown.
+  struct DeviceMemory {
+    uint64_t total_bytes = 0;
+    uint64_t free_bytes = 0;
+  };
+  virtual std::optional<DeviceMemory> device_memory() const { return std::nullopt; }
+
   // The first failure of the asynchronous work since the last call (a device backend's
   // kernel fault, a failed copy), cleared by reading it; ok when nothing failed. Callers
   // check it after copy_to_host. The CPU backend's ops cannot fail.
@@ -107,6 +117,10 @@ std::unique_ptr<Backend> make_cpu_backend(int n_threads);
 // usable, else cpu). n_threads is the CPU backend's thread count (0: one per core).
 // "cuda" without a usable device, or in a build without CUDA, is an error saying which.
 Result<std::unique_ptr<Backend>> create_backend(std::string_view kind, int n_threads);
+
+// `m` with the backend's device memory in its vram fields when it has its own (budgets then put
+// T0 in GPU memory: core/util/machine_budget.h); unchanged for the CPU backend.
+MachineResources with_device_memory(MachineResources m, const Backend& b);
 
 // The backends usable on this machine, "cpu" first (tests run each op on each of them).
 std::vector<std::string> available_backends();

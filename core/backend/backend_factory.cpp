@@ -1,4 +1,4 @@
-// create_backend: a backend chosen by name ("cpu", "cuda", "auto").
+// create_backend: a backend chosen by name ("cpu", "cuda", "auto"); what every backend shares.
 #include <string>
 
 #include "core/backend/backend.h"
@@ -23,6 +23,14 @@ Result<std::unique_ptr<Backend>> create_backend(std::string_view kind, int n_thr
 void Backend::gelu_mul(float*, const float*, int64_t) { KVC_ASSERT(has_gemma_ops()); }
 void Backend::softcap(float*, int64_t, float) { KVC_ASSERT(has_gemma_ops()); }
 void Backend::scale(float*, int64_t, float) { KVC_ASSERT(has_gemma_ops()); }
+
+MachineResources with_device_memory(MachineResources m, const Backend& b) {
+  if (const auto d = b.device_memory()) {
+    m.vram_total_bytes = d->total_bytes;
+    m.vram_free_bytes = d->free_bytes;
+  }
+  return m;
+}
 
 std::vector<std::string> available_backends() {
   std::vector<std::string> out{"cpu"};

@@ -167,6 +167,12 @@ class CudaBackend final : public Backend {
   void silu_mul(float* gate, const float* up, int64_t n) override { kc::launch_silu_mul(gate, up, n, stream_); }
   void add(float* x, const float* y, int64_t n) override { kc::launch_add(x, y, n, stream_); }
 
+  std::optional<DeviceMemory> device_memory() const override {
+    size_t free_bytes = 0, total_bytes = 0;
+    if (!kc::memory_info(&free_bytes, &total_bytes).ok) return std::nullopt;
+    return DeviceMemory{total_bytes, free_bytes};
+  }
+
   Status take_error() override {
     note(kc::stream_sync(stream_));
     if (error_.empty()) return {};

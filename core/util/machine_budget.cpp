@@ -16,6 +16,8 @@ constexpr uint64_t k_mib = uint64_t{1} << 20;
 constexpr uint64_t k_gib = uint64_t{1} << 30;
 
 uint64_t headroom(const MachineResources& m) { return std::max(k_gib, m.mem_total_bytes / 10); }
+// What a GPU keeps free beside the weights and T0: activations, scratch, the display, other processes.
+uint64_t gpu_headroom(const MachineResources& m) { return std::max(512 * k_mib, m.vram_total_bytes / 20); }
 
 uint64_t minus(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
@@ -66,10 +68,21 @@ BudgetDefaults default_budgets(const MachineResources& m, uint64_t weight_bytes,
                                uint64_t kv_bytes_per_token, int64_t n_ctx) {
   BudgetDefaults b;
   const uint64_t context = kv_bytes_per_token * static_cast<uint64_t>(std::max<int64_t>(n_ctx, 1));
-  const uint64_t spare = minus(minus(m.mem_available_bytes, weights_loaded ? 0 : weight_bytes), headroom(m));
-  b.t0_contexts = 2 * context <= spare / 2 ? 2 : 1;
-  const uint64_t t0 = static_cast<uint64_t>(b.t0_contexts) * context;
-  const uint64_t t1 = std::clamp(minus(spare, t0) / 2, 64 * k_mib, 8 * k_gib);
+  const bool gpu = m.vram_total_bytes > 0;
+  const uint64_t weights_in_ram = weights_loaded || gpu ? 0 : weight_bytes;
+  const uint64_t spare = minus(minus(m.mem_available_bytes, weights_in_ram), headroom(m));
+  uint64_t t0 = 0;
+  uint64_t t1 = 0;
+  if (gpu) {
+    const uint64_t spare_gpu = minus(minus(m.vram_free_bytes, weights_loaded ? 0 : weight_bytes), gpu_headroom(m));
+    b.t0_contexts = 2 * context <= spare_gpu ? 2 : 1;
+    t0 = static_cast<uint64_t>(b.t0_contexts) * context;
+    t1 = std::clamp(spare / 2, 64 * k_mib, 8 * k_gib);  // T0 is not in RAM
+  } else {
+    b.t0_contexts = 2 * context <= spare / 2 ? 2 : 1;
+    t0 = static_cast<uint64_t>(b.t0_contexts) * context;
+    t1 = std::clamp(minus(spare, t0) / 2, 64 * k_mib, 8 * k_gib);
+  }
   uint64_t t2 = std::clamp(m.disk_free_bytes / 4, 256 * k_mib, 64 * k_gib);
   t2 = std::max(std::min(t2, minus(m.disk_free_bytes, k_gib)), 64 * k_mib);
   b.budget.t0_bytes = static_cast<int64_t>(t0);
@@ -87,13 +100,22 @@ KvBudget with_defaults(const KvBudget& set, const BudgetDefaults& defaults) {
 }
 
 std::string fit_warning(const MachineResources& m, uint64_t weight_bytes, uint64_t kv_bytes_for_ctx, int64_t n_ctx) {
-  if (m.mem_available_bytes == 0) return {};  // unknown: say nothing
+  const bool gpu = m.vram_total_bytes > 0;
+  const uint64_t available = gpu ? m.vram_free_bytes : m.mem_available_bytes;
+  if (available == 0) return {};  // unknown: say nothing
   const uint64_t need = weight_bytes + kv_bytes_for_ctx;
-  if (need + headroom(m) <= m.mem_available_bytes) return {};
+  const uint64_t keep = gpu ? gpu_headroom(m) : headroom(m);
+  if (need + keep <= available) return {};
   std::string w = "needs about " + gib(need) + " (weights " + gib(weight_bytes) + " + KV " + gib(kv_bytes_for_ctx) +
-                  " at " + std::to_string(n_ctx) + " tokens), " + gib(m.mem_available_bytes) + " of RAM is free";
-  w += need > m.mem_available_bytes ? ": it would not fit; choose a smaller model, a smaller context or INT8/INT4 KV"
-                                    : ": it leaves less than " + gib(headroom(m)) + " for the rest of the system";
+                  " at " + std::to_string(n_ctx) + " tokens), " + gib(available) +
+                  (gpu ? " of GPU memory is free" : " of RAM is free");
+  if (need > available) {
+    w += gpu ? ": it would not fit; choose a smaller model, a smaller context, INT8/INT4 KV or --backend cpu"
+             : ": it would not fit; choose a smaller model, a smaller context or INT8/INT4 KV";
+  } else {
+    w += gpu ? ": it leaves less than " + gib(keep) + " of GPU memory for activations and other programs"
+             : ": it leaves less than " + gib(keep) + " for the rest of the system";
+  }
   return w;
 }
 

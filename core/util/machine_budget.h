@@ -1,5 +1,6 @@
 // Tier budgets that fit the machine: T0/T1 defaults from free RAM (/proc/meminfo MemAvailable),
-// T2 from free disk (statvfs of the data directory), and whether a model plus its KV would fit.
+// T0 from free GPU memory instead when the compute pool is on a GPU, T2 from free disk (statvfs of
+// the data directory), and whether a model plus its KV would fit.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,10 @@ struct MachineResources {
   uint64_t mem_total_bytes = 0;
   uint64_t mem_available_bytes = 0;  // MemAvailable: reclaimable page cache included
   uint64_t disk_free_bytes = 0;      // of the data directory's file system
+  // The compute device's memory when it is a GPU (backend::Backend::device_memory(), read after
+  // the weights were uploaded); 0: the compute pool T0 is host RAM (the CPU backend).
+  uint64_t vram_total_bytes = 0;
+  uint64_t vram_free_bytes = 0;
 };
 
 // MemTotal and MemAvailable from /proc/meminfo's text ("MemAvailable:  1234 kB"); 0 when absent.
@@ -42,6 +47,10 @@ MachineResources read_machine_resources(const std::filesystem::path& data_dir,
 //   spare = MemAvailable - weights (unless loaded) - headroom (max(1 GiB, MemTotal / 10))
 //   T0 = room for 2 contexts, or 1 if only that fits in spare / 2 (never below one context)
 //   T1 = half of what is spare after T0, in [64 MiB, 8 GiB]
+// On a GPU (vram_total_bytes > 0) T0 is device memory, the weights are there and not in RAM:
+//   spare_gpu = free GPU memory - weights (unless uploaded) - max(512 MiB, total / 20)
+//   T0 = room for 2 contexts if they fit in spare_gpu, else 1 (the warning says when not even one)
+//   T1 = half of spare (RAM, weights not counted), in [64 MiB, 8 GiB]
 //   T2 = a quarter of the free disk, in [256 MiB, 64 GiB], never past free disk - 1 GiB
 //        (at least 64 MiB when the disk is nearly full)
 struct BudgetDefaults {
@@ -56,9 +65,9 @@ BudgetDefaults default_budgets(const MachineResources& m, uint64_t weight_bytes,
 // the cache and model::default_context size them).
 KvBudget with_defaults(const KvBudget& set, const BudgetDefaults& defaults);
 
-// Empty when weights + KV for n_ctx tokens + headroom fit in MemAvailable; else a warning that
-// names the figures ("needs about 5.2 GiB (weights 4.1 GiB + KV 1.0 GiB at 8192 tokens), 3.0 GiB
-// of RAM is free: ...").
+// Empty when weights + KV for n_ctx tokens + headroom fit in MemAvailable (in free GPU memory when
+// m has a GPU); else a warning that names the figures ("needs about 5.2 GiB (weights 4.1 GiB + KV
+// 1.0 GiB at 8192 tokens), 3.0 GiB of RAM is free: ...").
 std::string fit_warning(const MachineResources& m, uint64_t weight_bytes, uint64_t kv_bytes_for_ctx, int64_t n_ctx);
 
 }  // namespace kvc

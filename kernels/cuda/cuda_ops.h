@@ -31,6 +31,9 @@ struct DeviceInfo {
   size_t free_bytes = 0;
 };
 
+// The current device's free and total memory now (cudaMemGetInfo).
+CudaStatus memory_info(size_t* free_bytes, size_t* total_bytes);
+
 // Number of usable CUDA devices; 0 with *why saying why (no driver, no device, ...).
 int device_count(std::string* why);
 // Makes device `index` current for this thread and describes it.

@@ -40,6 +40,10 @@ CudaStatus open_device(int index, DeviceInfo* info) {
   return check(cudaMemGetInfo(&info->free_bytes, &info->total_bytes), "cudaMemGetInfo");
 }
 
+CudaStatus memory_info(size_t* free_bytes, size_t* total_bytes) {
+  return check(cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo");
+}
+
 CudaStatus stream_create(Stream* out) {
   cudaStream_t s = nullptr;
   auto st = check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");

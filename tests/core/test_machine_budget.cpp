@@ -1,6 +1,9 @@
 // Tier budgets from the machine's free RAM and disk, with injected figures, and the real /proc/meminfo.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
+#include "core/backend/backend.h"
 #include "core/util/machine_budget.h"
 #include "support/test_support.h"
 
@@ -61,6 +64,55 @@ TEST_CASE("budgets: a small machine shrinks every tier to its floor and warns be
         static_cast<int64_t>(64 * MiB));
   CHECK(kvc::default_budgets(MachineResources{4 * GiB, 3 * GiB, 1200 * MiB}, 0, true, 1024, 16).budget.t2_bytes ==
         static_cast<int64_t>(176 * MiB));
+}
+
+TEST_CASE("budgets: on a GPU T0 follows free GPU memory, T1 free RAM, and the warning names the GPU", "[core]") {
+  // 24 GiB GPU with 20 GiB free after the weights were uploaded; 32 GiB of RAM, 20 GiB available.
+  MachineResources m{32 * GiB, 20 * GiB, 400 * GiB, 24 * GiB, 20 * GiB};
+  const uint64_t ram_spare = 20 * GiB - 32 * GiB / 10;  // the weights are on the GPU, not in RAM
+  SECTION("two contexts fit beside the weights") {
+    const auto b = kvc::default_budgets(m, 4 * GiB, true, 128 * 1024, 32768);  // 4 GiB per context
+    CHECK(b.t0_contexts == 2);
+    CHECK(b.budget.t0_bytes == static_cast<int64_t>(8 * GiB));
+    CHECK(b.budget.t1_bytes == static_cast<int64_t>(std::min(ram_spare / 2, 8 * GiB)));  // T0 not taken from RAM
+    CHECK(b.warning.empty());
+  }
+  SECTION("only one context fits in what the GPU has spare") {
+    const auto b = kvc::default_budgets(m, 4 * GiB, true, 128 * 1024, 131072);  // 16 GiB per context
+    // spare = 20 GiB - max(512 MiB, 24 GiB / 20) = 18.8 GiB: one 16 GiB context, not two.
+    CHECK(b.t0_contexts == 1);
+    CHECK(b.budget.t0_bytes == static_cast<int64_t>(16 * GiB));
+    CHECK(b.warning.empty());
+  }
+  SECTION("weights not uploaded yet count against free GPU memory, not RAM") {
+    const auto b = kvc::default_budgets(m, 14 * GiB, false, 128 * 1024, 32768);  // 14 + 2 x 4 GiB > 18.8
+    CHECK(b.t0_contexts == 1);
+    CHECK(b.budget.t1_bytes == static_cast<int64_t>(std::min(ram_spare / 2, 8 * GiB)));
+  }
+  SECTION("a model and one context that do not fit: the warning says GPU memory and what to do") {
+    const auto b = kvc::default_budgets(m, 18 * GiB, false, 128 * 1024, 32768);
+    CHECK(b.t0_contexts == 1);  // never below one context: the warning tells the user
+    CHECK(b.warning.find("needs about 22.0 GiB") != std::string::npos);
+    CHECK(b.warning.find("20.0 GiB of GPU memory is free") != std::string::npos);
+    CHECK(b.warning.find("--backend cpu") != std::string::npos);
+    // Tight but fitting: less than the GPU headroom left.
+    const auto t = kvc::default_budgets(m, 15 * GiB, false, 128 * 1024, 32768);
+    CHECK(t.warning.find("of GPU memory for activations") != std::string::npos);
+  }
+  SECTION("the same figures without a GPU are judged against RAM") {
+    MachineResources cpu{32 * GiB, 20 * GiB, 400 * GiB};
+    const auto b = kvc::default_budgets(cpu, 18 * GiB, false, 128 * 1024, 32768);
+    CHECK(b.warning.find("of RAM is free") != std::string::npos);
+    CHECK(b.budget.t1_bytes == static_cast<int64_t>(64 * MiB));  // the weights take the RAM
+  }
+}
+
+TEST_CASE("budgets: the CPU backend adds no GPU memory to the machine's figures", "[core]") {
+  auto cpu = kvc::backend::make_cpu_backend(1);
+  const MachineResources m = kvc::backend::with_device_memory(MachineResources{8 * GiB, 4 * GiB, 10 * GiB}, *cpu);
+  CHECK(m.vram_total_bytes == 0);
+  CHECK(m.vram_free_bytes == 0);
+  CHECK(m.mem_available_bytes == 4 * GiB);
 }
 
 TEST_CASE("machine budget: a set budget keeps what is set, its zeros take the defaults", "[core]") {

@@ -168,3 +168,24 @@ KVC_BACKEND_TEST_CASE("backend ops: rope with both pairings at small and large p
   }
   REQUIRE(be.take_error().ok());
 }
+
+KVC_BACKEND_TEST_CASE("backend: device memory is reported by a GPU backend and falls as it allocates",
+                      "[cuda][backend]") {
+  const auto before = be.device_memory();
+  if (be.name().substr(0, 3) == "cpu") {
+    CHECK_FALSE(before.has_value());  // computes in host RAM: the budgets use /proc/meminfo
+    return;
+  }
+  REQUIRE(before.has_value());
+  CHECK(before->total_bytes > 0);
+  CHECK(before->free_bytes <= before->total_bytes);
+  constexpr size_t n = size_t{256} << 20;
+  void* p = be.alloc(n);
+  REQUIRE(p != nullptr);
+  const auto after = be.device_memory();
+  REQUIRE(after.has_value());
+  CHECK(after->free_bytes + (n / 2) <= before->free_bytes);
+  be.free(p);
+  const MachineResources m = backend::with_device_memory(MachineResources{}, be);
+  CHECK(m.vram_total_bytes == before->total_bytes);
+}
