@@ -21,13 +21,14 @@ inline void cpu_relax() {
 #endif
 }
 
-// Waiting for the next job or for the workers: spin with pause for the first few
-// microseconds (jobs of a decode step follow each other that closely), then keep polling but
-// yield the core between polls, so that on an oversubscribed machine the thread we wait for
-// can run; sleep in the kernel only after k_spin_budget of waiting (a futex wake costs tens
-// of microseconds in a VM, more than most decode jobs take).
-constexpr auto k_pause_budget = std::chrono::microseconds(20);
-constexpr auto k_spin_budget = std::chrono::milliseconds(2);
+// Waiting for the next job or for the workers: spin with pause for up to k_spin_budget (the
+// jobs of a decode step follow each other within microseconds, and a futex wake costs tens of
+// microseconds in a VM), then sleep in the kernel. Never sched_yield while spinning: a yield
+// hands the core to any runnable thread, a SCHED_IDLE or niced build included, for a whole
+// slice, and the fork-join then waits on the descheduled thread (measured: decode 1.26x and
+// prefill 1.35x faster beside an idle-class compile without the yields, equal on a quiet
+// machine; BENCHMARKS.md "Decode beside background work").
+constexpr auto k_spin_budget = std::chrono::microseconds(100);
 
 // Polls `done` until it returns true (then returns true) or the spin budget runs out.
 template <typename Pred>
@@ -38,9 +39,7 @@ bool spin_until(Pred&& done) {
       if (done()) return true;
       cpu_relax();
     }
-    const auto waited = std::chrono::steady_clock::now() - start;
-    if (waited > k_spin_budget) return false;
-    if (waited > k_pause_budget) std::this_thread::yield();
+    if (std::chrono::steady_clock::now() - start > k_spin_budget) return false;
   }
 }
 
