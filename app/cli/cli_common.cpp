@@ -52,6 +52,19 @@ std::string resolve_model_path(const std::string& path, const std::string& data_
   return std::filesystem::exists(in_data, ec) ? in_data.string() : path;
 }
 
+void add_kv_type_option(CLI::App& cmd, std::string& kv_type) {
+  cmd.add_option("--kv-type", kv_type,
+                 "KV cache format for K and V: " + std::string(kv::k_kv_format_names) +
+                     " (int8/int4 take about 0.53x/0.28x of f16's memory and disk; *h: outlier-aware)")
+      ->capture_default_str();
+}
+
+Result<kv::KvFormat> parse_kv_type(std::string_view flag, const std::string& name) {
+  if (auto f = kv::parse_kv_format(name)) return *f;
+  return make_error(ErrorCode::invalid_argument,
+                    std::string(flag) + " must be " + std::string(kv::k_kv_format_names) + ", got '" + name + "'");
+}
+
 void add_generate_options(CLI::App& cmd, sampling::GenerateOptions& o, const std::string& n_help) {
   cmd.add_option("-n,--n-predict", o.max_tokens, n_help)->capture_default_str();
   sampling::SamplingParams& p = o.sampling;

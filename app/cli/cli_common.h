@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/kv/kv_format.h"
 #include "core/model/context_budget.h"
 #include "core/model/model.h"
 #include "core/sampling/generate_options.h"
@@ -35,6 +36,11 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool model_required = tru
 void add_data_dir_option(CLI::App& cmd, std::string& data_dir);
 // A model named by path, or by file name inside the data directory's models/ folder.
 std::string resolve_model_path(const std::string& path, const std::string& data_dir);
+// --kv-type: the KV cache's format for K and V (f16 unless given; kv::k_kv_formats).
+void add_kv_type_option(CLI::App& cmd, std::string& kv_type);
+// The format a --kv-type (or --k-type, ... named by `flag`) value names; an error listing the choices.
+Result<kv::KvFormat> parse_kv_type(std::string_view flag, const std::string& name);
+
 // -n (max_tokens, with n_help) and the sampling flags, straight into the one options type;
 // their defaults are GenerateOptions' (README.md "Generation settings").
 void add_generate_options(CLI::App& cmd, sampling::GenerateOptions& o, const std::string& n_help);

@@ -6,9 +6,10 @@
 
 namespace kvc::cli {
 
-Result<CliEngine> CliEngine::create(const model::Model& m, int64_t n_ctx, int64_t n_batch) {
+Result<CliEngine> CliEngine::create(const model::Model& m, int64_t n_ctx, int64_t n_batch, kv::KvFormat format) {
   CliEngine e;
   model::KvSetup ks;
+  ks.k_format = ks.v_format = format;
   ks.t0_tokens = n_ctx;
   auto cache = model::create_kv_cache(m, ks);
   if (!cache.ok()) return cache.error();

@@ -17,9 +17,10 @@ namespace kvc::cli {
 
 class CliEngine {
  public:
-  // A cache with room for n_ctx positions in T0 and an engine whose forward passes hold at
-  // most n_batch tokens.
-  static Result<CliEngine> create(const model::Model& m, int64_t n_ctx, int64_t n_batch);
+  // A cache of K and V in `format` with room for n_ctx positions in T0 and an engine whose
+  // forward passes hold at most n_batch tokens. Errors: the model cannot use the format.
+  static Result<CliEngine> create(const model::Model& m, int64_t n_ctx, int64_t n_batch,
+                                  kv::KvFormat format = kv::KvFormat::f16);
 
   // Runs one request to its end, streaming its text to on_text (return false to stop). A
   // conversation's requests share its sequence, so a turn reuses everything before it.

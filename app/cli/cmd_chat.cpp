@@ -20,6 +20,7 @@ namespace {
 struct ChatArgs {
   ModelOptions model;
   std::string system;
+  std::string kv_type = "f16";
   sampling::GenerateOptions generation;
   bool summary = false;
 };
@@ -55,22 +56,25 @@ constexpr const char* k_help =
 
 int run_chat(ChatArgs a) {
   const bool demo = a.model.model.empty();
+  auto kv_format = parse_kv_type("--kv-type", a.kv_type);
+  if (!kv_format.ok()) return report(kv_format.error());
   auto loaded = load_model(a.model);
   if (!loaded.ok()) return report(loaded.error());
   const model::Model& m = *loaded->model;
   const tokenizer::Tokenizer& tok = m.tokenizer();
   const chat::ChatTemplate& tmpl = m.chat_template();
-  auto engine = CliEngine::create(m, context_length(a.model, m), a.model.n_batch);
+  auto engine = CliEngine::create(m, context_length(a.model, m), a.model.n_batch, *kv_format);
   if (!engine.ok()) return report(engine.error());
 
   const bool tty = ::isatty(STDIN_FILENO) != 0;
   const bool out_tty = ::isatty(STDOUT_FILENO) != 0;
-  std::fprintf(stderr,
-               "kvchat: %s | chat template: %s | context %lld (trained %lld; KV %s, --ctx-memory %lld MiB) | %s\n",
-               m.path().c_str(), tmpl.describe().c_str(), static_cast<long long>(engine->n_ctx()),
-               static_cast<long long>(m.config().n_ctx_train),
-               human_bytes(model::context_kv_bytes(m.config(), engine->n_ctx())).c_str(),
-               static_cast<long long>(a.model.ctx_memory_mib), std::string(m.backend().name()).c_str());
+  std::fprintf(
+      stderr, "kvchat: %s | chat template: %s | context %lld (trained %lld; KV %s in %s, --ctx-memory %lld MiB) | %s\n",
+      m.path().c_str(), tmpl.describe().c_str(), static_cast<long long>(engine->n_ctx()),
+      static_cast<long long>(m.config().n_ctx_train),
+      human_bytes(m.config().kv_bytes_per_token(*kv_format) * static_cast<double>(engine->n_ctx())).c_str(),
+      std::string(kv::kv_format_name(*kv_format)).c_str(), static_cast<long long>(a.model.ctx_memory_mib),
+      std::string(m.backend().name()).c_str());
   if (demo) {
     std::fprintf(
         stderr,
@@ -186,6 +190,7 @@ void register_chat(CLI::App& app) {
   auto* cmd = app.add_subcommand("chat", "chat interactively; the KV cache is reused across turns");
   add_model_options(*cmd, a->model, false);
   cmd->add_option("--system", a->system, "system prompt");
+  add_kv_type_option(*cmd, a->kv_type);
   add_generate_options(*cmd, a->generation, "most tokens per reply; -1 = until the end of the reply");
   cmd->add_flag("--summary", a->summary,
                 "at the end, print what the turns cost on stdout: new tokens against prompt tokens computed per turn");

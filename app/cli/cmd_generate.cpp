@@ -16,6 +16,7 @@ struct GenerateArgs {
   std::string prompt_file;
   bool special = false;
   bool no_bos = false;
+  std::string kv_type = "f16";
   sampling::GenerateOptions generation;
 };
 
@@ -26,10 +27,12 @@ int run_generate(const GenerateArgs& a) {
     if (!text.ok()) return report(text.error());
     prompt = std::move(*text);
   }
+  auto kv_format = parse_kv_type("--kv-type", a.kv_type);
+  if (!kv_format.ok()) return report(kv_format.error());
   auto loaded = load_model(a.model);
   if (!loaded.ok()) return report(loaded.error());
   const model::Model& m = *loaded->model;
-  auto engine = CliEngine::create(m, context_length(a.model, m), a.model.n_batch);
+  auto engine = CliEngine::create(m, context_length(a.model, m), a.model.n_batch, *kv_format);
   if (!engine.ok()) return report(engine.error());
 
   const std::vector<int32_t> ids = m.tokenizer().encode(prompt, !a.no_bos && m.tokenizer().wants_bos(), a.special);
@@ -62,6 +65,7 @@ void register_generate(CLI::App& app) {
   cmd->add_option("-f,--file", a->prompt_file, "read the prompt from a file")->excludes(p);
   cmd->add_flag("--special", a->special, "parse control tokens written in the prompt (e.g. <s>)");
   cmd->add_flag("--no-bos", a->no_bos, "do not start the prompt with the BOS token");
+  add_kv_type_option(*cmd, a->kv_type);
   add_generate_options(*cmd, a->generation, "tokens to generate; -1 = until end of text");
   cmd->callback([a] {
     if (int rc = run_generate(*a); rc != 0) throw CLI::RuntimeError(rc);

@@ -27,6 +27,7 @@ struct ServeArgs {
   int64_t t0_mib = 0;  // 0, as in the app's Engine window: the machine's default (default_budgets)
   int64_t t1_mib = 0;
   int64_t disk_mib = 0;
+  std::string kv_type = "f16";
 };
 
 int run_serve(ServeArgs a) {
@@ -40,6 +41,8 @@ int run_serve(ServeArgs a) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
+  auto kv_format = parse_kv_type("--kv-type", a.kv_type);
+  if (!kv_format.ok()) return report(kv_format.error());
   auto loaded = load_model(a.model);
   if (!loaded.ok()) return report(loaded.error());
   const model::Model& m = *loaded->model;
@@ -64,11 +67,12 @@ int run_serve(ServeArgs a) {
   // The same defaults as the app's (free RAM and disk for this model and context).
   const BudgetDefaults d =
       default_budgets(backend::with_device_memory(read_machine_resources(dir), *loaded->backend), m.weight_bytes(),
-                      true, static_cast<uint64_t>(m.config().kv_bytes_per_token(2.0)), ho.n_ctx);  // F16 KV
+                      true, static_cast<uint64_t>(m.config().kv_bytes_per_token(*kv_format)), ho.n_ctx);
   ho.budget = with_defaults(KvBudget{a.t0_mib << 20, a.t1_mib << 20, a.disk_mib << 20, 0}, d);
   ho.t0_contexts = d.t0_contexts;
   if (!d.warning.empty()) std::fprintf(stderr, "kvchat-cli serve: warning: this model %s\n", d.warning.c_str());
   ho.cold_dir = dir / "kv-cache";
+  ho.kv_format = *kv_format;
   ho.max_running = a.parallel;
   ho.max_queue = a.server.max_queue;
   auto host = server::EngineHost::create(m, ho);
@@ -122,6 +126,7 @@ void register_serve(CLI::App& app) {
                                  "an OpenAI-compatible HTTP API (chat completions, completions, models) "
                                  "over the engine and its KV cache");
   add_model_options(*cmd, a->model);
+  add_kv_type_option(*cmd, a->kv_type);
   server::ServerOptions& s = a->server;
   server::RequestLimits& l = s.limits;
   cmd->add_option("--host", s.host, "address to listen on (another than 127.0.0.1 exposes the model to the network)")

@@ -50,6 +50,7 @@ Result<std::unique_ptr<EngineHost>> EngineHost::create(const model::Model& m, co
     }
   }
   model::KvSetup ks;
+  ks.k_format = ks.v_format = o.kv_format;
   ks.budget = o.budget;
   ks.t0_tokens = std::max(1, o.t0_contexts) * o.n_ctx;
   ks.cold = host->cold_.get();

@@ -30,10 +30,11 @@ struct EngineHostOptions {
   // room for t0_contexts conversations of n_ctx.
   KvBudget budget;
   int t0_contexts = 2;
-  std::filesystem::path cold_dir;   // empty: no disk tier
-  int64_t max_running = 8;          // sequences the engine batches at once
-  int64_t max_queue = 32;           // generations in flight (running + waiting); beyond: refused
-  int64_t max_conversations = 256;  // engine sequences kept between turns (LRU beyond)
+  std::filesystem::path cold_dir;              // empty: no disk tier
+  kv::KvFormat kv_format = kv::KvFormat::f16;  // K and V; part of every block's key
+  int64_t max_running = 8;                     // sequences the engine batches at once
+  int64_t max_queue = 32;                      // generations in flight (running + waiting); beyond: refused
+  int64_t max_conversations = 256;             // engine sequences kept between turns (LRU beyond)
 };
 
 // The cache as the last engine step left it, for /metrics.

@@ -284,6 +284,34 @@ TEST_CASE("serve: the disk tier knows its blocks' model, and collects them first
   CHECK((*store)->extra_stats().n_blocks_of_missing_models == n_blocks);
 }
 
+TEST_CASE("serve: --kv-type int4 holds the same conversation in 0.375x of F16's KV bytes", "[app][server]") {
+  test::TempDir tmp;
+  auto t0_used = [&](const std::string& kv) {
+    test::ServeProcess s(test::model_path("stories260K.gguf"), tmp.file("data-" + kv),
+                         "--alias kvchat-test --kv-type " + kv, tmp);
+    httplib::Client c = client_for(s);
+    auto r =
+        c.Post("/v1/chat/completions", chat_body("Once upon a time there was a little dog", 40), "application/json");
+    REQUIRE(r);
+    REQUIRE(r->status == 200);
+    auto m = c.Get("/metrics");
+    REQUIRE(m);
+    const double used = metric(m->body, "kvchat_kv_used_bytes{tier=\"t0\"}");
+    INFO(m->body);
+    REQUIRE(used > 0);
+    CHECK(s.stop() == 0);
+    return used;
+  };
+  const double f16 = t0_used("f16");
+  const double int4 = t0_used("int4");
+  CHECK(int4 == Approx(f16 * 240.0 / 640.0));  // stories260K: 640 bytes per token in F16, 240 in INT4 (groups of 8)
+  auto bad = test::cli("serve -m " + test::quoted(test::model_path("stories260K.gguf")) + " --port 0 --data-dir " +
+                           test::quoted(tmp.file("data-bad")) + " --kv-type int5",
+                       tmp);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--kv-type must be"));
+}
+
 TEST_CASE("serve: a client that hangs up on a whole (non-streamed) answer cancels it", "[app][server]") {
   test::TempDir tmp;
   test::ServeProcess s(test::model_path("tiny-gqa-q8_0.gguf"), tmp.file("data"), "--alias kvchat-test", tmp);
