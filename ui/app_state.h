@@ -241,6 +241,9 @@ class AppCommands {
   virtual void set_tier_budgets(KvBudget budgets) = 0;
   // The same, remembered for later runs (DATA_DIR/settings.json): the Engine window's Apply.
   virtual void save_tier_budgets(KvBudget budgets) = 0;
+  // Recreates the runner with K and V in `format`, remembered for later runs; a format the model
+  // cannot store (INT8/INT4 need a head size that is a multiple of 8) is refused with the reason.
+  virtual void set_kv_format(kv::KvFormat format) = 0;
   // An in-process restart: drops the runner, its RAM tiers and the disk tier's handle, reopens
   // them from the files on disk and reopens the current conversation.
   virtual void restart_engine() = 0;

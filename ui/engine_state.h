@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/kv/kv_format.h"
 #include "core/util/machine_budget.h"
 
 namespace kvc::ui {
@@ -28,6 +29,9 @@ struct EngineState {
   // Applying a new budget recreates the runner (its RAM tiers start empty; T2's blocks stay).
   KvBudget budgets;
   KvBudget defaults;  // from free RAM and free disk for the loaded model (default_budgets)
+  // K and V's format, as set in the Engine window (settings.json) or by --kv-type; applying
+  // another recreates the runner as a budget does (blocks of another format never match).
+  kv::KvFormat kv_format = kv::KvFormat::f16;
   uint64_t mem_total_bytes = 0;
   uint64_t mem_available_bytes = 0;  // when the model was loaded
   uint64_t disk_free_bytes = 0;      // of the data directory

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/kv/kv_format.h"
+
 namespace kvc::ui {
 
 namespace {
@@ -39,8 +41,8 @@ constexpr OpName k_ops[] = {{CompareOp::eq, "=="},
                             {CompareOp::contains, "contains"}};
 
 const char* const k_keys[] = {"ctrl+n", "ctrl+enter", "escape", "ctrl+f", "ctrl+up", "ctrl+down"};
-const char* const k_commands[] = {"restart_engine", "set_tier_budgets", "set_chat_settings", "export_conversation_md",
-                                  "export_conversation_json"};
+const char* const k_commands[] = {"restart_engine",    "set_tier_budgets",       "set_kv_format",
+                                  "set_chat_settings", "export_conversation_md", "export_conversation_json"};
 
 Error step_error(int index, const std::string& kind, const std::string& what) {
   return make_error(ErrorCode::invalid_argument,
@@ -188,7 +190,7 @@ Result<ScriptStep> parse_step(const json& j, int index) {
       if (!ok) {
         return step_error(index, kind,
                           "unknown command \"" + s.name +
-                              "\"; known: restart_engine, set_tier_budgets, "
+                              "\"; known: restart_engine, set_tier_budgets, set_kv_format, "
                               "set_chat_settings, export_conversation_md, export_conversation_json");
       }
       auto t0 = optional_bytes(j, "t0_bytes", index, kind);
@@ -203,6 +205,15 @@ Result<ScriptStep> parse_step(const json& j, int index) {
       s.t1_bytes = *t1;
       s.t2_bytes = *t2;
       s.ctx_kv_bytes = *ctx_kv;
+      if (s.name == "set_kv_format") {
+        auto f = need_string(j, "format", index, kind);
+        if (!f.ok()) return f.error();
+        if (!kv::parse_kv_format(*f)) {
+          return step_error(index, kind,
+                            "\"format\" must be " + std::string(kv::k_kv_format_names) + ", got \"" + *f + "\"");
+        }
+        s.text = *f;
+      }
       if (s.name == "set_chat_settings") {
         if (auto it = j.find("max_tokens"); it != j.end()) {
           if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 1'000'000) {

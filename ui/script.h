@@ -12,6 +12,7 @@
 //     {"do": "command", "name": "set_tier_budgets", "t0_bytes": 163840, "t1_bytes": 81920, "t2_bytes": 0,
 //     "ctx_kv_bytes": 65536},
 //     {"do": "command", "name": "restart_engine"},
+//     {"do": "command", "name": "set_kv_format", "format": "int8"},   (as the Engine window's KV format)
 //     {"do": "click", "widget": "menu.engine"},            (opens the Engine window: engine.serve, engine.serve_port)
 //     {"do": "command", "name": "set_chat_settings", "max_tokens": 48, "temperature": 0, "system_prompt": "..."},
 //                                          (the open conversation's; each field optional)

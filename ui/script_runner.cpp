@@ -93,6 +93,8 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
     }
   }
   m["n_restarts"] = static_cast<double>(s.engine.n_restarts);
+  m["kv_format"] = std::string(kv::kv_format_name(s.engine.kv_format));
+  m["kv_bytes_per_token"] = s.memory.kv_bytes_per_token;
   m["t0_default_bytes"] = static_cast<double>(s.engine.defaults.t0_bytes);
   m["t1_default_bytes"] = static_cast<double>(s.engine.defaults.t1_bytes);
   m["t2_default_bytes"] = static_cast<double>(s.engine.defaults.t2_bytes);
@@ -305,6 +307,9 @@ void ScriptRunner::before_frame(const AppSnapshot& snap, AppCommands& cmd, Scrip
     }
     case StepKind::command:
       if (s.name == "restart_engine") cmd.restart_engine();
+      if (s.name == "set_kv_format") {
+        if (const auto f = kv::parse_kv_format(s.text)) cmd.set_kv_format(*f);
+      }
       if (s.name == "set_tier_budgets") {
         cmd.set_tier_budgets(KvBudget{s.t0_bytes, s.t1_bytes, s.t2_bytes, s.ctx_kv_bytes});
       }

@@ -164,6 +164,7 @@ void EngineView::draw(ViewContext& ctx) {
   }
   ImGui::SameLine();
   ImGui::TextDisabled("recreates the KV cache: T0 and T1 start empty, T2 keeps its blocks");
+  draw_kv_format(ctx);
   for (const TierView& t : ctx.snap.memory.tiers) {
     ImGui::Text("%s: %s of %s", t.name.c_str(), format_bytes(static_cast<double>(t.used_bytes)).c_str(),
                 format_bytes(static_cast<double>(t.capacity_bytes)).c_str());
@@ -176,6 +177,25 @@ void EngineView::draw(ViewContext& ctx) {
   ImGui::Separator();
   draw_serving(ctx);
   ImGui::End();
+}
+
+// K and V's format: applied at once (the runner is recreated, as for a budget). The cache keys
+// blocks by format, so those of another format stay on disk unused until the budget collects them.
+void EngineView::draw_kv_format(ViewContext& ctx) {
+  const kv::KvFormat now = ctx.snap.engine.kv_format;
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 8);
+  ctx.hooks.note_widget("engine.kv_format");
+  if (ImGui::BeginCombo("KV format", std::string(kv::kv_format_name(now)).c_str())) {
+    for (kv::KvFormat f : kv::k_kv_formats) {
+      if (ImGui::Selectable(std::string(kv::kv_format_name(f)).c_str(), f == now) && f != now) {
+        ctx.cmd.set_kv_format(f);
+      }
+    }
+    ImGui::EndCombo();
+  }
+  ImGui::SameLine();
+  ImGui::TextDisabled("%s per token; int8 / int4 about 0.53x / 0.28x of f16, *h outlier-aware",
+                      format_bytes(ctx.snap.memory.kv_bytes_per_token).c_str());
 }
 
 // The switch, the port, and what the API is doing: kvchat-cli serve's endpoints on the app's

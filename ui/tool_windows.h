@@ -35,6 +35,7 @@ struct EngineView {
 
  private:
   void draw_serving(ViewContext& ctx);
+  void draw_kv_format(ViewContext& ctx);
 
   bool seeded_ = false;
   int t0_kib_ = 0, t1_kib_ = 0, t2_mib_ = 0, ctx_mib_ = 0;

@@ -64,6 +64,15 @@ AppSettings load_app_settings(const std::filesystem::path& file) {
       note(s, where + "\"serve_port\" must be a port in [0, 65535], got " + v->dump() + defaulted);
     }
   }
+  if (auto v = j.find("kv_format"); v != j.end()) {
+    const auto f = v->is_string() ? kv::parse_kv_format(v->get<std::string>()) : std::nullopt;
+    if (f) {
+      s.kv_format = *f;
+    } else {
+      note(s, where + "\"kv_format\" must be one of " + std::string(kv::k_kv_format_names) + ", got " + v->dump() +
+                  defaulted);
+    }
+  }
   return s;
 }
 
@@ -75,7 +84,8 @@ Status save_app_settings(const std::filesystem::path& file, const AppSettings& s
                     {"t2_bytes", s.budgets.t2_bytes},
                     {"ctx_kv_bytes", s.budgets.ctx_kv_bytes}}},
                   {"serve", s.serve},
-                  {"serve_port", s.serve_port}};
+                  {"serve_port", s.serve_port},
+                  {"kv_format", std::string(kv::kv_format_name(s.kv_format))}};
   return storage::write_file_replacing(file, j.dump(2) + "\n", "settings file");
 }
 

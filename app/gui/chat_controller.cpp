@@ -188,7 +188,9 @@ std::filesystem::path ChatController::settings_path() const {
 void ChatController::save_settings() {
   // The app works without: a failure is reported once (until a save succeeds again).
   const Status st = save_app_settings(
-      settings_path(), AppSettings{requested_model_, saved_budgets_, state_.engine.serve.wanted, serve_port_, {}});
+      settings_path(),
+      AppSettings{
+          requested_model_, saved_budgets_, state_.engine.serve.wanted, serve_port_, state_.engine.kv_format, {}});
   if (!st.ok() && !settings_unsaved_) {
     fail(make_error(st.error().code,
                     st.error().message + ". The model and budgets will not be remembered for the next launch."));
@@ -199,6 +201,27 @@ void ChatController::save_settings() {
 void ChatController::save_tier_budgets(KvBudget budgets) {
   post([this, budgets] { saved_budgets_ = budgets; });
   set_tier_budgets(budgets);
+}
+
+void ChatController::set_kv_format(kv::KvFormat format) {
+  post([this, format] {
+    const kv::KvFormat before = state_.engine.kv_format;
+    if (format == before) return;
+    state_.engine.kv_format = format;
+    if (model_) {
+      drop_runner();
+      if (!make_runner()) {
+        fail(make_error(ErrorCode::invalid_argument, "KV format " + std::string(kv::kv_format_name(format)) +
+                                                         " does not work for this model (" + state_.model.error +
+                                                         "); back to " + std::string(kv::kv_format_name(before))));
+        state_.engine.kv_format = before;
+        state_.model.error.clear();
+        if (!make_runner()) return;
+      }
+    }
+    save_settings();
+    if (model_ && state_.chat.conversation_id != 0) do_open(state_.chat.conversation_id);
+  });
 }
 
 void ChatController::set_serving(bool on, int port) {
@@ -357,6 +380,7 @@ void ChatController::start() {
   const AppSettings saved = load_app_settings(settings_path());
   if (!saved.problem.empty()) fail(make_error(ErrorCode::invalid_file, saved.problem));
   state_.engine.budgets = saved_budgets_ = saved.budgets;
+  state_.engine.kv_format = saved.kv_format;
   state_.engine.serve.wanted = saved.serve;
   serve_port_ = saved.serve_port;
   std::string first = options_.model_path;
@@ -389,13 +413,20 @@ int64_t ChatController::context_for(const model::ModelConfig& c) {
 }
 
 bool ChatController::make_runner() {
+  if (model_->config().kv_bytes_per_token(state_.engine.kv_format) <= 0) {
+    // A remembered INT8/INT4 and a model whose head size has no group: this model runs in F16.
+    fail(make_error(ErrorCode::invalid_argument,
+                    "this model's head size (" + std::to_string(model_->config().head_dim) + ") cannot be stored as " +
+                        std::string(kv::kv_format_name(state_.engine.kv_format)) + " KV; it runs with f16"));
+    state_.engine.kv_format = kv::KvFormat::f16;
+  }
   EngineRunnerOptions ro;
   ro.n_ctx = state_.model.n_ctx;
 
   // Defaults from the machine as it is now; a budget set in the Engine window wins.
   const std::filesystem::path data_dir = storage::resolve_data_dir(options_.data_dir);
   const MachineResources machine = backend::with_device_memory(read_machine_resources(data_dir), *backend_);
-  const double kv_per_token = model_->config().kv_bytes_per_token(2.0);  // F16 KV, the runner's format
+  const double kv_per_token = model_->config().kv_bytes_per_token(state_.engine.kv_format);
   const BudgetDefaults d =
       default_budgets(machine, model_->weight_bytes(), true, static_cast<uint64_t>(kv_per_token), state_.model.n_ctx);
   ui::EngineState& es = state_.engine;
@@ -408,6 +439,7 @@ bool ChatController::make_runner() {
   ro.t0_contexts = d.t0_contexts;
   ro.cold_dir = data_dir / "kv-cache";
   ro.model_path = state_.model.path;
+  ro.kv_format = state_.engine.kv_format;
   auto runner = EngineTurnRunner::create(*model_, ro);
   if (!runner.ok()) {
     state_.model.error = runner.error().message;

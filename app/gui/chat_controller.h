@@ -64,6 +64,7 @@ class ChatController final : public ui::AppCommands {
   void dismiss_error() override;
   void set_tier_budgets(KvBudget budgets) override;
   void save_tier_budgets(KvBudget budgets) override;
+  void set_kv_format(kv::KvFormat format) override;
   void restart_engine() override;
   void export_kv_trace() override;
   void export_kv_csv() override;

@@ -37,6 +37,7 @@ Result<std::unique_ptr<EngineTurnRunner>> EngineTurnRunner::create(const model::
     }
   }
   model::KvSetup ks;
+  ks.k_format = ks.v_format = o.kv_format;
   ks.budget = o.budget;
   ks.t0_tokens = std::max(1, o.t0_contexts) * o.n_ctx;
   ks.cold = runner->cold_.get();

@@ -33,6 +33,7 @@ struct EngineRunnerOptions {
   int t0_contexts = 2;
   std::filesystem::path cold_dir;  // empty: no disk tier
   std::string model_path;          // recorded with the KV fingerprint: its blocks go first once the file is gone
+  kv::KvFormat kv_format = kv::KvFormat::f16;  // K and V; part of every block's key
 };
 
 // run() submits the turn to the engine and relays its streamed text on the calling thread.
