@@ -22,12 +22,15 @@ TEST_CASE("app settings: the last model and KV budget round-trip, a broken value
   s.budgets = kvc::KvBudget{1 << 20, 2 << 20, int64_t{3} << 30, int64_t{256} << 20};
   s.serve = true;
   s.serve_port = 18080;
+  s.kv_format = kvc::kv::KvFormat::int4h;
   REQUIRE(kvc::app::save_app_settings(file, s).ok());
   const auto back = kvc::app::load_app_settings(file);
   CHECK(back.serve);
   CHECK(back.serve_port == 18080);
   CHECK(back.last_model == s.last_model);
   CHECK(back.budgets == s.budgets);  // the context's KV budget too
+  CHECK(back.kv_format == kvc::kv::KvFormat::int4h);
+  CHECK(none.kv_format == kvc::kv::KvFormat::f16);
   CHECK(back.problem.empty());
   CHECK_FALSE(std::filesystem::exists(tmp.path() / "settings.json.tmp"));
 
@@ -49,6 +52,12 @@ TEST_CASE("app settings: the last model and KV budget round-trip, a broken value
   CHECK(partial.serve_port == 8080);  // not a port
   // The first value dropped is named, with what it should be.
   CHECK_THAT(partial.problem, Catch::Contains("\"last_model\" must be a file name, got 5"));
+  { std::ofstream(file) << "{\"kv_format\": \"int5\", \"serve_port\": 8081}"; }
+  const auto bad_format = kvc::app::load_app_settings(file);
+  CHECK(bad_format.kv_format == kvc::kv::KvFormat::f16);
+  CHECK(bad_format.serve_port == 8081);
+  CHECK_THAT(bad_format.problem,
+             Catch::Contains("\"kv_format\" must be one of f16, int8, int4, int8h or int4h, got \"int5\""));
   { std::ofstream(file) << "{\"tier_budgets\": {\"t1_bytes\": \"x\"}, \"serve_port\": 8081}"; }
   const auto bad_budget = kvc::app::load_app_settings(file);
   CHECK(bad_budget.serve_port == 8081);

@@ -109,6 +109,25 @@ TEST_CASE("kvchat GUI: smoke script, then a restart resumes the conversation", "
   CHECK(n_csv == 1);
 }
 
+TEST_CASE("kvchat GUI: the KV format set in the Engine window applies at once and is remembered across a restart",
+          "[ui][e2e]") {
+  if (auto why = gui_unavailable()) KVC_SKIP(*why);
+  const std::string model = kvc::test::model_path("stories260K.gguf");
+  kvc::test::TempDir tmp;
+  const std::string shots = tmp.file("shots");
+  std::string out;
+  // F16 (640 bytes per token for stories260K), a turn, then INT4 (240) and a turn on it.
+  int rc = run_script(model, tmp.file("data"), "kv-format.json", shots, out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  CHECK(is_png(std::filesystem::path(shots) / "engine-kv-format.png"));
+  CHECK_THAT(kvc::test::read_file(tmp.path() / "data" / "settings.json"), Catch::Contains("\"kv_format\": \"int4\""));
+  // The next launch runs INT4 from the start and reopens the conversation.
+  rc = run_script(model, tmp.file("data"), "kv-format-kept.json", shots, out);
+  INFO(out);
+  CHECK(rc == 0);
+}
+
 TEST_CASE("kvchat GUI: chat with a Qwen-vocabulary model keeps UTF-8 whole in the stored answers", "[ui][e2e]") {
   if (auto why = gui_unavailable()) KVC_SKIP(*why);
   const auto missing = kvc::test::models_dir() / "hf-vocab-missing.txt";
