@@ -105,11 +105,11 @@ TEST_CASE("cli: the default context is the trained one, cut to what --ctx-memory
   auto full = cli("chat -m " + quoted(model) + " -t 2 -n 4 --temp 0", tmp, "hi\n");
   INFO(full.err);
   REQUIRE(full.exit_code == 0);
-  CHECK(full.err.find("context 8192 (trained 8192; KV 2.0 MiB, --ctx-memory 1024 MiB)") != std::string::npos);
+  CHECK(full.err.find("context 8192 (trained 8192; KV 2.0 MiB in f16, --ctx-memory 1024 MiB)") != std::string::npos);
   auto cut = cli("chat -m " + quoted(model) + " -t 2 -n 4 --temp 0 --ctx-memory 1", tmp, "hi\n");
   INFO(cut.err);
   REQUIRE(cut.exit_code == 0);
-  CHECK(cut.err.find("context 4096 (trained 8192; KV 1.0 MiB, --ctx-memory 1 MiB)") != std::string::npos);
+  CHECK(cut.err.find("context 4096 (trained 8192; KV 1.0 MiB in f16, --ctx-memory 1 MiB)") != std::string::npos);
   auto bad = cli("chat -m " + quoted(model) + " --ctx-memory 0", tmp, "hi\n");
   CHECK(bad.exit_code != 0);
   CHECK(bad.err.find("--ctx-memory") != std::string::npos);
