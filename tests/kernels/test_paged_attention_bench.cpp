@@ -1,5 +1,5 @@
-// Timing of paged attention per ISA and KV format for head sizes 64 (groups of 32), 80 (16)
-// and 8 (8); hidden from the default run: kvc_tests "[.bench][paged]".
+// Timing of paged attention per ISA, KV format and block size for head sizes 64 (groups of 32),
+// 80 (16) and 8 (8); hidden from the default run: kvc_tests "[.bench][paged]".
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -16,51 +16,52 @@
 using namespace kvc::kernels;
 
 TEST_CASE("paged attention timing per ISA, format and head size", "[.bench][paged]") {
-  // One query token over 1,200 positions, 32 query heads / 4 kv heads, B = 16, one thread.
+  // One query token over 1,200 positions, 32 query heads / 4 kv heads, B = 16 and 32, one thread.
   const int64_t n_kv = 1200;
-  const int block_tokens = 16;
   std::vector<const KvOpsTable*> tables{&kv_ops_scalar()};
   if (cpu_features().avx2) tables.push_back(&kv_ops_avx2());
   if (cpu_features().avx512) tables.push_back(&kv_ops_avx512());
   if (cpu_features().avx512_vnni) tables.push_back(&kv_ops_avx512_vnni());
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (int head_dim : {64, 80, 8}) {
-    for (KvType type : {KvType::f16, KvType::q8, KvType::q4}) {
-      AttentionShape s;
-      s.n_head = 32;
-      s.n_kv_head = 4;
-      s.head_dim = head_dim;
-      s.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-      const auto layout = make_kv_block_layout(1, s.n_kv_head, head_dim, block_tokens, type, type);
-      REQUIRE(layout.has_value());
-      const int64_t n_blocks = (n_kv + block_tokens - 1) / block_tokens;
-      std::vector<std::vector<uint8_t>> blocks(static_cast<size_t>(n_blocks),
-                                               std::vector<uint8_t>(static_cast<size_t>(layout->block_bytes)));
-      std::vector<uint8_t*> writable;
-      for (auto& b : blocks) writable.push_back(b.data());
-      std::vector<float> row(static_cast<size_t>(s.n_kv_head * head_dim));  // (n_kv_head, head_dim)
-      for (int64_t t = 0; t < n_kv; ++t) {
-        for (float& x : row) x = dist(rng);
-        kv_store_at(*layout, writable.data(), 0, t, row.data(), row.data());
-      }
-      std::vector<const uint8_t*> table(writable.begin(), writable.end());
-      const PagedKvView view{table.data(), n_blocks, &*layout, 0, 0};
-      std::vector<float> q(static_cast<size_t>(s.n_head * head_dim));  // (n_head, head_dim)
-      for (float& x : q) x = dist(rng);
-      std::vector<float> out(q.size());
-      std::vector<float> scratch(static_cast<size_t>(paged_attention_scratch_floats(s, n_kv)));
-      for (const KvOpsTable* t : tables) {
-        double best_us = 1e30;
-        for (int rep = 0; rep < 25; ++rep) {
-          const auto t0 = std::chrono::steady_clock::now();
-          attention_paged_with(*t, q.data(), view, n_kv, s, 0, s.n_kv_head, out.data(), scratch.data());
-          const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-          best_us = std::min(best_us, us);
+  for (int block_tokens : {16, 32}) {
+    for (int head_dim : {64, 80, 8}) {
+      for (KvType type : {KvType::f16, KvType::q8, KvType::q4}) {
+        AttentionShape s;
+        s.n_head = 32;
+        s.n_kv_head = 4;
+        s.head_dim = head_dim;
+        s.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        const auto layout = make_kv_block_layout(1, s.n_kv_head, head_dim, block_tokens, type, type);
+        REQUIRE(layout.has_value());
+        const int64_t n_blocks = (n_kv + block_tokens - 1) / block_tokens;
+        std::vector<std::vector<uint8_t>> blocks(static_cast<size_t>(n_blocks),
+                                                 std::vector<uint8_t>(static_cast<size_t>(layout->block_bytes)));
+        std::vector<uint8_t*> writable;
+        for (auto& b : blocks) writable.push_back(b.data());
+        std::vector<float> row(static_cast<size_t>(s.n_kv_head * head_dim));  // (n_kv_head, head_dim)
+        for (int64_t t = 0; t < n_kv; ++t) {
+          for (float& x : row) x = dist(rng);
+          kv_store_at(*layout, writable.data(), 0, t, row.data(), row.data());
         }
-        for (float x : out) REQUIRE(std::isfinite(x));
-        std::printf("head %3d group %2d  %-4s  %-12s %9.1f us\n", head_dim, layout->group, kv_type_name(type),
-                    isa_name(t->isa), best_us);
+        std::vector<const uint8_t*> table(writable.begin(), writable.end());
+        const PagedKvView view{table.data(), n_blocks, &*layout, 0, 0};
+        std::vector<float> q(static_cast<size_t>(s.n_head * head_dim));  // (n_head, head_dim)
+        for (float& x : q) x = dist(rng);
+        std::vector<float> out(q.size());
+        std::vector<float> scratch(static_cast<size_t>(paged_attention_scratch_floats(s, n_kv)));
+        for (const KvOpsTable* t : tables) {
+          double best_us = 1e30;
+          for (int rep = 0; rep < 25; ++rep) {
+            const auto t0 = std::chrono::steady_clock::now();
+            attention_paged_with(*t, q.data(), view, n_kv, s, 0, s.n_kv_head, out.data(), scratch.data());
+            const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+            best_us = std::min(best_us, us);
+          }
+          for (float x : out) REQUIRE(std::isfinite(x));
+          std::printf("B %2d head %3d group %2d  %-4s  %-12s %9.1f us\n", block_tokens, head_dim, layout->group,
+                      kv_type_name(type), isa_name(t->isa), best_us);
+        }
       }
     }
   }
