@@ -9,7 +9,7 @@
 #     BUILD_DIR: where kvchat and kvchat-cli were built (default build/release)
 #     WORK_DIR:  scratch (default: a fresh temp dir); the TinyLlama-shaped model is kept there
 #   env: MODELS="stories tinyllama" (which ones), N_TOKENS=64 (answer length), THREADS=2,
-#        TURNS=10, APP_ARGS (more kvchat options, e.g. "--stream-fps 15"), KVCHAT, KVCHAT_CLI
+#        TURNS=10, APP_ARGS (more kvchat options, e.g. "--stream-cpu 10"), KVCHAT, KVCHAT_CLI
 #        (binaries, overriding BUILD_DIR's)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)

@@ -9,6 +9,7 @@
 
 #include "core/kv/kv_cache.h"
 #include "core/util/assert.h"
+#include "core/util/thread_name.h"
 #include "storage/data_dir.h"
 #include "storage/migrations.h"
 
@@ -91,7 +92,10 @@ Result<std::unique_ptr<SqliteColdStore>> SqliteColdStore::open(const std::filesy
       }
       store->extra_.n_orphans_removed = store->files_.remove_orphans(in_files);
     }
-    store->writer_ = std::thread([s = store.get()] { s->writer_loop(); });
+    store->writer_ = std::thread([s = store.get()] {
+      set_thread_name("kvc-coldwrite");
+      s->writer_loop();
+    });
   }
   return store;
 }

@@ -369,6 +369,7 @@ void ChatView::draw(ViewContext& ctx) {
       named_input(ctx.hooks, "chat.input", "##input", input_, ImGuiInputTextFlags_EnterReturnsTrue,
                   ImVec2(ImGui::GetContentRegionAvail().x - button_w - ImGui::GetStyle().ItemSpacing.x,
                          ImGui::GetTextLineHeight() * 4.0f));
+  ctx.hooks.set_fact("chat_input", input_);  // what the box holds (scripts: typing works while an answer streams)
   ImGui::SameLine();
   ImGui::BeginGroup();
   if (chat.generating) {

@@ -14,6 +14,7 @@
 #include "core/model/context_budget.h"
 #include "core/util/clock.h"
 #include "core/util/machine_budget.h"
+#include "core/util/thread_name.h"
 #include "core/util/utf8.h"
 #include "storage/data_dir.h"
 #include "storage/data_dir_lock.h"
@@ -86,6 +87,7 @@ void ChatController::post(std::function<void()> task) {
 }
 
 void ChatController::worker_loop() {
+  set_thread_name("kvc-worker");
   for (;;) {
     std::function<void()> task;
     {
@@ -110,6 +112,7 @@ void ChatController::worker_loop() {
     task();
     publish(true);
     --n_busy_;
+    if (options_.wake_ui) options_.wake_ui();
   }
 }
 
@@ -124,8 +127,10 @@ void ChatController::publish(bool force) {
     state_.download = dl_;
   }
   // Streamed text publishes at ~30 Hz; the memory picture (a copy of every block) at most every
-  // k_memory_interval_us of it, and on every forced publish (a task's end, the engine's news).
-  if (runner_ && (force || t - last_memory_fill_us_ >= k_memory_interval_us)) {
+  // k_memory_interval_us of it when the engine described the cache anew, and on every forced
+  // publish (a task's end, the engine's news).
+  if (runner_ && (force || (t - last_memory_fill_us_ >= k_memory_interval_us &&
+                            runner_->memory_version() != shown_memory_version_))) {
     last_memory_fill_us_ = t;
     shown_memory_version_ = runner_->memory_version();
     runner_->fill_memory(state_.memory);
@@ -814,6 +819,8 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
       if (note_write(store_->append_streamed(asst_id, pending, {}))) pending.clear();
       last_flush = now_us();
     }
+    // The first text waits for the window's next paced frame too: a frame drawn at once would
+    // land in the answer's decode (the whole of a 64-token stories260K answer: 20 ms).
     publish(false);
     return !cancel_.load();
   });

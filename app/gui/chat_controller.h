@@ -39,6 +39,9 @@ class ChatController final : public ui::AppCommands {
     int64_t n_ctx = 0;          // 0: the model's training context, cut to what the KV budget holds
     int64_t ctx_kv_bytes = 0;   // that budget (0: model::k_default_ctx_kv_budget_bytes); the Engine window changes it
     std::string replay_answer;  // --replay-answer: non-empty: every turn streams this text (replay_turn_runner.h)
+    // Called on the worker thread when a frame should come now, not at the window's paced next
+    // one: a command ended (busy() may be false). Empty: none.
+    std::function<void()> wake_ui;
   };
 
   explicit ChatController(Options options);

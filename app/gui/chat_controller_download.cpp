@@ -5,6 +5,7 @@
 #include "app/fetch/downloader.h"
 #include "app/fetch/model_catalog.h"
 #include "app/gui/chat_controller.h"
+#include "core/util/thread_name.h"
 #include "storage/data_dir.h"
 
 namespace kvc::app {
@@ -44,7 +45,10 @@ void ChatController::start_download(std::string source) {
   dl_.note.clear();
   dl_.error.clear();
   download_changed();
-  download_thread_ = std::thread([this, source = std::move(source)] { run_download(source); });
+  download_thread_ = std::thread([this, source = std::move(source)] {
+    set_thread_name("kvc-download");
+    run_download(source);
+  });
 }
 
 void ChatController::run_download(const std::string& source) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "core/kv/stream_keys.h"
 #include "core/model/kv_setup.h"
@@ -15,10 +16,16 @@ namespace kvc::app {
 
 namespace {
 
-// While a turn runs the memory view is described at most 4 times a second: its blocks change
-// once per block of tokens, and each description walks the whole cache on the engine thread.
-// Idle, it is described at once (the turn's end, a prefetch).
+// While a turn runs the memory view is described at most 4 times a second, the first time a
+// period after the engine got busy: its blocks change once per block of tokens, each
+// description walks the whole cache on the engine thread, and a short answer (stories260K's
+// 64 tokens take 20 ms) would pay one whole. Idle, it is described at once (the turn's end, a
+// prefetch).
 constexpr int64_t k_publish_interval_us = 250'000;
+
+// Streamed text reaches the caller at most this often (the controller publishes it at ~30 Hz):
+// the engine thread wakes the caller for a turn's first text and its end only, not per token.
+constexpr auto k_relay_interval = std::chrono::milliseconds(30);
 
 }  // namespace
 
@@ -50,7 +57,15 @@ Result<std::unique_ptr<EngineTurnRunner>> EngineTurnRunner::create(const model::
   eo.n_ctx = o.n_ctx;
   eo.events = &runner->events_;
   eo.observer = [r = runner.get()](const kv::KvCache& c, bool idle) {
-    if (idle || kv::now_us() - r->last_publish_us_ >= k_publish_interval_us) r->observe(c);
+    const int64_t t = kv::now_us();
+    if (idle) {
+      r->observe(c);
+    } else if (r->engine_idle_) {
+      r->last_publish_us_ = t;  // busy from now: the first description a period later
+    } else if (t - r->last_publish_us_ >= k_publish_interval_us) {
+      r->observe(c);
+    }
+    r->engine_idle_ = idle;
     std::lock_guard lock(r->extra_observer_mu_);
     if (r->extra_observer_) r->extra_observer_(c, idle);
   };
@@ -121,6 +136,7 @@ Result<TurnResult> EngineTurnRunner::run(const TurnRequest& request,
     std::mutex mu;
     std::condition_variable cv;
     std::string pending;
+    bool any_text = false;  // the first text wakes the caller (time to first token); later text waits for it
     bool done = false;
     std::atomic<bool> cancel{false};
     engine::RequestResult result;
@@ -132,11 +148,13 @@ Result<TurnResult> EngineTurnRunner::run(const TurnRequest& request,
   r.prompt.insert(r.prompt.end(), request.segment.begin(), request.segment.end());
   r.options = request.options;
   r.on_text = [relay](std::string_view t) {
+    bool first = false;
     {
       std::lock_guard lock(relay->mu);
       relay->pending += t;
+      first = !std::exchange(relay->any_text, true);
     }
-    relay->cv.notify_one();
+    if (first) relay->cv.notify_one();
     return !relay->cancel.load();
   };
   r.on_done = [relay](const engine::RequestResult& res) {
@@ -149,22 +167,33 @@ Result<TurnResult> EngineTurnRunner::run(const TurnRequest& request,
   };
   const auto n_prompt = static_cast<int64_t>(r.prompt.size());
   const engine::RequestId id = engine_->submit(std::move(r));
+  auto last_delta = std::chrono::steady_clock::now();
   for (;;) {
     std::string text;
     bool done = false;
-    bool quiet = false;
     {
       std::unique_lock lock(relay->mu);
-      quiet = !relay->cv.wait_for(lock, std::chrono::milliseconds(100),
-                                  [&] { return relay->done || !relay->pending.empty(); });
+      if (!relay->any_text) {
+        // The first text (or the end) wakes this thread at once.
+        relay->cv.wait_for(lock, std::chrono::milliseconds(100),
+                           [&] { return relay->done || !relay->pending.empty(); });
+      } else {
+        // Then the text of each k_relay_interval is taken together: one wake-up, not one per token.
+        relay->cv.wait_for(lock, k_relay_interval, [&] { return relay->done; });
+      }
       text.swap(relay->pending);
       done = relay->done;
     }
-    // While a long prompt is computed nothing streams: an empty delta now and then still lets
+    // While a long prompt is computed nothing streams: an empty delta every 100 ms still lets
     // the caller stop the turn.
-    if ((!text.empty() || quiet) && !relay->cancel.load() && !on_delta(TurnDelta{text})) {
-      relay->cancel = true;
-      engine_->cancel(id);
+    const auto now = std::chrono::steady_clock::now();
+    const bool quiet = now - last_delta >= std::chrono::milliseconds(100);
+    if ((!text.empty() || quiet) && !relay->cancel.load()) {
+      last_delta = now;
+      if (!on_delta(TurnDelta{text})) {
+        relay->cancel = true;
+        engine_->cancel(id);
+      }
     }
     if (done) break;
   }

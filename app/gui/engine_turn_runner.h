@@ -88,6 +88,7 @@ class EngineTurnRunner final : public TurnRunner {
   std::mutex streams_mu_;
   std::map<int64_t, Stream> streams_;
   int64_t last_publish_us_ = 0;  // engine thread
+  bool engine_idle_ = true;      // engine thread: the observer's last call was an idle one
   Snapshot<kv::KvView> view_;
   // Signalled after each publish of view_, for a caller waiting for the next description.
   std::mutex view_mu_;

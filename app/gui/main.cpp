@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <vector>
@@ -21,9 +22,11 @@
 #include "app/gui/chat_controller.h"
 #include "storage/data_dir.h"
 #include "ui/demo_mode.h"
+#include "ui/frame_pacer.h"
 #include "ui/frame_stats.h"
 #include "ui/script_runner.h"
 #include "ui/shell.h"
+#include "ui/thread_cpu.h"
 
 namespace {
 
@@ -42,7 +45,8 @@ struct Args {
   double demo_hold_s = -1;  // < 0: each scene's own
   std::vector<int> window_size = {1600, 1000};
   std::string replay_answer;  // a file: every turn streams its text instead of the model's
-  double busy_fps = 10;       // frames a second at most while the worker is busy (an answer streams)
+  double busy_fps = 30;       // frames a second at most while the worker is busy (an answer streams)
+  double busy_cpu_pct = 3;    // and the share of one core its frames may take then (ui/frame_pacer.h)
 };
 
 // Loads a demo and starts it in the presenter layout; a bad file is reported, never fatal.
@@ -105,6 +109,7 @@ int run(const Args& a) {
       return 2;
     }
   }
+  const std::vector<int> threads_before_gl = kvc::ui::process_thread_ids();
   if (!glfwInit()) {
     std::fprintf(stderr, "kvchat: cannot open a window (no display? run under xvfb-run for headless use)\n");
     return 3;
@@ -141,8 +146,21 @@ int run(const Args& a) {
   const kvc::ui::Fonts presenter_fonts = kvc::ui::add_fonts(scale * kvc::ui::k_presenter_font_scale, false);
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
+  // The threads the GL driver started (Mesa's llvmpipe rasterizes on its own threads): a
+  // frame's cost is their CPU time and this thread's.
+  const std::vector<int> gl_threads = kvc::ui::new_threads(threads_before_gl, kvc::ui::process_thread_ids());
+  auto window_cpu_s = [&gl_threads] { return kvc::ui::thread_cpu_s() + kvc::ui::threads_cpu_s(gl_threads); };
 
-  kvc::app::ChatController controller({a.data_dir, a.model, a.threads, a.n_ctx, a.ctx_memory_mib << 20, replay});
+  // The worker wakes the main loop's paced wait (glfwPostEmptyEvent is thread-safe) while GLFW
+  // is up: the controller's worker may finish a task after glfwTerminate.
+  std::mutex glfw_mu;
+  bool glfw_up = true;
+  auto wake_ui = [&glfw_mu, &glfw_up] {
+    std::lock_guard lock(glfw_mu);
+    if (glfw_up) glfwPostEmptyEvent();
+  };
+  kvc::app::ChatController controller(
+      {a.data_dir, a.model, a.threads, a.n_ctx, a.ctx_memory_mib << 20, replay, wake_ui});
   kvc::ui::ScriptHooks hooks;
   kvc::ui::Shell shell;
   if (const char* home = std::getenv("HOME")) shell.model.home = home;
@@ -159,15 +177,22 @@ int run(const Args& a) {
   kvc::ui::FrameStats frames_all, frames_stream;
   auto last_frame = std::chrono::steady_clock::now();
   std::shared_ptr<const kvc::ui::AppSnapshot> drawn;  // the snapshot the last frame drew
+  // While the worker is busy frames are paced by their CPU cost (at most --stream-fps a second,
+  // and at most --stream-cpu % of a core); the window's CPU and wall time while streaming.
+  kvc::ui::FramePacer pacer(kvc::ui::FramePacing{a.busy_fps, 1, a.busy_cpu_pct / 100});
+  double stream_cpu_s = 0, stream_wall_s = 0;
+  double last_cpu_s = window_cpu_s();
+  auto last_end = std::chrono::steady_clock::now();
 
   while (!glfwWindowShouldClose(window) && !shell.quit) {
-    // While the worker is busy (an answer streaming) frames come at most --stream-fps a second,
-    // headless runs too: the cores go to the engine. Idle, headless runs poll (scripts step
-    // frame by frame); an interactive window waits for input.
+    // While the worker is busy (an answer streaming) frames come as the pacer says, headless
+    // runs too: the cores go to the engine. Idle, headless runs poll (scripts step frame by
+    // frame); an interactive window waits for input.
     const bool busy = controller.busy();
+    const double interval_s = pacer.interval_s();
     const double since_last = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_frame).count();
     if (busy) {
-      const double left = 1.0 / a.busy_fps - since_last;
+      const double left = interval_s - since_last;
       if (left > 0) {
         glfwWaitEventsTimeout(left);
       } else {
@@ -179,10 +204,11 @@ int run(const Args& a) {
       glfwWaitEventsTimeout(0.25);
     }
     const auto frame_start = std::chrono::steady_clock::now();
+    const double frame_start_cpu_s = window_cpu_s();
     const std::shared_ptr<const kvc::ui::AppSnapshot> snap = controller.snapshot();
     // An interactive window that woke early (input) during a stream draws at once; one whose
     // wait ran out with nothing new to show skips the redraw and waits another period.
-    const bool timed_out = std::chrono::duration<double>(frame_start - last_frame).count() >= 1.0 / a.busy_fps;
+    const bool timed_out = std::chrono::duration<double>(frame_start - last_frame).count() >= interval_s;
     last_frame = frame_start;
     if (busy && !runner && !demo && snap == drawn && timed_out) continue;
     drawn = snap;
@@ -223,9 +249,18 @@ int run(const Args& a) {
       if (runner && runner->finished()) break;
     }
     glfwSwapBuffers(window);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - frame_start).count();
+    const auto frame_end = std::chrono::steady_clock::now();
+    const double ms = std::chrono::duration<double, std::milli>(frame_end - frame_start).count();
     frames_all.add(ms);
-    if (snap->chat.generating) frames_stream.add(ms);
+    const double cpu_s = window_cpu_s();
+    pacer.add(cpu_s - frame_start_cpu_s);
+    if (snap->chat.generating) {
+      frames_stream.add(ms);
+      stream_cpu_s += cpu_s - last_cpu_s;
+      stream_wall_s += std::chrono::duration<double>(frame_end - last_end).count();
+    }
+    last_cpu_s = cpu_s;
+    last_end = frame_end;
     if (runner) {
       const kvc::ui::FrameSummary all = frames_all.summary(), stream = frames_stream.summary();
       hooks.set_fact("frame_ms_p50", all.p50_ms);
@@ -235,6 +270,12 @@ int run(const Args& a) {
       hooks.set_fact("frame_ms_stream_p99", stream.p99_ms);
       hooks.set_fact("frame_ms_stream_max", stream.max_ms);
       hooks.set_fact("n_frames_stream", static_cast<double>(stream.n));
+      // The pacer's frame cost (CPU) and wait between streamed frames now, and the window's
+      // share of a core while answers streamed (its CPU time over the wall time: a busy machine
+      // does not change it).
+      hooks.set_fact("frame_cpu_ms", 1000 * pacer.cost_s());
+      hooks.set_fact("frame_interval_ms_stream", 1000 * pacer.interval_s());
+      hooks.set_fact("ui_cpu_share_stream", stream_wall_s > 0 ? stream_cpu_s / stream_wall_s : 0.0);
     }
   }
 
@@ -262,6 +303,10 @@ int run(const Args& a) {
   ImGui_ImplOpenGL3_Shutdown();
   ImGui_ImplGlfw_Shutdown();
   ImGui::DestroyContext();
+  {
+    std::lock_guard lock(glfw_mu);
+    glfw_up = false;
+  }
   glfwDestroyWindow(window);
   glfwTerminate();
   return rc;
@@ -291,8 +336,12 @@ int main(int argc, char** argv) {
                    ->excludes(script);
   app.add_option("--replay-answer", a.replay_answer,
                  "answer every message with this file's text, streamed (screenshots and tests of rendering)");
-  app.add_option("--stream-fps", a.busy_fps, "frames a second at most while an answer streams (default 10)")
+  app.add_option("--stream-fps", a.busy_fps, "frames a second at most while an answer streams (default 30)")
       ->check(CLI::Range(1.0, 240.0));
+  app.add_option("--stream-cpu", a.busy_cpu_pct,
+                 "percent of one core the window's frames may take while an answer streams (default 3; fewer "
+                 "frames when each costs more, at least 1 a second)")
+      ->check(CLI::Range(0.5, 100.0));
   app.add_option("--screenshot-dir", a.screenshot_dir, "where script and demo mode write their screenshots");
   app.add_flag("--presenter", a.presenter, "start in the presenter layout (large fonts, chat and memory side by side)");
   app.add_flag("--demo-play", a.demo_play, "start playing the demo at once (default: wait for Space or Step)")

@@ -7,6 +7,7 @@
 
 #include "core/util/assert.h"
 #include "core/util/clock.h"
+#include "core/util/thread_name.h"
 
 namespace kvc::engine {
 
@@ -543,6 +544,7 @@ void Engine::start() {
   if (thread_.joinable()) return;
   stopping_ = false;
   thread_ = std::thread([this] {
+    set_thread_name("kvc-engine");
     for (;;) {
       if (step()) continue;
       std::unique_lock lock(mu_);

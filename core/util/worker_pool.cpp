@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/util/assert.h"
+#include "core/util/thread_name.h"
 
 namespace kvc {
 
@@ -25,7 +26,12 @@ void WorkerPool::post(std::function<void()> task) {
     std::lock_guard lock(mu_);
     KVC_ASSERT(!stopping_);
     tasks_.push_back(std::move(task));
-    if (n_idle_ < tasks_.size() && threads_.size() < n_threads_) threads_.emplace_back([this] { work(); });
+    if (n_idle_ < tasks_.size() && threads_.size() < n_threads_) {
+      threads_.emplace_back([this] {
+        set_thread_name("kvc-pool");
+        work();
+      });
+    }
   }
   cv_.notify_one();
 }

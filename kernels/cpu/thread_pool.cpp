@@ -2,6 +2,7 @@
 #include "kernels/cpu/thread_pool.h"
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <string>
@@ -9,6 +10,9 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#endif
+#if defined(__linux__)
+#include <pthread.h>
 #endif
 
 namespace kvc::kernels {
@@ -43,6 +47,17 @@ bool spin_until(Pred&& done) {
   }
 }
 
+// "kvc-compute-N" in top -H and perf (the caller, share 0, keeps its own name).
+void name_this_thread(int ith) {
+#if defined(__linux__)
+  char name[16];
+  std::snprintf(name, sizeof name, "kvc-compute-%d", ith);
+  (void)pthread_setname_np(pthread_self(), name);
+#else
+  (void)ith;
+#endif
+}
+
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
@@ -69,6 +84,7 @@ void ThreadPool::dispatch(const Job& job) {
 }
 
 void ThreadPool::worker_main(int ith) {
+  name_this_thread(ith);
   uint64_t seen = 0;
   for (;;) {
     uint64_t gen = seen;

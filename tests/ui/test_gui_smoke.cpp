@@ -274,9 +274,12 @@ TEST_CASE("kvchat GUI: a streamed Markdown answer renders as headings, lists, a 
   std::filesystem::permissions(opener, std::filesystem::perms::owner_all);
   std::string out;
   // The answer is streamed by --replay-answer: a model small enough for CI cannot write Markdown.
-  const int rc = run_script(kvc::test::model_path("stories260K.gguf"), tmp.file("data"), "markdown.json",
-                            tmp.file("shots"), out, "KVCHAT_URL_OPENER='" + opener + "' ",
-                            " --replay-answer '" + std::string(KVC_ASSET_DIR) + "/scripts/markdown-answer.md'");
+  // The script looks at frames drawn while it streams (an open code block, a table): --stream-cpu
+  // 100 lets them come as fast as they draw (up to 30 a second) instead of ~2 a second under Xvfb.
+  const int rc =
+      run_script(kvc::test::model_path("stories260K.gguf"), tmp.file("data"), "markdown.json", tmp.file("shots"), out,
+                 "KVCHAT_URL_OPENER='" + opener + "' ",
+                 " --stream-cpu 100 --replay-answer '" + std::string(KVC_ASSET_DIR) + "/scripts/markdown-answer.md'");
   INFO(out);
   REQUIRE(rc == 0);
   CHECK(out.find("script passed") != std::string::npos);
@@ -331,8 +334,9 @@ TEST_CASE("kvchat GUI: a reasoning answer shows 'thinking...' while it streams, 
   std::string out;
   // --replay-answer streams a <think>...</think> answer: a model small enough for CI cannot reason.
   const std::string answer_file = std::string(KVC_ASSET_DIR) + "/scripts/reasoning-answer.md";
+  // It looks at frames drawn while the answer streams ("thinking..."): as above, --stream-cpu 100.
   const int rc = run_script(tmp.file("qwen3.gguf"), tmp.file("data"), "reasoning.json", tmp.file("shots"), out, "",
-                            " --replay-answer '" + answer_file + "'");
+                            " --stream-cpu 100 --replay-answer '" + answer_file + "'");
   INFO(out);
   REQUIRE(rc == 0);
   CHECK(out.find("script passed") != std::string::npos);
