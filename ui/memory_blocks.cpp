@@ -83,20 +83,16 @@ std::string owner_name(const AppSnapshot& snap, int64_t owner) {
   return name;
 }
 
-void draw_tier_shares(const AppSnapshot& snap, const KvPicture& kv, bool own, bool legend) {
+void draw_tier_shares(const AppSnapshot& snap, const KvPicture& kv, bool own, bool compact) {
   const auto& used_bytes = own ? kv.group_used_bytes : kv.used_bytes;
   const auto& capacity_bytes = own ? kv.group_capacity_bytes : kv.capacity_bytes;
   const auto& used_blocks = own ? kv.group_used_blocks : kv.used_blocks;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float bar_h = ImGui::GetTextLineHeight() + 4.0f;
-  const float label_w = label_column_width({tier_name(0), tier_name(1), tier_name(2)});
-  for (int t = 0; t < k_n_kv_tiers; ++t) {
+  // One bar of width w at the cursor: the tier's share segments and the most detail that fits.
+  auto bar = [&](int t, float w) {
     const auto ti = static_cast<size_t>(t);
-    if (capacity_bytes[ti] == 0 && t == 2) continue;  // no disk tier
-    ImGui::TextColored(tier_color(t), "%s", tier_name(t));
-    ImGui::SameLine(label_w);
     const ImVec2 p0 = ImGui::GetCursorScreenPos();
-    const float w = std::max(40.0f, ImGui::GetContentRegionAvail().x);
     dl->AddRectFilled(p0, ImVec2(p0.x + w, p0.y + bar_h), IM_COL32(34, 37, 44, 255), 3.0f);
     const auto segs = share_segments(kv.shares, t, used_bytes[ti], capacity_bytes[ti]);
     for (const ShareSegment& s : segs) {
@@ -125,11 +121,35 @@ void draw_tier_shares(const AppSnapshot& snap, const KvPicture& kv, bool own, bo
                             format_bytes(static_cast<double>(s.bytes)).c_str(), tier_label(t));
         }
       }
+      if (compact) ImGui::SetTooltip("%s: %s", tier_name(t), variants[0].c_str());
     }
+  };
+  const int n_tiers = capacity_bytes[2] == 0 ? 2 : 3;  // no disk tier: no T2 bar
+  if (compact) {                                       // one row: "T0 [bar]  T1 [bar]  T2 [bar]"
+    const float label_w = label_column_width({tier_label(0), tier_label(1), tier_label(2)});
+    const float gap = ImGui::GetStyle().ItemSpacing.x * 2.0f;
+    const float w = std::max(
+        30.0f, (ImGui::GetContentRegionAvail().x - static_cast<float>(n_tiers) * label_w - gap * (n_tiers - 1)) /
+                   static_cast<float>(n_tiers));
+    for (int t = 0; t < n_tiers; ++t) {
+      if (t > 0) ImGui::SameLine(0, gap);
+      const float x = ImGui::GetCursorPosX();
+      ImGui::TextColored(tier_color(t), "%s", tier_label(t));
+      ImGui::SameLine(x + label_w);
+      bar(t, w);
+    }
+    return;
   }
-  if (!legend) return;
-  // Legend: one swatch per conversation holding bytes anywhere.
-  // Names shortened so that two legend items share a line.
+  const float label_w = label_column_width({tier_name(0), tier_name(1), tier_name(2)});
+  for (int t = 0; t < n_tiers; ++t) {
+    ImGui::TextColored(tier_color(t), "%s", tier_name(t));
+    ImGui::SameLine(label_w);
+    bar(t, std::max(40.0f, ImGui::GetContentRegionAvail().x));
+  }
+}
+
+void draw_share_legend(const AppSnapshot& snap, const KvPicture& kv) {
+  // One swatch per conversation holding bytes anywhere, names shortened so that two share a line.
   const float swatch_w = std::round(ImGui::GetTextLineHeight() * 0.7f) + legend_inner_spacing();
   const float max_name_w = std::max(ImGui::GetFontSize() * 4.0f,
                                     (ImGui::GetContentRegionAvail().x - legend_spacing()) / 2.0f - swatch_w - 1.0f);
@@ -257,7 +277,7 @@ std::vector<BlockLegendItem> block_legend_items(const MemoryState& m) {
   std::array<int64_t, k_n_kv_tiers> n_hits{}, n_evictions{};
   bool windowed = false;
   for (const KvPicture* g : kv_groups(kv)) {
-    n_blocks += g->blocks.size();
+    for (const kv::KvBlockView& b : g->blocks) n_blocks += kv::is_data_tier(b.tier) ? 1 : 0;
     n_shared += g->n_shared_blocks;
     n_on_disk += g->n_blocks_on_disk;
     for (size_t t = 0; t < n_hits.size(); ++t) {

@@ -40,8 +40,10 @@ std::string owner_name(const AppSnapshot& snap, int64_t owner);
 
 // Stacked T0 / T1 / T2 bars of one KV group's picture (or the whole cache's), each segment a
 // conversation's share. own: the group's own pools (KvPicture::group_*), else the totals of
-// every group. legend: the conversations' swatches under the bars.
-void draw_tier_shares(const AppSnapshot& snap, const KvPicture& kv, bool own, bool legend);
+// every group. compact: the three bars side by side on one row (a group of several).
+void draw_tier_shares(const AppSnapshot& snap, const KvPicture& kv, bool own, bool compact);
+// The conversations holding bytes anywhere, a swatch each (the bars' and the block map's colours).
+void draw_share_legend(const AppSnapshot& snap, const KvPicture& kv);
 // Every block of one KV group a cell, grouped by tier; hover for details. A windowed group's
 // blocks behind their conversation's window are struck through. The legend goes under it.
 void draw_block_map(const AppSnapshot& snap, const KvPicture& kv);

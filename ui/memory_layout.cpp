@@ -46,6 +46,7 @@ WindowCounts window_counts(std::span<const kv::KvBlockView> blocks, int64_t wind
   if (behind) behind->assign(blocks.size(), 0);
   for (size_t i = 0; i < blocks.size(); ++i) {
     const kv::KvBlockView& b = blocks[i];
+    if (!kv::is_data_tier(b.tier)) continue;  // a key without data: no block to count
     const int64_t end = b.owner_id < 0 ? c.max_end : end_of[b.owner_id];
     const bool out = window > 0 && b.position + b.n_tokens <= end - window;
     if (!out) {
@@ -69,6 +70,7 @@ BlockMapLayout layout_block_map(std::span<const kv::KvBlockView> blocks, float w
   BlockMapLayout l;
   l.cells_per_row = block_map_cells_per_row(width, cell, gap);
   for (size_t i = 0; i < blocks.size(); ++i) {
+    if (!kv::is_data_tier(blocks[i].tier)) continue;  // a key in the chain without data (a local group's)
     const int t = tier_of(blocks[i].tier);
     l.groups[static_cast<size_t>(t)].cells.push_back(i);
     if (t != 2 && blocks[i].on_cold) l.groups[2].cells.push_back(i);

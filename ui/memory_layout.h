@@ -20,7 +20,9 @@ namespace kvc::ui {
 //   T1  ■■■■■■■■■■■■      group 1: rows 0..0
 //
 // The T2 group holds every block with a copy on disk: those living there and those written
-// behind while they stay on T0/T1 (drawn as copies), so a block can show in two groups.
+// behind while they stay on T0/T1 (drawn as copies), so a block can show in two groups. A block
+// without data on any tier (a local KV group's key kept only to chain its successors) has no
+// cell.
 // Within a group, cells are ordered by owner, then position, so a conversation's blocks sit
 // together and read left to right in token order.
 struct BlockMapGroup {
@@ -85,7 +87,7 @@ std::vector<const KvPicture*> kv_groups(const KvPicture& kv);
 // (the next position attends to [end - window, end)); such a block of a local group has left the
 // sequence's T0 table (retired) and leaves T0 itself when room is needed. Blocks no open
 // conversation holds are measured against the furthest end of all. A group without a window
-// has every block inside it.
+// has every block inside it. Keys without data (a local group's chain) count only for max_end.
 struct WindowCounts {
   int64_t n_in_window = 0;
   int64_t n_behind = 0;

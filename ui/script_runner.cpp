@@ -62,7 +62,8 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
   // Each KV group (docs/ARCHITECTURE.md §3.9; one for most models, group 0 the global layers):
   // kv_group<g>_ layers, window, t0/t1/t2_blocks (where its blocks live; t2: those with a disk
   // copy, as its block map's rows), t0_tokens, in_window_blocks and behind_window(_t0)_blocks
-  // (against each conversation's window), tokens (the furthest position its blocks reach).
+  // (against each conversation's window), tokens (the furthest position its blocks reach), and
+  // t0_of_history / t2_of_history (the part of those positions on T0 / with a disk copy).
   const std::vector<const KvPicture*> groups = kv_groups(s.memory.kv);
   m["kv_n_groups"] = static_cast<double>(groups.size());
   for (const KvPicture* g : groups) {
@@ -78,6 +79,11 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
     m[k + "behind_window_blocks"] = static_cast<double>(w.n_behind);
     m[k + "behind_window_t0_blocks"] = static_cast<double>(w.n_behind_on_t0);
     m[k + "tokens"] = static_cast<double>(w.max_end);
+    // Of the positions the group covers, the part whose blocks are on T0 / have a disk copy.
+    const double covered = static_cast<double>(std::max<int64_t>(1, w.max_end));
+    m[k + "t0_of_history"] = static_cast<double>(w.n_t0_tokens) / covered;
+    m[k + "t2_of_history"] =
+        static_cast<double>(g->n_blocks_on_disk) * static_cast<double>(s.memory.kv.block_tokens) / covered;
   }
   m["kv_tree_nodes"] = static_cast<double>(s.memory.kv.nodes.size());
   m["kv_timeline_turns"] = static_cast<double>(s.memory.timelines.turns.size());

@@ -280,6 +280,16 @@ TEST_CASE("KV groups: blocks behind each conversation's window are counted apart
   CHECK(behind[8] == 0);   // [128, 144)
   CHECK(behind[10] == 1);  // conversation 1's [0, 16)
   CHECK(behind[11] == 0);
+  // A key without data (the local group's chain behind its checkpoints) is no block: no cell either.
+  std::vector<kvc::kv::KvBlockView> with_key = blocks;
+  with_key.push_back(cell(3, 0, 160));  // Tier::none
+  with_key.back().n_tokens = 16;
+  const WindowCounts k = window_counts(with_key, 32);
+  CHECK(k.n_behind == c.n_behind + 1);  // conversation 0 now ends at 176: [128, 144) falls behind
+  CHECK(k.n_in_window == c.n_in_window - 1);
+  CHECK(k.max_end == 176);
+  const BlockMapLayout l = layout_block_map(with_key, 100.0f, 10.0f, 0.0f);
+  CHECK(l.groups[0].cells.size() + l.groups[1].cells.size() == blocks.size());
   // No window: every block inside it.
   const WindowCounts all = window_counts(blocks, 0);
   CHECK(all.n_behind == 0);
