@@ -193,8 +193,8 @@ def main():
                     help="where the model files are made and kept")
     ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", "3")))
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--sections", default=os.environ.get("SECTIONS", "decode,archs,long,parallel,big"),
-                    help="which tables: decode, archs, long, parallel, big")
+    ap.add_argument("--sections", default=os.environ.get("SECTIONS", "decode,archs,gemma,long,parallel,big"),
+                    help="which tables: decode, archs, gemma, long, parallel, big")
     ap.add_argument("--depths", default=os.environ.get("DEPTHS", "4096,16384"))
     ap.add_argument("--widths", default=os.environ.get("WIDTHS", "1,2,4,8"))
     args = ap.parse_args()
@@ -220,6 +220,9 @@ def main():
     if "archs" in sections:
         section_decode(p, args, [(s, t) for s in ("llama3.2-1b", "qwen3-1.7b") for t in ("q4_k_m", "q8_0")],
                        "Prefill and decode: Llama 3.2 1B and Qwen3 1.7B shapes")
+    if "gemma" in sections:
+        section_decode(p, args, [("gemma3-1b", t) for t in ("q8_0", "q4_k_m")],
+                       "Prefill and decode: Gemma 3 1B shape (22 local layers of window 512, 4 global)")
     if "long" in sections:
         section_long(p, args)
     if "parallel" in sections:

@@ -35,6 +35,9 @@ struct ModelState {
   int64_t n_head = 0;  // query heads
   int64_t n_kv_head = 0;
   int64_t head_dim = 0;
+  // Gemma's local layers (KV group 1, docs/ARCHITECTURE.md §3.9): how many, and their window; 0: none.
+  int64_t n_local_layers = 0;
+  int64_t local_window = 0;
   size_t weight_bytes = 0;
   double progress = 0;   // [0, 1] while building or loading
   bool is_demo = false;  // the built-in model with random weights
@@ -51,6 +54,8 @@ struct TurnStats {
   int64_t n_prompt = 0;
   int64_t n_prompt_reused = 0;  // served from the KV cache
   int64_t n_from_tier[3] = {};  // of them: found on T0 (compute pool), T1 (host RAM), T2 (disk)
+  // Positions of a partial hit recomputed although cached (a KV group lacked their window, §3.9).
+  int64_t n_prompt_recomputed = 0;
   double ttft_ms = 0;
   double prefill_ms = 0;
   double decode_ms = 0;

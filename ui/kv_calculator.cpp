@@ -18,6 +18,15 @@ double kv_element_bytes(kv::KvFormat format, int group) {
   return 2.0;
 }
 
+KvWhatIf model_local_layers(int64_t n_local_layers, int64_t n_layer, int64_t window) {
+  KvWhatIf w;
+  if (n_local_layers > 0 && n_layer > 0 && window > 0) {
+    w.local_fraction = static_cast<double>(n_local_layers) / static_cast<double>(n_layer);
+    w.window_tokens = window;
+  }
+  return w;
+}
+
 Result<KvEstimate> estimate_kv(const KvShape& shape, const KvWhatIf& w, kv::KvFormat format, int group,
                                int64_t n_tokens) {
   if (shape.n_layer <= 0 || shape.n_head <= 0 || shape.n_kv_head <= 0 || shape.head_dim <= 0) {
@@ -49,9 +58,12 @@ Result<KvEstimate> estimate_kv(const KvShape& shape, const KvWhatIf& w, kv::KvFo
   e.bytes_per_token_layer = 2.0 * static_cast<double>(n_kv_head * shape.head_dim) * kv_element_bytes(format, group);
   e.bytes_per_token = e.bytes_per_token_layer * static_cast<double>(e.n_kv_layers);
   const int64_t n_full = e.n_kv_layers - e.n_local_layers;
+  e.bytes_per_token_global = e.bytes_per_token_layer * static_cast<double>(n_full);
+  e.bytes_per_token_local = e.bytes_per_token_layer * static_cast<double>(e.n_local_layers);
   const int64_t n_local_tokens = std::min(n_tokens, w.window_tokens);
   e.bytes_per_conversation =
       e.bytes_per_token_layer * static_cast<double>(n_full * n_tokens + e.n_local_layers * n_local_tokens);
+  e.bytes_per_conversation_full = e.bytes_per_token * static_cast<double>(n_tokens);
   return e;
 }
 

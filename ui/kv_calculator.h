@@ -26,18 +26,32 @@ struct KvWhatIf {
   int64_t window_tokens = 0;  // how many recent tokens a local layer keeps
 };
 
+// A model's own local layers as the what-if (Gemma 3 1B: 22 of 26 layers, window 512), so that
+// the estimate's local layers are exactly the model's. n_local_layers 0: none.
+KvWhatIf model_local_layers(int64_t n_local_layers, int64_t n_layer, int64_t window);
+
 // Bytes of one stored element: bits / 8 plus one F16 scale per `group` elements (INT8, INT4);
 // F16 has no scale. group > 0.
 double kv_element_bytes(kv::KvFormat format, int group);
 
-// Invariant: n_local_layers <= n_kv_layers; bytes_per_conversation <= bytes_per_token * n_tokens.
+// Invariant: n_local_layers <= n_kv_layers; bytes_per_conversation <= bytes_per_conversation_full
+// == bytes_per_token * n_tokens; bytes_per_token == bytes_per_token_global + bytes_per_token_local.
+// The two layer groups are kvchat's KV groups (docs/ARCHITECTURE.md §3.9): group 0 the global
+// layers, group 1 the local ones, which keep only the window of each conversation.
 struct KvEstimate {
-  int64_t n_kv_head = 0;              // after the what-if
-  int64_t n_kv_layers = 0;            // layers that store their own KV (ceil(n_layer / share_every))
-  int64_t n_local_layers = 0;         // of them, sliding-window layers
-  double bytes_per_token_layer = 0;   // K and V of one token in one layer: 2 * n_kv_head * head_dim * element
-  double bytes_per_token = 0;         // a token while it is inside every window (all stored layers)
-  double bytes_per_conversation = 0;  // n_tokens: full layers keep all, local layers at most window_tokens
+  int64_t n_kv_head = 0;                   // after the what-if
+  int64_t n_kv_layers = 0;                 // layers that store their own KV (ceil(n_layer / share_every))
+  int64_t n_local_layers = 0;              // of them, sliding-window layers
+  double bytes_per_token_layer = 0;        // K and V of one token in one layer: 2 * n_kv_head * head_dim * element
+  double bytes_per_token = 0;              // a token while it is inside every window (all stored layers)
+  double bytes_per_token_global = 0;       // of it, the global layers' (kept for every position)
+  double bytes_per_token_local = 0;        // the local layers' (kept for the last window_tokens positions)
+  double bytes_per_conversation = 0;       // n_tokens: full layers keep all, local layers at most window_tokens
+  double bytes_per_conversation_full = 0;  // n_tokens with every layer keeping every position
+  // What keeping only the local layers' window saves, in [0, 1) of the full figure.
+  double saved_fraction() const {
+    return bytes_per_conversation_full > 0 ? 1.0 - bytes_per_conversation / bytes_per_conversation_full : 0.0;
+  }
 };
 
 // Errors name the input a user can fix ("4 KV heads do not divide 6 query heads").

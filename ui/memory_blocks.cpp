@@ -24,6 +24,11 @@ constexpr float k_max_cell_em = 1.6f;
 constexpr float k_gap_ratio = 0.22f;
 constexpr int k_max_tree_rows = 400;
 
+// A block behind its conversation's window (a local KV group's, retired): a dark diagonal.
+void strike_cell(ImDrawList* dl, ImVec2 a, ImVec2 z, float line_w) {
+  dl->AddLine(ImVec2(a.x + 1, z.y - 1), ImVec2(z.x - 1, a.y + 1), IM_COL32(20, 22, 26, 220), line_w);
+}
+
 }  // namespace
 
 ImVec4 tier_color(int tier) {
@@ -78,20 +83,18 @@ std::string owner_name(const AppSnapshot& snap, int64_t owner) {
   return name;
 }
 
-void draw_tier_shares(const AppSnapshot& snap) {
-  const KvPicture& kv = snap.memory.kv;
+void draw_tier_shares(const AppSnapshot& snap, const KvPicture& kv, bool own, bool compact) {
+  const auto& used_bytes = own ? kv.group_used_bytes : kv.used_bytes;
+  const auto& capacity_bytes = own ? kv.group_capacity_bytes : kv.capacity_bytes;
+  const auto& used_blocks = own ? kv.group_used_blocks : kv.used_blocks;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float bar_h = ImGui::GetTextLineHeight() + 4.0f;
-  const float label_w = label_column_width({tier_name(0), tier_name(1), tier_name(2)});
-  for (int t = 0; t < k_n_kv_tiers; ++t) {
+  // One bar of width w at the cursor: the tier's share segments and the most detail that fits.
+  auto bar = [&](int t, float w) {
     const auto ti = static_cast<size_t>(t);
-    if (kv.capacity_bytes[ti] == 0 && t == 2) continue;  // no disk tier
-    ImGui::TextColored(tier_color(t), "%s", tier_name(t));
-    ImGui::SameLine(label_w);
     const ImVec2 p0 = ImGui::GetCursorScreenPos();
-    const float w = std::max(40.0f, ImGui::GetContentRegionAvail().x);
     dl->AddRectFilled(p0, ImVec2(p0.x + w, p0.y + bar_h), IM_COL32(34, 37, 44, 255), 3.0f);
-    const auto segs = share_segments(kv.shares, t, kv.used_bytes[ti], kv.capacity_bytes[ti]);
+    const auto segs = share_segments(kv.shares, t, used_bytes[ti], capacity_bytes[ti]);
     for (const ShareSegment& s : segs) {
       const float x0 = p0.x + w * static_cast<float>(std::min(s.begin, 1.0));
       const float x1 = p0.x + w * static_cast<float>(std::min(s.end, 1.0));
@@ -99,9 +102,9 @@ void draw_tier_shares(const AppSnapshot& snap) {
       dl->AddRectFilled(ImVec2(x0, p0.y), ImVec2(std::max(x1, x0 + 1.0f), p0.y + bar_h), col);
     }
     // The most detail that fits the bar: used / capacity · blocks, used / capacity, used.
-    const std::string used = format_bytes(static_cast<double>(kv.used_bytes[ti]));
-    const std::string of = used + " / " + format_bytes(static_cast<double>(kv.capacity_bytes[ti]));
-    const std::string variants[] = {of + "  ·  " + std::to_string(kv.used_blocks[ti]) + " blocks", of, used};
+    const std::string used = format_bytes(static_cast<double>(used_bytes[ti]));
+    const std::string of = used + " / " + format_bytes(static_cast<double>(capacity_bytes[ti]));
+    const std::string variants[] = {of + "  ·  " + std::to_string(used_blocks[ti]) + " blocks", of, used};
     const float pad = 6.0f;
     float widths[3];
     for (size_t i = 0; i < 3; ++i) widths[i] = ImGui::CalcTextSize(variants[i].c_str()).x;
@@ -118,10 +121,35 @@ void draw_tier_shares(const AppSnapshot& snap) {
                             format_bytes(static_cast<double>(s.bytes)).c_str(), tier_label(t));
         }
       }
+      if (compact) ImGui::SetTooltip("%s: %s", tier_name(t), variants[0].c_str());
     }
+  };
+  const int n_tiers = capacity_bytes[2] == 0 ? 2 : 3;  // no disk tier: no T2 bar
+  if (compact) {                                       // one row: "T0 [bar]  T1 [bar]  T2 [bar]"
+    const float label_w = label_column_width({tier_label(0), tier_label(1), tier_label(2)});
+    const float gap = ImGui::GetStyle().ItemSpacing.x * 2.0f;
+    const float w = std::max(
+        30.0f, (ImGui::GetContentRegionAvail().x - static_cast<float>(n_tiers) * label_w - gap * (n_tiers - 1)) /
+                   static_cast<float>(n_tiers));
+    for (int t = 0; t < n_tiers; ++t) {
+      if (t > 0) ImGui::SameLine(0, gap);
+      const float x = ImGui::GetCursorPosX();
+      ImGui::TextColored(tier_color(t), "%s", tier_label(t));
+      ImGui::SameLine(x + label_w);
+      bar(t, w);
+    }
+    return;
   }
-  // Legend: one swatch per conversation holding bytes anywhere.
-  // Names shortened so that two legend items share a line.
+  const float label_w = label_column_width({tier_name(0), tier_name(1), tier_name(2)});
+  for (int t = 0; t < n_tiers; ++t) {
+    ImGui::TextColored(tier_color(t), "%s", tier_name(t));
+    ImGui::SameLine(label_w);
+    bar(t, std::max(40.0f, ImGui::GetContentRegionAvail().x));
+  }
+}
+
+void draw_share_legend(const AppSnapshot& snap, const KvPicture& kv) {
+  // One swatch per conversation holding bytes anywhere, names shortened so that two share a line.
   const float swatch_w = std::round(ImGui::GetTextLineHeight() * 0.7f) + legend_inner_spacing();
   const float max_name_w = std::max(ImGui::GetFontSize() * 4.0f,
                                     (ImGui::GetContentRegionAvail().x - legend_spacing()) / 2.0f - swatch_w - 1.0f);
@@ -134,8 +162,7 @@ void draw_tier_shares(const AppSnapshot& snap) {
   flow_legend(items);
 }
 
-void draw_block_map(const AppSnapshot& snap) {
-  const KvPicture& kv = snap.memory.kv;
+void draw_block_map(const AppSnapshot& snap, const KvPicture& kv) {
   const float label_w = label_column_width({tier_label(0), tier_label(1), tier_label(2)});
   const float avail = std::max(1.0f, ImGui::GetContentRegionAvail().x - label_w);
   const float font = ImGui::GetFontSize();
@@ -153,6 +180,9 @@ void draw_block_map(const AppSnapshot& snap) {
   const BlockMapLayout l = layout_block_map(kv.blocks, avail, cell, fit.gap);
   uint64_t max_age = 0;
   for (const kv::KvBlockView& b : kv.blocks) max_age = std::max(max_age, kv.age(b));
+  // A local group's blocks behind their conversation's window: struck through.
+  std::vector<uint8_t> behind;
+  if (kv.window > 0) window_counts(kv.blocks, kv.window, &behind);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float pitch = cell + fit.gap;
   const float line_w = std::max(1.5f, cell * 0.12f);
@@ -169,6 +199,7 @@ void draw_block_map(const AppSnapshot& snap) {
     const float x0 = p0.x + label_w;
     for (size_t i = 0; i < group.cells.size(); ++i) {
       const kv::KvBlockView& b = kv.blocks[group.cells[i]];
+      const bool retired = !behind.empty() && behind[group.cells[i]] != 0;
       const auto row = static_cast<int>(i) / l.cells_per_row;
       const auto col = static_cast<int>(i) % l.cells_per_row;
       const ImVec2 a(x0 + pitch * static_cast<float>(col), p0.y + 2.0f + pitch * static_cast<float>(row));
@@ -191,6 +222,7 @@ void draw_block_map(const AppSnapshot& snap) {
         dl->AddCircleFilled(ImVec2((a.x + z.x) / 2, (a.y + z.y) / 2), std::max(1.6f, cell * 0.16f),
                             IM_COL32(255, 255, 255, 255));
       }
+      if (retired) strike_cell(dl, a, z, line_w);
       if (mouse.x >= a.x && mouse.x < a.x + pitch && mouse.y >= a.y && mouse.y < a.y + pitch) {
         hovered = &b;
         hovered_group = g;
@@ -212,6 +244,10 @@ void draw_block_map(const AppSnapshot& snap) {
     ImGui::Text("tier %s%s, slot %d", tier_label(tier), hovered->on_cold && tier != 2 ? " (copy on T2)" : "",
                 hovered->slot);
     if (hovered_group == 2 && tier != 2) ImGui::TextDisabled("the disk copy of a block living on %s", tier_label(tier));
+    if (kv.window > 0 && !behind.empty() && behind[static_cast<size_t>(hovered - kv.blocks.data())] != 0) {
+      ImGui::TextDisabled("behind the window of %lld positions: retired, kept for a branch or resume while room lasts",
+                          static_cast<long long>(kv.window));
+    }
     ImGui::Text("refcount %d  ·  hits %d  ·  last use %llu ticks ago", hovered->n_refs, hovered->n_hits,
                 static_cast<unsigned long long>(kv.age(*hovered)));
     ImGui::Text(
@@ -227,28 +263,45 @@ void draw_block_map(const AppSnapshot& snap) {
 namespace {
 
 // The block map's legend: counts, then a sample cell per marking, drawn as the map draws it.
-enum class Sample { none, shared, partial, copy, dim };
+enum class Sample { none, shared, partial, copy, dim, retired };
 struct BlockLegendItem {
   std::string text;
   Sample sample = Sample::none;
 };
 
+// Counts over every KV group (one for most models).
 std::vector<BlockLegendItem> block_legend_items(const MemoryState& m) {
   const KvPicture& kv = m.kv;
+  size_t n_blocks = 0;
+  int64_t n_shared = 0, n_on_disk = 0;
+  std::array<int64_t, k_n_kv_tiers> n_hits{}, n_evictions{};
+  bool windowed = false;
+  for (const KvPicture* g : kv_groups(kv)) {
+    for (const kv::KvBlockView& b : g->blocks) n_blocks += kv::is_data_tier(b.tier) ? 1 : 0;
+    n_shared += g->n_shared_blocks;
+    n_on_disk += g->n_blocks_on_disk;
+    for (size_t t = 0; t < n_hits.size(); ++t) {
+      n_hits[t] += g->n_hit_blocks[t];
+      n_evictions[t] += g->n_evictions[t];
+    }
+    windowed = windowed || g->window > 0;
+  }
   const auto sum = [](const std::array<int64_t, k_n_kv_tiers>& a) { return std::to_string(a[0] + a[1] + a[2]); };
-  const std::string hits = sum(kv.n_hit_blocks) + " block hits (T0 " + std::to_string(kv.n_hit_blocks[0]) + ", T1 " +
-                           std::to_string(kv.n_hit_blocks[1]) + ", T2 " + std::to_string(kv.n_hit_blocks[2]) + ")";
-  return {
-      {std::to_string(kv.blocks.size()) + " blocks of " + std::to_string(kv.block_tokens) + " tokens", Sample::none},
-      {std::to_string(kv.n_shared_blocks) + " shared", Sample::none},
-      {std::to_string(kv.n_blocks_on_disk) + " on disk", Sample::none},
+  const std::string hits = sum(n_hits) + " block hits (T0 " + std::to_string(n_hits[0]) + ", T1 " +
+                           std::to_string(n_hits[1]) + ", T2 " + std::to_string(n_hits[2]) + ")";
+  std::vector<BlockLegendItem> items = {
+      {std::to_string(n_blocks) + " blocks of " + std::to_string(kv.block_tokens) + " tokens", Sample::none},
+      {std::to_string(n_shared) + " shared", Sample::none},
+      {std::to_string(n_on_disk) + " on disk", Sample::none},
       {"shared", Sample::shared},
       {"partial", Sample::partial},
       {"disk copy", Sample::copy},
-      {"least recent", Sample::dim},
-      {"weights " + format_bytes(static_cast<double>(m.weight_bytes)), Sample::none},
-      {hits, Sample::none},
-      {sum(kv.n_evictions) + " evicted", Sample::none}};
+      {"least recent", Sample::dim}};
+  if (windowed) items.push_back({"behind the window", Sample::retired});
+  items.push_back({"weights " + format_bytes(static_cast<double>(m.weight_bytes)), Sample::none});
+  items.push_back({hits, Sample::none});
+  items.push_back({sum(n_evictions) + " evicted", Sample::none});
+  return items;
 }
 
 std::vector<int> block_legend_lines(const std::vector<BlockLegendItem>& items, float sz) {
@@ -278,6 +331,10 @@ void draw_sample(ImDrawList* dl, ImVec2 a, float sz, Sample s) {
       break;
     case Sample::copy: dl->AddRect(a, z, c, 1.0f, 0, line_w); break;
     case Sample::dim: dl->AddRectFilled(a, z, shade_color(c, k_min_recency_shade), 1.0f); break;
+    case Sample::retired:
+      dl->AddRectFilled(a, z, c, 1.0f);
+      strike_cell(dl, a, z, line_w);
+      break;
     case Sample::none: break;
   }
 }

@@ -38,11 +38,16 @@ float legend_inner_spacing();
 // A conversation's name for legends and tooltips: its title when known, else "#id".
 std::string owner_name(const AppSnapshot& snap, int64_t owner);
 
-// Stacked T0 / T1 / T2 bars, each segment a conversation's share, and a legend.
-void draw_tier_shares(const AppSnapshot& snap);
-// Every block a cell, grouped by tier; hover for details. The legend goes under it.
-void draw_block_map(const AppSnapshot& snap);
-// Counts, the cell markings, weights, hits and evictions.
+// Stacked T0 / T1 / T2 bars of one KV group's picture (or the whole cache's), each segment a
+// conversation's share. own: the group's own pools (KvPicture::group_*), else the totals of
+// every group. compact: the three bars side by side on one row (a group of several).
+void draw_tier_shares(const AppSnapshot& snap, const KvPicture& kv, bool own, bool compact);
+// The conversations holding bytes anywhere, a swatch each (the bars' and the block map's colours).
+void draw_share_legend(const AppSnapshot& snap, const KvPicture& kv);
+// Every block of one KV group a cell, grouped by tier; hover for details. A windowed group's
+// blocks behind their conversation's window are struck through. The legend goes under it.
+void draw_block_map(const AppSnapshot& snap, const KvPicture& kv);
+// Counts (over every KV group), the cell markings, weights, hits and evictions.
 void draw_block_map_legend(const MemoryState& m);
 float block_map_legend_height(const MemoryState& m);  // as draw_block_map_legend lays it out now
 // The radix index as a collapsible tree (clipped past a row budget).

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 namespace kvc::ui {
 
@@ -19,6 +20,46 @@ constexpr uint32_t k_no_owner = rgba(120, 124, 134);
 
 }  // namespace
 
+std::string kv_group_label(const KvPicture& g, bool only_group) {
+  const std::string n = " (" + std::to_string(g.n_layers) + ")";
+  if (only_group) return "all layers" + n;
+  if (g.window <= 0) return "global layers" + n;
+  return "local layers" + n + ", window " + std::to_string(g.window);
+}
+
+std::vector<const KvPicture*> kv_groups(const KvPicture& kv) {
+  std::vector<const KvPicture*> all{&kv};
+  for (const KvPicture& g : kv.more_groups) all.push_back(&g);
+  return all;
+}
+
+WindowCounts window_counts(std::span<const kv::KvBlockView> blocks, int64_t window, std::vector<uint8_t>* behind) {
+  WindowCounts c;
+  std::unordered_map<int64_t, int64_t> end_of;  // owner -> its furthest block end
+  for (const kv::KvBlockView& b : blocks) {
+    const int64_t end = b.position + b.n_tokens;
+    c.max_end = std::max(c.max_end, end);
+    int64_t& e = end_of[b.owner_id];
+    e = std::max(e, end);
+    if (b.tier == kv::Tier::t0) c.n_t0_tokens += b.n_tokens;
+  }
+  if (behind) behind->assign(blocks.size(), 0);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const kv::KvBlockView& b = blocks[i];
+    if (!kv::is_data_tier(b.tier)) continue;  // a key without data: no block to count
+    const int64_t end = b.owner_id < 0 ? c.max_end : end_of[b.owner_id];
+    const bool out = window > 0 && b.position + b.n_tokens <= end - window;
+    if (!out) {
+      ++c.n_in_window;
+      continue;
+    }
+    ++c.n_behind;
+    c.n_behind_on_t0 += b.tier == kv::Tier::t0;
+    if (behind) (*behind)[i] = 1;
+  }
+  return c;
+}
+
 int block_map_cells_per_row(float width, float cell, float gap) {
   const float pitch = cell + gap;
   if (pitch <= 0 || width <= cell) return 1;
@@ -29,6 +70,7 @@ BlockMapLayout layout_block_map(std::span<const kv::KvBlockView> blocks, float w
   BlockMapLayout l;
   l.cells_per_row = block_map_cells_per_row(width, cell, gap);
   for (size_t i = 0; i < blocks.size(); ++i) {
+    if (!kv::is_data_tier(blocks[i].tier)) continue;  // a key in the chain without data (a local group's)
     const int t = tier_of(blocks[i].tier);
     l.groups[static_cast<size_t>(t)].cells.push_back(i);
     if (t != 2 && blocks[i].on_cold) l.groups[2].cells.push_back(i);

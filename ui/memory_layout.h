@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "ui/memory_state.h"
@@ -19,7 +20,9 @@ namespace kvc::ui {
 //   T1  ■■■■■■■■■■■■      group 1: rows 0..0
 //
 // The T2 group holds every block with a copy on disk: those living there and those written
-// behind while they stay on T0/T1 (drawn as copies), so a block can show in two groups.
+// behind while they stay on T0/T1 (drawn as copies), so a block can show in two groups. A block
+// without data on any tier (a local KV group's key kept only to chain its successors) has no
+// cell.
 // Within a group, cells are ordered by owner, then position, so a conversation's blocks sit
 // together and read left to right in token order.
 struct BlockMapGroup {
@@ -72,6 +75,29 @@ struct TimelineGrid {
 };
 TimelineGrid timeline_grid(int n_charts, float width, float height, std::array<float, 2> header_h, float pad,
                            float min_chart_h, float max_chart_h, float min_col_w);
+
+// KV groups (docs/ARCHITECTURE.md §3.9). A group's heading: "global layers (4)", "local layers
+// (22), window 512"; a model of one group: "all layers (5)".
+std::string kv_group_label(const KvPicture& g, bool only_group);
+// Every group of the picture, group 0 (the picture itself) first.
+std::vector<const KvPicture*> kv_groups(const KvPicture& kv);
+
+// Where a group's blocks stand against the window of the conversation holding them. A block is
+// behind the window when it ends at or before its owner's furthest block end minus the window
+// (the next position attends to [end - window, end)); such a block of a local group has left the
+// sequence's T0 table (retired) and leaves T0 itself when room is needed. Blocks no open
+// conversation holds are measured against the furthest end of all. A group without a window
+// has every block inside it. Keys without data (a local group's chain) count only for max_end.
+struct WindowCounts {
+  int64_t n_in_window = 0;
+  int64_t n_behind = 0;
+  int64_t n_behind_on_t0 = 0;  // retired, not yet demoted
+  int64_t n_t0_tokens = 0;     // tokens of the blocks living on T0
+  int64_t max_end = 0;         // the furthest block end: positions the group covers
+};
+// behind: when given, one flag per block (1: behind the window).
+WindowCounts window_counts(std::span<const kv::KvBlockView> blocks, int64_t window,
+                           std::vector<uint8_t>* behind = nullptr);
 
 // A stable colour per owner (conversation id): the same id always gets the same colour, and
 // ids that differ by less than the palette size get different ones. -1 (no owner) is grey.

@@ -62,8 +62,20 @@ struct CounterSample {
 enum class TierMove { t0_to_t1, t1_to_t0, to_t2, t2_to_t0 };
 constexpr int k_n_tier_moves = 4;
 
+// One KV group's picture (docs/ARCHITECTURE.md §3.9), or the whole cache's for a model of one
+// group. A model of several groups: this is group 0's (the global layers) and more_groups holds
+// the others (group 1: the local layers of window W), each drawn with its own block map and
+// tier bars. The totals (used_bytes, capacity_bytes, used_blocks) add every group up; group_*
+// are this group's own.
 struct KvPicture {
   bool valid = false;  // false until the cache has been described once
+  int32_t group = 0;
+  int32_t n_layers = 0;
+  int64_t window = 0;  // 0: its layers attend to every position
+  std::array<size_t, k_n_kv_tiers> group_used_bytes{};
+  std::array<size_t, k_n_kv_tiers> group_capacity_bytes{};
+  std::array<int64_t, k_n_kv_tiers> group_used_blocks{};
+  std::vector<KvPicture> more_groups;  // groups 1.. (empty for most models)
   int64_t block_tokens = 0;
   size_t block_bytes = 0;
   std::array<size_t, k_n_kv_tiers> used_bytes{};

@@ -4,9 +4,12 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "ui/format.h"
 #include "ui/memory_draw.h"
+#include "ui/memory_layout.h"
 #include "ui/views.h"
 
 namespace kvc::ui {
@@ -56,6 +59,37 @@ void session_summary(const MemoryState& m) {
   text_disabled_wrapped(line.c_str());
 }
 
+// A model of several KV groups (Gemma's global and local layers): the conversations' legend
+// once, then each group's heading, its own tier bars on one row and its block map, the height
+// shared out evenly.
+void draw_groups(const AppSnapshot& snap) {
+  const MemoryState& m = snap.memory;
+  const std::vector<const KvPicture*> groups = kv_groups(m.kv);
+  const float spacing = ImGui::GetStyle().ItemSpacing.y;
+  draw_share_legend(snap, m.kv);
+  ImGui::BeginChild("memory.block_map", ImVec2(0, -(block_map_legend_height(m) + spacing)), false);
+  const float total_h = ImGui::GetContentRegionAvail().y;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const KvPicture& g = *groups[i];
+    const float y0 = ImGui::GetCursorPosY();
+    const float group_h = std::max(ImGui::GetFrameHeight() * 5.0f, total_h / static_cast<float>(groups.size()));
+    const double per_token =
+        g.block_tokens > 0 ? static_cast<double>(g.block_bytes) / static_cast<double>(g.block_tokens) : 0;
+    ImGui::TextColored(colors::accent, "%s", kv_group_label(g, false).c_str());
+    ImGui::SameLine();
+    const int64_t n_blocks = g.n_blocks_on_tier[0] + g.n_blocks_on_tier[1] + g.n_blocks_on_tier[2];
+    ImGui::TextDisabled("%s per token  ·  %lld blocks", format_bytes(per_token).c_str(),
+                        static_cast<long long>(n_blocks));
+    draw_tier_shares(snap, g, true, true);
+    const float used = ImGui::GetCursorPosY() - y0;
+    ImGui::BeginChild(("memory.block_map.g" + std::to_string(i)).c_str(),
+                      ImVec2(0, std::max(ImGui::GetFrameHeight() * 3.0f, group_h - used - spacing)), false);
+    draw_block_map(snap, g);
+    ImGui::EndChild();
+  }
+  ImGui::EndChild();
+}
+
 }  // namespace
 
 void MemoryView::draw(ViewContext& ctx) {
@@ -87,12 +121,17 @@ void MemoryView::draw(ViewContext& ctx) {
   }
   if (ImGui::BeginTabBar("memory.tabs")) {
     if (named_tab(ctx.hooks, "memory.tab.blocks", "Blocks")) {
-      draw_tier_shares(ctx.snap);
-      ImGui::Separator();
-      ImGui::BeginChild("memory.block_map", ImVec2(0, -(block_map_legend_height(m) + ImGui::GetStyle().ItemSpacing.y)),
-                        false);
-      draw_block_map(ctx.snap);
-      ImGui::EndChild();
+      if (m.kv.more_groups.empty()) {
+        draw_tier_shares(ctx.snap, m.kv, false, false);
+        draw_share_legend(ctx.snap, m.kv);
+        ImGui::Separator();
+        ImGui::BeginChild("memory.block_map",
+                          ImVec2(0, -(block_map_legend_height(m) + ImGui::GetStyle().ItemSpacing.y)), false);
+        draw_block_map(ctx.snap, m.kv);
+        ImGui::EndChild();
+      } else {
+        draw_groups(ctx.snap);
+      }
       draw_block_map_legend(m);
       ImGui::EndTabItem();
     }

@@ -108,6 +108,11 @@ Result<ModelInfo> read_model_info(const fs::path& path) {
   info.n_vocab = cfg->n_vocab;
   info.kv_bytes_per_token_f16 = cfg->kv_bytes_per_token(2.0);
   info.kv_group = kv::kv_group_for_head_dim(cfg->head_dim);
+  info.n_local_layers = cfg->n_local_layers();
+  if (info.n_local_layers > 0) {
+    info.local_window = cfg->local_window;
+    info.kv_bytes_per_token_local_f16 = cfg->kv_bytes_per_token_local(2.0);
+  }
   std::error_code ec;
   info.file_bytes = fs::file_size(path, ec);
   std::map<std::string, size_t> by_type;  // matrices only: norms are F32 in every file
@@ -131,8 +136,15 @@ Result<ModelInfo> read_model_info(const fs::path& path) {
   return info;
 }
 
+double kv_estimate_bytes(const ModelInfo& info, int64_t n_ctx, double kv_element_bytes, bool full) {
+  const double local = info.kv_bytes_per_token_local_f16 / 2.0 * kv_element_bytes;
+  const double global = info.kv_bytes_per_token_f16 / 2.0 * kv_element_bytes - local;
+  const int64_t local_ctx = !full && info.local_window > 0 ? std::min(n_ctx, info.local_window) : n_ctx;
+  return global * static_cast<double>(n_ctx) + local * static_cast<double>(local_ctx);
+}
+
 double memory_estimate_bytes(const ModelInfo& info, int64_t n_ctx, double kv_element_bytes) {
-  const double kv = info.kv_bytes_per_token_f16 / 2.0 * kv_element_bytes * static_cast<double>(n_ctx);
+  const double kv = kv_estimate_bytes(info, n_ctx, kv_element_bytes);
   // Activations: a few vectors of width n_embd per token of the batch, and the logits.
   const double act = 256.0 * 4.0 * static_cast<double>(8 * info.n_embd + info.n_vocab);
   return static_cast<double>(info.weight_bytes) + kv + act;

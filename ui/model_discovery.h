@@ -54,14 +54,24 @@ struct ModelInfo {
   size_t weight_bytes = 0;
   double kv_bytes_per_token_f16 = 0;  // K and V, all layers
   int kv_group = 0;                   // INT8 / INT4 KV scale group for the head size; 0: F16 only
+  // Gemma's local layers (their own KV group, keeping only the last local_window positions of
+  // each conversation): how many, their window and their part of kv_bytes_per_token_f16; 0: none.
+  int64_t n_local_layers = 0;
+  int64_t local_window = 0;
+  double kv_bytes_per_token_local_f16 = 0;
 };
 
 // Reads the GGUF header (mapped, not loaded) and makes every check loading makes
 // (model::check_model_file), so a file that cannot load says why before Load is pressed.
 Result<ModelInfo> read_model_info(const std::filesystem::path& path);
 
-// Weights + KV at n_ctx tokens with KV elements of kv_element_bytes + activations of a
-// 256-token prefill batch: what loading and filling the context will take.
+// KV bytes of one conversation of n_ctx tokens with elements of kv_element_bytes, as kvchat's
+// cache keeps them: the global layers every position, the local layers (if any) the last
+// local_window. With full, every layer every position (what a cache without KV groups needs).
+double kv_estimate_bytes(const ModelInfo& info, int64_t n_ctx, double kv_element_bytes, bool full = false);
+
+// Weights + KV at n_ctx tokens (kv_estimate_bytes) + activations of a 256-token prefill batch:
+// what loading and filling the context will take.
 double memory_estimate_bytes(const ModelInfo& info, int64_t n_ctx, double kv_element_bytes);
 
 }  // namespace kvc::ui

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "core/kv/kv_format.h"
 #include "core/util/machine_budget.h"
@@ -214,9 +215,21 @@ void ModelView::draw_selected(ViewContext& ctx) {
   // A quantized format the head size cannot use estimates as F16, the format that would run.
   const double q_elem = kv::kv_bytes_per_element(fmt, i.kv_group);
   const double elem = q_elem > 0 ? q_elem : 2.0;
-  const double kv = i.kv_bytes_per_token_f16 / 2.0 * elem * estimate_ctx_;
+  const double kv = kv_estimate_bytes(i, estimate_ctx_, elem);
   row("memory", format_bytes(memory_estimate_bytes(i, estimate_ctx_, elem)) + " (weights " +
                     format_bytes(static_cast<double>(i.weight_bytes)) + " + KV " + format_bytes(kv) + ")");
+  if (i.n_local_layers > 0) {  // Gemma: the local layers' KV group keeps only its window
+    const double local = i.kv_bytes_per_token_local_f16 / 2.0 * elem;
+    const double global = i.kv_bytes_per_token_f16 / 2.0 * elem - local;
+    const double full = kv_estimate_bytes(i, estimate_ctx_, elem, true);
+    row("KV groups", std::to_string(i.n_layer - i.n_local_layers) + " global layers " + format_bytes(global) +
+                         "/token + " + std::to_string(i.n_local_layers) + " local (window " +
+                         std::to_string(i.local_window) + ") " + format_bytes(local) + "/token");
+    char saved[160];
+    std::snprintf(saved, sizeof saved, "%s instead of %s (saves %.1f %%)", format_bytes(kv).c_str(),
+                  format_bytes(full).c_str(), full > 0 ? 100.0 * (1.0 - kv / full) : 0.0);
+    row("KV, window kept", saved);
+  }
   // Free RAM as of the last load, plus the loaded model's weights, which loading this one frees.
   const EngineState& es = ctx.snap.engine;
   MachineResources m{es.mem_total_bytes, es.mem_available_bytes + ctx.snap.model.weight_bytes, es.disk_free_bytes};

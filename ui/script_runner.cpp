@@ -32,6 +32,7 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
   m["last_reply_chars"] = last ? static_cast<double>(last->text.size()) : 0.0;
   m["last_reply_tokens"] = last && last->stats.valid ? static_cast<double>(last->stats.n_tokens) : 0.0;
   m["last_prompt_reused"] = last && last->stats.valid ? static_cast<double>(last->stats.n_prompt_reused) : 0.0;
+  m["last_prompt_recomputed"] = last && last->stats.valid ? static_cast<double>(last->stats.n_prompt_recomputed) : 0.0;
   for (int t = 0; t < 3; ++t) {
     m["last_prompt_from_t" + std::to_string(t)] =
         last && last->stats.valid ? static_cast<double>(last->stats.n_from_tier[t]) : 0.0;
@@ -58,6 +59,32 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
     m["kv_map_t" + std::to_string(t) + "_cells"] = static_cast<double>(map.groups[static_cast<size_t>(t)].cells.size());
   }
   m["kv_map_shared_cells"] = n_shared_cells;
+  // Each KV group (docs/ARCHITECTURE.md §3.9; one for most models, group 0 the global layers):
+  // kv_group<g>_ layers, window, t0/t1/t2_blocks (where its blocks live; t2: those with a disk
+  // copy, as its block map's rows), t0_tokens, in_window_blocks and behind_window(_t0)_blocks
+  // (against each conversation's window), tokens (the furthest position its blocks reach), and
+  // t0_of_history / t2_of_history (the part of those positions on T0 / with a disk copy).
+  const std::vector<const KvPicture*> groups = kv_groups(s.memory.kv);
+  m["kv_n_groups"] = static_cast<double>(groups.size());
+  for (const KvPicture* g : groups) {
+    const std::string k = "kv_group" + std::to_string(g->group) + "_";
+    const WindowCounts w = window_counts(g->blocks, g->window);
+    m[k + "layers"] = static_cast<double>(g->n_layers);
+    m[k + "window"] = static_cast<double>(g->window);
+    m[k + "t0_blocks"] = static_cast<double>(g->n_blocks_on_tier[0]);
+    m[k + "t1_blocks"] = static_cast<double>(g->n_blocks_on_tier[1]);
+    m[k + "t2_blocks"] = static_cast<double>(g->n_blocks_on_disk);
+    m[k + "t0_tokens"] = static_cast<double>(w.n_t0_tokens);
+    m[k + "in_window_blocks"] = static_cast<double>(w.n_in_window);
+    m[k + "behind_window_blocks"] = static_cast<double>(w.n_behind);
+    m[k + "behind_window_t0_blocks"] = static_cast<double>(w.n_behind_on_t0);
+    m[k + "tokens"] = static_cast<double>(w.max_end);
+    // Of the positions the group covers, the part whose blocks are on T0 / have a disk copy.
+    const double covered = static_cast<double>(std::max<int64_t>(1, w.max_end));
+    m[k + "t0_of_history"] = static_cast<double>(w.n_t0_tokens) / covered;
+    m[k + "t2_of_history"] =
+        static_cast<double>(g->n_blocks_on_disk) * static_cast<double>(s.memory.kv.block_tokens) / covered;
+  }
   m["kv_tree_nodes"] = static_cast<double>(s.memory.kv.nodes.size());
   m["kv_timeline_turns"] = static_cast<double>(s.memory.timelines.turns.size());
   double last_cached = 0;  // the timeline's newest request: its prompt tokens found in the cache

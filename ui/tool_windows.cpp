@@ -22,6 +22,22 @@ void int_input(const char* label, int& v, int lo, int hi) {
   v = std::clamp(v, lo, hi);
 }
 
+// The two KV groups apart (F16): bytes per token of each, and what keeping only the local
+// layers' window saves at the context length.
+void draw_layer_groups(const KvEstimate& e, int window, int n_ctx) {
+  ImGui::Separator();
+  ImGui::TextUnformatted("By layer group (F16), as kvchat's cache keeps them");
+  const int64_t n_global = e.n_kv_layers - e.n_local_layers;
+  ImGui::BulletText("global layers (%lld): %s per token, every position", static_cast<long long>(n_global),
+                    format_bytes(e.bytes_per_token_global).c_str());
+  ImGui::BulletText("local layers (%lld), window %d: %s per token, the last %d positions",
+                    static_cast<long long>(e.n_local_layers), window, format_bytes(e.bytes_per_token_local).c_str(),
+                    window);
+  ImGui::TextWrapped("At %d tokens: %s instead of %s with every layer keeping every position (saves %.1f %%)", n_ctx,
+                     format_bytes(e.bytes_per_conversation).c_str(),
+                     format_bytes(e.bytes_per_conversation_full).c_str(), 100.0 * e.saved_fraction());
+}
+
 }  // namespace
 
 void KvCalculatorView::draw(ViewContext& ctx) {
@@ -43,6 +59,10 @@ void KvCalculatorView::draw(ViewContext& ctx) {
     head_dim_ = static_cast<int>(m.head_dim);
     n_ctx_ = static_cast<int>(std::max<int64_t>(1, m.n_ctx));
     if (const int g = kv::kv_group_for_head_dim(m.head_dim); g > 0) group_ = g;  // the engine's group for this head
+    // The model's own local layers (Gemma), so the estimate splits its layer groups as the cache does.
+    const KvWhatIf own = model_local_layers(m.n_local_layers, m.n_layer, m.local_window);
+    local_fraction_ = static_cast<float>(own.local_fraction);
+    if (own.window_tokens > 0) window_tokens_ = static_cast<int>(own.window_tokens);
   }
   ImGui::TextDisabled("%s",
                       seeded_from_ != -1 ? ("shape of " + m.name).c_str() : "shape: TinyLlama 1.1B (no model loaded)");
@@ -108,6 +128,7 @@ void KvCalculatorView::draw(ViewContext& ctx) {
     ImGui::TextDisabled("%lld KV heads, %lld of %d layers store KV, %lld of them local",
                         static_cast<long long>(e->n_kv_head), static_cast<long long>(e->n_kv_layers), n_layer_,
                         static_cast<long long>(e->n_local_layers));
+    if (e->n_local_layers > 0) draw_layer_groups(*e, window_tokens_, n_ctx_);
   }
   ImGui::End();
 }

@@ -49,13 +49,17 @@ Result<tokenizer::Vocabulary> make_vocabulary(const std::string& vocab_from, con
 
 // The shapes of released models people run (from their published configs), for benchmarks:
 // speed depends on the shape and the weight type, not on the values. n_vocab pads the
-// vocabulary to the model's own size.
+// vocabulary to the model's own size. Gemma: window is the local layers' sliding_window (the
+// pattern of five local layers to a global one is the gemma3 architecture's), rope_scale the
+// global layers' linear rope scaling (1: none).
 struct Preset {
   const char* name;
   const char* arch;
   int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, head_dim, n_vocab, n_ctx;
   bool tied;
   float rope_base;
+  int64_t window = 0;
+  float rope_scale = 0;  // 0: the architecture's default
 };
 
 constexpr Preset k_presets[] = {
@@ -64,6 +68,10 @@ constexpr Preset k_presets[] = {
     {"llama3.2-3b", "llama3", 3072, 28, 24, 8, 8192, 0, 128256, 131072, true, 500000.0f},
     {"qwen3-1.7b", "qwen3", 2048, 28, 16, 8, 6144, 128, 151936, 40960, true, 1000000.0f},
     {"mistral-7b", "llama", 4096, 32, 32, 8, 14336, 0, 32768, 32768, false, 1000000.0f},
+    // Gemma 3 1B: 26 layers (22 local of window 512, 4 global), MQA with heads of 256; 4B: 34
+    // layers (window 1024), 4 KV heads, global rope scaled 1/8.
+    {"gemma3-1b", "gemma3", 1152, 26, 4, 1, 6912, 256, 262144, 32768, true, 1000000.0f, 512, 1.0f},
+    {"gemma3-4b", "gemma3", 2560, 34, 8, 4, 10240, 256, 262208, 131072, true, 1000000.0f, 1024, 8.0f},
 };
 
 const Preset* find_preset(const std::string& name) {
@@ -97,6 +105,8 @@ void apply_preset(const Preset& p, MkmodelArgs& a, const Given& given) {
   set("--pad-vocab", a.pad_vocab, p.n_vocab);
   if (!given("--tied")) a.spec.tied = p.tied;
   set("--ctx", a.spec.n_ctx, p.n_ctx);
+  if (p.window > 0) set("--window", a.spec.sliding_window, p.window);
+  if (p.rope_scale > 0) set("--rope-scale-factor", a.spec.rope_scale_factor, p.rope_scale);
 }
 
 // Appends unused tokens ("<unused_N>") until the vocabulary has n tokens: a model with the

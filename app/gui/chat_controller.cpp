@@ -565,6 +565,8 @@ void ChatController::do_load_model(const std::string& requested) {
   ms.n_head = c.n_head;
   ms.n_kv_head = c.n_head_kv;
   ms.head_dim = c.head_dim;
+  ms.n_local_layers = c.n_local_layers();
+  ms.local_window = ms.n_local_layers > 0 ? c.local_window : 0;
   ms.weight_bytes = model_->weight_bytes();
   ms.n_params = 0;
   for (const auto& t : model_->file().tensors()) ms.n_params += t.n_elements();

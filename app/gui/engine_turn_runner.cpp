@@ -93,7 +93,9 @@ void EngineTurnRunner::observe(const kv::KvCache& cache) {
     std::lock_guard lock(streams_mu_);
     std::vector<kv::KvOwner> owners;
     owners.reserve(streams_.size());
-    for (const auto& [id, st] : streams_) owners.push_back(kv::KvOwner{id, st.tokens, st.keys});
+    for (const auto& [id, st] : streams_) {
+      owners.push_back(kv::KvOwner{id, st.tokens, st.keys.front(), std::span(st.keys).subspan(1)});
+    }
     kv::KvViewOptions o;
     o.owners = owners;
     cache.describe(v, o);
@@ -106,7 +108,9 @@ void EngineTurnRunner::observe(const kv::KvCache& cache) {
 
 void EngineTurnRunner::set_stream(int64_t conversation, std::vector<int32_t> tokens) {
   const auto B = static_cast<size_t>(cache_->block_tokens());
+  const auto n_groups = static_cast<size_t>(cache_->n_groups());
   Stream st;
+  st.keys.resize(n_groups);
   {
     // A new turn extends the stream last seen: its blocks' keys are kept, only the new ones hashed.
     std::lock_guard lock(streams_mu_);
@@ -115,14 +119,20 @@ void EngineTurnRunner::set_stream(int64_t conversation, std::vector<int32_t> tok
       const size_t n = std::min(old.size(), tokens.size());
       const size_t common = static_cast<size_t>(
           std::mismatch(old.begin(), old.begin() + static_cast<std::ptrdiff_t>(n), tokens.begin()).first - old.begin());
-      const size_t n_keep = std::min(common / B, it->second.keys.size());
-      st.keys.assign(it->second.keys.begin(), it->second.keys.begin() + static_cast<std::ptrdiff_t>(n_keep));
+      for (size_t g = 0; g < n_groups; ++g) {
+        const std::vector<kv::BlockKey>& had = it->second.keys[g];
+        const size_t n_keep = std::min(common / B, had.size());
+        st.keys[g].assign(had.begin(), had.begin() + static_cast<std::ptrdiff_t>(n_keep));
+      }
     }
   }
-  kv::BlockKey key = st.keys.empty() ? cache_->fingerprint() : st.keys.back();
-  for (size_t p = st.keys.size() * B; p + B <= tokens.size(); p += B) {
-    key = kv::chain_key(key, std::span<const int32_t>(tokens).subspan(p, B));
-    st.keys.push_back(key);
+  for (size_t g = 0; g < n_groups; ++g) {  // every KV group's chain (one group for most models)
+    std::vector<kv::BlockKey>& keys = st.keys[g];
+    kv::BlockKey key = keys.empty() ? cache_->group(static_cast<kv::KvGroup>(g)).fingerprint() : keys.back();
+    for (size_t p = keys.size() * B; p + B <= tokens.size(); p += B) {
+      key = kv::chain_key(key, std::span<const int32_t>(tokens).subspan(p, B));
+      keys.push_back(key);
+    }
   }
   st.tokens = std::move(tokens);
   std::lock_guard lock(streams_mu_);
@@ -221,6 +231,7 @@ Result<TurnResult> EngineTurnRunner::run(const TurnRequest& request,
   out.stats.n_prompt = n_prompt;
   out.stats.n_prompt_reused = res.prefix.n_cached;
   for (int t = 0; t < 3; ++t) out.stats.n_from_tier[t] = res.prefix.n_from_tier[t];
+  out.stats.n_prompt_recomputed = res.prefix.n_recomputed;
   out.stats.ttft_ms = res.ttft_ms;
   out.stats.prefill_ms = res.prefill_ms;
   out.stats.decode_ms = res.ttft_ms > 0 ? res.total_ms - res.ttft_ms : 0;

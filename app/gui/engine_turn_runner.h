@@ -78,12 +78,12 @@ class EngineTurnRunner final : public TurnRunner {
   std::atomic<int64_t> n_turn_tokens_{0};  // the last turn's prompt and reply
 
   // Conversations' token streams as last seen (opened, or history ++ segment ++ reply): the
-  // block map's owners, with their full blocks' chain keys (computed on the caller's thread,
+  // block map's owners, with their full blocks' chain keys in every KV group (computed on the caller's thread,
   // extending the previous stream's, so the engine thread never hashes a history). Written by
   // the caller, read by the engine thread's observer.
   struct Stream {
     std::vector<int32_t> tokens;
-    std::vector<kv::BlockKey> keys;
+    std::vector<std::vector<kv::BlockKey>> keys;  // (n_groups, full blocks): each KV group's own chain
   };
   std::mutex streams_mu_;
   std::map<int64_t, Stream> streams_;

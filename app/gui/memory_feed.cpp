@@ -18,7 +18,31 @@ void MemoryFeed::fill(const kv::KvView& v, ui::MemoryState& out) {
 }
 
 void MemoryFeed::fill_picture(const kv::KvView& v, ui::KvPicture& p) {
+  fill_group(v, p);
+  p.more_groups.resize(v.more_groups.size());
+  for (size_t g = 0; g < v.more_groups.size(); ++g) fill_group(v.more_groups[g], p.more_groups[g]);
+
+  const kv::KvCounters& k = v.metrics.counters;
+  const int64_t now = kv::now_us();
+  if (t_start_us_ == 0) t_start_us_ = now;
+  if (samples_.empty() || now - last_sample_us_ >= k_sample_interval_us) {
+    last_sample_us_ = now;
+    if (samples_.size() == k_max_samples) samples_.erase(samples_.begin());
+    samples_.push_back(ui::CounterSample{static_cast<double>(now - t_start_us_) / 1e6,
+                                         k.n_evictions[0] + k.n_evictions[1] + k.n_evictions[2], p.n_wasted_tokens});
+  }
+}
+
+void MemoryFeed::fill_group(const kv::KvView& v, ui::KvPicture& p) {
   p.valid = true;
+  p.group = v.group;
+  p.n_layers = v.n_layers;
+  p.window = v.window;
+  for (size_t t = 0; t < kv::k_n_data_tiers; ++t) {
+    p.group_used_bytes[t] = static_cast<size_t>(v.group_tiers[t].used_bytes);
+    p.group_capacity_bytes[t] = static_cast<size_t>(v.group_tiers[t].capacity_bytes);
+    p.group_used_blocks[t] = v.group_tiers[t].used_blocks;
+  }
   p.block_tokens = v.metrics.block_size;
   p.block_bytes = static_cast<size_t>(v.block_bytes);
   for (size_t t = 0; t < kv::k_n_data_tiers; ++t) {
@@ -54,15 +78,6 @@ void MemoryFeed::fill_picture(const kv::KvView& v, ui::KvPicture& p) {
   p.n_copies_on_write = k.n_copies_on_write;
   p.n_wasted_tokens = v.metrics.fragmentation.n_wasted_tokens;
   p.wasted_bytes = static_cast<size_t>(v.metrics.fragmentation.wasted_bytes);
-
-  const int64_t now = kv::now_us();
-  if (t_start_us_ == 0) t_start_us_ = now;
-  if (samples_.empty() || now - last_sample_us_ >= k_sample_interval_us) {
-    last_sample_us_ = now;
-    if (samples_.size() == k_max_samples) samples_.erase(samples_.begin());
-    samples_.push_back(ui::CounterSample{static_cast<double>(now - t_start_us_) / 1e6,
-                                         k.n_evictions[0] + k.n_evictions[1] + k.n_evictions[2], p.n_wasted_tokens});
-  }
 }
 
 void MemoryFeed::read_events(ui::KvTimelines& out) {

@@ -26,6 +26,7 @@ class MemoryFeed {
 
  private:
   void fill_picture(const kv::KvView& v, ui::KvPicture& p);
+  void fill_group(const kv::KvView& v, ui::KvPicture& p);  // one KV group's part (no counter samples)
   void read_events(ui::KvTimelines& out);
 
   const kv::KvEventLog& log_;

@@ -32,7 +32,7 @@ void KvCache::describe(KvView& out, const KvViewOptions& options) const {
   std::vector<KvOwner> owners(options.owners.begin(), options.owners.end());
   const bool owners_are_seqs = owners.empty();
   if (owners_are_seqs) {
-    for (SeqId id : seq_ids) owners.push_back(KvOwner{id, seqs.at(id).tokens, {}});
+    for (SeqId id : seq_ids) owners.push_back(KvOwner{id, seqs.at(id).tokens, {}, {}});
   }
 
   // Full blocks: an owner holds the chain of indexed keys its tokens spell.
@@ -185,6 +185,35 @@ void KvCache::describe(KvView& out, const KvViewOptions& options) const {
   }
   m.counters = telemetry_->counters();
   m.fragmentation = internal_fragmentation(seq_lengths, B, bb);
+
+  out.n_layers = layout().n_layer;
+  out.window = window();
+  for (Tier t : {Tier::t0, Tier::t1}) {
+    const TierUsageBytes u = store_->tier_usage(t);
+    out.group_tiers[static_cast<size_t>(tier_index(t))] =
+        TierUsage{u.used_bytes, u.capacity_bytes, u.used_blocks, u.capacity_blocks};
+  }
+  TierUsage& t2 = out.group_tiers[static_cast<size_t>(tier_index(Tier::t2))];
+  t2 = m.tiers[static_cast<size_t>(tier_index(Tier::t2))];
+  t2.used_blocks = out.n_blocks_on_cold;
+  t2.used_bytes = out.n_blocks_on_cold * bb;
+
+  // The other KV groups, each by its own describe(), its owners keyed by its own chain.
+  out.group = 0;
+  out.more_groups.resize(more_.size());
+  std::vector<KvOwner> group_owners;
+  for (size_t g = 0; g < more_.size(); ++g) {
+    group_owners.clear();
+    for (const KvOwner& o : options.owners) {
+      KvOwner owner{o.id, o.tokens, {}, {}};
+      if (g < o.more_keys.size()) owner.keys = o.more_keys[g];
+      group_owners.push_back(owner);
+    }
+    KvViewOptions group_options = options;
+    group_options.owners = group_owners;
+    more_[g]->describe(out.more_groups[g], group_options);
+    out.more_groups[g].group = static_cast<int32_t>(g + 1);
+  }
 }
 
 }  // namespace kvc::kv

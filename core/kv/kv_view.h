@@ -24,6 +24,9 @@ struct KvOwner {
   // Optional: the chain keys of tokens' full blocks (stream_block_keys), computed once by the
   // caller so that describe() does not hash the whole stream again on every call.
   std::span<const BlockKey> keys;
+  // Optional, for a model of several KV groups: more_keys[g - 1] are group g's keys of the same
+  // blocks (its own chain). A group without them hashes the stream itself.
+  std::span<const std::vector<BlockKey>> more_keys;
 };
 
 struct KvViewOptions {
@@ -67,9 +70,20 @@ struct KvNodeView {
   int32_t first_block = -1;  // index in KvView::blocks of its first block; -1 when left out
 };
 
+// KV groups (docs/ARCHITECTURE.md §3.9): a KvView describes one group, its blocks, tree, shares
+// and counters; KvCache::describe() fills group 0's here and every other group's, the same way,
+// in more_groups (empty for a model of one group). metrics.tiers adds every group up (T2: the
+// one cold store); group_tiers is this group's own part.
 struct KvView {
-  KvMetrics metrics;  // tiers, shares (one per owner), counters, fragmentation
-  uint64_t tick = 0;  // the cache's clock now, for recency
+  int32_t group = 0;
+  int32_t n_layers = 0;  // the group's layers (a model of one group: all of them)
+  int64_t window = 0;    // positions its layers attend to; 0: all (global layers)
+  // The group's own pools on T0 and T1; on T2 its indexed blocks with a disk copy (of the cold
+  // store's capacity, which the groups share).
+  std::array<TierUsage, k_n_data_tiers> group_tiers{};
+  std::vector<KvView> more_groups;  // groups 1.., each with empty more_groups
+  KvMetrics metrics;                // tiers (every group), shares (one per owner), counters, fragmentation
+  uint64_t tick = 0;                // the cache's clock now, for recency
   int64_t block_bytes = 0;
   std::vector<KvBlockView> blocks;  // index blocks in tree pre-order, then private blocks
   std::vector<KvNodeView> nodes;

@@ -123,3 +123,47 @@ TEST_CASE("engine turn runner: streams, reuses history, matches a session, cance
         static_cast<int64_t>(before_second.size()) / 16 * 16);
   CHECK(again->tokens == second_reply);
 }
+
+TEST_CASE("engine turn runner: a Gemma model's memory picture has each KV group, owned by the conversation",
+          "[app][engine]") {
+  auto be = backend::make_cpu_backend(2);
+  // tiny-gemma3-f16: 5 local layers (window 64) and 1 global; blocks of 16 tokens.
+  auto m = model::Model::load(test::model_path("tiny-gemma3-f16.gguf"), *be);
+  REQUIRE(m.ok());
+  app::EngineRunnerOptions o;
+  o.n_ctx = 512;
+  auto r = app::EngineTurnRunner::create(**m, o);
+  REQUIRE(r.ok());
+  app::EngineTurnRunner& runner = **r;
+  std::vector<int32_t> history;
+  for (int turn = 0; turn < 2; ++turn) {  // two turns: the second extends the stream's keys
+    auto a = runner.run({9, history, some_tokens(150, turn), greedy(10), {}, {}},
+                        [](const app::TurnDelta&) { return true; });
+    REQUIRE(a.ok());
+    const std::vector<int32_t> msg = some_tokens(150, turn);
+    history.insert(history.end(), msg.begin(), msg.end());
+    history.insert(history.end(), a->tokens.begin(), a->tokens.end());
+  }
+  ui::MemoryState ms;
+  runner.fill_memory(ms);
+  const ui::KvPicture& global = ms.kv;
+  REQUIRE(global.more_groups.size() == 1);
+  const ui::KvPicture& local = global.more_groups[0];
+  CHECK(global.n_layers == 1);
+  CHECK(global.window == 0);
+  CHECK(local.group == 1);
+  CHECK(local.n_layers == 5);
+  CHECK(local.window == 64);
+  CHECK(local.block_bytes == 5 * global.block_bytes);
+  // Both groups hold the conversation's full blocks, attributed to it through each group's chain.
+  const auto n_full = static_cast<int64_t>(history.size()) / 16;
+  for (const ui::KvPicture* g : {&global, &local}) {
+    int64_t n_owned = 0;
+    for (const kv::KvBlockView& b : g->blocks) n_owned += !b.is_private && b.owner_id == 9;
+    CHECK(n_owned >= n_full - 1);
+    CHECK(g->group_used_blocks[0] > 0);
+    REQUIRE(!g->shares.empty());
+    CHECK(g->shares[0].owner == 9);
+  }
+  CHECK(global.used_bytes[0] == global.group_used_bytes[0] + local.group_used_bytes[0]);
+}

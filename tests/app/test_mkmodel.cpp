@@ -202,3 +202,46 @@ TEST_CASE("mkmodel: a preset writes its model's architecture, vocabulary size an
   CHECK_THAT(small_pad.err, Catch::Contains("--pad-vocab 100 is smaller than the 512 tokens"));
   CHECK_FALSE(std::filesystem::exists(tmp.file("x.gguf")));
 }
+
+TEST_CASE("mkmodel: the gemma3-1b preset writes Gemma 3 1B's layer pattern, window, heads and vocabulary size",
+          "[app][e2e]") {
+  test::TempDir tmp;
+  // Gemma 3 1B's 26 layers, window and vocabulary, made small in width by the options given.
+  const auto r =
+      test::cli("mkmodel --preset gemma3-1b --type q8_0 --dim 64 --ffn 64 --head-dim 32 -q --vocab-from " +
+                    test::quoted(test::model_path("stories260K.gguf")) + " -o " + test::quoted(tmp.file("g3.gguf")),
+                tmp);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto f = gguf::GgufFile::open(tmp.file("g3.gguf"));
+  REQUIRE(f.ok());
+  CHECK(*f->get_string("general.architecture") == "gemma3");
+  CHECK(*f->get_int("gemma3.block_count") == 26);
+  CHECK(*f->get_int("gemma3.attention.head_count") == 4);
+  CHECK(*f->get_int("gemma3.attention.head_count_kv") == 1);
+  CHECK(*f->get_int("gemma3.attention.key_length") == 32);  // --head-dim, not the preset's 256
+  CHECK(*f->get_int("gemma3.attention.sliding_window") == 512);
+  CHECK(*f->get_int("gemma3.context_length") == 32768);
+  CHECK(*f->get_int("gemma3.vocab_size") == 262144);
+  CHECK(*f->get_float("gemma3.rope.freq_base") == 1e6);
+  CHECK_FALSE(f->get_float("gemma3.rope.scaling.factor").ok());  // 1B: no linear scaling
+  CHECK(f->find_tensor("output.weight") == nullptr);             // tied
+  // Five local layers to a global one: 22 local, 4 global, as inspect reads the file.
+  const auto inspect = test::cli("inspect " + test::quoted(tmp.file("g3.gguf")), tmp);
+  INFO(inspect.err);
+  REQUIRE(inspect.exit_code == 0);
+  CHECK_THAT(inspect.out, Catch::Contains("22 local layers (window 512"));
+  CHECK_THAT(inspect.out, Catch::Contains(") and 4 global"));
+  // The 4B preset scales the global layers' rope by 1/8.
+  const auto r4 = test::cli(
+      "mkmodel --preset gemma3-4b --type q8_0 --dim 64 --layers 6 --heads 2 --kv-heads 1 --ffn 64 --head-dim 32 "
+      "--pad-vocab 0 -q --vocab-from " +
+          test::quoted(test::model_path("stories260K.gguf")) + " -o " + test::quoted(tmp.file("g4.gguf")),
+      tmp);
+  INFO(r4.err);
+  REQUIRE(r4.exit_code == 0);
+  auto f4 = gguf::GgufFile::open(tmp.file("g4.gguf"));
+  REQUIRE(f4.ok());
+  CHECK(*f4->get_int("gemma3.attention.sliding_window") == 1024);
+  CHECK(*f4->get_float("gemma3.rope.scaling.factor") == 8.0);
+}

@@ -8,6 +8,7 @@
 
 #include "core/backend/backend.h"
 #include "core/engine/engine.h"
+#include "core/kv/kv_view.h"
 #include "core/kv/stream_keys.h"
 #include "core/model/kv_setup.h"
 #include "core/model/model.h"
@@ -346,4 +347,78 @@ TEST_CASE("KV groups: a history on disk is staged for both groups while another 
   CHECK(eng.stats().n_staged_blocks >= 15 + 5);  // the global blocks and the local window's
   CHECK(r->tokens == solo(history, 8));
   CHECK(eng.result(busy)->tokens == solo(other, 30));
+}
+
+TEST_CASE("KV groups: describe() gives each group its own blocks, tree, tier use and owners", "[core][kv]") {
+  auto be = backend::make_cpu_backend(1);
+  auto m = model::Model::load(test::model_path("tiny-gemma3-f16.gguf"), *be);
+  REQUIRE(m.ok());
+  model::SessionOptions o;
+  o.n_ctx = 1024;
+  auto s = model::Session::create(**m, o);
+  REQUIRE(s.ok());
+  const std::vector<int32_t> stream = token_stream(400, 5);
+  REQUIRE(s->evaluate(stream).ok());
+  const kv::KvCache& kc = s->cache();
+
+  // The stream's keys in each group's own chain, as the app computes them once per turn.
+  REQUIRE(kc.n_groups() == 2);
+  const std::vector<kv::BlockKey> keys0 = kv::stream_block_keys(kc.group(0).fingerprint(), kc.block_tokens(), stream);
+  const std::vector<std::vector<kv::BlockKey>> keys1 = {
+      kv::stream_block_keys(kc.group(1).fingerprint(), kc.block_tokens(), stream)};
+  const kv::KvOwner with_keys{7, stream, keys0, keys1};
+  const kv::KvOwner hashed{7, stream, {}, {}};
+  for (const kv::KvOwner& owner : {with_keys, hashed}) {
+    kv::KvViewOptions vo;
+    vo.owners = std::span(&owner, 1);
+    kv::KvView v;
+    kc.describe(v, vo);
+    CHECK(v.group == 0);
+    CHECK(v.n_layers == 1);
+    CHECK(v.window == 0);
+    REQUIRE(v.more_groups.size() == 1);
+    const kv::KvView& local = v.more_groups[0];
+    CHECK(local.group == 1);
+    CHECK(local.n_layers == 5);
+    CHECK(local.window == k_window);
+    CHECK(local.more_groups.empty());
+    CHECK(local.block_bytes == 5 * v.block_bytes);
+    // Both groups index the 400 positions' 25 full blocks, each in its own chain, owned by the stream.
+    int64_t n_full = 0;
+    for (const kv::KvView* g : {static_cast<const kv::KvView*>(&v), &local}) {
+      n_full = 0;
+      for (const kv::KvBlockView& b : g->blocks) {
+        if (b.is_private) continue;
+        ++n_full;
+        CHECK(b.owner_id == 7);
+      }
+      CHECK(n_full == 400 / k_block);
+      CHECK(!g->nodes.empty());
+    }
+    CHECK(v.blocks.front().key != local.blocks.front().key);
+    // Each group's own pools; the totals add both up.
+    for (kv::Tier t : {kv::Tier::t0, kv::Tier::t1}) {
+      const auto ti = static_cast<size_t>(kv::tier_index(t));
+      CHECK(v.group_tiers[ti].used_blocks == kc.tier_usage(t, 0).used_blocks);
+      CHECK(local.group_tiers[ti].used_blocks == kc.tier_usage(t, 1).used_blocks);
+      CHECK(v.metrics.tiers[ti].used_bytes == v.group_tiers[ti].used_bytes + local.group_tiers[ti].used_bytes);
+    }
+    CHECK(local.group_tiers[0].used_bytes == local.group_tiers[0].used_blocks * local.block_bytes);
+    // Shares are each group's: the owner holds the group's blocks' bytes.
+    REQUIRE(local.metrics.shares.size() == 1);
+    CHECK(local.metrics.shares[0].seq_id == 7);
+    CHECK(local.metrics.shares[0].bytes[0] >= 4 * local.block_bytes);
+  }
+
+  // A model of one group: no more groups, its layers all of the model's.
+  auto llama = model::Model::load(test::model_path("tiny-gqa-q8_0.gguf"), *be);
+  REQUIRE(llama.ok());
+  auto ls = model::Session::create(**llama, o);
+  REQUIRE(ls.ok());
+  REQUIRE(ls->evaluate(stream).ok());
+  kv::KvView lv;
+  ls->cache().describe(lv);
+  CHECK(lv.more_groups.empty());
+  CHECK(lv.n_layers == (*llama)->config().n_layer);
+  CHECK(lv.window == 0);
 }

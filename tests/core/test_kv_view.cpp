@@ -157,7 +157,7 @@ TEST_CASE("kv view: demoted blocks show on T1, owners given by the caller colour
   c.cache->demote_all_unpinned(Tier::t1);
   REQUIRE(c.cache->check_invariants().ok());
 
-  const kv::KvOwner owners[] = {{7, a_tokens, {}}, {9, b_tokens, {}}};
+  const kv::KvOwner owners[] = {{7, a_tokens, {}, {}}, {9, b_tokens, {}, {}}};
   kv::KvViewOptions o;
   o.owners = owners;
   kv::KvView v;
@@ -192,8 +192,8 @@ TEST_CASE("kv view: owners' precomputed block keys colour the blocks as their to
   const auto a_keys = kv::stream_block_keys(c.cache->fingerprint(), k_b, a_tokens);
   const auto b_keys = kv::stream_block_keys(c.cache->fingerprint(), k_b, b_tokens);
   REQUIRE(a_keys.size() == 3);
-  const kv::KvOwner by_tokens[] = {{7, a_tokens, {}}, {9, b_tokens, {}}};
-  const kv::KvOwner by_keys[] = {{7, a_tokens, a_keys}, {9, b_tokens, b_keys}};
+  const kv::KvOwner by_tokens[] = {{7, a_tokens, {}, {}}, {9, b_tokens, {}, {}}};
+  const kv::KvOwner by_keys[] = {{7, a_tokens, a_keys, {}}, {9, b_tokens, b_keys, {}}};
   kv::KvView v1, v2;
   kv::KvViewOptions o;
   o.owners = by_tokens;
@@ -208,7 +208,7 @@ TEST_CASE("kv view: owners' precomputed block keys colour the blocks as their to
   CHECK(v2.n_shared_blocks == 2);
   CHECK(v1.metrics.shares[0].bytes == v2.metrics.shares[0].bytes);
   // Keys that stop short (a stale list) attribute only the blocks they name.
-  const kv::KvOwner short_keys[] = {{7, a_tokens, std::span(a_keys).first(1)}};
+  const kv::KvOwner short_keys[] = {{7, a_tokens, std::span(a_keys).first(1), {}}};
   o.owners = short_keys;
   c.cache->describe(v2, o);
   int n_owned = 0;

@@ -131,3 +131,47 @@ TEST_CASE("kv calculator: an unknown shape is a message, not a crash", "[ui]") {
   CHECK(e.error().message.find("load a model") != std::string::npos);
   CHECK_FALSE(estimate_kv(k_tinyllama, {}, KvFormat::int8, 0, 10).ok());
 }
+
+TEST_CASE("kv calculator: Gemma 3 1B and 4B per layer group, and what the local layers' window saves", "[ui]") {
+  // Gemma 3 1B: 26 layers (22 local of window 512, 4 global), 4 query heads, 1 KV head of 256.
+  constexpr KvShape gemma3_1b{26, 4, 1, 256};
+  const KvWhatIf w1 = kvc::ui::model_local_layers(22, 26, 512);
+  auto e = estimate_kv(gemma3_1b, w1, KvFormat::f16, 32, 32768);
+  REQUIRE(e.ok());
+  CHECK(e->n_local_layers == 22);
+  CHECK(e->bytes_per_token_layer == 1024);  // 2 * 1 * 256 * 2
+  CHECK(e->bytes_per_token == 26624);
+  CHECK(e->bytes_per_token_local == 22528);
+  CHECK(e->bytes_per_token_global == 4096);
+  // At its 32K context: the global layers keep every position, the local ones 512.
+  CHECK(e->bytes_per_conversation == 4096.0 * 32768 + 22528.0 * 512);  // 139 MiB
+  CHECK(e->bytes_per_conversation_full == 26624.0 * 32768);            // 832 MiB
+  CHECK(e->saved_fraction() == Approx(1.0 - 145752064.0 / 872415232.0));
+  CHECK(e->saved_fraction() > 0.83);
+  // INT8 KV (one F16 scale per 32 values): the same split, 1.0625 bytes an element.
+  e = estimate_kv(gemma3_1b, w1, KvFormat::int8, 32, 4096);
+  REQUIRE(e.ok());
+  CHECK(e->bytes_per_token_local == 22 * 2 * 256 * 1.0625);
+  CHECK(e->bytes_per_token_global == 4 * 2 * 256 * 1.0625);
+  // Within the window nothing is saved.
+  e = estimate_kv(gemma3_1b, w1, KvFormat::f16, 32, 512);
+  REQUIRE(e.ok());
+  CHECK(e->saved_fraction() == 0);
+
+  // Gemma 3 4B: 34 layers (29 local of window 1024, 5 global), 8 query heads, 4 KV heads of 256.
+  constexpr KvShape gemma3_4b{34, 8, 4, 256};
+  e = estimate_kv(gemma3_4b, kvc::ui::model_local_layers(29, 34, 1024), KvFormat::f16, 32, 131072);
+  REQUIRE(e.ok());
+  CHECK(e->n_local_layers == 29);
+  CHECK(e->bytes_per_token_local == 29 * 4096);
+  CHECK(e->bytes_per_token_global == 5 * 4096);
+  CHECK(e->bytes_per_conversation == 20480.0 * 131072 + 118784.0 * 1024);
+  CHECK(e->saved_fraction() == Approx(1.0 - (20480.0 * 131072 + 118784.0 * 1024) / (139264.0 * 131072)));
+
+  // A model without local layers: everything global, nothing saved.
+  e = estimate_kv(KvShape{22, 32, 4, 64}, kvc::ui::model_local_layers(0, 22, 0), KvFormat::f16, 32, 2048);
+  REQUIRE(e.ok());
+  CHECK(e->bytes_per_token_local == 0);
+  CHECK(e->bytes_per_token_global == e->bytes_per_token);
+  CHECK(e->saved_fraction() == 0);
+}

@@ -239,3 +239,59 @@ TEST_CASE("tier names: one list for labels and names, tiers outside it clamped",
   CHECK(p.age(b) == 0);
   CHECK(short_key(kvc::kv::BlockKey{}).empty());
 }
+
+TEST_CASE("KV groups: headings name the layers and the window, and every group is listed, group 0 first", "[ui]") {
+  KvPicture kv;
+  kv.n_layers = 4;
+  KvPicture local;
+  local.group = 1;
+  local.n_layers = 22;
+  local.window = 512;
+  kv.more_groups.push_back(local);
+  CHECK(kv_group_label(kv, false) == "global layers (4)");
+  CHECK(kv_group_label(kv.more_groups[0], false) == "local layers (22), window 512");
+  KvPicture one;
+  one.n_layers = 5;
+  CHECK(kv_group_label(one, true) == "all layers (5)");
+  const auto groups = kv_groups(kv);
+  REQUIRE(groups.size() == 2);
+  CHECK(groups[0] == &kv);
+  CHECK(groups[1]->window == 512);
+  CHECK(kv_groups(one).size() == 1);
+}
+
+TEST_CASE("KV groups: blocks behind each conversation's window are counted apart, on T0 or not", "[ui]") {
+  // Conversation 0 holds blocks [0, 160) of 16 tokens, conversation 1 [0, 48); window 32.
+  std::vector<kvc::kv::KvBlockView> blocks;
+  for (int64_t p = 0; p < 160; p += 16) blocks.push_back(cell(p < 64 ? 1 : 0, 0, p));
+  for (int64_t p = 0; p < 48; p += 16) blocks.push_back(cell(0, 1, p));
+  for (auto& b : blocks) b.n_tokens = 16;
+  std::vector<uint8_t> behind;
+  const WindowCounts c = window_counts(blocks, 32, &behind);
+  // Conversation 0: blocks ending at or before 128 are behind (8 of 10), 4 of them on T0.
+  // Conversation 1: the block ending at 16 is behind (end 48 - 32).
+  CHECK(c.n_behind == 9);
+  CHECK(c.n_in_window == 4);
+  CHECK(c.n_behind_on_t0 == 5);
+  CHECK(c.max_end == 160);
+  CHECK(c.n_t0_tokens == 16 * (6 + 3));
+  REQUIRE(behind.size() == blocks.size());
+  CHECK(behind[7] == 1);   // [112, 128)
+  CHECK(behind[8] == 0);   // [128, 144)
+  CHECK(behind[10] == 1);  // conversation 1's [0, 16)
+  CHECK(behind[11] == 0);
+  // A key without data (the local group's chain behind its checkpoints) is no block: no cell either.
+  std::vector<kvc::kv::KvBlockView> with_key = blocks;
+  with_key.push_back(cell(3, 0, 160));  // Tier::none
+  with_key.back().n_tokens = 16;
+  const WindowCounts k = window_counts(with_key, 32);
+  CHECK(k.n_behind == c.n_behind + 1);  // conversation 0 now ends at 176: [128, 144) falls behind
+  CHECK(k.n_in_window == c.n_in_window - 1);
+  CHECK(k.max_end == 176);
+  const BlockMapLayout l = layout_block_map(with_key, 100.0f, 10.0f, 0.0f);
+  CHECK(l.groups[0].cells.size() + l.groups[1].cells.size() == blocks.size());
+  // No window: every block inside it.
+  const WindowCounts all = window_counts(blocks, 0);
+  CHECK(all.n_behind == 0);
+  CHECK(all.n_in_window == static_cast<int64_t>(blocks.size()));
+}

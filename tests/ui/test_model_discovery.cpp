@@ -100,3 +100,39 @@ TEST_CASE("read_model_info reports a broken file instead of failing", "[ui]") {
   REQUIRE_FALSE(info.ok());
   CHECK_FALSE(info.error().message.empty());
 }
+
+TEST_CASE("read_model_info splits a Gemma 3 model's KV into its layer groups, the local layers keeping their window",
+          "[ui]") {
+  kvc::test::TempDir tmp;
+  // Gemma 3 1B's 26 layers (22 local of window 512, 4 global) and single KV head, narrow.
+  const auto made = kvc::test::cli(
+      "mkmodel --preset gemma3-1b --dim 64 --ffn 64 --head-dim 32 --pad-vocab 0 -q "
+      "--vocab-from " +
+          kvc::test::quoted(kvc::test::model_path("stories260K.gguf")) + " -o " +
+          kvc::test::quoted(tmp.file("g3.gguf")),
+      tmp);
+  INFO(made.err);
+  REQUIRE(made.exit_code == 0);
+  auto info = read_model_info(tmp.file("g3.gguf"));
+  REQUIRE(info.ok());
+  CHECK(info->arch == "gemma3");
+  CHECK(info->n_local_layers == 22);
+  CHECK(info->local_window == 512);
+  // K and V of one KV head of 32, 2 bytes each: 128 bytes per token and layer.
+  CHECK(info->kv_bytes_per_token_f16 == 26 * 128);
+  CHECK(info->kv_bytes_per_token_local_f16 == 22 * 128);
+  // Within the window every layer keeps every position; past it only the 4 global layers grow.
+  CHECK(kv_estimate_bytes(*info, 512, 2.0) == 26.0 * 128 * 512);
+  CHECK(kv_estimate_bytes(*info, 4096, 2.0) == 4.0 * 128 * 4096 + 22.0 * 128 * 512);
+  CHECK(kv_estimate_bytes(*info, 4096, 2.0, true) == 26.0 * 128 * 4096);
+  CHECK(kv_estimate_bytes(*info, 4096, 1.0) == kv_estimate_bytes(*info, 4096, 2.0) / 2);
+  const double at_1k = memory_estimate_bytes(*info, 1024, 2.0);
+  const double at_2k = memory_estimate_bytes(*info, 2048, 2.0);
+  CHECK(at_2k - at_1k == Approx(1024.0 * 4 * 128));
+
+  // A model without local layers is unchanged: one group, every position.
+  auto llama = read_model_info(kvc::test::model_path("stories260K.gguf"));
+  REQUIRE(llama.ok());
+  CHECK(llama->n_local_layers == 0);
+  CHECK(kv_estimate_bytes(*llama, 4096, 2.0) == 4096 * llama->kv_bytes_per_token_f16);
+}
