@@ -28,10 +28,10 @@ TEST_CASE("kvchat GUI: a model downloaded in the Model window is listed at once 
   const std::string model = kvc::test::model_path("stories260K.gguf");
   const std::string bytes = kvc::test::read_file(model);
   kvc::test::LoopbackHttpServer server([&](const kvc::test::HttpRequest& req) {
-    if (req.path == "/files/slow.gguf") {  // about 3 s: time to press Cancel
+    if (req.path == "/files/slow.gguf") {  // about 10 s: time to press Cancel, even at 1 frame a second
       kvc::test::HttpResponse r = kvc::test::serve_file(req, bytes);
       r.chunk_bytes = 32 * 1024;
-      r.chunk_delay_ms = 80;
+      r.chunk_delay_ms = 300;
       return r;
     }
     if (req.path != "/files/stories-dl.gguf") {
@@ -61,7 +61,7 @@ TEST_CASE("kvchat GUI: a model downloaded in the Model window is listed at once 
     {"do": "type", "widget": "model.download_url", "text": ")" +
                              server.url("/files/slow.gguf") + R"("},
     {"do": "click", "widget": "model.download"},
-    {"do": "frames", "n": 10},
+    {"do": "frames", "n": 2},
     {"do": "click", "widget": "model.download_cancel", "timeout_s": 10},
     {"do": "wait_idle", "timeout_s": 30},
     {"do": "assert", "state": "download_status", "value": "cancelled"},
