@@ -226,14 +226,20 @@ void accumulate_range_avx2(const float* w, int64_t w_stride, int n_q, const uint
   }
 }
 
-// out[j][c] = q[j][c] * d[c]; head_dim a multiple of 8.
-void scale_q_f16_avx2(const float* q, int n_q, int head_dim, const uint16_t* d, float* out) {
-  for (int c = 0; c < head_dim; c += k_lanes) {
-    const __m256 dc = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + c)));
-    for (int j = 0; j < n_q; ++j) {
+// ScaleQFn (kv_ops.h); head_dim a multiple of 8.
+void scale_q_f16_avx2(const float* q, int n_q, int head_dim, const uint16_t* d, const uint16_t* m, float scale,
+                      float* out, float* qm) {
+  for (int j = 0; j < n_q; ++j) {
+    __m256 dot = _mm256_setzero_ps();
+    for (int c = 0; c < head_dim; c += k_lanes) {
       const int64_t o = static_cast<int64_t>(j) * head_dim + c;
-      _mm256_storeu_ps(out + o, _mm256_mul_ps(_mm256_loadu_ps(q + o), dc));
+      const __m256 qv = _mm256_loadu_ps(q + o);
+      const __m256 dc = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + c)));
+      const __m256 mc = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(m + c)));
+      _mm256_storeu_ps(out + o, _mm256_mul_ps(qv, dc));
+      dot = _mm256_fmadd_ps(qv, mc, dot);
     }
+    qm[j] = hsum(dot) * scale;
   }
 }
 

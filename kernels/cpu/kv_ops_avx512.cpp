@@ -270,7 +270,7 @@ constexpr KvOpsTable k_avx512_vnni_table = {
     detail::scale_q_f16_avx512,
     score_range_avx512<KvType::q4c>,
     detail::score_range_q4c_vnni,
-    detail::quantize_q_heads_avx512,
+    detail::prepare_q4c_int_avx512,
 };
 
 }  // namespace

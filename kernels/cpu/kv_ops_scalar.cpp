@@ -282,9 +282,15 @@ namespace detail {
 
 void encode_row_q4_fitted(int group, const float* x, int64_t n, uint8_t* out) { encode_q4_fitted(x, n, group, out); }
 
-void scale_q_f16_scalar(const float* q, int n_q, int head_dim, const uint16_t* d, float* out) {
+void scale_q_f16_scalar(const float* q, int n_q, int head_dim, const uint16_t* d, const uint16_t* m, float scale,
+                        float* out, float* qm) {
   for (int j = 0; j < n_q; ++j) {
-    for (int c = 0; c < head_dim; ++c) { out[j * head_dim + c] = q[j * head_dim + c] * fp16_to_f32(d[c]); }
+    float dot = 0.0f;
+    for (int c = 0; c < head_dim; ++c) {
+      out[j * head_dim + c] = q[j * head_dim + c] * fp16_to_f32(d[c]);
+      dot += q[j * head_dim + c] * fp16_to_f32(m[c]);
+    }
+    qm[j] = dot * scale;
   }
 }
 

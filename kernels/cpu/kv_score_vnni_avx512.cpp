@@ -111,18 +111,30 @@ void score_tile(const int8_t* q8, const float* q_scale, const int32_t* q_sums, i
     const uint8_t* kt = k + t * k_stride;
     __m512 r[NJ];
     for (int j = 0; j < NJ; ++j) r[j] = _mm512_setzero_ps();
+    if constexpr (T == KvType::q4c) {  // no group scales: the integer sums run over the whole row
+      __m512i acc[NJ];
+      for (int j = 0; j < NJ; ++j) acc[j] = _mm512_setzero_si512();
 #pragma GCC unroll 4
-    for (int c = 0; c < n_chunks; ++c) {
-      const bool has_next = 2 * c + 1 < n_groups;
-      const __mmask64 mq = has_next ? ~static_cast<__mmask64>(0) : static_cast<__mmask64>(0xffffffffu);
-      __m512 dk;
-      const __m512i u = load_chunk<T>(kt + 2 * c * k_group_bytes<T>, has_next, &dk);
-      for (int j = 0; j < NJ; ++j) {
-        const __m512i qj = _mm512_maskz_loadu_epi8(mq, q8 + j * head_dim + c * k_chunk);
-        const __m512i dot = _mm512_dpbusd_epi32(init[j][c], u, qj);
-        if constexpr (T == KvType::q4c) {
-          r[j] = _mm512_add_ps(_mm512_cvtepi32_ps(dot), r[j]);
-        } else {
+      for (int c = 0; c < n_chunks; ++c) {
+        const bool has_next = 2 * c + 1 < n_groups;
+        const __mmask64 mq = has_next ? ~static_cast<__mmask64>(0) : static_cast<__mmask64>(0xffffffffu);
+        __m512 dk;
+        const __m512i u = load_chunk<T>(kt + 2 * c * k_group_bytes<T>, has_next, &dk);
+        for (int j = 0; j < NJ; ++j) {
+          acc[j] = _mm512_dpbusd_epi32(acc[j], u, _mm512_maskz_loadu_epi8(mq, q8 + j * head_dim + c * k_chunk));
+        }
+      }
+      for (int j = 0; j < NJ; ++j) r[j] = _mm512_cvtepi32_ps(acc[j]);
+    } else {
+#pragma GCC unroll 4
+      for (int c = 0; c < n_chunks; ++c) {
+        const bool has_next = 2 * c + 1 < n_groups;
+        const __mmask64 mq = has_next ? ~static_cast<__mmask64>(0) : static_cast<__mmask64>(0xffffffffu);
+        __m512 dk;
+        const __m512i u = load_chunk<T>(kt + 2 * c * k_group_bytes<T>, has_next, &dk);
+        for (int j = 0; j < NJ; ++j) {
+          const __m512i qj = _mm512_maskz_loadu_epi8(mq, q8 + j * head_dim + c * k_chunk);
+          const __m512i dot = _mm512_dpbusd_epi32(init[j][c], u, qj);
           r[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), dk, r[j]);
         }
       }
@@ -192,34 +204,58 @@ void score_range_q4c_vnni(const int8_t* q8, const float* q_scale, const int32_t*
   score_range<KvType::q4c>(q8, q_scale, q_sums, n_q, head_dim, k, k_stride_bytes, n_pos, scale, scores, score_stride);
 }
 
-// quantize_q_heads (kv_ops_scalar.cpp) without the sums, 16 lanes at a time: the same q8 and
-// scales (amax / 127, round to nearest even). head_dim a multiple of 16.
-void quantize_q_heads_avx512(const float* q, int n_q, int head_dim, int8_t* q8, float* q_scale) {
+// PrepareQ4cIntFn (kv_ops.h): per query head, q * d and q . m in one pass over registers, then
+// int8 levels as quantize_q_heads (kv_ops_scalar.cpp) gives them (amax / 127, nearest even).
+// head_dim a multiple of 32, at most k_max_int_head_dim.
+void prepare_q4c_int_avx512(const float* q, int n_q, int head_dim, const uint16_t* d, const uint16_t* m, float scale,
+                            int8_t* q8, float* q_scale, float* qm) {
+  constexpr int k_max_vectors = k_max_int_head_dim / 16;
+  const int nv = head_dim / 16;
+  __m512 dv[k_max_vectors];
+  __m512 mv[k_max_vectors];
+  for (int i = 0; i < nv; ++i) {
+    dv[i] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d + 16 * i)));
+    mv[i] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(m + 16 * i)));
+  }
   for (int j = 0; j < n_q; ++j) {
     const float* qj = q + static_cast<int64_t>(j) * head_dim;
-    __m512 m = _mm512_setzero_ps();
-    for (int c = 0; c < head_dim; c += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(qj + c)));
-    const float d = _mm512_reduce_max_ps(m) / 127.0f;
-    const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
-    for (int c = 0; c < head_dim; c += 16) {
-      const __m512 v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_loadu_ps(qj + c), id), _mm512_set1_ps(-127.0f)),
-                                     _mm512_set1_ps(127.0f));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q8 + static_cast<int64_t>(j) * head_dim + c),
+    __m512 x[k_max_vectors];
+    __m512 amax = _mm512_setzero_ps();
+    __m512 dot = _mm512_setzero_ps();
+    for (int i = 0; i < nv; ++i) {
+      const __m512 qv = _mm512_loadu_ps(qj + 16 * i);
+      x[i] = _mm512_mul_ps(qv, dv[i]);
+      amax = _mm512_max_ps(amax, _mm512_abs_ps(x[i]));
+      dot = _mm512_fmadd_ps(qv, mv[i], dot);
+    }
+    const float s = _mm512_reduce_max_ps(amax) / 127.0f;
+    const __m512 id = _mm512_set1_ps(s != 0.0f ? 1.0f / s : 0.0f);
+    for (int i = 0; i < nv; ++i) {
+      const __m512 v =
+          _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x[i], id), _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q8 + static_cast<int64_t>(j) * head_dim + 16 * i),
                        _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
     }
-    q_scale[j] = d;
+    q_scale[j] = s;
+    qm[j] = _mm512_reduce_add_ps(dot) * scale;
   }
 }
 
-// out[j][c] = q[j][c] * d[c]; head_dim a multiple of 8 (the last 8 masked).
-void scale_q_f16_avx512(const float* q, int n_q, int head_dim, const uint16_t* d, float* out) {
-  for (int c = 0; c < head_dim; c += 16) {
-    const __mmask16 m = head_dim - c >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>(0x00ff);
-    const __m512 dc = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, d + c));
-    for (int j = 0; j < n_q; ++j) {
+// ScaleQFn (kv_ops.h); head_dim a multiple of 8 (the last 8 masked).
+void scale_q_f16_avx512(const float* q, int n_q, int head_dim, const uint16_t* d, const uint16_t* m, float scale,
+                        float* out, float* qm) {
+  for (int j = 0; j < n_q; ++j) {
+    __m512 dot = _mm512_setzero_ps();
+    for (int c = 0; c < head_dim; c += 16) {
+      const __mmask16 k = head_dim - c >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>(0x00ff);
       const int64_t o = static_cast<int64_t>(j) * head_dim + c;
-      _mm512_mask_storeu_ps(out + o, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, q + o), dc));
+      const __m512 qv = _mm512_maskz_loadu_ps(k, q + o);
+      const __m512 dc = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, d + c));
+      const __m512 mc = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, m + c));
+      _mm512_mask_storeu_ps(out + o, k, _mm512_mul_ps(qv, dc));
+      dot = _mm512_fmadd_ps(qv, mc, dot);
     }
+    qm[j] = _mm512_reduce_add_ps(dot) * scale;
   }
 }
 

@@ -31,17 +31,18 @@ void score_block_per_channel(const KvOpsTable& t, const OpsTable& ops, const Pag
                        static_cast<int64_t>(h) * s.head_dim;
   const uint16_t* scales = minima + n;
   const uint8_t* k = kv.blocks[b] + l.k_row_offset(kv.layer, static_cast<int>(t0 - b * B)) + l.k_head_offset(h);
-  t.scale_q_f16(q, n_group, s.head_dim, scales, q_scaled);
   if (q8 != nullptr) {
-    t.quantize_q(q_scaled, n_group, s.head_dim, q8, q_scale);
+    t.prepare_q4c_int(q, n_group, s.head_dim, scales, minima, s.scale, q8, q_scale, dots);
     t.score_range_q4c_int(q8, q_scale, nullptr, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
-  } else if (l.group != k_kv_group_max) {
-    t.score_range_small_group(KvType::q4c, l.group, q_scaled, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale,
-                              sb, n_att);
   } else {
-    t.score_range_q4c(q_scaled, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
+    t.scale_q_f16(q, n_group, s.head_dim, scales, minima, s.scale, q_scaled, dots);
+    if (l.group != k_kv_group_max) {
+      t.score_range_small_group(KvType::q4c, l.group, q_scaled, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale,
+                                sb, n_att);
+    } else {
+      t.score_range_q4c(q_scaled, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
+    }
   }
-  ops.score_range_f16(q, n_group, s.head_dim, minima, 0, 1, s.scale, dots, 1);
   for (int j = 0; j < n_group; ++j) {
     for (int64_t i = 0; i < t1 - t0; ++i) sb[j * n_att + i] += dots[j];
   }
@@ -82,7 +83,8 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
   const KvType k_type = kv_storage_type(l.k_type);
   const KvType v_type = kv_storage_type(l.v_type);
   const bool k_per_channel = kv_k_per_channel(l.k_type);
-  KVC_KERNEL_CHECK(!k_per_channel || kv.tail_block < 0 || (kv.k_tail != nullptr && kv.v_tail != nullptr));
+  KVC_KERNEL_CHECK(!k_per_channel || kv.tail_block < 0 ||
+                   (kv.k_tail != nullptr && kv.v_tail != nullptr && n_kv > 0 && kv.tail_block == (n_kv - 1) / B));
   // The query's own block's V in F16 (K per channel), added after the rotated V sum.
   const int64_t v_tail_block = k_per_channel && kv.v_tail != nullptr ? kv.tail_block : -1;
   const bool int_k = table_group && !k_per_channel &&
@@ -90,7 +92,7 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
                       (k_type == KvType::q4 && t.score_range_q4_int != nullptr));
   // K per channel: integer scores need q quantized again for every block (scaled by its d).
   const bool int_k_per_channel = table_group && k_per_channel && t.score_range_q4c_int != nullptr &&
-                                 t.quantize_q != nullptr && s.head_dim <= k_max_int_head_dim;
+                                 t.prepare_q4c_int != nullptr && s.head_dim <= k_max_int_head_dim;
   float* q_rot = scratch + n_group * (n_att + s.head_dim / 2 + 1);  // (n_group, head_dim)
   float* anchor_dots = q_rot + group_floats;                        // (n_group): scale q . a for one block's K anchor a
   const bool k_anchored = kv_type_anchored(l.k_type);

@@ -132,11 +132,13 @@ TEST_CASE("kv int4c seals a block no worse than each channel's own min-max grid"
       // The min-max grid (step (hi - lo) / 15) keeps each value within half a step plus the
       // F16 rounding of the minimum and the scale; the fitted grid's squared error is at most
       // that grid's.
-      const double bound = (hi - lo) / 30.0 + 1e-3 * std::max(std::fabs(lo), std::fabs(hi)) + 1e-6;
+      const double bound = static_cast<double>(hi - lo) / 30.0 +
+                           1e-3 * static_cast<double>(std::max(std::fabs(lo), std::fabs(hi))) + 1e-6;
       double sse = 0.0;
       for (int r = 0; r < 16; ++r) {
         const auto i = static_cast<size_t>(r * n + c);
-        sse += (static_cast<double>(kd[i]) - k[i]) * (static_cast<double>(kd[i]) - k[i]);
+        const double e = static_cast<double>(kd[i]) - static_cast<double>(k[i]);
+        sse += e * e;
       }
       CHECK(sse <= 16 * bound * bound);
     }
