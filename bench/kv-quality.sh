@@ -34,7 +34,7 @@ echo "| model | KV (K / V) | bytes/token | KL(F16 ‖ KV) nats/token | top-1 agr
 echo "|---|---|---|---|---|---|---|---|"
 for m in "${models[@]}"; do
   name=$(basename "$m" .gguf)
-  for kv in int8 int8h int4 int4h; do
+  for kv in int8 int8h int4 int4h int4c; do
     r=$("$cli" perplexity -m "$m" -f "$corpus" --kv-type "$kv" -c $ctx --chunks $chunks --greedy $greedy -q)
     bytes=$(sed -n 's/^kv bytes .*, [^ ]* \([0-9.]*\) per token.*/\1/p' <<<"$r")
     kl=$(sed -n 's/^KL([^)]*)  *\([0-9.]*\) nats.*/\1/p' <<<"$r")

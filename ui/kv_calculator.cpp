@@ -14,6 +14,8 @@ double kv_element_bytes(kv::KvFormat format, int group) {
     case kv::KvFormat::int8h: return 1.0 + 2.0 / group;
     case kv::KvFormat::int4:
     case kv::KvFormat::int4h: return 0.5 + 2.0 / group;
+    // K: two F16 rows per block of 16 positions (0.5 + 4 / 16), V as int4h: their mean.
+    case kv::KvFormat::int4c: return 0.5 + (4.0 / 16 + 2.0 / group) / 2;
   }
   return 2.0;
 }

@@ -309,7 +309,8 @@ void register_bench(CLI::App& app) {
   cmd->add_option("-d,--depth", a->depth, "tokens already in the context when prefill and decode are measured")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("--kv-type", a->kv_type, "KV cache format: f16, int8, int4, int8h, int4h")->capture_default_str();
+  cmd->add_option("--kv-type", a->kv_type, "KV cache format: f16, int8, int4, int8h, int4h, int4c")
+      ->capture_default_str();
   cmd->add_option("--parallel", a->parallel,
                   "conversations at once on the engine (e.g. 1,2,4,8): time to first token and aggregate decode "
                   "tokens/s of each width, each conversation with its own --pp prompt and --tg tokens")

@@ -569,7 +569,7 @@ void register_bench_cache(CLI::App& app) {
   cmd->add_option("--history", a->n_history, "tokens of conversation history")->capture_default_str();
   cmd->add_option("--new", a->n_new, "tokens of the new message")->capture_default_str();
   cmd->add_option("--block", a->block_tokens, "tokens per KV block")->capture_default_str()->check(CLI::Range(1, 256));
-  cmd->add_option("--kv-type", a->kv_type, "KV format: f16, int8, int4, int8h, int4h")->capture_default_str();
+  cmd->add_option("--kv-type", a->kv_type, "KV format: f16, int8, int4, int8h, int4h, int4c")->capture_default_str();
   cmd->add_option("--conversations", a->conversations, "conversations in the multi-turn scenario")
       ->capture_default_str();
   cmd->add_option("--turns", a->turns, "turns per conversation in the scenario")->capture_default_str();

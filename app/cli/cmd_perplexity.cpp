@@ -178,7 +178,8 @@ void register_perplexity(CLI::App& app) {
   auto* cmd = app.add_subcommand("perplexity", "perplexity of a text with a KV format, against F16 KV (KL, top-1)");
   add_model_options(*cmd, a->model);
   cmd->add_option("-f,--file", a->file, "text file")->required();
-  cmd->add_option("--kv-type", a->kv_type, "KV cache format: f16, int8, int4, int8h, int4h")->capture_default_str();
+  cmd->add_option("--kv-type", a->kv_type, "KV cache format: f16, int8, int4, int8h, int4h, int4c")
+      ->capture_default_str();
   cmd->add_option("--k-type", a->k_type, "K format, overriding --kv-type for K");
   cmd->add_option("--v-type", a->v_type, "V format, overriding --kv-type for V");
   cmd->add_option("--chunks", a->max_chunks, "score at most this many chunks (0: all)");

@@ -34,12 +34,14 @@ struct Weight {
 // One sequence's part of a batch: rows [row_begin, row_begin + n_tokens) of the batch's
 // activations are its tokens at positions [pos0, pos0 + n_tokens). Its KV lives in paged
 // blocks: blocks[i] (backend memory) holds positions [iB, (i+1)B) of every layer, laid out
-// as kernels::KvBlockLayout says.
+// as kernels::KvBlockLayout says. K per channel (int4c) also has the sequence's holding area
+// for the K and V rows of its partly filled last block (kernels/cpu/kv_block.h), host memory.
 struct SeqSlice {
   std::span<uint8_t* const> blocks;
   int64_t pos0 = 0;
   int64_t n_tokens = 0;
   int64_t row_begin = 0;
+  uint16_t* kv_tail = nullptr;  // K per channel: (n_layer, tail_layer_elems()) F16, else null
 };
 
 class Backend {

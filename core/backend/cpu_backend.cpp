@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/util/assert.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/kv_block.h"
 #include "kernels/cpu/paged_attention.h"
@@ -104,11 +105,57 @@ class CpuBackend final : public Backend {
   void kv_store(const kernels::KvBlockLayout& layout, int layer, std::span<const SeqSlice> seqs, const float* k,
                 const float* v) override {
     const int64_t width = int64_t{layout.n_kv_head} * layout.head_dim;
+    const int64_t B = layout.block_tokens;
+    const bool per_channel = kernels::kv_k_per_channel(layout.k_type);
+    auto tail_of = [&](const SeqSlice& sq) {
+      return per_channel ? sq.kv_tail + layer * layout.tail_layer_elems() : nullptr;
+    };
     auto store = [&](const SeqSlice& sq, int64_t i) {
       const int64_t row = sq.row_begin + i;
-      kernels::kv_store_at(layout, sq.blocks.data(), layer, sq.pos0 + i, k + row * width, v + row * width);
+      kernels::kv_store_at(layout, sq.blocks.data(), layer, sq.pos0 + i, k + row * width, v + row * width, tail_of(sq));
     };
-    for (const SeqSlice& sq : seqs) {
+    if (per_channel) {
+      // The F16 K and V rows of every block this batch writes, from the block's first position
+      // on, for attention to read each query's own block at full precision (own_k_ below).
+      own_k_offset_.resize(seqs.size());
+      int64_t total = 0;
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        own_k_offset_[i] = total;
+        total += seqs[i].pos0 % B + seqs[i].n_tokens;
+      }
+      own_k_.resize(static_cast<size_t>(total * width));
+      own_v_.resize(static_cast<size_t>(total * width));
+      own_k_layer_ = layer;
+    }
+    for (size_t si = 0; si < seqs.size(); ++si) {
+      const SeqSlice& sq = seqs[si];
+      if (per_channel) {
+        // K per channel (kv_block.h): block by block through the holding area, each block
+        // sealed once its last row is there.
+        uint16_t* own_k = own_k_.data() + own_k_offset_[si] * width;
+        uint16_t* own_v = own_v_.data() + own_k_offset_[si] * width;
+        const int64_t n_old = sq.pos0 % B;   // the tail's rows from earlier batches
+        const uint16_t* tail = tail_of(sq);  // K rows, then V rows
+        const size_t row_bytes = static_cast<size_t>(width) * sizeof(uint16_t);
+        std::memcpy(own_k, tail, static_cast<size_t>(n_old) * row_bytes);
+        std::memcpy(own_v, tail + B * width, static_cast<size_t>(n_old) * row_bytes);
+        for (int64_t i0 = 0; i0 < sq.n_tokens;) {
+          const int64_t i1 = std::min(sq.n_tokens, i0 + B - (sq.pos0 + i0) % B);
+          pool_.parallel_for(i1 - i0, 4, [&](int64_t b, int64_t e) {
+            for (int64_t i = i0 + b; i < i0 + e; ++i) {
+              store(sq, i);
+              const int64_t r = (sq.pos0 + i) % B;
+              std::memcpy(own_k + (n_old + i) * width, tail + r * width, row_bytes);
+              std::memcpy(own_v + (n_old + i) * width, tail + (B + r) * width, row_bytes);
+            }
+          });
+          if ((sq.pos0 + i1) % B == 0) {
+            kernels::kv_seal_block(layout, sq.blocks[static_cast<size_t>((sq.pos0 + i1) / B - 1)], layer, tail);
+          }
+          i0 = i1;
+        }
+        continue;
+      }
       if (layout.k_anchor_bytes == 0) {
         pool_.parallel_for(sq.n_tokens, 8, [&](int64_t b, int64_t e) {
           for (int64_t i = b; i < e; ++i) store(sq, i);
@@ -116,7 +163,6 @@ class CpuBackend final : public Backend {
         continue;
       }
       // Anchored K (kv_block.h): block by block, each block's row 0 before its other rows.
-      const int64_t B = layout.block_tokens;
       for (int64_t i0 = 0; i0 < sq.n_tokens;) {
         const int64_t i1 = std::min(sq.n_tokens, i0 + B - (sq.pos0 + i0) % B);
         int64_t first = i0;
@@ -132,6 +178,10 @@ class CpuBackend final : public Backend {
   void attention(const kernels::KvBlockLayout& layout, int layer, std::span<const SeqSlice> seqs, const float* q,
                  const kernels::AttentionShape& s, int64_t window, float* out) override {
     const int64_t width = int64_t{s.n_head} * s.head_dim;
+    const int64_t width_kv = layout.row_elems();
+    const int64_t B = layout.block_tokens;
+    const bool per_channel = kernels::kv_k_per_channel(layout.k_type);
+    KVC_ASSERT(!per_channel || own_k_layer_ == layer);  // kv_store of this layer and batch came first
     int64_t max_kv = 0, n_rows = 0;
     for (const SeqSlice& sq : seqs) {
       max_kv = std::max(max_kv, sq.pos0 + sq.n_tokens);
@@ -155,8 +205,17 @@ class CpuBackend final : public Backend {
         while (row >= seqs[si].row_begin + seqs[si].n_tokens) ++si;
         const SeqSlice& sq = seqs[si];
         const int64_t pos = sq.pos0 + (row - sq.row_begin);
-        const kernels::PagedKvView view{sq.blocks.data(), static_cast<int64_t>(sq.blocks.size()), &layout, layer,
-                                        window};
+        // K per channel: the query's own block in F16, from the rows kv_store kept.
+        const int64_t own_block = pos / B;
+        const int64_t own_row = per_channel ? own_k_offset_[si] + own_block * B - (sq.pos0 - sq.pos0 % B) : 0;
+        const kernels::PagedKvView view{sq.blocks.data(),
+                                        static_cast<int64_t>(sq.blocks.size()),
+                                        &layout,
+                                        layer,
+                                        window,
+                                        per_channel ? own_k_.data() + own_row * width_kv : nullptr,
+                                        per_channel ? own_v_.data() + own_row * width_kv : nullptr,
+                                        per_channel ? own_block : -1};
         kernels::attention_paged(q + row * width, view, pos + 1, s, h, h + 1, out + row * width, scratch);
       }
     });
@@ -185,6 +244,13 @@ class CpuBackend final : public Backend {
   kernels::ThreadPool pool_;
   std::string name_;
   std::vector<std::vector<float>> scratch_;  // per thread: attention scores
+  // K per channel (int4c): the F16 K rows of the blocks the last kv_store wrote, per slice from
+  // its first block's first position; attention reads each query's own block from them, so a
+  // query sees its own block at full precision however the prompt was split into batches.
+  std::vector<uint16_t> own_k_;        // (sum of pos0 % B + n_tokens over slices, n_kv_head * head_dim)
+  std::vector<uint16_t> own_v_;        // the same rows of V
+  std::vector<int64_t> own_k_offset_;  // per slice: its first row in own_k_
+  int own_k_layer_ = -1;
 };
 
 }  // namespace

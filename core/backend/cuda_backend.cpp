@@ -186,7 +186,7 @@ class CudaBackend final : public Backend {
   bool supported_kv(const kernels::KvBlockLayout& l) {
     if (!kernels::kv_type_rotated(l.k_type) && !kernels::kv_type_rotated(l.v_type)) return true;
     if (error_.empty())
-      error_ = "the Hadamard-rotated KV formats (int8h, int4h) are not supported on CUDA yet; use --backend cpu";
+      error_ = "the Hadamard-rotated KV formats (int8h, int4h, int4c) are not supported on CUDA yet; use --backend cpu";
     return false;
   }
 

@@ -447,7 +447,8 @@ std::span<const float> Engine::run(std::span<const Entry> batch, std::vector<mod
     const auto chunk =
         std::span<const int32_t>(e.a->tokens).subspan(static_cast<size_t>(e.a->n_in_kv), static_cast<size_t>(e.n));
     inputs.push_back({chunk, cache_.block_table(e.a->seq), e.a->n_in_kv,
-                      cache_.n_groups() > 1 ? cache_.block_table(e.a->seq, 1) : std::span<uint8_t* const>{}});
+                      cache_.n_groups() > 1 ? cache_.block_table(e.a->seq, 1) : std::span<uint8_t* const>{},
+                      cache_.kv_tail(e.a->seq)});
   }
   auto logits = forward_.eval(inputs, model::Logits::last);
   KVC_ASSERT(logits.ok());  // inputs are built from validated tokens within reserved blocks

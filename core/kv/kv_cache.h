@@ -99,6 +99,10 @@ class KvCache {
   }
   int64_t n_tokens(SeqId id) const { return seqs_->n_tokens(id); }
   std::span<const int32_t> tokens(SeqId id) const { return seqs_->tokens(id); }
+  // K per channel (int4c, group 0): the holding area of the sequence's partly filled last
+  // block's K and V rows, (n_layer, layout().tail_layer_elems()) F16 (kernels/cpu/kv_block.h);
+  // empty for other formats.
+  std::span<uint16_t> kv_tail(SeqId id) { return seqs_->kv_tail(id); }
 
   const kernels::KvBlockLayout& layout() const { return store_->config().layout; }
   int32_t block_tokens() const { return store_->block_tokens(); }

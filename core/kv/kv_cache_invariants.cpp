@@ -10,8 +10,12 @@ namespace kvc::kv {
 Status SequenceTable::check_invariants() const {
   auto fail = [](const std::string& m) { return make_error(ErrorCode::internal, "SequenceTable invariant: " + m); };
   const int64_t B = store_.block_tokens();
+  const kernels::KvBlockLayout& l = store_.config().layout;
+  const auto tail_elems = static_cast<size_t>(k_per_channel() ? int64_t{l.n_layer} * l.tail_layer_elems() : 0);
   for (const auto& [id, s] : seqs_) {
     const BlockTable& t = s.table;
+    if (s.kv_tail.size() != tail_elems)
+      return fail("sequence " + std::to_string(id) + " has no holding area of its size");
     if (!s.pinned) {
       // Parked: no pin and no full block, at most the private tail at its position.
       for (size_t i = 0; i < t.blocks.size(); ++i) {

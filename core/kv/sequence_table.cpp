@@ -34,6 +34,10 @@ SeqId SequenceTable::create_sequence() {
   const SeqId id = next_seq_++;
   Sequence s;
   s.pinned = true;  // active: the shared blocks it publishes hold its references
+  if (k_per_channel()) {
+    const kernels::KvBlockLayout& l = store_.config().layout;
+    s.kv_tail.assign(static_cast<size_t>(int64_t{l.n_layer} * l.tail_layer_elems()), 0);
+  }
   seqs_.emplace(id, std::move(s));
   return id;
 }
@@ -103,7 +107,8 @@ void SequenceTable::truncate(Sequence& s, int64_t n) {
     SeqBlock& last = t.blocks.back();
     if (!last.shared.is_null()) {
       // Copy on write: the tail block becomes private before any position in it changes.
-      const int32_t slot = store_.alloc_t0();
+      // (K per channel: a sealed block has no F16 K rows for the holding area; recompute.)
+      const int32_t slot = k_per_channel() ? -1 : store_.alloc_t0();
       if (slot < 0) {
         // No room for the copy: give the partial block up and recompute its positions.
         release_blocks_from(s, keep_blocks - 1);
@@ -158,7 +163,8 @@ int64_t SequenceTable::probe(SeqId id, std::span<const int32_t> prompt, int64_t 
   const auto& blocks = s.table.blocks;
   int64_t n = n_full * B;
   if (static_cast<int64_t>(lcp) % B != 0 && tail_block == n_full && tail_block < static_cast<int64_t>(blocks.size()) &&
-      blocks[static_cast<size_t>(tail_block)].t0_slot >= 0) {
+      blocks[static_cast<size_t>(tail_block)].t0_slot >= 0 &&
+      (!k_per_channel() || blocks[static_cast<size_t>(tail_block)].shared.is_null())) {
     n = static_cast<int64_t>(lcp);
   }
   return std::min<int64_t>({n, static_cast<int64_t>(cap), static_cast<int64_t>(prompt.size()) - 1});
@@ -197,7 +203,7 @@ Result<PrefixInfo> SequenceTable::prepare(SeqId id, std::span<const int32_t> pro
     if (t.blocks[tail_block].shared.is_null()) {
       tail = t.blocks[tail_block];
       t.blocks[tail_block].t0_slot = -1;  // moved out: not freed with the rest
-    } else if (const int32_t slot = store_.alloc_t0(); slot >= 0) {
+    } else if (const int32_t slot = k_per_channel() ? -1 : store_.alloc_t0(); slot >= 0) {
       store_.copy_t0(t.blocks[tail_block].t0_slot, slot);
       tail = SeqBlock{slot, {}};
       telemetry_.emit(KvEventType::block_copied_on_write, Tier::t0, Tier::t0, index_.key(t.blocks[tail_block].shared),

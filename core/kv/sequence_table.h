@@ -23,6 +23,12 @@
 //           agrees with its slots; every full block it holds is published and pinned on T0 at
 //           the slot it uses; blocks behind the window hold nothing; a parked sequence holds at
 //           most its private tail.
+//   K per channel (int4c): a block's K is encoded once its last row is written, so the K and V
+//           rows of a sequence's partly filled tail live in F16 in its holding area (kv_tail),
+//           which stays valid as long as that private tail does: parked, reused by the next
+//           prepare(), or cut shorter. A tail that would come from a shared (sealed) block has
+//           no F16 rows to hold, so it is given up and its positions recomputed instead of
+//           copied on write (at most B - 1 positions).
 //   Reports: prepare()'s PrefixInfo and block_hit events give each reused token the tier its
 //           block was found on, recorded once by the lookup that found it: prepare's own, or the
 //           prefetch or staging read that moved it up for this sequence (note_moved_up).
@@ -67,6 +73,8 @@ class SequenceTable final : public T0Reclaimer {
     // Blocks a prefetch or staging read moved up for this sequence's next prepare(), which
     // reports such a block, still where it was moved to, under the tier that lookup found it on.
     std::vector<MovedUp> moved_up;
+    // K per channel: rows [0, tokens % B) of each layer hold the tail block's K and V (kv_block.h).
+    std::vector<uint16_t> kv_tail;  // (n_layer, tail_layer_elems()) F16, else empty
   };
 
   explicit SequenceTable(TierStore& store);
@@ -94,6 +102,7 @@ class SequenceTable final : public T0Reclaimer {
   std::span<uint8_t* const> block_table(SeqId id, KvGroup group = 0) const;
   int64_t n_tokens(SeqId id) const { return static_cast<int64_t>(seq(id).tokens.size()); }
   std::span<const int32_t> tokens(SeqId id) const { return seq(id).tokens; }
+  std::span<uint16_t> kv_tail(SeqId id) { return seq(id).kv_tail; }
   const std::unordered_map<SeqId, Sequence>& sequences() const { return seqs_; }
   int64_t internal_fragmentation_tokens() const;
 
@@ -111,6 +120,8 @@ class SequenceTable final : public T0Reclaimer {
   void truncate(Sequence& s, int64_t n);  // keeps n tokens, or fewer when T0 has no room for a copy
   void retire_behind_window(Sequence& s);
   size_t lookup_span(size_t n_prompt, size_t cap) const;  // the prompt positions a capped lookup reads
+  // K per channel: a partial block copied from a shared one would have no F16 K rows.
+  bool k_per_channel() const { return kernels::kv_k_per_channel(store_.config().layout.k_type); }
 
   TierStore& store_;
   RadixIndex& index_;

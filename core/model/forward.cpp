@@ -71,6 +71,11 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
       return make_error(ErrorCode::invalid_argument,
                         "the KV blocks cannot hold positions up to " + std::to_string(in.pos0 + n));
     }
+    const kernels::KvBlockLayout& l0 = layouts_[0];
+    if (kernels::kv_k_per_channel(l0.k_type) &&
+        static_cast<int64_t>(in.kv_tail.size()) < int64_t{l0.n_layer} * l0.tail_layer_elems()) {
+      return make_error(ErrorCode::invalid_argument, "int4c K needs the sequence's holding area (KvCache::kv_tail)");
+    }
     for (int32_t t : in.tokens) {
       if (t < 0 || t >= c.n_vocab) {
         return make_error(
@@ -78,7 +83,8 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
             "token id " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(c.n_vocab));
       }
     }
-    slices_.push_back(backend::SeqSlice{in.blocks, in.pos0, n, static_cast<int64_t>(batch_tokens_.size())});
+    slices_.push_back(backend::SeqSlice{in.blocks, in.pos0, n, static_cast<int64_t>(batch_tokens_.size()),
+                                        in.kv_tail.empty() ? nullptr : in.kv_tail.data()});
     if (two_groups) {
       group1_slices_.push_back(
           backend::SeqSlice{in.group1_blocks, in.pos0, n, static_cast<int64_t>(batch_tokens_.size())});

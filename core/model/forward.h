@@ -20,6 +20,9 @@ struct SeqInput {
   int64_t pos0 = 0;
   // KV group 1's block table (the local layers of a model with two groups, kv_cache.h).
   std::span<uint8_t* const> group1_blocks = {};
+  // K per channel (int4c, group 0): the sequence's holding area of its tail block's K and V
+  // rows, (n_layer, layout.tail_layer_elems()) F16 (KvCache::kv_tail).
+  std::span<uint16_t> kv_tail = {};
 };
 
 enum class Logits { last, all };

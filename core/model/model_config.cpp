@@ -308,6 +308,11 @@ Result<kernels::KvBlockLayout> ModelConfig::kv_group_layout(int g, int block_tok
                                                             kv::KvFormat v_format) const {
   auto whole = kv_layout(block_tokens, k_format, v_format);
   if (!whole.ok() || n_kv_groups() == 1) return whole;
+  if (kernels::kv_k_per_channel(k_format)) {
+    return make_error(ErrorCode::unsupported,
+                      "int4c K holds its partly filled last block in F16 beside the cache, which a model with "
+                      "local-attention layers (a second KV group) does not support yet; use --kv-type int4h");
+  }
   auto layout = kernels::make_kv_block_layout(static_cast<int>(n_kv_group_layers(g)), whole->n_kv_head, whole->head_dim,
                                               block_tokens, k_format, v_format);
   if (!layout) return make_error(ErrorCode::invalid_argument, "cannot lay out KV group " + std::to_string(g));

@@ -94,7 +94,8 @@ Result<std::span<const float>> Session::run(std::span<const int32_t> tokens, Log
                                                       " tokens; raise its budget or shorten the conversation");
     }
     const model::SeqInput in{chunk, cache_->block_table(seq_), cache_->n_tokens(seq_),
-                             cache_->n_groups() > 1 ? cache_->block_table(seq_, 1) : std::span<uint8_t* const>{}};
+                             cache_->n_groups() > 1 ? cache_->block_table(seq_, 1) : std::span<uint8_t* const>{},
+                             cache_->kv_tail(seq_)};
     auto r = forward_->eval({&in, 1}, which);
     if (!r.ok()) return r.error();
     if (which == Logits::all) all_logits_.insert(all_logits_.end(), r->begin(), r->end());

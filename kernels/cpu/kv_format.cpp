@@ -28,6 +28,7 @@ const char* kv_type_name(KvType type) {
     case KvType::q4: return "q4";
     case KvType::q8h: return "q8h";
     case KvType::q4h: return "q4h";
+    case KvType::q4c: return "q4c";
   }
   return "?";
 }

@@ -1,6 +1,6 @@
 // Element formats of the KV cache rows (F16, INT8, INT4 with one scale per group of 32, 16 or 8
-// elements, and their Hadamard-rotated variants) and the conversion of one row between float
-// and its stored bytes.
+// elements, their Hadamard-rotated variants, and INT4 K with per-channel scales over a block)
+// and the conversion of one row between float and its stored bytes.
 #pragma once
 
 #include <cstdint>
@@ -10,17 +10,21 @@ namespace kvc::kernels {
 // One enum for the KV element format everywhere: the kernels say q8 / q4, the cache and the
 // user-facing code int8 / int4 (kv::KvFormat is this type), for the same values. q8h / q4h
 // (int8h / int4h) store each group rotated by a Walsh-Hadamard transform (below) in the bytes
-// of q8 / q4. The values are part of the KV fingerprint: never renumber them.
+// of q8 / q4. q4c (int4c) is a K format with one scale and minimum per channel over a block's
+// B positions (below); as a V format it stores q4h rows. The values are part of the KV
+// fingerprint: never renumber them.
 enum class KvType : uint8_t {
   f16 = 0,
   q8 = 1,
   q4 = 2,
   q8h = 3,
   q4h = 4,
+  q4c = 5,
   int8 = q8,
   int4 = q4,
   int8h = q8h,
   int4h = q4h,
+  int4c = q4c,
 };
 
 // Rotated formats: a group x of g elements is stored as Q(H_g x), H_g the normalized
@@ -40,13 +44,30 @@ enum class KvType : uint8_t {
 // fitted scale shrinks values a little on average, and V's weighted sums keep that bias
 // where its random errors average out; measured on a synthetic model, V KL 0.00063 fitted
 // against 0.00039 plain).
+//
+// q4c K is quantized per channel (as KIVI does) instead of per position: the B K rows a block
+// holds of one layer share, for each channel c (one element of the row), an F16 minimum m_c and
+// scale d_c = (max_c - m_c) / 15 over those B rows, and row t stores n_tc in [0, 15] with
+// x_tc = m_c + d_c n_tc. Trained models' key outliers sit in fixed channels, so a channel's
+// grid fits its own range and no outlier widens another channel's. The grid needs all B rows:
+// a block's K is encoded (sealed, kv_block.h) when its last row is written; until then the
+// rows live in F16 in a holding area of the sequence (the partly filled tail block, which is
+// private and never leaves T0). Attention reads sealed K as q . x_t = q . m + (q * d) . n_t:
+// q is scaled by d once per block, and the nibbles need no per-position scale. q4c V rows are
+// q4h rows (rotated, plain scale), so `--kv-type int4c` is int4c K with int4h V.
 // True when K rows of type t are anchored (V rows never are).
 constexpr bool kv_type_anchored(KvType t) { return t == KvType::q4h; }
-constexpr bool kv_type_rotated(KvType t) { return t == KvType::q8h || t == KvType::q4h; }
-// The type whose bytes a format uses: q8 for q8h, q4 for q4h, the type itself otherwise.
-constexpr KvType kv_storage_type(KvType t) { return t == KvType::q8h ? KvType::q8 : t == KvType::q4h ? KvType::q4 : t; }
+// True when K of type t is quantized per channel over a block (sealed; V never is).
+constexpr bool kv_k_per_channel(KvType t) { return t == KvType::q4c; }
+// Rows encoded by encode_row are rotated (every row of q8h / q4h, the V rows of q4c).
+constexpr bool kv_type_rotated(KvType t) { return t == KvType::q8h || t == KvType::q4h || t == KvType::q4c; }
+// The type whose row bytes a format uses: q8 for q8h, q4 for q4h and q4c (its V rows), the type
+// itself otherwise.
+constexpr KvType kv_storage_type(KvType t) {
+  return t == KvType::q8h ? KvType::q8 : t == KvType::q4h || t == KvType::q4c ? KvType::q4 : t;
+}
 constexpr bool kv_type_quantized(KvType t) { return t != KvType::f16; }
-constexpr bool kv_type_valid(KvType t) { return static_cast<uint8_t>(t) <= static_cast<uint8_t>(KvType::q4h); }
+constexpr bool kv_type_valid(KvType t) { return static_cast<uint8_t>(t) <= static_cast<uint8_t>(KvType::q4c); }
 
 // x := H_g x for each of the n / g groups of x (g a valid group dividing n): the normalized
 // fast Walsh-Hadamard transform, log2(g) butterfly stages. Applying it twice gives x back (up
@@ -100,7 +121,8 @@ constexpr int64_t kv_group_bytes(KvType type, int group) {
     case KvType::q8:
     case KvType::q8h: return 2 + group;
     case KvType::q4:
-    case KvType::q4h: return 2 + group / 2;
+    case KvType::q4h:
+    case KvType::q4c: return 2 + group / 2;  // q4c: its V rows (q4h)
   }
   return 0;
 }
@@ -111,6 +133,12 @@ constexpr int64_t row_bytes(KvType type, int group, int64_t n_elems) {
 }
 
 const char* kv_type_name(KvType type);
+
+// q4c K: a row of a sealed block is n / 2 bytes of nibbles, head after head, each head in chunks
+// of `group` elements packed like a Q4 group without its scale (element j in the low nibble of
+// byte j, j + group / 2 in the high one); the block's per-channel minima and scales are F16
+// rows before its K rows (kv_block.h).
+constexpr int64_t kv_k_per_channel_row_bytes(int64_t n_elems) { return n_elems / 2; }
 
 // out: row_bytes(type, group, n) bytes.  For q8h / q4h the groups are rotated first (and
 // decode_row rotates them back).  For quantized types, group must be valid and divide n (a bug

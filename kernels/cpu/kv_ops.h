@@ -34,7 +34,7 @@ using ScoreRangeQi = void (*)(const int8_t* q8, const float* q_scale, const int3
                               int64_t score_stride);
 
 // The score and accumulate loops above for groups smaller than 32 (type q8 or q4, group 16 or
-// 8, head_dim a multiple of group).
+// 8, head_dim a multiple of group; scores also of type q4c).
 using ScoreRangeSmallQ = void (*)(KvType type, int group, const float* q, int n_q, int head_dim, const uint8_t* k,
                                   int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores,
                                   int64_t score_stride);
@@ -42,7 +42,19 @@ using AccumulateRangeSmallQ = void (*)(KvType type, int group, const float* w, i
                                        const uint8_t* v, int64_t v_stride_bytes, int64_t n_pos, int head_dim,
                                        float* acc);
 
-// Invariant: every pointer is non-null except the ScoreRangeQi ones (null: this ISA scores
+// K per channel (q4c, kv_format.h), once per sealed block and kv head: q scaled by the block's
+// channel scales, out[j][c] = q[j][c] * d[c], and qm[j] = scale * q[j] . m (d, m: head_dim F16,
+// the block's scales and minima). The ScoreRangeQ / ScoreRangeQi loops of type q4c then score
+// scale * out[j] . n_t against the nibbles (n_t in [0, 15]; k rows of head_dim / 2 bytes, chunks
+// of 32 packed as a Q4 group without its scale), and the caller adds qm.  q, out: (n_q, head_dim).
+using ScaleQFn = void (*)(const float* q, int n_q, int head_dim, const uint16_t* d, const uint16_t* m, float scale,
+                          float* out, float* qm);
+// The same for integer scores: out quantized to int8 per query head as quantize_q_heads does
+// (q8, q_scale; no sums: the nibbles need no offset correction), without the float rows.
+using PrepareQ4cIntFn = void (*)(const float* q, int n_q, int head_dim, const uint16_t* d, const uint16_t* m,
+                                 float scale, int8_t* q8, float* q_scale, float* qm);
+
+// Invariant: every pointer is non-null except the ScoreRangeQi ones and prepare_q4c_int (null: this ISA scores
 // quantized K with the float loops), and a table is handed out (kv_ops_for) only when the CPU
 // supports its ISA. F16 rows use the OpsTable of the same ISA (ops_impl.h).
 struct KvOpsTable {
@@ -59,6 +71,10 @@ struct KvOpsTable {
   ScoreRangeQi score_range_q4_int = nullptr;
   ScoreRangeSmallQ score_range_small_group = nullptr;  // groups of 16 and 8
   AccumulateRangeSmallQ accumulate_range_small_group = nullptr;
+  ScaleQFn scale_q_f16 = nullptr;              // q4c K
+  ScoreRangeQ score_range_q4c = nullptr;       // groups of 32; smaller ones: score_range_small_group
+  ScoreRangeQi score_range_q4c_int = nullptr;  // with prepare_q4c_int (head_dim <= k_max_int_head_dim)
+  PrepareQ4cIntFn prepare_q4c_int = nullptr;
 };
 
 // Integer scoring keeps per-chunk correction vectors on the stack, up to this head size.
@@ -93,6 +109,13 @@ void score_range_q8_vnni(const int8_t* q8, const float* q_scale, const int32_t* 
 void score_range_q4_vnni(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q, int head_dim,
                          const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores,
                          int64_t score_stride);
+void score_range_q4c_vnni(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q, int head_dim,
+                          const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores,
+                          int64_t score_stride);
+void prepare_q4c_int_avx512(const float* q, int n_q, int head_dim, const uint16_t* d, const uint16_t* m, float scale,
+                            int8_t* q8, float* q_scale, float* qm);
+void scale_q_f16_avx512(const float* q, int n_q, int head_dim, const uint16_t* d, const uint16_t* m, float scale,
+                        float* out, float* qm);
 // The scalar loops for any valid group (kv_ops_scalar.cpp): the same contracts as the table's
 // loops above with groups of `group` elements (type q8 or q4, head_dim a multiple of group).
 // kv_ops_scalar()'s entries are these at group 32 (and for small groups); every ISA encodes
@@ -100,6 +123,8 @@ void score_range_q4_vnni(const int8_t* q8, const float* q_scale, const int32_t* 
 // Q4 bytes (any valid group) with each group's scale fitted to minimise its squared error
 // (q4h rows, kv_format.h); scalar on every ISA, so the bytes never depend on the CPU.
 void encode_row_q4_fitted(int group, const float* x, int64_t n, uint8_t* out);
+void scale_q_f16_scalar(const float* q, int n_q, int head_dim, const uint16_t* d, const uint16_t* m, float scale,
+                        float* out, float* qm);
 void encode_row_any_group(KvType type, int group, const float* x, int64_t n, uint8_t* out);
 void decode_row_any_group(KvType type, int group, const uint8_t* in, int64_t n, float* out);
 void score_range_any_group(KvType type, int group, const float* q, int n_q, int head_dim, const uint8_t* k,

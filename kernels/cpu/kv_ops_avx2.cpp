@@ -16,8 +16,11 @@ constexpr int k_lanes = 8;
 constexpr int k_q8_bytes = 2 + k_kv_group_max;
 constexpr int k_q4_bytes = 2 + k_kv_group_max / 2;
 // Evaluated at compile time: no inline function from a shared header is compiled here.
+// (q4c K: 16 bytes of nibbles, no scale.)
 template <KvType T>
-constexpr int64_t k_group_bytes = T == KvType::q8 ? k_q8_bytes : k_q4_bytes;
+constexpr int64_t k_group_bytes = T == KvType::q8    ? k_q8_bytes
+                                  : T == KvType::q4c ? k_kv_group_max / 2
+                                                     : k_q4_bytes;
 
 float group_scale(const uint8_t* p) {
   uint16_t bits;
@@ -34,6 +37,14 @@ __m256 to_float(__m128i bytes8, __m256 d) { return _mm256_mul_ps(_mm256_cvtepi32
 
 template <KvType T>
 Group load_group(const uint8_t* p) {
+  if constexpr (T == KvType::q4c) {  // the nibbles as they are (the block's scales are in q)
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i nib = _mm_set1_epi8(0x0f);
+    const __m128i a = _mm_and_si128(bytes, nib);
+    const __m128i b = _mm_and_si128(_mm_srli_epi16(bytes, 4), nib);
+    auto f = [](__m128i x) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(x)); };
+    return {{f(a), f(_mm_srli_si128(a, 8)), f(b), f(_mm_srli_si128(b, 8))}};
+  }
   const __m256 d = _mm256_set1_ps(group_scale(p));
   __m128i a;  // elements [0, 16) as int8
   __m128i b;  // elements [16, 32)
@@ -215,6 +226,23 @@ void accumulate_range_avx2(const float* w, int64_t w_stride, int n_q, const uint
   }
 }
 
+// ScaleQFn (kv_ops.h); head_dim a multiple of 8.
+void scale_q_f16_avx2(const float* q, int n_q, int head_dim, const uint16_t* d, const uint16_t* m, float scale,
+                      float* out, float* qm) {
+  for (int j = 0; j < n_q; ++j) {
+    __m256 dot = _mm256_setzero_ps();
+    for (int c = 0; c < head_dim; c += k_lanes) {
+      const int64_t o = static_cast<int64_t>(j) * head_dim + c;
+      const __m256 qv = _mm256_loadu_ps(q + o);
+      const __m256 dc = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + c)));
+      const __m256 mc = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(m + c)));
+      _mm256_storeu_ps(out + o, _mm256_mul_ps(qv, dc));
+      dot = _mm256_fmadd_ps(qv, mc, dot);
+    }
+    qm[j] = hsum(dot) * scale;
+  }
+}
+
 constexpr KvOpsTable k_avx2_table = {
     Isa::avx2,
     encode_q8_avx2,
@@ -229,6 +257,10 @@ constexpr KvOpsTable k_avx2_table = {
     nullptr,
     detail::score_range_small_group_avx2,
     detail::accumulate_range_small_group_avx2,
+    scale_q_f16_avx2,
+    score_range_avx2<KvType::q4c>,
+    nullptr,
+    nullptr,
 };
 
 }  // namespace

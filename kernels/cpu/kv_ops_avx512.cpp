@@ -21,8 +21,11 @@ constexpr int k_lanes = 16;
 constexpr int k_q8_bytes = 2 + k_kv_group_max;
 constexpr int k_q4_bytes = 2 + k_kv_group_max / 2;
 // Evaluated at compile time: no inline function from a shared header is compiled here.
+// (q4c K: 16 bytes of nibbles, no scale.)
 template <KvType T>
-constexpr int64_t k_group_bytes = T == KvType::q8 ? k_q8_bytes : k_q4_bytes;
+constexpr int64_t k_group_bytes = T == KvType::q8    ? k_q8_bytes
+                                  : T == KvType::q4c ? k_kv_group_max / 2
+                                                     : k_q4_bytes;
 
 float group_scale(const uint8_t* p) {
   uint16_t bits;
@@ -38,6 +41,12 @@ struct Group {
 
 template <KvType T>
 Group load_group(const uint8_t* p) {
+  if constexpr (T == KvType::q4c) {  // the nibbles as they are (the block's scales are in q)
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i nib = _mm_set1_epi8(0x0f);
+    return {_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(bytes, nib))),
+            _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(bytes, 4), nib)))};
+  }
   const __m512 d = _mm512_set1_ps(group_scale(p));
   __m128i a;
   __m128i b;
@@ -238,6 +247,10 @@ constexpr KvOpsTable k_avx512_table = {
     nullptr,
     detail::score_range_small_group_avx2,  // groups of 16 and 8: the AVX2 loops
     detail::accumulate_range_small_group_avx2,
+    detail::scale_q_f16_avx512,
+    score_range_avx512<KvType::q4c>,
+    nullptr,
+    nullptr,
 };
 
 constexpr KvOpsTable k_avx512_vnni_table = {
@@ -254,6 +267,10 @@ constexpr KvOpsTable k_avx512_vnni_table = {
     detail::score_range_q4_vnni,
     detail::score_range_small_group_avx2,
     detail::accumulate_range_small_group_avx2,
+    detail::scale_q_f16_avx512,
+    score_range_avx512<KvType::q4c>,
+    detail::score_range_q4c_vnni,
+    detail::prepare_q4c_int_avx512,
 };
 
 }  // namespace

@@ -169,9 +169,23 @@ float q4_at(const uint8_t* p, float d, int i, int group) {
   return d * static_cast<float>(nib - 8);
 }
 
+// q4c K: the nibble itself (no scale header, no offset; the block's scale is in q).
+float q4c_at(const uint8_t* p, int i, int group) {
+  const int half = group / 2;
+  const uint8_t b = p[i % half];
+  return static_cast<float>(i < half ? (b & 0x0f) : (b >> 4));
+}
+
 template <KvType T>
 float dequant_at(const uint8_t* p, float d, int i, int group) {
+  if constexpr (T == KvType::q4c) return q4c_at(p, i, group);
   return T == KvType::q8 ? q8_at(p, d, i) : q4_at(p, d, i, group);
+}
+
+// Bytes of one group of K rows scored by the loops below (q4c: nibbles only).
+template <KvType T>
+int64_t score_group_bytes(int group) {
+  return T == KvType::q4c ? group / 2 : kv_group_bytes(T, group);
 }
 
 template <KvType T>
@@ -187,7 +201,7 @@ template <KvType T>
 void score_range_scalar(const float* q, int n_q, int head_dim, int group, const uint8_t* k, int64_t k_stride_bytes,
                         int64_t n_pos, float scale, float* scores, int64_t score_stride) {
   const int n_groups = head_dim / group;
-  const int64_t group_bytes = kv_group_bytes(T, group);
+  const int64_t group_bytes = score_group_bytes<T>(group);
   for (int64_t t = 0; t < n_pos; ++t) {
     const uint8_t* kt = k + t * k_stride_bytes;
     for (int j = 0; j < n_q; ++j) {
@@ -195,7 +209,7 @@ void score_range_scalar(const float* q, int n_q, int head_dim, int group, const 
       float dot = 0.0f;
       for (int g = 0; g < n_groups; ++g) {
         const uint8_t* kg = kt + g * group_bytes;
-        const float d = fp16_to_f32(load_u16(kg));
+        const float d = T == KvType::q4c ? 1.0f : fp16_to_f32(load_u16(kg));
         for (int i = 0; i < group; ++i) dot += qj[g * group + i] * dequant_at<T>(kg, d, i, group);
       }
       scores[j * score_stride + t] = dot * scale;
@@ -254,6 +268,10 @@ constexpr KvOpsTable k_scalar_table = {
     nullptr,
     detail::score_range_any_group,
     detail::accumulate_range_any_group,
+    detail::scale_q_f16_scalar,
+    score_range_32<KvType::q4c>,
+    nullptr,
+    nullptr,
 };
 
 }  // namespace
@@ -263,6 +281,18 @@ const KvOpsTable& kv_ops_scalar() { return k_scalar_table; }
 namespace detail {
 
 void encode_row_q4_fitted(int group, const float* x, int64_t n, uint8_t* out) { encode_q4_fitted(x, n, group, out); }
+
+void scale_q_f16_scalar(const float* q, int n_q, int head_dim, const uint16_t* d, const uint16_t* m, float scale,
+                        float* out, float* qm) {
+  for (int j = 0; j < n_q; ++j) {
+    float dot = 0.0f;
+    for (int c = 0; c < head_dim; ++c) {
+      out[j * head_dim + c] = q[j * head_dim + c] * fp16_to_f32(d[c]);
+      dot += q[j * head_dim + c] * fp16_to_f32(m[c]);
+    }
+    qm[j] = dot * scale;
+  }
+}
 
 void encode_row_any_group(KvType type, int group, const float* x, int64_t n, uint8_t* out) {
   if (type == KvType::q8) {
@@ -284,6 +314,8 @@ void score_range_any_group(KvType type, int group, const float* q, int n_q, int 
                            int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores, int64_t score_stride) {
   if (type == KvType::q8) {
     score_range_scalar<KvType::q8>(q, n_q, head_dim, group, k, k_stride_bytes, n_pos, scale, scores, score_stride);
+  } else if (type == KvType::q4c) {
+    score_range_scalar<KvType::q4c>(q, n_q, head_dim, group, k, k_stride_bytes, n_pos, scale, scores, score_stride);
   } else {
     score_range_scalar<KvType::q4>(q, n_q, head_dim, group, k, k_stride_bytes, n_pos, scale, scores, score_stride);
   }

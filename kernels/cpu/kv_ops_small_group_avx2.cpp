@@ -14,7 +14,9 @@ namespace {
 
 constexpr int k_lanes = 8;
 template <KvType T, int G>
-constexpr int64_t k_group_bytes = T == KvType::q8 ? 2 + G : 2 + G / 2;
+constexpr int64_t k_group_bytes = T == KvType::q8    ? 2 + G
+                                  : T == KvType::q4c ? G / 2
+                                                     : 2 + G / 2;
 
 float group_scale(const uint8_t* p) {
   uint16_t bits;
@@ -29,6 +31,26 @@ __m256 to_float(__m128i bytes8, __m256 d) { return _mm256_mul_ps(_mm256_cvtepi32
 // the group's own bytes.
 template <KvType T, int G>
 void load_group(const uint8_t* p, __m256* v) {
+  if constexpr (T == KvType::q4c) {  // K per channel: the nibbles as they are, no scale header
+    __m128i bytes;
+    if constexpr (G == 16) {
+      bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    } else {
+      int32_t four;
+      std::memcpy(&four, p, 4);
+      bytes = _mm_cvtsi32_si128(four);
+    }
+    const __m128i nib = _mm_set1_epi8(0x0f);
+    const __m128i lo = _mm_and_si128(bytes, nib);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), nib);
+    if constexpr (G == 16) {
+      v[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
+      v[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
+    } else {
+      v[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpacklo_epi32(lo, hi)));
+    }
+    return;
+  }
   const __m256 d = _mm256_set1_ps(group_scale(p));
   if constexpr (T == KvType::q8) {
     if constexpr (G == 16) {
@@ -159,6 +181,12 @@ void score_range_small_group_avx2(KvType type, int group, const float* q, int n_
       score_range<KvType::q8, 16>(q, n_q, head_dim, k, k_stride_bytes, n_pos, scale, scores, score_stride);
     } else {
       score_range<KvType::q8, 8>(q, n_q, head_dim, k, k_stride_bytes, n_pos, scale, scores, score_stride);
+    }
+  } else if (type == KvType::q4c) {
+    if (group == 16) {
+      score_range<KvType::q4c, 16>(q, n_q, head_dim, k, k_stride_bytes, n_pos, scale, scores, score_stride);
+    } else {
+      score_range<KvType::q4c, 8>(q, n_q, head_dim, k, k_stride_bytes, n_pos, scale, scores, score_stride);
     }
   } else if (group == 16) {
     score_range<KvType::q4, 16>(q, n_q, head_dim, k, k_stride_bytes, n_pos, scale, scores, score_stride);

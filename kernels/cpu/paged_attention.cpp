@@ -10,6 +10,46 @@
 
 namespace kvc::kernels {
 
+namespace {
+
+// Scores of kv head h's query heads q (n_group, head_dim) over positions [t0, t1) of block b
+// whose K is per channel (kv_format.h): from the holding area when b is the tail block, else
+// scale * (q . m + (q * d) . n_t) from the sealed block. q_scaled: (n_group, head_dim);
+// q8 / q_scale: room for integer scores (null: float ones); dots: (n_group).
+void score_block_per_channel(const KvOpsTable& t, const OpsTable& ops, const PagedKvView& kv, int64_t b, int64_t t0,
+                             int64_t t1, int h, const float* q, int n_group, const AttentionShape& s, float* q_scaled,
+                             int8_t* q8, float* q_scale, float* dots, float* sb, int64_t n_att) {
+  const KvBlockLayout& l = *kv.layout;
+  const int64_t n = l.row_elems();
+  const int64_t B = l.block_tokens;
+  if (b == kv.tail_block) {
+    const uint16_t* k = kv.k_tail + (t0 - b * B) * n + static_cast<int64_t>(h) * s.head_dim;
+    ops.score_range_f16(q, n_group, s.head_dim, k, n, t1 - t0, s.scale, sb, n_att);
+    return;
+  }
+  const auto* minima = reinterpret_cast<const uint16_t*>(kv.blocks[b] + l.k_anchor_offset(kv.layer)) +
+                       static_cast<int64_t>(h) * s.head_dim;
+  const uint16_t* scales = minima + n;
+  const uint8_t* k = kv.blocks[b] + l.k_row_offset(kv.layer, static_cast<int>(t0 - b * B)) + l.k_head_offset(h);
+  if (q8 != nullptr) {
+    t.prepare_q4c_int(q, n_group, s.head_dim, scales, minima, s.scale, q8, q_scale, dots);
+    t.score_range_q4c_int(q8, q_scale, nullptr, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
+  } else {
+    t.scale_q_f16(q, n_group, s.head_dim, scales, minima, s.scale, q_scaled, dots);
+    if (l.group != k_kv_group_max) {
+      t.score_range_small_group(KvType::q4c, l.group, q_scaled, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale,
+                                sb, n_att);
+    } else {
+      t.score_range_q4c(q_scaled, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
+    }
+  }
+  for (int j = 0; j < n_group; ++j) {
+    for (int64_t i = 0; i < t1 - t0; ++i) sb[j * n_att + i] += dots[j];
+  }
+}
+
+}  // namespace
+
 void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView& kv, int64_t n_kv,
                           const AttentionShape& s, int kv_head_begin, int kv_head_end, float* out, float* scratch) {
   KVC_KERNEL_CHECK(kv.layout != nullptr && kv.blocks != nullptr);
@@ -42,12 +82,21 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
   // output rotated back after the V sum.
   const KvType k_type = kv_storage_type(l.k_type);
   const KvType v_type = kv_storage_type(l.v_type);
-  const bool int_k = table_group && ((k_type == KvType::q8 && t.score_range_q8_int != nullptr) ||
-                                     (k_type == KvType::q4 && t.score_range_q4_int != nullptr));
+  const bool k_per_channel = kv_k_per_channel(l.k_type);
+  KVC_KERNEL_CHECK(!k_per_channel || kv.tail_block < 0 ||
+                   (kv.k_tail != nullptr && kv.v_tail != nullptr && n_kv > 0 && kv.tail_block == (n_kv - 1) / B));
+  // The query's own block's V in F16 (K per channel), added after the rotated V sum.
+  const int64_t v_tail_block = k_per_channel && kv.v_tail != nullptr ? kv.tail_block : -1;
+  const bool int_k = table_group && !k_per_channel &&
+                     ((k_type == KvType::q8 && t.score_range_q8_int != nullptr) ||
+                      (k_type == KvType::q4 && t.score_range_q4_int != nullptr));
+  // K per channel: integer scores need q quantized again for every block (scaled by its d).
+  const bool int_k_per_channel = table_group && k_per_channel && t.score_range_q4c_int != nullptr &&
+                                 t.prepare_q4c_int != nullptr && s.head_dim <= k_max_int_head_dim;
   float* q_rot = scratch + n_group * (n_att + s.head_dim / 2 + 1);  // (n_group, head_dim)
   float* anchor_dots = q_rot + group_floats;                        // (n_group): scale q . a for one block's K anchor a
-  const bool k_anchored = l.k_anchor_bytes > 0;
-  if (int_k && s.head_dim <= k_max_int_head_dim && n_att > 0) {
+  const bool k_anchored = kv_type_anchored(l.k_type);
+  if ((int_k_per_channel || (int_k && s.head_dim <= k_max_int_head_dim)) && n_att > 0) {
     float* rest = scratch + n_group * n_att;
     q_int.q8 = reinterpret_cast<int8_t*>(rest);
     q_int.scale = rest + group_floats / 4;
@@ -61,17 +110,24 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
     float* scores = scratch;                    // (n_group, n_att)
     std::memset(out_group, 0, static_cast<size_t>(group_floats) * sizeof(float));
     if (n_att == 0) continue;
-    if (kv_type_rotated(l.k_type)) {
+    if (kv_type_rotated(l.k_type) && !k_per_channel) {
       std::memcpy(q_rot, q_in, static_cast<size_t>(group_floats) * sizeof(float));
       kv_rotate_groups(q_rot, group_floats, l.group);
       q_group = q_rot;
     }
-    if (q_int.q8 != nullptr) detail::quantize_q_heads(q_group, n_group, s.head_dim, q_int.q8, q_int.scale, q_int.sums);
+    if (q_int.q8 != nullptr && !k_per_channel) {
+      detail::quantize_q_heads(q_group, n_group, s.head_dim, q_int.q8, q_int.scale, q_int.sums);
+    }
     for (int64_t b = block_begin; b < block_end; ++b) {
       const int64_t t0 = b * B > begin ? b * B : begin;
       const int64_t t1 = (b + 1) * B < n_kv ? (b + 1) * B : n_kv;
       const uint8_t* k = kv.blocks[b] + l.k_row_offset(kv.layer, static_cast<int>(t0 - b * B)) + l.k_head_offset(h);
       float* sb = scores + (t0 - begin);
+      if (k_per_channel) {
+        score_block_per_channel(t, ops, kv, b, t0, t1, h, q_in, n_group, s, q_rot, q_int.q8, q_int.scale, anchor_dots,
+                                sb, n_att);
+        continue;
+      }
       switch (k_type) {
         case KvType::f16:
           ops.score_range_f16(q_group, n_group, s.head_dim, reinterpret_cast<const uint16_t*>(k), l.k_row_bytes / 2,
@@ -100,7 +156,8 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
           }
           break;
         case KvType::q8h:
-        case KvType::q4h: KVC_KERNEL_CHECK(false);  // kv_storage_type never returns a rotated type
+        case KvType::q4h:
+        case KvType::q4c: KVC_KERNEL_CHECK(false);  // kv_storage_type never returns a rotated type
       }
       if (k_anchored) {  // scores of the block's rows x - a: add scale q . a (the anchor is an F16 row)
         const auto* a = reinterpret_cast<const uint16_t*>(kv.blocks[b] + l.k_anchor_offset(kv.layer)) +
@@ -119,6 +176,7 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
       const int64_t t1 = (b + 1) * B < n_kv ? (b + 1) * B : n_kv;
       const uint8_t* v = kv.blocks[b] + l.v_row_offset(kv.layer, static_cast<int>(t0 - b * B)) + l.v_head_offset(h);
       const float* w = scores + (t0 - begin);
+      if (b == v_tail_block) continue;
       switch (v_type) {
         case KvType::f16:
           ops.accumulate_range_f16(w, n_att, n_group, reinterpret_cast<const uint16_t*>(v), l.v_row_bytes / 2, t1 - t0,
@@ -136,10 +194,18 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
           }
           break;
         case KvType::q8h:
-        case KvType::q4h: KVC_KERNEL_CHECK(false);
+        case KvType::q4h:
+        case KvType::q4c: KVC_KERNEL_CHECK(false);
       }
     }
     if (kv_type_rotated(l.v_type)) kv_rotate_groups(out_group, group_floats, l.group);
+    if (v_tail_block >= block_begin) {
+      const int64_t b = v_tail_block;
+      const int64_t t0 = b * B > begin ? b * B : begin;
+      const int64_t n = l.row_elems();
+      ops.accumulate_range_f16(scores + (t0 - begin), n_att, n_group, kv.v_tail + (t0 - b * B) * n + h * s.head_dim, n,
+                               n_kv - t0, s.head_dim, out_group);
+    }
   }
 }
 

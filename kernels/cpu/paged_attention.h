@@ -13,12 +13,20 @@ namespace kvc::kernels {
 //   blocks[i] holds positions [i B, (i + 1) B); blocks[i] may be null when no position of
 //   the block is attended (outside the sliding window); it is then never read.
 // window > 0: attend only to positions [max(0, n_kv - window), n_kv); window <= 0: all.
+// K per channel (q4c, kv_block.h): block tail_block, the query's own block ((n_kv - 1) / B),
+// sealed or not, has its K and V rows read in F16 from k_tail and v_tail (rows [0, n_kv -
+// tail_block B), stride n_kv_head * head_dim): a query sees the positions of its own block at
+// full precision (KIVI's full-precision residual), the same whether a prompt came in one
+// batch or many. The other blocks are read as stored (K sealed).
 struct PagedKvView {
   const uint8_t* const* blocks = nullptr;  // (n_blocks)
   int64_t n_blocks = 0;
   const KvBlockLayout* layout = nullptr;
   int layer = 0;
   int64_t window = 0;
+  const uint16_t* k_tail = nullptr;  // (B, n_kv_head * head_dim)
+  const uint16_t* v_tail = nullptr;  // (B, n_kv_head * head_dim)
+  int64_t tail_block = -1;
 };
 
 // First attended position for n_kv cached positions.
@@ -36,6 +44,8 @@ inline int64_t paged_window_begin(const PagedKvView& kv, int64_t n_kv) {
 // head (adding at most scale * d_q / 2 * sum |k| to each score, d_q = max |q_head| / 127);
 // elsewhere K groups of 32 are dequantized in registers. Groups of 16 or 8 (head sizes not a
 // multiple of 32) are dequantized in registers by simpler AVX2 loops on AVX2 and AVX-512.
+// K per channel: q is scaled by each sealed block's channel scales (and, on AVX-512 VNNI with
+// groups of 32, quantized to int8 per head and block) and scored against the nibbles.
 // scratch: at least paged_attention_scratch_floats(s, n_attended) floats, where n_attended
 // = n_kv - paged_window_begin(kv, n_kv).  With no attended position, out is zero.
 void attention_paged(const float* q, const PagedKvView& kv, int64_t n_kv, const AttentionShape& s, int kv_head_begin,

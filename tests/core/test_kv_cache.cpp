@@ -214,7 +214,7 @@ TEST_CASE("kv cache: every K/V format pair has its own fingerprint, and int4 blo
       seen.push_back(s->cache().fingerprint());
     }
   }
-  CHECK(seen.size() == 25);
+  CHECK(seen.size() == 36);
   const auto all = tokens_of(40);
   kv::MemoryColdStore cold(64 << 20);
   model::SessionOptions o;
@@ -316,4 +316,46 @@ TEST_CASE("kv cache: write-behind that finished shows as cold_write_done events,
   CHECK(n_queued == 3);
   CHECK(n_done == 3);
   CHECK(done_bytes == 3 * s->cache().layout().block_bytes);
+}
+
+TEST_CASE("kv cache: int4c reuses its private tail with its F16 K rows, and recomputes a tail of a shared block",
+          "[core][kv]") {
+  // int4c K is encoded per block once the block is full; the partly filled last block's K lives
+  // in the sequence's holding area. A sealed (shared) block has no F16 rows to hold, so a tail
+  // inside one is recomputed instead of copied on write.
+  Fixture f;
+  model::SessionOptions o;
+  o.n_ctx = 256;
+  o.k_format = o.v_format = kv::KvFormat::int4c;
+  const auto all = tokens_of(45);
+  const auto want = fresh_logits(*f.m, all, o);
+  {
+    auto s = model::Session::create(*f.m, o);
+    REQUIRE(s.ok());
+    REQUIRE(s->evaluate(std::span<const int32_t>(all).first(37)).ok());
+    auto got = s->evaluate(all);  // the private tail (positions 32..36) continues
+    REQUIRE(got.ok());
+    CHECK(s->n_reused() == 37);
+    require_same(*got, want);
+    REQUIRE(s->cache().check_invariants().ok());
+  }
+  const auto a = tokens_of(60, 1);
+  auto b = a;
+  b[20] = 4242;  // diverges inside block 1, which is full and shared
+  b.resize(40);
+  const auto want_b = fresh_logits(*f.m, b, o);
+  auto s = model::Session::create(*f.m, o);
+  REQUIRE(s.ok());
+  REQUIRE(s->evaluate(a).ok());
+  const auto cow_before = s->cache().counters().n_copies_on_write;
+  auto got = s->evaluate(b);
+  REQUIRE(got.ok());
+  CHECK(s->n_reused() == 16);  // block 0 only: block 1's 4 positions before the edit are recomputed
+  CHECK(s->cache().counters().n_copies_on_write == cow_before);
+  require_same(*got, want_b);
+  REQUIRE(s->cache().check_invariants().ok());
+  auto again = s->evaluate(b);  // regenerate: all but the last token, in the private tail
+  REQUIRE(again.ok());
+  CHECK(s->n_reused() == 39);
+  require_same(*again, want_b);
 }

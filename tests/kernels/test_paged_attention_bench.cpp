@@ -67,7 +67,8 @@ TEST_CASE("paged attention timing per ISA, format and head size", "[.bench][page
   }
 }
 
-TEST_CASE("paged attention timing at 4096 positions: rotated formats against plain ones, A/B", "[.bench][paged]") {
+TEST_CASE("paged attention timing at 4096 positions: rotated and per-channel formats against plain ones, A/B",
+          "[.bench][paged]") {
   // One query token over 4,096 positions, 32 query heads / 8 kv heads, B = 16, one thread; the
   // two formats of a pair run alternately (best of 40 each), so a busy machine slows both alike.
   const int64_t n_kv = 4096;
@@ -82,7 +83,8 @@ TEST_CASE("paged attention timing at 4096 positions: rotated formats against pla
     KvType a, b;
   };
   for (int head_dim : {128, 64, 8}) {
-    for (const Pair& p : {Pair{KvType::q4, KvType::q4h}, Pair{KvType::q8, KvType::q8h}}) {
+    for (const Pair& p :
+         {Pair{KvType::q4, KvType::q4h}, Pair{KvType::q4, KvType::q4c}, Pair{KvType::q8, KvType::q8h}}) {
       AttentionShape s;
       s.n_head = 32;
       s.n_kv_head = 8;
@@ -92,6 +94,7 @@ TEST_CASE("paged attention timing at 4096 positions: rotated formats against pla
         KvBlockLayout layout;
         std::vector<std::vector<uint8_t>> blocks;
         std::vector<const uint8_t*> table;
+        std::vector<uint16_t> tail;  // K per channel: the holding area (the last block's rows in F16)
       } side[2];
       const int64_t n_blocks = (n_kv + block_tokens - 1) / block_tokens;
       std::vector<float> rows(static_cast<size_t>(n_kv * s.n_kv_head * head_dim));
@@ -105,9 +108,14 @@ TEST_CASE("paged attention timing at 4096 positions: rotated formats against pla
                               std::vector<uint8_t>(static_cast<size_t>(layout->block_bytes)));
         std::vector<uint8_t*> writable;
         for (auto& b : side[i].blocks) writable.push_back(b.data());
+        const bool per_channel = kv_k_per_channel(type);
+        if (per_channel) side[i].tail.assign(static_cast<size_t>(layout->tail_layer_elems()), 0);
+        uint16_t* tail = per_channel ? side[i].tail.data() : nullptr;
         const float* r = rows.data();
-        for (int64_t t = 0; t < n_kv; ++t, r += s.n_kv_head * head_dim)
-          kv_store_at(*layout, writable.data(), 0, t, r, r);
+        for (int64_t t = 0; t < n_kv; ++t, r += s.n_kv_head * head_dim) {
+          kv_store_at(*layout, writable.data(), 0, t, r, r, tail);
+          if (per_channel && (t + 1) % block_tokens == 0) kv_seal_block(*layout, writable[t / block_tokens], 0, tail);
+        }
         side[i].table.assign(writable.begin(), writable.end());
       }
       std::vector<float> q(static_cast<size_t>(s.n_head * head_dim));
@@ -119,7 +127,16 @@ TEST_CASE("paged attention timing at 4096 positions: rotated formats against pla
         double best[2] = {1e30, 1e30};
         for (int rep = 0; rep < 40; ++rep) {
           for (int i = 0; i < 2; ++i) {
-            const PagedKvView view{side[i].table.data(), n_blocks, &side[i].layout, 0, 0};
+            // K per channel: the query's own block (the last) is read from the F16 rows.
+            const uint16_t* tail = side[i].tail.empty() ? nullptr : side[i].tail.data();
+            const PagedKvView view{side[i].table.data(),
+                                   n_blocks,
+                                   &side[i].layout,
+                                   0,
+                                   0,
+                                   tail,
+                                   tail != nullptr ? tail + block_tokens * s.n_kv_head * head_dim : nullptr,
+                                   tail != nullptr ? n_blocks - 1 : -1};
             const auto t0 = std::chrono::steady_clock::now();
             attention_paged_with(*t, q.data(), view, n_kv, s, 0, s.n_kv_head, out.data(), scratch.data());
             const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
