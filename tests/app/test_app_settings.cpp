@@ -57,7 +57,7 @@ TEST_CASE("app settings: the last model and KV budget round-trip, a broken value
   CHECK(bad_format.kv_format == kvc::kv::KvFormat::f16);
   CHECK(bad_format.serve_port == 8081);
   CHECK_THAT(bad_format.problem,
-             Catch::Contains("\"kv_format\" must be one of f16, int8, int4, int8h or int4h, got \"int5\""));
+             Catch::Contains("\"kv_format\" must be one of f16, int8, int4, int8h, int4h or int4c, got \"int5\""));
   { std::ofstream(file) << "{\"tier_budgets\": {\"t1_bytes\": \"x\"}, \"serve_port\": 8081}"; }
   const auto bad_budget = kvc::app::load_app_settings(file);
   CHECK(bad_budget.serve_port == 8081);

@@ -62,7 +62,7 @@ TEST_CASE("cli: generate and chat take --kv-type: INT8 keeps the greedy referenc
   CHECK_THAT(c.err, Catch::Contains("KV 480.0 KiB in int4"));
   auto bad = cli("generate -m " + model + " -p hi --kv-type int5", tmp);
   CHECK(bad.exit_code == 2);
-  CHECK_THAT(bad.err, Catch::Contains("--kv-type must be f16, int8, int4, int8h or int4h, got 'int5'"));
+  CHECK_THAT(bad.err, Catch::Contains("--kv-type must be f16, int8, int4, int8h, int4h or int4c, got 'int5'"));
 }
 
 TEST_CASE("cli: tokenize prints the reference ids", "[app][e2e]") {
@@ -388,7 +388,7 @@ TEST_CASE("cli: bench measures at a context depth and KV format, and many conver
 
   r = cli("bench -m " + model + " --kv-type int5 -q", tmp);
   CHECK(r.exit_code != 0);
-  CHECK_THAT(r.err, Catch::Contains("--kv-type must be f16, int8, int4, int8h or int4h, got 'int5'"));
+  CHECK_THAT(r.err, Catch::Contains("--kv-type must be f16, int8, int4, int8h, int4h or int4c, got 'int5'"));
   r = cli("bench -m " + model + " --parallel 2 -d 16 -q", tmp);
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.err, Catch::Contains("--parallel and --depth cannot be combined"));
