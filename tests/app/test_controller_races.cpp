@@ -12,6 +12,7 @@
 #include "storage/conversation_store.h"
 #include "storage/sqlite_cold_store.h"
 #include "support/kill_support.h"
+#include "support/sanitizer.h"
 #include "support/test_support.h"
 
 using namespace kvc;
@@ -50,7 +51,8 @@ TEST_CASE("controller race: stop, delete, tier budgets and engine restarts while
   std::mt19937 rng(424242);
   auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
   int n_sends = 0, n_stops = 0, n_deletes = 0, n_budgets = 0, n_restarts = 0;
-  const int n_steps = 40;
+  // KVC_RACE_STEPS=N: the documented longer run (README, "Building and testing by hand").
+  const int n_steps = test::loop_count("KVC_RACE_STEPS", 40, 20);
   {
     app::ChatController c(opt);
     auto snap = settle(c);
