@@ -29,6 +29,11 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
   for (int64_t b = block_begin; b < block_end; ++b) {
     KVC_KERNEL_CHECK(kv.blocks[b] != nullptr && reinterpret_cast<uintptr_t>(kv.blocks[b]) % alignof(uint16_t) == 0);
   }
+  if (n_att == 0) {  // nothing attended: zeros, and no scratch (the caller may pass none, so no pointer into it)
+    std::memset(out + kv_head_begin * group_floats, 0,
+                static_cast<size_t>((kv_head_end - kv_head_begin) * group_floats) * sizeof(float));
+    return;
+  }
 
   // Integer K scores: q of each kv head's query heads quantized once, after the scores.
   struct {
@@ -47,7 +52,7 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
   float* q_rot = scratch + n_group * (n_att + s.head_dim / 2 + 1);  // (n_group, head_dim)
   float* anchor_dots = q_rot + group_floats;                        // (n_group): scale q . a for one block's K anchor a
   const bool k_anchored = l.k_anchor_bytes > 0;
-  if (int_k && s.head_dim <= k_max_int_head_dim && n_att > 0) {
+  if (int_k && s.head_dim <= k_max_int_head_dim) {
     float* rest = scratch + n_group * n_att;
     q_int.q8 = reinterpret_cast<int8_t*>(rest);
     q_int.scale = rest + group_floats / 4;
@@ -60,7 +65,6 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
     float* out_group = out + h * group_floats;  // (n_group, head_dim)
     float* scores = scratch;                    // (n_group, n_att)
     std::memset(out_group, 0, static_cast<size_t>(group_floats) * sizeof(float));
-    if (n_att == 0) continue;
     if (kv_type_rotated(l.k_type)) {
       std::memcpy(q_rot, q_in, static_cast<size_t>(group_floats) * sizeof(float));
       kv_rotate_groups(q_rot, group_floats, l.group);
