@@ -69,6 +69,11 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
   for (int64_t b = block_begin; b < block_end; ++b) {
     KVC_KERNEL_CHECK(kv.blocks[b] != nullptr && reinterpret_cast<uintptr_t>(kv.blocks[b]) % alignof(uint16_t) == 0);
   }
+  if (n_att == 0) {  // nothing attended: zeros, and no scratch (the caller may pass none, so no pointer into it)
+    std::memset(out + kv_head_begin * group_floats, 0,
+                static_cast<size_t>((kv_head_end - kv_head_begin) * group_floats) * sizeof(float));
+    return;
+  }
 
   // Integer K scores: q of each kv head's query heads quantized once, after the scores.
   struct {

@@ -18,6 +18,7 @@
 #include "core/kv/stream_keys.h"
 #include "core/model/model.h"
 #include "core/model/session.h"
+#include "support/sanitizer.h"
 #include "support/test_support.h"
 
 using namespace kvc;
@@ -86,7 +87,8 @@ TEST_CASE("engine race: cancel, forget, prefetch and restart from another thread
   std::vector<Live> live;
   std::map<int, int> turns;  // conversation -> turns submitted
   int n_submitted = 0, n_cancelled = 0, n_forgotten = 0, n_restarts = 0, n_prefetches = 0;
-  const int n_steps = 80;
+  // KVC_RACE_STEPS=N: the documented longer run (README, "Building and testing by hand").
+  const int n_steps = test::loop_count("KVC_RACE_STEPS", 80, 40);
   for (int step = 0; step < n_steps; ++step) {
     const int action = pick(10);
     const int conv = 1 + pick(5);

@@ -92,8 +92,10 @@ TEST_CASE("KV groups: a Gemma 3 model has a local and a global group with their 
   CHECK(model::kv_group_fingerprint(**llama, *layout, 0) == model::kv_fingerprint(**llama, *layout));
 }
 
+// [slow]: 600 positions evaluated uncached and again in turns; the sanitized runs leave it to the
+// release suite (tests/sanitized/CMakeLists.txt), their other KV group cases run the same paths shorter.
 TEST_CASE("KV groups: cached logits equal uncached ones across turns, T1 and T2, a restart and a branch",
-          "[core][kv][e2e]") {
+          "[core][kv][e2e][slow]") {
   test::TempDir tmp;
   auto be = backend::make_cpu_backend(2);
   auto m = model::Model::load(test::model_path("tiny-gemma3-f16.gguf"), *be);
