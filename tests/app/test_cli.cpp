@@ -364,7 +364,7 @@ TEST_CASE("cli: bench measures at a context depth and KV format, and many conver
 
   r = cli("bench -m " + model + " --kv-type int5 -q", tmp);
   CHECK(r.exit_code != 0);
-  CHECK_THAT(r.err, Catch::Contains("--kv-type must be f16, int8, int4, int8h or int4h, got 'int5'"));
+  CHECK_THAT(r.err, Catch::Contains("--kv-type must be f16, int8, int4, int8h, int4h or int4c, got 'int5'"));
   r = cli("bench -m " + model + " --parallel 2 -d 16 -q", tmp);
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.err, Catch::Contains("--parallel and --depth cannot be combined"));
