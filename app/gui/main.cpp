@@ -189,7 +189,10 @@ int run(const Args& a) {
     // runs too: the cores go to the engine. Idle, headless runs poll (scripts step frame by
     // frame); an interactive window waits for input.
     const bool busy = controller.busy();
-    const double interval_s = pacer.interval_s();
+    // The pacer holds while an answer is computed; other busy work (a download, loading a model)
+    // gets frames at --stream-fps.
+    const bool answering = drawn && drawn->chat.generating;
+    const double interval_s = answering ? pacer.interval_s() : 1.0 / a.busy_fps;
     const double since_last = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_frame).count();
     if (busy) {
       const double left = interval_s - since_last;
