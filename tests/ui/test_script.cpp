@@ -76,7 +76,8 @@ TEST_CASE("script errors name the step", "[ui]") {
   CHECK(error_of(R"({"steps": [{"do": "print"}]})") == "step 1 (print): \"state\" must be a non-empty string");
   CHECK(error_of(R"({"steps": [{"do": "key", "key": "f13"}]})").rfind("step 1 (key): unknown key", 0) == 0);
   CHECK(error_of(R"({"steps": [{"do": "command", "name": "set_kv_format", "format": "int5"}]})")
-            .rfind("step 1 (command): \"format\" must be f16, int8, int4, int8h, int4h or int4c, got \"int5\"", 0) == 0);
+            .rfind("step 1 (command): \"format\" must be f16, int8, int4, int8h, int4h or int4c, got \"int5\"", 0) ==
+        0);
   CHECK(error_of(R"({"steps": [{"do": "command", "name": "set_kv_format"}]})").find("format") != std::string::npos);
   CHECK(error_of(R"({"steps": [{"do": "sleep"}]})") == "step 1 (sleep): \"seconds\" must be a number in (0, 600]");
   CHECK(error_of(R"({"steps": [{"do": "sleep", "seconds": 0}]})") ==
