@@ -16,18 +16,11 @@
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/paged_attention_impl.h"
 #include "kernels/cpu/quant.h"
+#include "kernels/kv_ops_tables.h"
 
 using namespace kvc::kernels;
 
 namespace {
-
-std::vector<const KvOpsTable*> all_tables() {
-  std::vector<const KvOpsTable*> r{&kv_ops_scalar()};
-  if (cpu_features().avx2) r.push_back(&kv_ops_avx2());
-  if (cpu_features().avx512) r.push_back(&kv_ops_avx512());
-  if (cpu_features().avx512_vnni) r.push_back(&kv_ops_avx512_vnni());
-  return r;
-}
 
 // (n_rows, n) near-normal values; in every head two channels `scale` times larger with an
 // offset of 2 `scale` (the large key channels of trained models).
@@ -203,7 +196,7 @@ TEST_CASE("paged attention over int4c K: SIMD matches the scalar reference, the 
           err_ref = std::max(err_ref, std::fabs(static_cast<double>(ref[e]) - want[e]));
         // Float rounding only; a wrong scale, minimum or nibble is off by whole values.
         CHECK(err_ref <= 2e-4 * max_v);
-        for (const KvOpsTable* t : all_tables()) {
+        for (const KvOpsTable* t : kvc::kernels::test::all_kv_tables()) {
           INFO(isa_name(t->isa));
           std::vector<float> got(q.size());
           attention_paged_with(*t, q.data(), view, n_kv, sh, 0, sh.n_kv_head, got.data(), scratch.data());

@@ -16,18 +16,11 @@
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/paged_attention_impl.h"
 #include "kernels/cpu/quant.h"
+#include "kernels/kv_ops_tables.h"
 
 using namespace kvc::kernels;
 
 namespace {
-
-std::vector<const KvOpsTable*> all_tables() {
-  std::vector<const KvOpsTable*> r{&kv_ops_scalar()};
-  if (cpu_features().avx2) r.push_back(&kv_ops_avx2());
-  if (cpu_features().avx512) r.push_back(&kv_ops_avx512());
-  if (cpu_features().avx512_vnni) r.push_back(&kv_ops_avx512_vnni());
-  return r;
-}
 
 // K rows shaped like a trained model's: (n_rows, n) near-normal values of deviation 1, and in
 // every head of head_dim elements two outlier channels `scale` times larger that also carry
@@ -190,7 +183,7 @@ TEST_CASE("kv rotated encoders give the same bytes on every ISA", "[kernels]") {
       encode_row_reference(type, group, x.data(), n, want.data());
       std::vector<float> want_back(static_cast<size_t>(n));
       decode_row_reference(type, group, want.data(), n, want_back.data());
-      for (const KvOpsTable* t : all_tables()) {
+      for (const KvOpsTable* t : kvc::kernels::test::all_kv_tables()) {
         INFO(isa_name(t->isa));
         std::vector<uint8_t> got(want.size(), 0xee);
         encode_row_with(*t, type, group, x.data(), n, got.data());
@@ -284,7 +277,7 @@ TEST_CASE("paged attention over rotated KV: SIMD matches the scalar reference, t
           // Float rounding of the rotations, the anchor sums and the dots: about 1e-6 of max |v|
           // measured; a wrong rotation or a missing anchor is off by whole values.
           CHECK(err_ref <= 2e-4 * max_v);
-          for (const KvOpsTable* t : all_tables()) {
+          for (const KvOpsTable* t : kvc::kernels::test::all_kv_tables()) {
             INFO(isa_name(t->isa));
             std::vector<float> got(q.size());
             attention_paged_with(*t, q.data(), view, n_kv, sh, 0, sh.n_kv_head, got.data(), scratch.data());

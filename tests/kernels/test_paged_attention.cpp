@@ -17,18 +17,11 @@
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/paged_attention_impl.h"
 #include "kernels/cpu/quant.h"
+#include "kernels/kv_ops_tables.h"
 
 using namespace kvc::kernels;
 
 namespace {
-
-std::vector<const KvOpsTable*> all_tables() {
-  std::vector<const KvOpsTable*> r{&kv_ops_scalar()};
-  if (cpu_features().avx2) r.push_back(&kv_ops_avx2());
-  if (cpu_features().avx512) r.push_back(&kv_ops_avx512());
-  if (cpu_features().avx512_vnni) r.push_back(&kv_ops_avx512_vnni());
-  return r;
-}
 
 std::vector<float> random_floats(int64_t n, float lo, float hi, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(lo, hi);
@@ -245,7 +238,7 @@ TEST_CASE("paged F16 attention equals attention_f16 on the same data laid out co
   // Exact: every position's score is the same arithmetic as in attention_f16, softmax runs on
   // the same score array, and each accumulator sums positions in the same order (a block
   // boundary only spills the float accumulators to memory and reloads them).
-  for (const KvOpsTable* t : all_tables()) {
+  for (const KvOpsTable* t : kvc::kernels::test::all_kv_tables()) {
     INFO(isa_name(t->isa));
     const OpsTable& ops = ops_for(t->isa);
     for (int block_tokens : {16, 32}) {
@@ -293,7 +286,7 @@ TEST_CASE("paged attention: SIMD matches the scalar reference, the reference mat
               const double err_ref = max_abs_diff(ref, attention_double(c, c.q, c.kd, c.vd, 0));
               INFO("reference vs double " << err_ref << " bound " << bound);
               CHECK(err_ref <= bound);
-              for (const KvOpsTable* t : all_tables()) {
+              for (const KvOpsTable* t : kvc::kernels::test::all_kv_tables()) {
                 INFO(isa_name(t->isa));
                 const std::vector<float> got = run_paged(*t, c);
                 if (integer_k(*t, c)) {
@@ -409,7 +402,7 @@ TEST_CASE("paged attention with groups of 16 and 8 matches double precision on e
             const double bound = float_attention_bound(c, 0);
             const std::vector<double> want = attention_double(c, c.q, c.kd, c.vd, 0);
             const std::vector<float> ref = run_paged(kv_ops_scalar(), c);
-            for (const KvOpsTable* t : all_tables()) {
+            for (const KvOpsTable* t : kvc::kernels::test::all_kv_tables()) {
               INFO(isa_name(t->isa));
               const std::vector<float> got = run_paged(*t, c);
               for (float x : got) REQUIRE(std::isfinite(x));
@@ -446,7 +439,7 @@ TEST_CASE("sliding-window paged attention attends only to the window and never r
       }
       const double bound = float_attention_bound(c, begin);
       const std::vector<double> want = attention_double(c, c.q, c.kd, c.vd, begin);
-      for (const KvOpsTable* t : all_tables()) {
+      for (const KvOpsTable* t : kvc::kernels::test::all_kv_tables()) {
         INFO(isa_name(t->isa));
         const std::vector<float> got = run_paged(*t, c, window);
         for (float x : got) REQUIRE(std::isfinite(x));
@@ -486,7 +479,7 @@ TEST_CASE("paged attention with soft-capped scores matches double precision on e
     c.shape.softcap = 5.0f;
     const std::vector<double> want = attention_double(c, c.q, c.kd, c.vd, 0);
     const double bound = 2.0 * float_attention_bound(c, 0) + 1e-5;
-    for (const KvOpsTable* t : all_tables()) {
+    for (const KvOpsTable* t : kvc::kernels::test::all_kv_tables()) {
       INFO(isa_name(t->isa) << " K " << kv_type_name(kt));
       const std::vector<float> got = run_paged(*t, c);
       if (integer_k(*t, c)) {
@@ -503,7 +496,7 @@ TEST_CASE("paged attention with soft-capped scores matches double precision on e
 
 TEST_CASE("paged attention over a split of kv heads equals attention over all of them", "[kernels]") {
   const PagedCase c = make_case(8, 4, 64, 37, 16, KvType::q4, KvType::q8, 2.0f, 3);
-  for (const KvOpsTable* t : all_tables()) {
+  for (const KvOpsTable* t : kvc::kernels::test::all_kv_tables()) {
     INFO(isa_name(t->isa));
     const std::vector<float> whole = run_paged(*t, c);
     const std::vector<float> first = run_paged(*t, c, 0, 0, 1);
