@@ -53,15 +53,6 @@ class TokenSource {
   std::uniform_int_distribution<int32_t> dist_;
 };
 
-Result<kv::KvFormat> kv_format_of(const std::string& name) {
-  auto f = kv::parse_kv_format(name);
-  if (!f) {
-    return make_error(ErrorCode::invalid_argument,
-                      "--kv-type must be " + std::string(kv::k_kv_format_names) + ", got '" + name + "'");
-  }
-  return *f;
-}
-
 // Prefill of n_prompt and decode of n_gen tokens after `depth` tokens of context, one
 // sequence, repeated; the context is filled once and its blocks are reused by every repeat.
 int run_single(const BenchArgs& a, const model::Model& m, kv::KvFormat fmt) {
@@ -284,7 +275,7 @@ int run_parallel(const BenchArgs& a, const model::Model& m, kv::KvFormat fmt) {
 
 int run_bench(BenchArgs a) {
   a.model.quiet = a.model.quiet || a.json;
-  auto fmt = kv_format_of(a.kv_type);
+  auto fmt = parse_kv_type("--kv-type", a.kv_type);
   if (!fmt.ok()) return report(fmt.error());
   if (!a.parallel.empty() && a.depth > 0) {
     return report(make_error(ErrorCode::invalid_argument, "--parallel and --depth cannot be combined yet"));

@@ -227,10 +227,8 @@ model::SessionOptions bench_session_options(const BenchCacheArgs& a, kv::KvForma
 // Exits with 3 when any history token that was on disk had to be recomputed.
 int run_restart_child(BenchCacheArgs a) {
   a.model.quiet = true;
-  auto fmt = kv::parse_kv_format(a.kv_type);
-  if (!fmt)
-    return report(make_error(ErrorCode::invalid_argument,
-                             "--kv-type must be " + std::string(kv::k_kv_format_names) + ", got " + a.kv_type));
+  auto fmt = parse_kv_type("--kv-type", a.kv_type);
+  if (!fmt.ok()) return report(fmt.error());
   auto prompts = read_prompts(a.restart_child, 2);
   if (!prompts.ok()) return report(prompts.error());
   const std::vector<int32_t>& prompt = (*prompts)[0];
@@ -298,10 +296,8 @@ int run_restart_child(BenchCacheArgs a) {
 int run_bench_cache(BenchCacheArgs a) {
   if (!a.restart_child.empty()) return run_restart_child(std::move(a));
   a.model.quiet = a.model.quiet || a.json;
-  auto fmt = kv::parse_kv_format(a.kv_type);
-  if (!fmt)
-    return report(make_error(ErrorCode::invalid_argument,
-                             "--kv-type must be " + std::string(kv::k_kv_format_names) + ", got " + a.kv_type));
+  auto fmt = parse_kv_type("--kv-type", a.kv_type);
+  if (!fmt.ok()) return report(fmt.error());
   auto loaded = load_model(a.model);
   if (!loaded.ok()) return report(loaded.error());
   const model::Model& m = *loaded->model;

@@ -36,17 +36,10 @@ void log_softmax(std::span<const float> row, std::vector<double>& out) {
 }
 
 int run_perplexity(PerplexityArgs a) {
-  auto parse = [](const std::string& flag, const std::string& v) -> Result<kv::KvFormat> {
-    auto f = kv::parse_kv_format(v);
-    if (!f)
-      return make_error(ErrorCode::invalid_argument,
-                        flag + " must be " + std::string(kv::k_kv_format_names) + ", got " + v);
-    return *f;
-  };
-  auto fmt = parse("--kv-type", a.kv_type);
+  auto fmt = parse_kv_type("--kv-type", a.kv_type);
   if (!fmt.ok()) return report(fmt.error());
-  auto k_fmt = a.k_type.empty() ? fmt : parse("--k-type", a.k_type);
-  auto v_fmt = a.v_type.empty() ? fmt : parse("--v-type", a.v_type);
+  auto k_fmt = a.k_type.empty() ? fmt : parse_kv_type("--k-type", a.k_type);
+  auto v_fmt = a.v_type.empty() ? fmt : parse_kv_type("--v-type", a.v_type);
   if (!k_fmt.ok()) return report(k_fmt.error());
   if (!v_fmt.ok()) return report(v_fmt.error());
   const std::string kv_name =
