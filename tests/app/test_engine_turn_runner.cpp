@@ -90,11 +90,11 @@ TEST_CASE("engine turn runner: streams, reuses history, matches a session, cance
     Result<app::TurnResult> cancelled = make_error(ErrorCode::internal, "not run");
     do {
       int n_deltas = 0;
-      cancelled = runner.run({100 + attempts, {}, some_tokens(20, 3), greedy(2000), {}, {}},
-                             [&](const app::TurnDelta& d) {
-                               ++n_deltas;
-                               return d.text.empty();
-                             });
+      cancelled =
+          runner.run({100 + attempts, {}, some_tokens(20, 3), greedy(2000), {}, {}}, [&](const app::TurnDelta& d) {
+            ++n_deltas;
+            return d.text.empty();
+          });
       REQUIRE(cancelled.ok());
       CHECK(n_deltas >= 1);
       ++attempts;
