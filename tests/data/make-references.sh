@@ -19,8 +19,8 @@
 #   llama-quantize-<type>.slice.gguf   the first 16 rows of every tensor of tiny-gqa-f16
 #                                 quantized by llama-quantize (its bytes, not ours)
 #   llama-quantize-w320-<type>.slice.gguf   the same for tiny-w320-f16 (its types: the fallbacks)
-# The vocabularies' .inp/.out cases are llama.cpp's own files; this script checks that
-# llama.cpp's test-tokenizer-0 still passes them.
+# The vocabularies' .inp/.out cases are llama.cpp's own files (but Gemma's .out, which this
+# script writes with llama-tokenize); it checks that llama.cpp's test-tokenizer-0 passes them.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -32,7 +32,7 @@ refs=$data/references
 cli=$build/app/kvchat-cli
 slice=$build/tests/kvc_gguf_slice
 tools=("$bin/llama-dump-logits" "$bin/llama-server" "$cli")
-[ -n "${ONLY:-}" ] || tools+=("$bin/llama-quantize" "$bin/test-tokenizer-0" "$slice")
+[ -n "${ONLY:-}" ] || tools+=("$bin/llama-quantize" "$bin/test-tokenizer-0" "$bin/llama-tokenize" "$slice")
 for tool in "${tools[@]}"; do
   [ -x "$tool" ] || { echo "missing: $tool" >&2; exit 1; }
 done
@@ -158,6 +158,25 @@ done
 
 echo "== tokenizer cases (llama.cpp's test-tokenizer-0)"
 "$data/test-vocabularies.sh" "$cli" "$work/vocab" || exit 1  # the xz ones unpacked, the npm ones converted
+# llama.cpp ships no Gemma cases: their .out is what its llama-tokenize gives for each text of
+# the .inp (no BOS, control tokens as text) on the converted vocabularies.
+for g in gemma2 gemma3; do
+  python3 - "$bin/llama-tokenize" "$work/vocab/ggml-vocab-$g.gguf" "$data/vocab/ggml-vocab-$g.gguf.inp" \
+    "$data/vocab/ggml-vocab-$g.gguf.out" <<'PY'
+import subprocess, sys, tempfile
+tokenize, vocab, inp, out = sys.argv[1:]
+texts = open(inp, encoding="utf-8").read().split("\n__ggml_vocab_test__\n")[:-1]
+lines = []
+with tempfile.NamedTemporaryFile("w", encoding="utf-8") as f:
+    for t in texts:
+        f.seek(0); f.truncate(); f.write(t); f.flush()
+        r = subprocess.run([tokenize, "-m", vocab, "-f", f.name, "--ids", "--no-bos", "--no-parse-special",
+                            "--log-disable"], capture_output=True, text=True, check=True).stdout.split("\n")
+        ids = [l for l in r if l.startswith("[")][-1].strip("[]").replace(",", " ").split()
+        lines.append("".join(" " + i for i in ids))
+open(out, "w").write("\n".join(lines) + "\n")
+PY
+done
 for v in "$data"/vocab/*.gguf "$work"/vocab/*.gguf; do
   [ -f "$data/vocab/$(basename "$v").inp" ] || continue  # gpt-neox has no cases
   cp "$data/vocab/$(basename "$v").inp" "$data/vocab/$(basename "$v").out" "$work/" 2>/dev/null || true

