@@ -25,15 +25,17 @@ struct Case {
 };
 
 // The .inp file holds the texts separated by "\n__ggml_vocab_test__\n" (the last one ends with
-// it too); the .out file one line of ids per text.
-std::vector<Case> llama_cases(const std::string& vocab) {
-  const std::string inp = test::read_file(test::model_path(vocab + ".inp"));
+// it too); the .out file one line of ids per text. `kind` "special": the VOCAB.special.inp/.out
+// cases, whose ids llama.cpp gave with parse_special = true.
+std::vector<Case> llama_cases(const std::string& vocab, const std::string& kind = "") {
+  const std::string stem = kind.empty() ? vocab : vocab + "." + kind;
+  const std::string inp = test::read_file(test::model_path(stem + ".inp"));
   const std::string sep = "\n__ggml_vocab_test__\n";
   std::vector<Case> cases;
   for (size_t b = 0, e; (e = inp.find(sep, b)) != std::string::npos; b = e + sep.size()) {
     cases.push_back({inp.substr(b, e - b), {}});
   }
-  std::istringstream out(test::read_file(test::model_path(vocab + ".out")));
+  std::istringstream out(test::read_file(test::model_path(stem + ".out")));
   std::string line;
   size_t i = 0;
   for (; std::getline(out, line); ++i) {
@@ -125,6 +127,23 @@ TEST_CASE("tokenizer: llama.cpp's test cases for the Llama 3, Qwen and Gemma voc
   if (const std::string why = fetched_missing(); !why.empty()) KVC_SKIP(why);
   for (const std::string& vocab : k_fetched) {
     DYNAMIC_SECTION(vocab) { check_cases(vocab); }
+  }
+}
+
+TEST_CASE("tokenizer: Gemma chat turns with their control tokens parsed give llama.cpp's ids", "[core]") {
+  // What a chat template renders (<bos>, <start_of_turn>, <end_of_turn>, image markers, Gemma 2's
+  // HTML pieces), tokenized as the chat path does: special tokens in the text parsed.
+  if (const std::string why = fetched_missing(); !why.empty()) KVC_SKIP(why);
+  for (const std::string vocab : {"ggml-vocab-gemma2.gguf", "ggml-vocab-gemma3.gguf"}) {
+    DYNAMIC_SECTION(vocab) {
+      const auto tok = load_tokenizer(vocab);
+      const auto cases = llama_cases(vocab, "special");
+      REQUIRE(cases.size() == 5);
+      for (const Case& c : cases) {
+        INFO(vocab << " text: \"" << c.text << "\"");
+        CHECK(tok.encode(c.text, false, true) == c.ids);
+      }
+    }
   }
 }
 

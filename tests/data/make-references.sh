@@ -159,23 +159,26 @@ done
 echo "== tokenizer cases (llama.cpp's test-tokenizer-0)"
 "$data/test-vocabularies.sh" "$cli" "$work/vocab" || exit 1  # the xz ones unpacked, the npm ones converted
 # llama.cpp ships no Gemma cases: their .out is what its llama-tokenize gives for each text of
-# the .inp (no BOS, control tokens as text) on the converted vocabularies.
+# the .inp on the converted vocabularies: no BOS, control tokens as text (.special.out: parsed).
 for g in gemma2 gemma3; do
-  python3 - "$bin/llama-tokenize" "$work/vocab/ggml-vocab-$g.gguf" "$data/vocab/ggml-vocab-$g.gguf.inp" \
-    "$data/vocab/ggml-vocab-$g.gguf.out" <<'PY'
+  for kind in "" .special; do
+    python3 - "$bin/llama-tokenize" "$work/vocab/ggml-vocab-$g.gguf" "$data/vocab/ggml-vocab-$g.gguf$kind.inp" \
+      "$data/vocab/ggml-vocab-$g.gguf$kind.out" "$kind" <<'PY'
 import subprocess, sys, tempfile
-tokenize, vocab, inp, out = sys.argv[1:]
+tokenize, vocab, inp, out, kind = sys.argv[1:]
+special = [] if kind == ".special" else ["--no-parse-special"]
 texts = open(inp, encoding="utf-8").read().split("\n__ggml_vocab_test__\n")[:-1]
 lines = []
 with tempfile.NamedTemporaryFile("w", encoding="utf-8") as f:
     for t in texts:
         f.seek(0); f.truncate(); f.write(t); f.flush()
-        r = subprocess.run([tokenize, "-m", vocab, "-f", f.name, "--ids", "--no-bos", "--no-parse-special",
-                            "--log-disable"], capture_output=True, text=True, check=True).stdout.split("\n")
+        r = subprocess.run([tokenize, "-m", vocab, "-f", f.name, "--ids", "--no-bos", "--log-disable"] + special,
+                           capture_output=True, text=True, check=True).stdout.split("\n")
         ids = [l for l in r if l.startswith("[")][-1].strip("[]").replace(",", " ").split()
         lines.append("".join(" " + i for i in ids))
 open(out, "w").write("\n".join(lines) + "\n")
 PY
+  done
 done
 for v in "$data"/vocab/*.gguf "$work"/vocab/*.gguf; do
   [ -f "$data/vocab/$(basename "$v").inp" ] || continue  # gpt-neox has no cases
