@@ -377,6 +377,7 @@ void draw_prefix_tree(const KvPicture& kv) {
   ImGui::TextDisabled(
       "%zu nodes  ·  %d branch points%s", kv.nodes.size(), n_branch,
       kv.n_nodes_left_out > 0 ? ("  ·  " + std::to_string(kv.n_nodes_left_out) + " not listed").c_str() : "");
+  const std::vector<NodeTiers> tiers = node_tiers(kv);
   // Pre-order: a closed node's subtree is every following node of a deeper level.
   int n_rows = 0;
   int depth_open = 0;  // ImGui tree levels pushed
@@ -392,20 +393,33 @@ void draw_prefix_tree(const KvPicture& kv) {
       break;
     }
     ++n_rows;
-    char label[160];
+    char label[240];
+    const NodeTiers& where = tiers[i];
     if (n.is_root) {
       std::snprintf(label, sizeof label, "model  ·  %d %s", n.n_children, n.n_children == 1 ? "branch" : "branches");
     } else {
-      std::snprintf(label, sizeof label, "%s  tokens %lld..%lld  ·  %d block%s  ·  %d hit%s%s",
-                    tier_label(tier_of(n.tier)), static_cast<long long>(n.position),
+      // One tier for the whole run: "T0 ... 60 blocks"; else where each part is, and the keys a
+      // local group keeps without data: "T2 ... 60 blocks: 4 T0, 12 T2, 44 not kept".
+      std::string split;
+      int n_kinds = where.n_keys_only > 0 ? 1 : 0;
+      for (int32_t c : where.n_on) n_kinds += c > 0 ? 1 : 0;
+      if (n_kinds > 1) {
+        for (int t = 0; t < k_n_kv_tiers; ++t) {
+          const int32_t c = where.n_on[static_cast<size_t>(t)];
+          if (c > 0) split += (split.empty() ? ": " : ", ") + std::to_string(c) + " " + tier_label(t);
+        }
+        if (where.n_keys_only > 0) split += ", " + std::to_string(where.n_keys_only) + " not kept";
+      }
+      std::snprintf(label, sizeof label, "%s  tokens %lld..%lld  ·  %d block%s%s  ·  %d hit%s%s",
+                    where.tier >= 0 ? tier_label(where.tier) : "keys", static_cast<long long>(n.position),
                     static_cast<long long>(n.position + int64_t{n.n_blocks} * kv.block_tokens), n.n_blocks,
-                    n.n_blocks == 1 ? "" : "s", n.n_hits, n.n_hits == 1 ? "" : "s",
+                    n.n_blocks == 1 ? "" : "s", split.c_str(), n.n_hits, n.n_hits == 1 ? "" : "s",
                     n.n_children >= 2 ? "  ·  branch point" : "");
     }
     ImGuiTreeNodeFlags flags = ImGuiTreeNodeFlags_SpanAvailWidth;
     if (n.level < 4) flags |= ImGuiTreeNodeFlags_DefaultOpen;
     if (n.n_children == 0) flags |= ImGuiTreeNodeFlags_Leaf;
-    ImGui::PushStyleColor(ImGuiCol_Text, n.is_root ? colors::muted : tier_color(tier_of(n.tier)));
+    ImGui::PushStyleColor(ImGuiCol_Text, n.is_root || where.tier < 0 ? colors::muted : tier_color(where.tier));
     // Keyed by its first block's key, so that a node keeps its open state as the tree changes.
     const std::string key = n.first_block >= 0 ? short_key(kv.blocks[static_cast<size_t>(n.first_block)].key) : "";
     const std::string id = n.is_root ? "root" + std::to_string(i) : key + std::to_string(n.level);

@@ -33,6 +33,27 @@ std::vector<const KvPicture*> kv_groups(const KvPicture& kv) {
   return all;
 }
 
+std::vector<NodeTiers> node_tiers(const KvPicture& kv) {
+  std::vector<NodeTiers> out(kv.nodes.size());
+  for (const kv::KvBlockView& b : kv.blocks) {
+    if (b.node < 0 || static_cast<size_t>(b.node) >= out.size()) continue;
+    NodeTiers& n = out[static_cast<size_t>(b.node)];
+    if (kv::is_data_tier(b.tier)) {
+      ++n.n_on[static_cast<size_t>(kv::tier_index(b.tier))];
+    } else {
+      ++n.n_keys_only;
+    }
+  }
+  for (NodeTiers& n : out) {
+    for (int t = 0; t < k_n_kv_tiers; ++t) {
+      if (n.n_on[static_cast<size_t>(t)] > 0 &&
+          (n.tier < 0 || n.n_on[static_cast<size_t>(t)] > n.n_on[static_cast<size_t>(n.tier)]))
+        n.tier = t;
+    }
+  }
+  return out;
+}
+
 WindowCounts window_counts(std::span<const kv::KvBlockView> blocks, int64_t window, std::vector<uint8_t>* behind) {
   WindowCounts c;
   std::unordered_map<int64_t, int64_t> end_of;  // owner -> its furthest block end

@@ -99,6 +99,16 @@ struct WindowCounts {
 WindowCounts window_counts(std::span<const kv::KvBlockView> blocks, int64_t window,
                            std::vector<uint8_t>* behind = nullptr);
 
+// Where the blocks of each node of a group's prefix tree live (KvPicture::nodes, by index): per
+// data tier, and keys kept without data (a local group's chain behind its checkpoints). Blocks
+// the view left out count nowhere. tier: where most of its blocks with data are, -1 for none.
+struct NodeTiers {
+  std::array<int32_t, k_n_kv_tiers> n_on{};
+  int32_t n_keys_only = 0;
+  int tier = -1;
+};
+std::vector<NodeTiers> node_tiers(const KvPicture& kv);
+
 // A stable colour per owner (conversation id): the same id always gets the same colour, and
 // ids that differ by less than the palette size get different ones. -1 (no owner) is grey.
 // Packed as ImGui's IM_COL32: R | G << 8 | B << 16 | A << 24.

@@ -137,7 +137,20 @@ void MemoryView::draw(ViewContext& ctx) {
     }
     if (named_tab(ctx.hooks, "memory.tab.tree", "Prefix tree")) {
       ImGui::BeginChild("memory.tree", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar);
-      draw_prefix_tree(m.kv);
+      if (m.kv.more_groups.empty()) {
+        draw_prefix_tree(m.kv);
+      } else {
+        // Each KV group indexes its own blocks: the local layers' tree holds what their window
+        // and the turn checkpoints keep, so it is drawn under its own heading.
+        const std::vector<const KvPicture*> groups = kv_groups(m.kv);
+        for (size_t i = 0; i < groups.size(); ++i) {
+          if (i > 0) ImGui::Spacing();
+          ImGui::TextColored(colors::accent, "%s", kv_group_label(*groups[i], false).c_str());
+          ImGui::PushID(static_cast<int>(i));
+          draw_prefix_tree(*groups[i]);
+          ImGui::PopID();
+        }
+      }
       ImGui::EndChild();
       ImGui::EndTabItem();
     }

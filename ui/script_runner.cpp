@@ -62,8 +62,9 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
   // Each KV group (docs/ARCHITECTURE.md §3.9; one for most models, group 0 the global layers):
   // kv_group<g>_ layers, window, t0/t1/t2_blocks (where its blocks live; t2: those with a disk
   // copy, as its block map's rows), t0_tokens, in_window_blocks and behind_window(_t0)_blocks
-  // (against each conversation's window), tokens (the furthest position its blocks reach), and
-  // t0_of_history / t2_of_history (the part of those positions on T0 / with a disk copy).
+  // (against each conversation's window), tokens (the furthest position its blocks reach),
+  // t0_of_history / t2_of_history (the part of those positions on T0 / with a disk copy) and
+  // tree_nodes (the nodes of its own prefix index, as the Prefix tree tab draws them).
   const std::vector<const KvPicture*> groups = kv_groups(s.memory.kv);
   m["kv_n_groups"] = static_cast<double>(groups.size());
   for (const KvPicture* g : groups) {
@@ -84,8 +85,9 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
     m[k + "t0_of_history"] = static_cast<double>(w.n_t0_tokens) / covered;
     m[k + "t2_of_history"] =
         static_cast<double>(g->n_blocks_on_disk) * static_cast<double>(s.memory.kv.block_tokens) / covered;
+    m[k + "tree_nodes"] = static_cast<double>(g->nodes.size());  // its Prefix tree's nodes
   }
-  m["kv_tree_nodes"] = static_cast<double>(s.memory.kv.nodes.size());
+  m["kv_tree_nodes"] = static_cast<double>(s.memory.kv.nodes.size());  // group 0's
   m["kv_timeline_turns"] = static_cast<double>(s.memory.timelines.turns.size());
   double last_cached = 0;  // the timeline's newest request: its prompt tokens found in the cache
   if (!s.memory.timelines.turns.empty()) {

@@ -53,6 +53,7 @@ TEST_CASE(
   CHECK(rc == 0);
   CHECK(out.find("demo finished: 6 scenes") != std::string::npos);
   CHECK(is_png_file(tmp.path() / "shots/memory-groups.png"));
+  CHECK(is_png_file(tmp.path() / "shots/memory-groups-tree.png"));  // the Prefix tree tab, a tree per group
 }
 
 TEST_CASE("kvchat GUI: the Gemma window demo with a model of one KV group stops at its first assert, saying why",

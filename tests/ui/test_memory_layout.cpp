@@ -295,3 +295,27 @@ TEST_CASE("KV groups: blocks behind each conversation's window are counted apart
   CHECK(all.n_behind == 0);
   CHECK(all.n_in_window == static_cast<int64_t>(blocks.size()));
 }
+
+TEST_CASE("prefix tree: each node says where its blocks live, keys without data apart", "[ui]") {
+  // Two nodes: the root's child (a local group's chain: 2 keys without data, 3 blocks on T2, 1 on
+  // T0) and a leaf wholly on T1; a block the view left out of every node counts nowhere.
+  KvPicture kv;
+  kv.nodes.resize(3);
+  kv.nodes[0].is_root = true;
+  auto add = [&](int tier, int32_t node) {
+    kv.blocks.push_back(cell(tier, 0, 16 * static_cast<int64_t>(kv.blocks.size())));
+    kv.blocks.back().node = node;
+  };
+  for (int t : {3, 3, 2, 2, 2, 0}) add(t, 1);
+  for (int k = 0; k < 4; ++k) add(1, 2);
+  add(0, -1);
+  const std::vector<NodeTiers> t = node_tiers(kv);
+  REQUIRE(t.size() == 3);
+  CHECK(t[0].tier == -1);
+  CHECK(t[0].n_keys_only == 0);
+  CHECK(t[1].n_keys_only == 2);
+  CHECK(t[1].n_on == std::array<int32_t, 3>{1, 0, 3});
+  CHECK(t[1].tier == 2);  // most of its data is on T2, though its first block has none
+  CHECK(t[2].n_on == std::array<int32_t, 3>{0, 4, 0});
+  CHECK(t[2].tier == 1);
+}
