@@ -285,6 +285,7 @@ void ChatController::delete_conversation(int64_t id) {
       else
         fail(live.error());
     }
+    last_stream_.erase(id);  // a new conversation may be given the id again
     refresh_list();
     if (state_.chat.conversation_id == id) {
       state_.chat = ui::ChatState{};
@@ -761,6 +762,9 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
   auto asst = store_->begin_assistant_message(conv, parent_id);
   if (!asst.ok()) return (void)fail(asst.error());
   const int64_t asst_id = *asst;
+  // SQLite gives a deleted conversation's largest ids again: nothing of the old message may stay.
+  stats_.erase(asst_id);
+  interrupted_.erase(asst_id);
   refresh_list();
   state_.chat.generating = true;
   reload_chat();

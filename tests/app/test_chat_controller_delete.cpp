@@ -108,3 +108,40 @@ TEST_CASE("app delete: the controller's delete releases the conversation's priva
   for (const auto& k : b_keys) CHECK((*cold)->contains(k));  // shared blocks (if any) and B's stay
   (*cold)->check_invariants();
 }
+
+TEST_CASE("app delete: an answer given a deleted conversation's id again shows none of the old answer's stats",
+          "[app][e2e]") {
+  test::TempDir tmp;
+  app::ChatController::Options opt;
+  opt.data_dir = tmp.file("data");
+  opt.model_path = test::model_path("stories260K.gguf");
+  opt.n_threads = 2;
+  opt.n_ctx = 512;
+  // 2,400 bytes in 12-byte pieces 8 ms apart: each answer streams for about 1.6 s.
+  std::string answer;
+  for (int i = 0; i < 60; ++i) answer += "The cat sat in the sun. ";
+  opt.replay_answer = answer;
+  app::ChatController c(opt);
+  settle(c);
+  c.send("Once upon a time there was a cat.");
+  auto snap = settle(c);
+  REQUIRE(snap->chat.messages.size() == 2);
+  const int64_t old_answer = snap->chat.messages.back().id;
+  REQUIRE(snap->chat.messages.back().stats.valid);  // this run answered it
+  c.delete_conversation(snap->chat.conversation_id);
+  snap = settle(c);
+  REQUIRE(snap->conversations.empty());  // the tables are empty: SQLite starts the ids again
+  c.send("A dog went to the river.");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  for (;;) {
+    snap = c.snapshot();
+    if (snap->chat.generating && !snap->chat.messages.empty() && snap->chat.messages.back().streaming) break;
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const ui::MessageView& streaming = snap->chat.messages.back();
+  CHECK(streaming.id == old_answer);   // the id came again (else there is nothing to inherit)
+  CHECK_FALSE(streaming.stats.valid);  // still streaming: no stats yet, none of the old answer's
+  CHECK(streaming.interrupted.empty());
+  settle(c);
+}
