@@ -167,20 +167,31 @@ int run_inspect(InspectArgs a) {
   }
   if (!features.empty()) std::printf("           %s\n", features.substr(2).c_str());
   const int group = kv::kv_group_for_head_dim(c.head_dim);
-  const std::string scale_note = group > 0 ? "; int8/int4: one scale per " + std::to_string(group) + " elements" : "";
+  const std::string scale_note = group > 0
+                                     ? "; int8/int4 and their rotated h forms: one scale per " + std::to_string(group) +
+                                           " elements; int4c K: one per channel and block of 16 positions"
+                                     : "";
   std::printf("\nKV cache per token (all %lld layers, K and V%s):\n", static_cast<long long>(c.n_layer),
               scale_note.c_str());
   const double f16 = c.kv_bytes_per_token(kv::KvFormat::f16);
-  for (kv::KvFormat fmt : {kv::KvFormat::f16, kv::KvFormat::int8, kv::KvFormat::int4}) {
-    const double b = c.kv_bytes_per_token(fmt);
-    if (b == 0) {
-      std::printf("  %-5s not available: head size %lld is not a multiple of 8 (use f16)\n",
-                  std::string(kv::kv_format_name(fmt)).c_str(), static_cast<long long>(c.head_dim));
+  // Bytes as the cache lays them out (blocks of 16 positions: int4h's anchors, int4c's per-channel rows).
+  constexpr int k_block_tokens = 16;
+  for (kv::KvFormat fmt : kv::k_kv_formats) {
+    const std::string name(kv::kv_format_name(fmt));
+    const auto layout = c.kv_layout(k_block_tokens, fmt, fmt);
+    if (!layout.ok()) {
+      std::printf("  %-5s not available: head size %lld is not a multiple of 8 (use f16)\n", name.c_str(),
+                  static_cast<long long>(c.head_dim));
       continue;
     }
-    std::printf("  %-5s %10.0f bytes/token  (%.3fx F16)   %lld tokens: %s\n",
-                std::string(kv::kv_format_name(fmt)).c_str(), b, b / f16, static_cast<long long>(a.n_ctx),
-                human_bytes(b * static_cast<double>(a.n_ctx)).c_str());
+    if (c.n_kv_groups() > 1 && !c.kv_group_layout(0, k_block_tokens, fmt, fmt).ok()) {
+      std::printf("  %-5s not available: this model's local-attention layers (a second KV group) cannot hold it yet\n",
+                  name.c_str());
+      continue;
+    }
+    const double b = static_cast<double>(layout->block_bytes) / k_block_tokens;
+    std::printf("  %-5s %10.0f bytes/token  (%.3fx F16)   %lld tokens: %s\n", name.c_str(), b, b / f16,
+                static_cast<long long>(a.n_ctx), human_bytes(b * static_cast<double>(a.n_ctx)).c_str());
   }
   // Local and global layers apart: what each KV group costs, and what keeping only the window of
   // the local layers saves (kvchat's local group keeps its window per sequence, and on disk only

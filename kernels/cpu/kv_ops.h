@@ -49,13 +49,17 @@ using AccumulateRangeSmallQ = void (*)(KvType type, int group, const float* w, i
 // of 32 packed as a Q4 group without its scale), and the caller adds qm.  q, out: (n_q, head_dim).
 using ScaleQFn = void (*)(const float* q, int n_q, int head_dim, const uint16_t* d, const uint16_t* m, float scale,
                           float* out, float* qm);
-// The same for integer scores: out quantized to int8 per query head as quantize_q_heads does
-// (q8, q_scale; no sums: the nibbles need no offset correction), without the float rows.
-using PrepareQ4cIntFn = void (*)(const float* q, int n_q, int head_dim, const uint16_t* d, const uint16_t* m,
-                                 float scale, int8_t* q8, float* q_scale, float* qm);
+// The same scores with integer dot products, in one call per sealed block and kv head: per
+// query head j, q[j] * d is quantized to int8 as quantize_q_heads rounds (x8_j, scale s_j), and
+//   scores[j * score_stride + t] = fl(fl((x8_j . n_t) * fl(scale * s_j)) + scale * q[j] . m)
+// (the integer dot is exact). head_dim a multiple of 32, at most k_max_int_head_dim; k as for
+// ScoreRangeQ of type q4c.
+using ScoreBlockQ4cIntFn = void (*)(const float* q, int n_q, int head_dim, const uint16_t* d, const uint16_t* m,
+                                    const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores,
+                                    int64_t score_stride);
 
-// Invariant: every pointer is non-null except the ScoreRangeQi ones and prepare_q4c_int (null: this ISA scores
-// quantized K with the float loops), and a table is handed out (kv_ops_for) only when the CPU
+// Invariant: every pointer is non-null except the ScoreRangeQi ones and score_block_q4c_int (null:
+// this ISA scores quantized K with the float loops), and a table is handed out (kv_ops_for) only when the CPU
 // supports its ISA. F16 rows use the OpsTable of the same ISA (ops_impl.h).
 struct KvOpsTable {
   Isa isa = Isa::scalar;
@@ -71,10 +75,9 @@ struct KvOpsTable {
   ScoreRangeQi score_range_q4_int = nullptr;
   ScoreRangeSmallQ score_range_small_group = nullptr;  // groups of 16 and 8
   AccumulateRangeSmallQ accumulate_range_small_group = nullptr;
-  ScaleQFn scale_q_f16 = nullptr;              // q4c K
-  ScoreRangeQ score_range_q4c = nullptr;       // groups of 32; smaller ones: score_range_small_group
-  ScoreRangeQi score_range_q4c_int = nullptr;  // with prepare_q4c_int (head_dim <= k_max_int_head_dim)
-  PrepareQ4cIntFn prepare_q4c_int = nullptr;
+  ScaleQFn scale_q_f16 = nullptr;                    // q4c K
+  ScoreRangeQ score_range_q4c = nullptr;             // groups of 32; smaller ones: score_range_small_group
+  ScoreBlockQ4cIntFn score_block_q4c_int = nullptr;  // head_dim <= k_max_int_head_dim
 };
 
 // Integer scoring keeps per-chunk correction vectors on the stack, up to this head size.
@@ -109,11 +112,9 @@ void score_range_q8_vnni(const int8_t* q8, const float* q_scale, const int32_t* 
 void score_range_q4_vnni(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q, int head_dim,
                          const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores,
                          int64_t score_stride);
-void score_range_q4c_vnni(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q, int head_dim,
-                          const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores,
-                          int64_t score_stride);
-void prepare_q4c_int_avx512(const float* q, int n_q, int head_dim, const uint16_t* d, const uint16_t* m, float scale,
-                            int8_t* q8, float* q_scale, float* qm);
+// kv_score_q4c_vnni_avx512.cpp
+void score_block_q4c_vnni(const float* q, int n_q, int head_dim, const uint16_t* d, const uint16_t* m, const uint8_t* k,
+                          int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores, int64_t score_stride);
 void scale_q_f16_avx512(const float* q, int n_q, int head_dim, const uint16_t* d, const uint16_t* m, float scale,
                         float* out, float* qm);
 // The scalar loops for any valid group (kv_ops_scalar.cpp): the same contracts as the table's

@@ -260,7 +260,6 @@ constexpr KvOpsTable k_avx2_table = {
     scale_q_f16_avx2,
     score_range_avx2<KvType::q4c>,
     nullptr,
-    nullptr,
 };
 
 }  // namespace

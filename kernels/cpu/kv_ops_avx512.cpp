@@ -250,7 +250,6 @@ constexpr KvOpsTable k_avx512_table = {
     detail::scale_q_f16_avx512,
     score_range_avx512<KvType::q4c>,
     nullptr,
-    nullptr,
 };
 
 constexpr KvOpsTable k_avx512_vnni_table = {
@@ -269,8 +268,7 @@ constexpr KvOpsTable k_avx512_vnni_table = {
     detail::accumulate_range_small_group_avx2,
     detail::scale_q_f16_avx512,
     score_range_avx512<KvType::q4c>,
-    detail::score_range_q4c_vnni,
-    detail::prepare_q4c_int_avx512,
+    detail::score_block_q4c_vnni,
 };
 
 }  // namespace

@@ -271,7 +271,6 @@ constexpr KvOpsTable k_scalar_table = {
     detail::scale_q_f16_scalar,
     score_range_32<KvType::q4c>,
     nullptr,
-    nullptr,
 };
 
 }  // namespace

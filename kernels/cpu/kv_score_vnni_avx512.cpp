@@ -21,18 +21,11 @@ constexpr int k_max_chunks = k_max_int_head_dim / k_chunk;
 
 // Decoded integers are k = u - offset with u the unsigned byte fed to VPDPBUSD:
 //   q8: u = k xor 0x80 = k + 128;   q4: u = nibble, k = nibble - 8.
-//   q4c: u = nibble = k (the block's scales are in q, no offset).
+// (int4c K: kv_score_q4c_vnni_avx512.cpp.)
 template <KvType T>
-constexpr int k_offset = T == KvType::q8    ? 128
-                         : T == KvType::q4c ? 0
-                                            : 8;
+constexpr int k_offset = T == KvType::q8 ? 128 : 8;
 template <KvType T>
-constexpr int64_t k_group_bytes = T == KvType::q8    ? 2 + k_kv_group_max
-                                  : T == KvType::q4c ? k_kv_group_max / 2
-                                                     : 2 + k_kv_group_max / 2;
-// Bytes before a group's payload (its scale).
-template <KvType T>
-constexpr int64_t k_header_bytes = T == KvType::q4c ? 0 : 2;
+constexpr int64_t k_group_bytes = T == KvType::q8 ? 2 + k_kv_group_max : 2 + k_kv_group_max / 2;
 
 uint16_t load_u16(const uint8_t* p) {
   uint16_t v;
@@ -45,21 +38,17 @@ uint16_t load_u16(const uint8_t* p) {
 template <KvType T>
 __m512i load_chunk(const uint8_t* g0, bool has_next, __m512* dk) {
   const uint8_t* g1 = g0 + k_group_bytes<T>;
-  if constexpr (T == KvType::q4c) {
-    *dk = _mm512_set1_ps(1.0f);
-  } else {
-    const uint16_t s1 = has_next ? load_u16(g1) : 0;
-    const __m128 scales = _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(load_u16(g0)), s1, 1));
-    const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    *dk = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(scales));
-  }
+  const uint16_t s1 = has_next ? load_u16(g1) : 0;
+  const __m128 scales = _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(load_u16(g0)), s1, 1));
+  const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  *dk = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(scales));
   if constexpr (T == KvType::q8) {
     const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g0 + 2));
     const __m256i hi = has_next ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g1 + 2)) : _mm256_setzero_si256();
     return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8(-128));
   } else {
     // [b0 b0 b1 b1] by 128-bit lanes; low nibbles in lanes 0 and 2, high nibbles in 1 and 3.
-    constexpr int64_t h = k_header_bytes<T>;
+    constexpr int64_t h = 2;  // the scale
     const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g0 + h));
     const __m128i b1 = has_next ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(g1 + h)) : _mm_setzero_si128();
     const __m512i x =
@@ -95,10 +84,6 @@ void score_tile(const int8_t* q8, const float* q_scale, const int32_t* q_sums, i
   __m512i init[NJ][NC];
   for (int j = 0; j < NJ; ++j) {
     for (int c = 0; c < n_chunks; ++c) {
-      if constexpr (k_offset<T> == 0) {  // no correction (q_sums may be null)
-        init[j][c] = _mm512_setzero_si512();
-        continue;
-      }
       const __mmask16 m = 2 * c + 1 < n_groups ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>(0x00ff);
       const __m512i sums = _mm512_maskz_loadu_epi32(m, q_sums + j * (head_dim / 4) + c * 16);
       init[j][c] = _mm512_mullo_epi32(sums, _mm512_set1_epi32(-k_offset<T>));
@@ -111,32 +96,16 @@ void score_tile(const int8_t* q8, const float* q_scale, const int32_t* q_sums, i
     const uint8_t* kt = k + t * k_stride;
     __m512 r[NJ];
     for (int j = 0; j < NJ; ++j) r[j] = _mm512_setzero_ps();
-    if constexpr (T == KvType::q4c) {  // no group scales: the integer sums run over the whole row
-      __m512i acc[NJ];
-      for (int j = 0; j < NJ; ++j) acc[j] = _mm512_setzero_si512();
 #pragma GCC unroll 4
-      for (int c = 0; c < n_chunks; ++c) {
-        const bool has_next = 2 * c + 1 < n_groups;
-        const __mmask64 mq = has_next ? ~static_cast<__mmask64>(0) : static_cast<__mmask64>(0xffffffffu);
-        __m512 dk;
-        const __m512i u = load_chunk<T>(kt + 2 * c * k_group_bytes<T>, has_next, &dk);
-        for (int j = 0; j < NJ; ++j) {
-          acc[j] = _mm512_dpbusd_epi32(acc[j], u, _mm512_maskz_loadu_epi8(mq, q8 + j * head_dim + c * k_chunk));
-        }
-      }
-      for (int j = 0; j < NJ; ++j) r[j] = _mm512_cvtepi32_ps(acc[j]);
-    } else {
-#pragma GCC unroll 4
-      for (int c = 0; c < n_chunks; ++c) {
-        const bool has_next = 2 * c + 1 < n_groups;
-        const __mmask64 mq = has_next ? ~static_cast<__mmask64>(0) : static_cast<__mmask64>(0xffffffffu);
-        __m512 dk;
-        const __m512i u = load_chunk<T>(kt + 2 * c * k_group_bytes<T>, has_next, &dk);
-        for (int j = 0; j < NJ; ++j) {
-          const __m512i qj = _mm512_maskz_loadu_epi8(mq, q8 + j * head_dim + c * k_chunk);
-          const __m512i dot = _mm512_dpbusd_epi32(init[j][c], u, qj);
-          r[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), dk, r[j]);
-        }
+    for (int c = 0; c < n_chunks; ++c) {
+      const bool has_next = 2 * c + 1 < n_groups;
+      const __mmask64 mq = has_next ? ~static_cast<__mmask64>(0) : static_cast<__mmask64>(0xffffffffu);
+      __m512 dk;
+      const __m512i u = load_chunk<T>(kt + 2 * c * k_group_bytes<T>, has_next, &dk);
+      for (int j = 0; j < NJ; ++j) {
+        const __m512i qj = _mm512_maskz_loadu_epi8(mq, q8 + j * head_dim + c * k_chunk);
+        const __m512i dot = _mm512_dpbusd_epi32(init[j][c], u, qj);
+        r[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), dk, r[j]);
       }
     }
     if constexpr (NJ == 8) {
@@ -169,7 +138,7 @@ void score_range(const int8_t* q8, const float* q_scale, const int32_t* q_sums, 
   for (int j0 = 0; j0 < n_q; j0 += k_tile) {
     const int8_t* qt = q8 + static_cast<int64_t>(j0) * head_dim;
     const float* st = q_scale + j0;
-    const int32_t* ut = q_sums != nullptr ? q_sums + static_cast<int64_t>(j0) * (head_dim / 4) : nullptr;
+    const int32_t* ut = q_sums + static_cast<int64_t>(j0) * (head_dim / 4);
     float* out = scores + j0 * score_stride;
     switch (n_q - j0 >= k_tile ? k_tile : n_q - j0) {
       case 8: score_tile_any<T, 8>(qt, st, ut, head_dim, k, k_stride, n_pos, scale, out, score_stride); break;
@@ -196,49 +165,6 @@ void score_range_q4_vnni(const int8_t* q8, const float* q_scale, const int32_t* 
                          const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores,
                          int64_t score_stride) {
   score_range<KvType::q4>(q8, q_scale, q_sums, n_q, head_dim, k, k_stride_bytes, n_pos, scale, scores, score_stride);
-}
-
-void score_range_q4c_vnni(const int8_t* q8, const float* q_scale, const int32_t* q_sums, int n_q, int head_dim,
-                          const uint8_t* k, int64_t k_stride_bytes, int64_t n_pos, float scale, float* scores,
-                          int64_t score_stride) {
-  score_range<KvType::q4c>(q8, q_scale, q_sums, n_q, head_dim, k, k_stride_bytes, n_pos, scale, scores, score_stride);
-}
-
-// PrepareQ4cIntFn (kv_ops.h): per query head, q * d and q . m in one pass over registers, then
-// int8 levels as quantize_q_heads (kv_ops_scalar.cpp) gives them (amax / 127, nearest even).
-// head_dim a multiple of 32, at most k_max_int_head_dim.
-void prepare_q4c_int_avx512(const float* q, int n_q, int head_dim, const uint16_t* d, const uint16_t* m, float scale,
-                            int8_t* q8, float* q_scale, float* qm) {
-  constexpr int k_max_vectors = k_max_int_head_dim / 16;
-  const int nv = head_dim / 16;
-  __m512 dv[k_max_vectors];
-  __m512 mv[k_max_vectors];
-  for (int i = 0; i < nv; ++i) {
-    dv[i] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d + 16 * i)));
-    mv[i] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(m + 16 * i)));
-  }
-  for (int j = 0; j < n_q; ++j) {
-    const float* qj = q + static_cast<int64_t>(j) * head_dim;
-    __m512 x[k_max_vectors];
-    __m512 amax = _mm512_setzero_ps();
-    __m512 dot = _mm512_setzero_ps();
-    for (int i = 0; i < nv; ++i) {
-      const __m512 qv = _mm512_loadu_ps(qj + 16 * i);
-      x[i] = _mm512_mul_ps(qv, dv[i]);
-      amax = _mm512_max_ps(amax, _mm512_abs_ps(x[i]));
-      dot = _mm512_fmadd_ps(qv, mv[i], dot);
-    }
-    const float s = _mm512_reduce_max_ps(amax) / 127.0f;
-    const __m512 id = _mm512_set1_ps(s != 0.0f ? 1.0f / s : 0.0f);
-    for (int i = 0; i < nv; ++i) {
-      const __m512 v =
-          _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x[i], id), _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q8 + static_cast<int64_t>(j) * head_dim + 16 * i),
-                       _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
-    }
-    q_scale[j] = s;
-    qm[j] = _mm512_reduce_add_ps(dot) * scale;
-  }
 }
 
 // ScaleQFn (kv_ops.h); head_dim a multiple of 8 (the last 8 masked).

@@ -14,11 +14,11 @@ namespace {
 
 // Scores of kv head h's query heads q (n_group, head_dim) over positions [t0, t1) of block b
 // whose K is per channel (kv_format.h): from the holding area when b is the tail block, else
-// scale * (q . m + (q * d) . n_t) from the sealed block. q_scaled: (n_group, head_dim);
-// q8 / q_scale: room for integer scores (null: float ones); dots: (n_group).
+// scale * (q . m + (q * d) . n_t) from the sealed block (int_k: with the table's integer loop).
+// q_scaled: (n_group, head_dim); dots: (n_group).
 void score_block_per_channel(const KvOpsTable& t, const OpsTable& ops, const PagedKvView& kv, int64_t b, int64_t t0,
-                             int64_t t1, int h, const float* q, int n_group, const AttentionShape& s, float* q_scaled,
-                             int8_t* q8, float* q_scale, float* dots, float* sb, int64_t n_att) {
+                             int64_t t1, int h, const float* q, int n_group, const AttentionShape& s, bool int_k,
+                             float* q_scaled, float* dots, float* sb, int64_t n_att) {
   const KvBlockLayout& l = *kv.layout;
   const int64_t n = l.row_elems();
   const int64_t B = l.block_tokens;
@@ -31,17 +31,16 @@ void score_block_per_channel(const KvOpsTable& t, const OpsTable& ops, const Pag
                        static_cast<int64_t>(h) * s.head_dim;
   const uint16_t* scales = minima + n;
   const uint8_t* k = kv.blocks[b] + l.k_row_offset(kv.layer, static_cast<int>(t0 - b * B)) + l.k_head_offset(h);
-  if (q8 != nullptr) {
-    t.prepare_q4c_int(q, n_group, s.head_dim, scales, minima, s.scale, q8, q_scale, dots);
-    t.score_range_q4c_int(q8, q_scale, nullptr, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
+  if (int_k) {  // q . m is in the scores
+    t.score_block_q4c_int(q, n_group, s.head_dim, scales, minima, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
+    return;
+  }
+  t.scale_q_f16(q, n_group, s.head_dim, scales, minima, s.scale, q_scaled, dots);
+  if (l.group != k_kv_group_max) {
+    t.score_range_small_group(KvType::q4c, l.group, q_scaled, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale,
+                              sb, n_att);
   } else {
-    t.scale_q_f16(q, n_group, s.head_dim, scales, minima, s.scale, q_scaled, dots);
-    if (l.group != k_kv_group_max) {
-      t.score_range_small_group(KvType::q4c, l.group, q_scaled, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale,
-                                sb, n_att);
-    } else {
-      t.score_range_q4c(q_scaled, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
-    }
+    t.score_range_q4c(q_scaled, n_group, s.head_dim, k, l.k_row_bytes, t1 - t0, s.scale, sb, n_att);
   }
   for (int j = 0; j < n_group; ++j) {
     for (int64_t i = 0; i < t1 - t0; ++i) sb[j * n_att + i] += dots[j];
@@ -95,13 +94,13 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
   const bool int_k = table_group && !k_per_channel &&
                      ((k_type == KvType::q8 && t.score_range_q8_int != nullptr) ||
                       (k_type == KvType::q4 && t.score_range_q4_int != nullptr));
-  // K per channel: integer scores need q quantized again for every block (scaled by its d).
-  const bool int_k_per_channel = table_group && k_per_channel && t.score_range_q4c_int != nullptr &&
-                                 t.prepare_q4c_int != nullptr && s.head_dim <= k_max_int_head_dim;
+  // K per channel: integer scores quantize q * d once per block, inside the table's block loop.
+  const bool int_k_per_channel =
+      table_group && k_per_channel && t.score_block_q4c_int != nullptr && s.head_dim <= k_max_int_head_dim;
   float* q_rot = scratch + n_group * (n_att + s.head_dim / 2 + 1);  // (n_group, head_dim)
   float* anchor_dots = q_rot + group_floats;                        // (n_group): scale q . a for one block's K anchor a
   const bool k_anchored = kv_type_anchored(l.k_type);
-  if ((int_k_per_channel || (int_k && s.head_dim <= k_max_int_head_dim)) && n_att > 0) {
+  if (int_k && s.head_dim <= k_max_int_head_dim && n_att > 0) {
     float* rest = scratch + n_group * n_att;
     q_int.q8 = reinterpret_cast<int8_t*>(rest);
     q_int.scale = rest + group_floats / 4;
@@ -120,7 +119,7 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
       kv_rotate_groups(q_rot, group_floats, l.group);
       q_group = q_rot;
     }
-    if (q_int.q8 != nullptr && !k_per_channel) {
+    if (q_int.q8 != nullptr) {
       detail::quantize_q_heads(q_group, n_group, s.head_dim, q_int.q8, q_int.scale, q_int.sums);
     }
     for (int64_t b = block_begin; b < block_end; ++b) {
@@ -129,8 +128,8 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
       const uint8_t* k = kv.blocks[b] + l.k_row_offset(kv.layer, static_cast<int>(t0 - b * B)) + l.k_head_offset(h);
       float* sb = scores + (t0 - begin);
       if (k_per_channel) {
-        score_block_per_channel(t, ops, kv, b, t0, t1, h, q_in, n_group, s, q_rot, q_int.q8, q_int.scale, anchor_dots,
-                                sb, n_att);
+        score_block_per_channel(t, ops, kv, b, t0, t1, h, q_in, n_group, s, int_k_per_channel, q_rot, anchor_dots, sb,
+                                n_att);
         continue;
       }
       switch (k_type) {

@@ -85,6 +85,12 @@ TEST_CASE("cli: inspect reports shape, KV bytes per format and a memory estimate
   CHECK_THAT(r.out, Catch::Contains("f16         1024 bytes/token"));
   CHECK_THAT(r.out, Catch::Contains("int8         544 bytes/token  (0.531x F16)"));
   CHECK_THAT(r.out, Catch::Contains("int4         288 bytes/token  (0.281x F16)"));
+  // int8h / int4h: the same groups; int4h K adds an F16 anchor row per block of 16: 2 / 16 per
+  // element. int4c K: nibbles plus an F16 minimum and scale per channel and block, 0.5 + 4 / 16
+  // per element; its V is int4h's: 4 x 2 x 32 x (0.75 + 0.5625) = 336.
+  CHECK_THAT(r.out, Catch::Contains("int8h        544 bytes/token  (0.531x F16)"));
+  CHECK_THAT(r.out, Catch::Contains("int4h        320 bytes/token"));
+  CHECK_THAT(r.out, Catch::Contains("int4c        336 bytes/token  (0.328x F16)"));
   CHECK_THAT(r.out, Catch::Contains("memory estimate at 1000 tokens"));
 }
 
@@ -98,6 +104,9 @@ TEST_CASE("cli: inspect of a Gemma 3 model gives KV bytes per layer group and th
   CHECK_THAT(r.out, Catch::Contains("5 local + 1 global layers = 2560 + 512 bytes/token (local window 64)"));
   // 1000 tokens: 3072000 bytes with every position; 512 x 1000 + 2560 x 64 = 675840 window-aware.
   CHECK_THAT(r.out, Catch::Contains("window-aware at 1000 tokens") && Catch::Contains("saves 78.0%"));
+  // int4c's holding area is per sequence and KV group, which the local group lacks yet.
+  CHECK_THAT(r.out, Catch::Contains("int4c not available: this model's local-attention layers"));
+  CHECK_THAT(r.out, Catch::Contains("int4h        960 bytes/token"));
 }
 
 TEST_CASE("cli: inspect of a head size of 8 reports INT8 / INT4 with groups of 8", "[app][e2e]") {
@@ -110,6 +119,8 @@ TEST_CASE("cli: inspect of a head size of 8 reports INT8 / INT4 with groups of 8
   CHECK_THAT(r.out, Catch::Contains("f16          640 bytes/token"));
   CHECK_THAT(r.out, Catch::Contains("int8         400 bytes/token  (0.625x F16)"));
   CHECK_THAT(r.out, Catch::Contains("int4         240 bytes/token  (0.375x F16)"));
+  // int4c: K 0.5 + 4 / 16, V (int4h's rows) 0.5 + 2 / 8 per element: int4's bytes.
+  CHECK_THAT(r.out, Catch::Contains("int4c        240 bytes/token  (0.375x F16)"));
 }
 
 TEST_CASE("cli: bad input gets a clear error and a non-zero exit", "[app][e2e]") {

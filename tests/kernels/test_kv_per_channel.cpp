@@ -17,6 +17,7 @@
 #include "kernels/cpu/paged_attention_impl.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/kv_ops_tables.h"
+#include "support/test_support.h"
 
 using namespace kvc::kernels;
 
@@ -203,8 +204,93 @@ TEST_CASE("paged attention over int4c K: SIMD matches the scalar reference, the 
           double err = 0.0;
           for (size_t e = 0; e < got.size(); ++e) err = std::max(err, static_cast<double>(std::fabs(got[e] - ref[e])));
           // Integer K scores (AVX-512 VNNI, groups of 32) round q * d to int8 per block.
-          const bool int_k = l->group == 32 && t->score_range_q4c_int != nullptr;
+          const bool int_k = l->group == 32 && t->score_block_q4c_int != nullptr;
           CHECK(err <= (int_k ? 2e-2 : 2e-4) * max_v);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("int4c integer block scores: q * d rounded to int8 as quantize_q_heads rounds, exact integer dots",
+          "[kernels]") {
+  // The VNNI loop against a scalar model of the same arithmetic: q8 and the integer dot are
+  // the model's exactly, so only the order of the float sum q . m may differ. One int8 level
+  // wrong anywhere moves a score by scale * s_j, far beyond the bound. Every unit mix of the
+  // loop (head sizes 32 to 256), padded query tiles (3, 5-7, 9 rows) and partial position
+  // groups (n_pos not a multiple of 16 / tile rows); rows and positions past the ends stay
+  // untouched.
+  std::vector<const KvOpsTable*> tables;
+  for (const KvOpsTable* t : kvc::kernels::test::all_kv_tables()) {
+    if (t->score_block_q4c_int != nullptr) tables.push_back(t);
+  }
+  if (tables.empty()) KVC_SKIP("no integer int4c K loop on this CPU (AVX-512 VNNI)");
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int head_dim = 32; head_dim <= k_max_int_head_dim; head_dim += 32) {
+    for (int n_q : {1, 2, 3, 4, 5, 7, 8, 9, 16}) {
+      for (int64_t n_pos : {16, 13, 1}) {
+        INFO("head_dim " << head_dim << " n_q " << n_q << " n_pos " << n_pos);
+        const int64_t k_stride = head_dim + 16;  // bytes: half a row of two heads, and a little more
+        std::vector<uint8_t> k(static_cast<size_t>(n_pos * k_stride));
+        for (uint8_t& b : k) b = static_cast<uint8_t>(byte(rng));
+        std::vector<uint16_t> d(static_cast<size_t>(head_dim)), m(d.size());
+        for (int c = 0; c < head_dim; ++c) {
+          // one channel 30x the others, as the outliers of trained models
+          const float spread = c == 5 ? 30.0f : 1.0f;
+          d[static_cast<size_t>(c)] = f32_to_fp16(spread * (0.01f + 0.2f * std::fabs(unit(rng))));
+          m[static_cast<size_t>(c)] = f32_to_fp16(spread * 2.0f * unit(rng));
+        }
+        std::vector<float> q(static_cast<size_t>(n_q * head_dim));
+        for (float& e : q) e = unit(rng);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        const int64_t stride = n_pos + 3;
+        for (const KvOpsTable* t : tables) {
+          INFO(isa_name(t->isa));
+          std::vector<float> got(static_cast<size_t>((n_q + 1) * stride), -1e30f);
+          t->score_block_q4c_int(q.data(), n_q, head_dim, d.data(), m.data(), k.data(), k_stride, n_pos, scale,
+                                 got.data(), stride);
+          int n_off = 0;      // scores outside the bound
+          int n_written = 0;  // entries past the rows or positions that changed
+          for (int j = 0; j < n_q; ++j) {
+            const float* qj = q.data() + j * head_dim;
+            std::vector<float> x(static_cast<size_t>(head_dim));
+            float amax = 0.0f;
+            double qm = 0.0, qm_abs = 0.0;
+            for (int c = 0; c < head_dim; ++c) {
+              x[static_cast<size_t>(c)] = qj[c] * fp16_to_f32(d[static_cast<size_t>(c)]);
+              amax = std::max(amax, std::fabs(x[static_cast<size_t>(c)]));
+              const double p = static_cast<double>(qj[c]) * static_cast<double>(fp16_to_f32(m[static_cast<size_t>(c)]));
+              qm += p;
+              qm_abs += std::fabs(p);
+            }
+            const float s = amax / 127.0f;
+            const float id = s != 0.0f ? 1.0f / s : 0.0f;
+            std::vector<int> q8(static_cast<size_t>(head_dim));
+            for (int c = 0; c < head_dim; ++c) {
+              const float v = std::min(std::max(x[static_cast<size_t>(c)] * id, -127.0f), 127.0f);
+              q8[static_cast<size_t>(c)] = static_cast<int>(std::nearbyint(v));  // nearest even
+            }
+            const float rs = scale * s;
+            for (int64_t p = 0; p < n_pos; ++p) {
+              const uint8_t* row = k.data() + p * k_stride;
+              int64_t dot = 0;
+              for (int c = 0; c < head_dim; ++c) {
+                const uint8_t b = row[(c / 32) * 16 + c % 16];
+                dot += q8[static_cast<size_t>(c)] * (c % 32 < 16 ? b & 0x0f : b >> 4);
+              }
+              const double sd = static_cast<double>(static_cast<float>(dot) * rs);
+              const double want = sd + static_cast<double>(scale) * qm;
+              const double bound =
+                  1e-6 * (std::fabs(sd) + std::fabs(want)) + 1e-5 * static_cast<double>(scale) * qm_abs + 1e-7;
+              if (!(std::fabs(static_cast<double>(got[static_cast<size_t>(j * stride + p)]) - want) <= bound)) ++n_off;
+            }
+            for (int64_t p = n_pos; p < stride; ++p) n_written += got[static_cast<size_t>(j * stride + p)] != -1e30f;
+          }
+          for (int64_t p = 0; p < stride; ++p) n_written += got[static_cast<size_t>(n_q * stride + p)] != -1e30f;
+          CHECK(n_off == 0);
+          CHECK(n_written == 0);
         }
       }
     }
