@@ -65,6 +65,9 @@ void register_generate(CLI::App& app) {
   cmd->add_option("-f,--file", a->prompt_file, "read the prompt from a file")->excludes(p);
   cmd->add_flag("--special", a->special, "parse control tokens written in the prompt (e.g. <s>)");
   cmd->add_flag("--no-bos", a->no_bos, "do not start the prompt with the BOS token");
+  cmd->add_flag_callback(
+      "--ignore-eos", [a] { a->generation.stop_at_eog = false; },
+      "go on past the end-of-text token until -n tokens (benchmarks: answers of a known length)");
   add_kv_type_option(*cmd, a->kv_type);
   add_generate_options(*cmd, a->generation, "tokens to generate; -1 = until end of text");
   cmd->callback([a] {

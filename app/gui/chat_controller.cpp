@@ -171,10 +171,18 @@ void ChatController::open_conversation(int64_t id) {
   post([this, id] { do_open(id); });
 }
 void ChatController::send(std::string text) {
-  post([this, t = std::move(text)] { do_send(t); });
+  ++n_answering_;
+  post([this, t = std::move(text)] {
+    do_send(t);
+    --n_answering_;
+  });
 }
 void ChatController::regenerate() {
-  post([this] { do_regenerate(); });
+  ++n_answering_;
+  post([this] {
+    do_regenerate();
+    --n_answering_;
+  });
 }
 void ChatController::load_model(std::string path) {
   post([this, p = std::move(path)] { do_load_model(p); });
@@ -259,7 +267,11 @@ void ChatController::set_tier_budgets(KvBudget budgets) {
   });
 }
 void ChatController::edit_message(int64_t message_id, std::string text) {
-  post([this, message_id, t = std::move(text)] { do_edit(message_id, t); });
+  ++n_answering_;
+  post([this, message_id, t = std::move(text)] {
+    do_edit(message_id, t);
+    --n_answering_;
+  });
 }
 
 void ChatController::rename_conversation(int64_t id, std::string title) {
@@ -787,6 +799,7 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
     req.segment.clear();
   req.options = state_.chat.generation;  // a seed < 0 is drawn by the engine's sampler
   if (model_) req.options.stop_strings = model_->chat_template().stop_strings();
+  if (options_.ignore_eos) req.options.stop_at_eog = false;
   req.system_prompt = state_.chat.system_prompt;
   req.messages = std::move(*messages);
   note_model(conv);

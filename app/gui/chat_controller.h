@@ -42,6 +42,7 @@ class ChatController final : public ui::AppCommands {
     // Called on the worker thread when a frame should come now, not at the window's paced next
     // one: a command ended (busy() may be false). Empty: none.
     std::function<void()> wake_ui;
+    bool ignore_eos = false;  // --ignore-eos: answers run to their max tokens past the end of text (benchmarks)
   };
 
   explicit ChatController(Options options);
@@ -79,6 +80,9 @@ class ChatController final : public ui::AppCommands {
   void connect_remote(ui::RemoteConnection connection) override;
   void refresh_remote_memory() override;
   bool busy() const override { return n_busy_.load() > 0 || download_running_.load() || dl_dirty_.load(); }
+  // True from a send, regenerate or edit (UI thread) until its turn ended: the window paces its
+  // frames from that click on, before the worker has published anything of the turn.
+  bool answering() const { return n_answering_.load() > 0; }
 
  private:
   void post(std::function<void()> task);
@@ -152,6 +156,7 @@ class ChatController final : public ui::AppCommands {
   bool quit_ = false;
   uint64_t shown_memory_version_ = 0;  // worker thread: the runner's memory_version() last published
   std::atomic<int> n_busy_{0};         // queued plus running commands
+  std::atomic<int> n_answering_{0};    // of them: sends, regenerates and edits (turns)
   std::atomic<bool> cancel_{false};
   std::atomic<uint64_t> search_serial_{0};
 

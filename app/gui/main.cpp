@@ -47,6 +47,7 @@ struct Args {
   std::string replay_answer;  // a file: every turn streams its text instead of the model's
   double busy_fps = 30;       // frames a second at most while the worker is busy (an answer streams)
   double busy_cpu_pct = 3;    // and the share of one core its frames may take then (ui/frame_pacer.h)
+  bool ignore_eos = false;    // answers go on past the end-of-text token (bench/app-vs-cli.sh)
 };
 
 // Loads a demo and starts it in the presenter layout; a bad file is reported, never fatal.
@@ -160,7 +161,7 @@ int run(const Args& a) {
     if (glfw_up) glfwPostEmptyEvent();
   };
   kvc::app::ChatController controller(
-      {a.data_dir, a.model, a.threads, a.n_ctx, a.ctx_memory_mib << 20, replay, wake_ui});
+      {a.data_dir, a.model, a.threads, a.n_ctx, a.ctx_memory_mib << 20, replay, wake_ui, a.ignore_eos});
   kvc::ui::ScriptHooks hooks;
   kvc::ui::Shell shell;
   if (const char* home = std::getenv("HOME")) shell.model.home = home;
@@ -189,9 +190,11 @@ int run(const Args& a) {
     // runs too: the cores go to the engine. Idle, headless runs poll (scripts step frame by
     // frame); an interactive window waits for input.
     const bool busy = controller.busy();
-    // The pacer holds while an answer is computed; other busy work (a download, loading a model)
-    // gets frames at --stream-fps.
-    const bool answering = drawn && drawn->chat.generating;
+    // The pacer holds while an answer is computed, from the click that asked for it: a frame
+    // that showed the first snapshot of the turn at once would land in its decode (the whole of
+    // a short stories260K answer). Other busy work (a download, loading a model) gets frames at
+    // --stream-fps.
+    const bool answering = controller.answering() || (drawn && drawn->chat.generating);
     const double interval_s = answering ? pacer.interval_s() : 1.0 / a.busy_fps;
     const double since_last = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_frame).count();
     if (busy) {
@@ -345,6 +348,9 @@ int main(int argc, char** argv) {
                  "percent of one core the window's frames may take while an answer streams (default 3; fewer "
                  "frames when each costs more, at least 1 a second)")
       ->check(CLI::Range(0.5, 100.0));
+  app.add_flag("--ignore-eos", a.ignore_eos,
+               "answers go on past the end-of-text token to their max tokens (benchmarks: answers of a known "
+               "length)");
   app.add_option("--screenshot-dir", a.screenshot_dir, "where script and demo mode write their screenshots");
   app.add_flag("--presenter", a.presenter, "start in the presenter layout (large fonts, chat and memory side by side)");
   app.add_flag("--demo-play", a.demo_play, "start playing the demo at once (default: wait for Space or Step)")

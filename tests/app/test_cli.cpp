@@ -41,6 +41,30 @@ TEST_CASE("cli: generate streams the stories260K greedy reference text", "[app][
   CHECK_THAT(r.err, Catch::Contains("tok/s"));
 }
 
+TEST_CASE("cli: generate --ignore-eos goes on past the end of text to -n tokens", "[app][e2e]") {
+  kvc::test::TempDir tmp;
+  // stories260K never samples its end of text; a tiny random model with its vocabulary, sampled
+  // near-uniformly, does (seed 2: after 178 tokens).
+  const std::string model = tmp.file("tiny.gguf");
+  auto made = cli("mkmodel --dim 32 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --type f16 -q --vocab-from " +
+                      quoted(kvc::test::model_path("stories260K.gguf")) + " -o " + quoted(model),
+                  tmp);
+  INFO(made.err);
+  REQUIRE(made.exit_code == 0);
+  const std::string base = "generate -m " + quoted(model) +
+                           " -p 'Once upon a time' -n 1000 --temp 3 --top-k 0 --top-p 1 --min-p 0 --seed 2 -t 1";
+  auto plain = cli(base, tmp);
+  INFO(plain.err);
+  REQUIRE(plain.exit_code == 0);
+  // The premise: this answer ends at its end of text before 1000 tokens.
+  REQUIRE_THAT(plain.err, Catch::Contains("stop: end of generation"));
+  auto past = cli(base + " --ignore-eos", tmp);
+  INFO(past.err);
+  REQUIRE(past.exit_code == 0);
+  CHECK_THAT(past.err, Catch::Contains("generated 1000 tokens"));
+  CHECK_THAT(past.err, Catch::Contains("stop: max tokens"));
+}
+
 TEST_CASE("cli: generate and chat take --kv-type: INT8 keeps the greedy reference, INT4 leaves it, bad names refused",
           "[app][e2e]") {
   kvc::test::TempDir tmp;
