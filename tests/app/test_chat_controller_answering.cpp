@@ -59,7 +59,7 @@ Answer answer(const test::TempDir& tmp, const std::string& model, const std::str
 
 }  // namespace
 
-TEST_CASE("chat controller: answering() holds from send() to the turn's end; ignore_eos answers run to max tokens",
+TEST_CASE("chat controller: answering() holds from send() to the turn's end, and ignore_eos answers run to max tokens",
           "[app]") {
   test::TempDir tmp;
   const std::string model = tmp.file("tiny.gguf");
