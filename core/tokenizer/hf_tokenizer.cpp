@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
-#include <cctype>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -96,11 +95,6 @@ SentencePieceForm sentencepiece_form(const json& tj) {
     form.add_space_prefix = scheme != "never";
   }
   return form;
-}
-
-bool is_byte_piece(const std::string& piece) {
-  return piece.size() == 6 && piece.compare(0, 3, "<0x") == 0 && piece[5] == '>' &&
-         std::isxdigit(static_cast<unsigned char>(piece[3])) && std::isxdigit(static_cast<unsigned char>(piece[4]));
 }
 
 // Added tokens some models leave unmarked that are control tokens all the same, as llama.cpp's
@@ -233,7 +227,7 @@ Result<Vocabulary> vocabulary_from_hf(std::string_view tokenizer_json, std::stri
         if (type != static_cast<int32_t>(TokenType::normal)) continue;
         const auto it = score.find(v.tokens[i]);
         v.scores[i] = it != score.end() ? it->second : lowest - static_cast<float>(i);
-        if (is_byte_piece(v.tokens[i])) type = static_cast<int32_t>(TokenType::byte);
+        if (parse_byte_piece(v.tokens[i]) >= 0) type = static_cast<int32_t>(TokenType::byte);
         if (!unk.empty() && v.tokens[i] == unk) type = static_cast<int32_t>(TokenType::unknown);
       }
       // Byte fallback needs all 256 byte pieces. Gemma 2's tokenizer.json spells the tab's slot
@@ -243,7 +237,7 @@ Result<Vocabulary> vocabulary_from_hf(std::string_view tokenizer_json, std::stri
       byte_id.fill(-1);
       for (size_t i = 0; i < n; ++i) {
         if (v.types[i] == static_cast<int32_t>(TokenType::byte)) {
-          byte_id[std::stoul(v.tokens[i].substr(3, 2), nullptr, 16)] = static_cast<int64_t>(i);
+          byte_id[static_cast<size_t>(parse_byte_piece(v.tokens[i]))] = static_cast<int64_t>(i);
         }
       }
       for (size_t b = 1; b + 1 < 128; ++b) {

@@ -51,24 +51,6 @@ std::string quoted(std::string_view piece) {
   return q + "\"";
 }
 
-// The byte value of a piece spelled "<0xXX>" (upper- or lower-case hex), or -1.
-int parse_byte_piece(std::string_view piece) {
-  if (piece.size() != 6 || piece.substr(0, 3) != "<0x" || piece[5] != '>') return -1;
-  int v = 0;
-  for (const char c : piece.substr(3, 2)) {
-    v <<= 4;
-    if (c >= '0' && c <= '9')
-      v |= c - '0';
-    else if (c >= 'A' && c <= 'F')
-      v |= c - 'A' + 10;
-    else if (c >= 'a' && c <= 'f')
-      v |= c - 'a' + 10;
-    else
-      return -1;
-  }
-  return v;
-}
-
 Status check_id(const char* what, const char* key, int32_t id, size_t n_tokens) {
   if (id == -1 || (id >= 0 && static_cast<size_t>(id) < n_tokens)) return {};
   return vocab_error(std::string(what) + " id " + std::to_string(id) + " (" + key +
@@ -190,6 +172,23 @@ struct Fragment {
 };
 
 }  // namespace
+
+int parse_byte_piece(std::string_view piece) {
+  if (piece.size() != 6 || piece.substr(0, 3) != "<0x" || piece[5] != '>') return -1;
+  int v = 0;
+  for (const char c : piece.substr(3, 2)) {
+    v <<= 4;
+    if (c >= '0' && c <= '9')
+      v |= c - '0';
+    else if (c >= 'A' && c <= 'F')
+      v |= c - 'A' + 10;
+    else if (c >= 'a' && c <= 'f')
+      v |= c - 'a' + 10;
+    else
+      return -1;
+  }
+  return v;
+}
 
 Result<Tokenizer> Tokenizer::create(const Vocabulary& vocab) {
   auto impl = std::make_shared<Impl>();

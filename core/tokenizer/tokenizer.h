@@ -46,6 +46,9 @@ struct Vocabulary {
   bool add_space_prefix = true;  // tokenizer.ggml.add_space_prefix
 };
 
+// The byte value of a piece spelled "<0xXX>" (upper- or lower-case hex), or -1.
+int parse_byte_piece(std::string_view piece);
+
 // Tokenizes like llama.cpp (its expected ids for the Llama 2, Phi-3, GPT-2, Llama 3, Qwen,
 // DeepSeek, Falcon, StarCoder, Refact and MPT vocabularies are in the tests).
 // SentencePiece (`tokenizer.ggml.model = llama`): no normalization, whitespace kept as it is
