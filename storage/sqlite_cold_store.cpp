@@ -343,8 +343,10 @@ ColdStoreExtraStats SqliteColdStore::extra_stats() const {
 void SqliteColdStore::flush() {
   std::unique_lock lock(mu_);
   if (!writer_.joinable()) return;
+  ++n_flushing_;
   work_cv_.notify_one();
   idle_cv_.wait(lock, [&] { return queue_.empty() && touches_.empty() && removals_.empty() && !writer_busy_; });
+  --n_flushing_;
 }
 
 void SqliteColdStore::check_invariants() const {
@@ -421,6 +423,11 @@ void SqliteColdStore::writer_loop() {
   for (;;) {
     work_cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !touches_.empty() || !removals_.empty(); });
     if (queue_.empty() && touches_.empty() && removals_.empty()) break;  // stop_ and drained
+    if (options_.batch_window_ms > 0) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.batch_window_ms);
+      work_cv_.wait_until(lock, until,
+                          [&] { return stop_ || n_flushing_ > 0 || queued_bytes_ * 2 >= options_.max_queue_bytes; });
+    }
     std::vector<std::shared_ptr<const Pending>> puts = std::move(queue_);
     queue_.clear();
     std::vector<std::pair<kv::BlockKey, uint64_t>> touches(touches_.begin(), touches_.end());

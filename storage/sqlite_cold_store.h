@@ -47,6 +47,11 @@ struct ColdStoreOptions {
   // After a failed write (a full disk, a file size limit) puts are refused; the first put this
   // long after the failure tries writing again, so that the store recovers when space returns.
   int64_t retry_after_ms = 5000;
+  // > 0: the writer waits this long after the first queued put for more before it commits, so
+  // the blocks of one answer share a transaction instead of paying one each (a WAL commit costs
+  // a few % of a core per block while a fast model streams). flush(), close and a queue past
+  // half of max_queue_bytes end the wait early; a crash loses at most this much more.
+  int64_t batch_window_ms = 0;
   // Whether the model file registered for a fingerprint is still there (tests inject it);
   // empty: the file exists with the size it had.
   std::function<bool(const std::string& path, int64_t file_bytes)> model_present;
@@ -147,6 +152,7 @@ class SqliteColdStore final : public kv::ColdStore {
   int64_t queued_bytes_ = 0;
   bool writer_busy_ = false;
   bool stop_ = false;
+  int n_flushing_ = 0;  // flush() calls waiting: the writer skips its batch window
   uint64_t clock_ = 0;
   bool write_failed_ = false;  // unhealthy because a write failed (not read-only): retried later
   std::chrono::steady_clock::time_point retry_at_;

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <fstream>
 #include <iterator>
@@ -129,6 +130,48 @@ TEST_CASE("cold store: blocks survive a restart", "[storage]") {
     }
     s->check_invariants();
   }
+}
+
+TEST_CASE("cold store: a batch window gathers puts into one commit, and flush and close do not wait it out",
+          "[storage]") {
+  using clock = std::chrono::steady_clock;
+  kvc::test::TempDir tmp;
+  ColdStoreOptions opt;
+  opt.batch_window_ms = 60'000;  // far longer than the test: any wait for it shows
+  {
+    auto s = open_store(tmp.path(), opt);
+    for (int i = 0; i < 8; ++i) {
+      REQUIRE(s->put(key_of(i), key_of(i - 1), kv::BlockKey{9, 9}, payload_of(i, 4096)));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // arrivals spread, as while streaming
+    }
+    bool same = false;
+    CHECK(read_block(*s, 3, 4096, &same) == kv::ColdRead::ok);  // served from the queue meanwhile
+    CHECK(same);
+    CHECK(s->extra_stats().n_batches == 0);
+    const auto t0 = clock::now();
+    s->flush();
+    CHECK(clock::now() - t0 < std::chrono::seconds(20));
+    CHECK(s->extra_stats().n_batches == 1);  // eight puts, one transaction
+    CHECK(s->stats().n_blocks == 8);
+    REQUIRE(s->put(key_of(8), key_of(7), kv::BlockKey{9, 9}, payload_of(8, 4096)));
+    const auto t1 = clock::now();
+    s.reset();  // closing writes what is queued, without waiting out the window
+    CHECK(clock::now() - t1 < std::chrono::seconds(20));
+  }
+  auto s = open_store(tmp.path(), opt);
+  CHECK(s->stats().n_blocks == 9);
+  s->check_invariants();
+
+  ColdStoreOptions small = opt;  // a queue past half its limit is written at once
+  small.max_queue_bytes = 3 * 4096;
+  kvc::test::TempDir tmp2;
+  auto q = open_store(tmp2.path(), small);
+  REQUIRE(q->put(key_of(0), key_of(-1), kv::BlockKey{9, 9}, payload_of(0, 4096)));
+  REQUIRE(q->put(key_of(1), key_of(0), kv::BlockKey{9, 9}, payload_of(1, 4096)));
+  const auto t2 = clock::now();
+  while (q->extra_stats().n_batches == 0 && clock::now() - t2 < std::chrono::seconds(20))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(q->extra_stats().n_batches >= 1);
 }
 
 TEST_CASE("cold store: the byte budget collects the least recently used, across restarts", "[storage]") {
