@@ -42,8 +42,12 @@ TEST_CASE("kvchat-cli chat killed mid-answer: the next run chats at once", "[.ki
   std::ofstream(input) << "Tell me a very long story about a cat.\n";
   std::mt19937 rng(99);
   int n_survived = 0;
-  for (int k = 0; k < n_kills; ++k) {
-    INFO("kill " << k);
+  int n_ended_first = 0;  // answers that reached their end (EOS, -n) before the kill came
+  for (int k = 0; n_survived < n_kills; ++k) {
+    INFO("attempt " << k << ", kill " << n_survived);
+    // A small model may finish its answer inside the random delay; that run is not a kill, but
+    // the answers that do end so must be most of them only if killing never works.
+    REQUIRE(n_ended_first <= 3 * n_kills);
     const std::string log = tmp.file("chat-" + std::to_string(k) + ".log");
     test::Child chat(chat_argv(model, data, input, 1500), {}, log);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
@@ -55,7 +59,12 @@ TEST_CASE("kvchat-cli chat killed mid-answer: the next run chats at once", "[.ki
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 1000)(rng)));
-    REQUIRE(chat.kill_now());
+    if (!chat.kill_now()) {
+      INFO(chat.log());
+      REQUIRE(chat.wait_exit(120) == 0);  // it ended by itself, and cleanly
+      ++n_ended_first;
+      continue;
+    }
     ++n_survived;
     // Nothing half-written in the data directory: no temporary or partial files left.
     std::error_code ec;
@@ -72,6 +81,6 @@ TEST_CASE("kvchat-cli chat killed mid-answer: the next run chats at once", "[.ki
   INFO(chat.log());
   CHECK(rc == 0);
   CHECK(chat.log().find("tokens | TTFT") != std::string::npos);
-  WARN("cli chat kills survived: " << n_survived);
+  WARN("cli chat kills survived: " << n_survived << " (answers that ended before their kill: " << n_ended_first << ")");
   CHECK(n_survived == n_kills);
 }
