@@ -57,6 +57,9 @@ struct ColdStoreOptions {
   std::function<bool(const std::string& path, int64_t file_bytes)> model_present;
 };
 
+// The batch window of the stores that take an answer's blocks as it streams (the app, serve).
+inline constexpr int64_t k_streaming_batch_window_ms = 100;
+
 // Counters beyond kv::ColdStoreStats.
 struct ColdStoreExtraStats {
   int64_t n_dropped = 0;                   // puts refused: queue full, unhealthy, or too large

@@ -39,7 +39,7 @@ Result<std::unique_ptr<EngineHost>> EngineHost::create(const model::Model& m, co
   if (!o.cold_dir.empty()) {
     storage::ColdStoreOptions co;
     if (o.budget.t2_bytes > 0) co.capacity_bytes = o.budget.t2_bytes;
-    co.batch_window_ms = 100;  // an answer's blocks share a commit
+    co.batch_window_ms = storage::k_streaming_batch_window_ms;  // an answer's blocks share a commit
     auto opened = storage::SqliteColdStore::open(o.cold_dir, co);
     if (opened.ok()) {
       host->cold_ = std::move(*opened);

@@ -45,8 +45,8 @@ TEST_CASE("kvchat-cli chat killed mid-answer: the next run chats at once", "[.ki
   int n_ended_first = 0;  // answers that reached their end (EOS, -n) before the kill came
   for (int k = 0; n_survived < n_kills; ++k) {
     INFO("attempt " << k << ", kill " << n_survived);
-    // A small model may finish its answer inside the random delay; that run is not a kill, but
-    // the answers that do end so must be most of them only if killing never works.
+    // A small model may finish its answer inside the random delay: that run is not a kill. The
+    // bound keeps a loop whose kills never land from running on.
     REQUIRE(n_ended_first <= 3 * n_kills);
     const std::string log = tmp.file("chat-" + std::to_string(k) + ".log");
     test::Child chat(chat_argv(model, data, input, 1500), {}, log);
