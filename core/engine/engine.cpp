@@ -315,7 +315,7 @@ void Engine::preempt(Active& a) {
   ++stats_.n_preemptions;
 }
 
-void Engine::finish(Active& a, RequestState state, model::StopReason reason) {
+void Engine::finish(Active& a, RequestState state, model::StopReason reason, bool deliver) {
   if (a.text && state != RequestState::failed) {
     const std::string rest = a.text->finish();
     a.result.text += rest;
@@ -334,7 +334,7 @@ void Engine::finish(Active& a, RequestState state, model::StopReason reason) {
   }
   a.admitted = false;
   publish(a);
-  if (a.request.on_done) a.request.on_done(a.result);
+  if (deliver && a.request.on_done) a.request.on_done(a.result);
 }
 
 void Engine::publish(const Active& a) {
@@ -356,9 +356,7 @@ bool Engine::step() {
   if (batch->empty()) return true;  // preemptions or failures changed the queue: step again
   std::vector<model::SeqInput> inputs;
   const std::span<const float> logits = run(*batch, inputs);
-  sample_and_stop(*batch, inputs, logits);
-  cache_.emit_tier_usage();
-  observe(running_.empty() && waiting_.empty());
+  sample_and_stop(*batch, inputs, logits);  // observes the step
   return true;
 }
 
@@ -510,18 +508,28 @@ void Engine::sample_and_stop(std::span<const Entry> batch, std::span<const model
       publish(a);
     }
   }
+  std::vector<std::unique_ptr<Active>> ended;
   for (Active* a : done) {
     auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == a; });
-    std::unique_ptr<Active> owned = std::move(*it);
+    ended.push_back(std::move(*it));
     running_.erase(it);
-    finish(*owned, a->result.reason == model::StopReason::cancelled ? RequestState::cancelled : RequestState::finished,
-           owned->result.reason);
+    finish(*ended.back(),
+           a->result.reason == model::StopReason::cancelled ? RequestState::cancelled : RequestState::finished,
+           ended.back()->result.reason, /*deliver=*/false);
   }
-  std::lock_guard lock(mu_);
-  ++stats_.n_steps;
-  stats_.n_tokens_prefilled += n_prefill;
-  stats_.n_tokens_decoded += n_decode;
-  stats_.max_batch_rows = std::max(stats_.max_batch_rows, n_rows);
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.n_steps;
+    stats_.n_tokens_prefilled += n_prefill;
+    stats_.n_tokens_decoded += n_decode;
+    stats_.max_batch_rows = std::max(stats_.max_batch_rows, n_rows);
+  }
+  // The observer sees the step (the ended requests' blocks parked or freed) before their
+  // callers hear they are done: whatever a caller reads next (a server's /metrics) has them.
+  cache_.emit_tier_usage();
+  observe(running_.empty() && waiting_.empty());
+  for (const auto& a : ended)
+    if (a->request.on_done) a->request.on_done(a->result);
 }
 
 Status Engine::run_until_idle(const std::function<Status()>& check) {

@@ -204,7 +204,9 @@ class Engine {
   void observe(bool idle) const;
   Status admit(Active& a);
   void preempt(Active& a);
-  void finish(Active& a, RequestState state, model::StopReason reason);
+  // Ends `a`: its text flushed, its sequence parked (or freed), its result published; then
+  // its on_done runs, unless `deliver` is false (the caller runs it later).
+  void finish(Active& a, RequestState state, model::StopReason reason, bool deliver = true);
   void publish(const Active& a);
   kv::SeqId sequence_for(int64_t conversation);
   void emit(const Active& a, kv::KvEventType type, int64_t n_tokens = 0, int64_t t_us = 0);
