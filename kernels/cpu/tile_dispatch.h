@@ -106,7 +106,7 @@ void tile_prepared_run(const uint8_t* w, size_t rb, int64_t n_rows, const Quanti
       for (int i = 0; i < nr; ++i) {
         const uint8_t* row = w + (r + i) * rb;
         for (size_t o = part_begin; o < part_end; o += 64) __builtin_prefetch(row + ahead + o, 0, 1);
-        Kernel::prepare(row, u, &prepared[static_cast<size_t>(u * nr + i)]);
+        Kernel::prepare(row, acts.n_cols, u, &prepared[static_cast<size_t>(u * nr + i)]);
       }
     }
     for (int64_t t = 0; t < n_tokens; t += Kernel::k_prepared_tokens) {
@@ -122,7 +122,8 @@ void tile_prepared_run(const uint8_t* w, size_t rb, int64_t n_rows, const Quanti
 // Prefill: each row tile is converted once into an L1-resident buffer that every token tile
 // then reads, instead of being unpacked again per token tile. Kernel additionally has
 //   using Prepared = ...;  static int64_t n_prepared(int64_t n_cols);  (units per row)
-//   static void prepare(const uint8_t* row, int64_t u, Prepared* out);  (unit u of a row)
+//   static void prepare(const uint8_t* row, int64_t n_cols, int64_t u, Prepared* out);  (unit u
+//       of a row of n_cols)
 //   template <int R, int T> static void run_prepared(const Prepared* p, const uint8_t* w,
 //       size_t w_row_bytes, const ActTile& a, float* y, int64_t y_stride);  p: (units, R),
 //   for R <= k_prepared_rows, T <= k_prepared_tokens (its own register tile);

@@ -163,7 +163,7 @@ struct Q4_KKernel {
   static constexpr int k_prepared_rows = 4;
   static constexpr int k_prepared_tokens = 4;
   static int64_t n_prepared(int64_t n_cols) { return n_cols / 256; }
-  static void prepare(const uint8_t* row, int64_t u, PreparedQ4_K* out) {
+  static void prepare(const uint8_t* row, int64_t /*n_cols*/, int64_t u, PreparedQ4_K* out) {
     const Block& blk = reinterpret_cast<const Block*>(row)[u];
     uint32_t words[4];
     unpack_q4_k_words(blk.scales, words);
@@ -268,7 +268,7 @@ struct Q4_KKernel {
     auto units = [&](int64_t b) {
       for (int r = 0; r < R; ++r) {
         tiling::prefetch_ahead<sizeof(Block) + 63>(reinterpret_cast<const Block*>(w + r * rb) + b, rb, k_rows);
-        prepare(w + r * rb, b, &tmp[r]);
+        prepare(w + r * rb, a.n_cols, b, &tmp[r]);
       }
       return static_cast<const PreparedQ4_K*>(tmp);
     };
@@ -286,7 +286,7 @@ struct Q6_KKernel {
   static constexpr int k_prepared_rows = 4;
   static constexpr int k_prepared_tokens = 3;
   static int64_t n_prepared(int64_t n_cols) { return n_cols / 256; }
-  static void prepare(const uint8_t* row, int64_t u, PreparedQ6_K* out) {
+  static void prepare(const uint8_t* row, int64_t /*n_cols*/, int64_t u, PreparedQ6_K* out) {
     const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(row)[u];
     out->s = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
     out->d = _cvtsh_ss(blk.d);
@@ -355,7 +355,7 @@ struct Q6_KKernel {
     auto units = [&](int64_t b) {
       for (int r = 0; r < R; ++r) {
         tiling::prefetch_ahead<sizeof(BlockQ6_K) + 63>(reinterpret_cast<const BlockQ6_K*>(w + r * rb) + b, rb, k_rows);
-        prepare(w + r * rb, b, &tmp[r]);
+        prepare(w + r * rb, a.n_cols, b, &tmp[r]);
       }
       return static_cast<const PreparedQ6_K*>(tmp);
     };

@@ -78,7 +78,7 @@ struct LowBitKernel {
   static constexpr int k_prepared_rows = 4;
   static constexpr int k_prepared_tokens = 3;
   static int64_t n_prepared(int64_t n_cols) { return n_cols / 256; }
-  static void prepare(const uint8_t* row, int64_t u, PreparedLowBit* out) {
+  static void prepare(const uint8_t* row, int64_t /*n_cols*/, int64_t u, PreparedLowBit* out) {
     const Block& blk = reinterpret_cast<const Block*>(row)[u];
     __m512i sc;  // (16 int32) sub-block s's scale in the low int16 of lane s, 0 above
     out->d = _cvtsh_ss(blk.d);
@@ -152,7 +152,7 @@ struct LowBitKernel {
     auto units = [&](int64_t b) {
       for (int r = 0; r < R; ++r) {
         tiling::prefetch_ahead<sizeof(Block) + 63>(reinterpret_cast<const Block*>(w + r * rb) + b, rb, k_rows);
-        prepare(w + r * rb, b, &tmp[r]);
+        prepare(w + r * rb, a.n_cols, b, &tmp[r]);
       }
       return static_cast<const PreparedLowBit*>(tmp);
     };

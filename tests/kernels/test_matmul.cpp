@@ -414,12 +414,13 @@ TEST_CASE("prefill (row tiles prepared once) matches the scalar reference on odd
   if (isas.empty()) KVC_SKIP("this CPU has neither AVX2 nor AVX-512 VNNI");
   std::mt19937 rng(13);
   // Token counts just above the decode tile (4) and not multiples of any prefill tile; rows
-  // that leave a partial row tile; columns with and without a tail after whole four-block
-  // groups (Q8_0 form: 96 = tail only, 416 = 3 groups + 1 block) and an odd number of
-  // super-blocks (K form: 768 = 3, the mins' single-block step).
+  // that leave a partial row tile; columns with and without a tail after whole sixteen- and
+  // four-block groups (Q8_0 form: 96 = tail only, 416 = 3 groups + 1 block, 512 = one group
+  // of sixteen, 1184 = 2 of sixteen + 1 of four + 1 block) and an odd number of super-blocks
+  // (K form: 768 = 3, the mins' single-block step).
   for (DType type : k_quant_types) {
     const std::vector<int64_t> cols =
-        act_block(type) == 256 ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{96, 416};
+        act_block(type) == 256 ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{96, 416, 512, 1184};
     for (int64_t n_cols : cols)
       for (int64_t n_rows : {5, 18})
         for (int64_t n_tokens : {5, 11}) check_against_scalar(type, n_rows, n_cols, n_tokens, isas, rng);
@@ -436,23 +437,24 @@ TEST_CASE("a token's outputs do not depend on how many tokens share the call", "
   ThreadPool pool(3);
   for (DType type : k_quant_types) {
     const int64_t n_rows = 13, n_tokens = 9;
-    const int64_t n_cols = act_block(type) == 256 ? 768 : 416;
-    const RandomMatrix m = random_matrix(type, n_rows, n_cols, rng);
-    const std::vector<float> x = random_acts(n_cols * n_tokens, rng);
-    for (Isa isa : isas) {
-      INFO(dtype_name(type) << " " << isa_name(isa));
-      std::vector<float> all(static_cast<size_t>(n_rows * n_tokens));
-      matmul_isa(isa, m.view(), x.data(), n_tokens, all.data(), pool);
-      for (int64_t split : {1, 2, 4, 5}) {
-        INFO("tokens per call " << split);
-        std::vector<float> parts(all.size(), std::nanf(""));
-        for (int64_t t = 0; t < n_tokens; t += split) {
-          const int64_t n = std::min(split, n_tokens - t);
-          matmul_isa(isa, m.view(), x.data() + t * n_cols, n, parts.data() + t * n_rows, pool);
-        }
-        for (size_t i = 0; i < all.size(); ++i) {
-          INFO("output " << i);
-          REQUIRE(std::memcmp(&parts[i], &all[i], sizeof(float)) == 0);
+    for (int64_t n_cols : act_block(type) == 256 ? std::vector<int64_t>{768} : std::vector<int64_t>{416, 1184}) {
+      const RandomMatrix m = random_matrix(type, n_rows, n_cols, rng);
+      const std::vector<float> x = random_acts(n_cols * n_tokens, rng);
+      for (Isa isa : isas) {
+        INFO(dtype_name(type) << " " << isa_name(isa) << " columns " << n_cols);
+        std::vector<float> all(static_cast<size_t>(n_rows * n_tokens));
+        matmul_isa(isa, m.view(), x.data(), n_tokens, all.data(), pool);
+        for (int64_t split : {1, 2, 4, 5}) {
+          INFO("tokens per call " << split);
+          std::vector<float> parts(all.size(), std::nanf(""));
+          for (int64_t t = 0; t < n_tokens; t += split) {
+            const int64_t n = std::min(split, n_tokens - t);
+            matmul_isa(isa, m.view(), x.data() + t * n_cols, n, parts.data() + t * n_rows, pool);
+          }
+          for (size_t i = 0; i < all.size(); ++i) {
+            INFO("output " << i);
+            REQUIRE(std::memcmp(&parts[i], &all[i], sizeof(float)) == 0);
+          }
         }
       }
     }
