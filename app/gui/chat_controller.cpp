@@ -81,7 +81,23 @@ void ChatController::post(std::function<void()> task) {
   ++n_busy_;
   {
     std::lock_guard lock(q_mu_);
-    queue_.push_back(std::move(task));
+    (holding_ ? held_ : queue_).push_back(std::move(task));
+  }
+  q_cv_.notify_one();
+}
+
+void ChatController::hold_commands() {
+  std::lock_guard lock(q_mu_);
+  holding_ = true;
+}
+
+void ChatController::release_commands() {
+  {
+    std::lock_guard lock(q_mu_);
+    holding_ = false;
+    if (held_.empty()) return;
+    for (auto& task : held_) queue_.push_back(std::move(task));
+    held_.clear();
   }
   q_cv_.notify_one();
 }

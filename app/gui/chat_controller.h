@@ -83,6 +83,11 @@ class ChatController final : public ui::AppCommands {
   // True from a send, regenerate or edit (UI thread) until its turn ended: the window paces its
   // frames from that click on, before the worker has published anything of the turn.
   bool answering() const { return n_answering_.load() > 0; }
+  // The window brackets each frame's drawing with these (UI thread): commands posted in between
+  // (a send clicked in this frame) reach the worker once the frame is on screen, so the frame
+  // that shows the click is not rasterized beside the answer's first tokens.
+  void hold_commands();
+  void release_commands();
 
  private:
   void post(std::function<void()> task);
@@ -153,6 +158,8 @@ class ChatController final : public ui::AppCommands {
   std::mutex q_mu_;
   std::condition_variable q_cv_;
   std::deque<std::function<void()>> queue_;
+  std::deque<std::function<void()>> held_;  // posted while a frame draws (hold_commands)
+  bool holding_ = false;
   bool quit_ = false;
   uint64_t shown_memory_version_ = 0;  // worker thread: the runner's memory_version() last published
   std::atomic<int> n_busy_{0};         // queued plus running commands

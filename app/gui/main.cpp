@@ -218,6 +218,14 @@ int run(const Args& a) {
     last_frame = frame_start;
     if (busy && !runner && !demo && snap == drawn && timed_out) continue;
     drawn = snap;
+    // What this frame asks of the worker (a send) starts once the frame is on screen.
+    struct CommandHold {
+      kvc::app::ChatController& c;
+      explicit CommandHold(kvc::app::ChatController& controller) : c(controller) { c.hold_commands(); }
+      ~CommandHold() { c.release_commands(); }
+      CommandHold(const CommandHold&) = delete;
+      CommandHold& operator=(const CommandHold&) = delete;
+    } hold(controller);
     const double now_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     hooks.begin_frame();
     if (runner) {

@@ -19,6 +19,13 @@ std::optional<std::string> gui_unavailable() {
   return std::nullopt;
 }
 
+namespace {
+// gui_command's wrapper prints the app's own exit status last, so that xvfb-run's own failures
+// after the app ended (its temporary directory's clean-up, seen failing now and then on a busy
+// machine: exit status 5) do not stand for the app's.
+constexpr const char* k_exit_marker = "[kvchat exit status ";
+}  // namespace
+
 int run_command(const std::string& cmd, std::string& output) {
   std::string line = cmd;
   line += " 2>&1";
@@ -28,7 +35,11 @@ int run_command(const std::string& cmd, std::string& output) {
   output.clear();
   while (size_t n = std::fread(buf, 1, sizeof buf, p)) output.append(buf, n);
   const int status = ::pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (rc == 124) return rc;  // timeout(1) stopped it: not the app's own end
+  if (const size_t at = output.rfind(k_exit_marker); at != std::string::npos)
+    return std::atoi(output.c_str() + at + std::char_traits<char>::length(k_exit_marker));
+  return rc;
 }
 
 std::string gui_command(int timeout_s, const std::string& screen) {
@@ -40,7 +51,9 @@ std::string gui_command(int timeout_s, const std::string& screen) {
 #if defined(__SANITIZE_ADDRESS__)
   cmd += "env ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" ";
 #endif
-  cmd += "'";
+  cmd += "sh -c '\"$0\" \"$@\"; s=$?; echo \"";
+  cmd += k_exit_marker;
+  cmd += "$s]\" >&2; exit $s' '";
   cmd += KVC_GUI_PATH;
   cmd += "'";
   return cmd;

@@ -11,7 +11,7 @@ namespace kvc::test {
 // KVCHAT_TEST_NO_GUI is set (the sanitizer run, which leaves the GUI to the release suite).
 std::optional<std::string> gui_unavailable();
 // Runs a shell command line; its stdout and stderr go to `output`. Returns the exit status
-// (-1 when it did not exit normally).
+// (-1 when it did not exit normally): for a gui_command, the app's own.
 int run_command(const std::string& cmd, std::string& output);
 // "timeout T xvfb-run ... 'KVC_GUI_PATH'": append the app's arguments. Under AddressSanitizer
 // its leak check is off: the GL driver, dlclose()d at exit, leaves allocations only its
