@@ -2,6 +2,9 @@
 // option (bench/app-vs-cli.sh: answers of a known length), on the real store.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <thread>
+
 #include "app/gui/chat_controller.h"
 #include "core/sampling/generate_options.h"
 #include "support/controller_support.h"
@@ -80,4 +83,33 @@ TEST_CASE("chat controller: answering() holds from send() to the turn's end, and
   CHECK_FALSE(past.answering_after);
   CHECK(past.stats.stop_reason == "max tokens");
   CHECK(past.stats.n_tokens == k_max_tokens);
+}
+
+TEST_CASE("chat controller: a send made while a frame holds commands starts only once the frame releases them",
+          "[app]") {
+  test::TempDir tmp;
+  app::ChatController::Options opt;
+  opt.data_dir = tmp.file("data");
+  opt.model_path = test::model_path("stories260K.gguf");
+  opt.n_threads = 1;
+  app::ChatController c(opt);
+  test::settle(c);
+  sampling::GenerateOptions g;
+  g.max_tokens = 8;
+  c.update_settings("", g);
+  test::settle(c);
+  c.hold_commands();
+  c.send("Once upon a time");
+  CHECK(c.busy());  // the window keeps pacing as for a turn: it is asked for
+  CHECK(c.answering());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // far longer than the worker needs to start it
+  CHECK(c.snapshot()->chat.messages.empty());                   // nothing of the turn ran while held
+  c.release_commands();
+  test::settle(c);
+  const auto s = c.snapshot();
+  INFO(s->error);
+  REQUIRE(s->error.empty());
+  REQUIRE(s->chat.messages.size() == 2);  // the question and its answer
+  CHECK(s->chat.messages.back().stats.n_tokens == 8);
+  CHECK_FALSE(c.answering());
 }
