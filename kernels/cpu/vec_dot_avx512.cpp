@@ -300,9 +300,10 @@ struct Q8_0FormKernel {
   }
 
   // Prefill (tiling::tile_prepared): signed weights against unsigned activations a + 128,
-  // both dealt per sixteen blocks as deal_hex does (in a row's tail, per four as deal_quad);
-  // each dot starts at the weights' own correction -128 * sum(w), so no per-token offset
-  // work is left. p: (n_units, R): a row's hexes, then its tail's quads.
+  // both in the sixteen-block layout (a "hex": deal_hex_acts, W::unsigned_hex) where W has it,
+  // and per four blocks (a "quad": deal_quad) in a row's tail; each dot starts at the weights'
+  // own correction -128 * sum(w), so no per-token offset work is left. p: (n_units, R): a
+  // row's hexes, then its tail's quads.
   using Prepared = PreparedUnit<W::k_hex ? 8 : 2>;
   static constexpr int k_prepared_rows = 4;
   static constexpr int k_prepared_tokens = W::k_hex ? 3 : 4;  // hex: 4 x 3 beat 3x3, 4x2, 3x4, 5x2, 4x4
