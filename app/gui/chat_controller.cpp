@@ -81,7 +81,11 @@ void ChatController::post(std::function<void()> task) {
   ++n_busy_;
   {
     std::lock_guard lock(q_mu_);
-    (holding_ ? held_ : queue_).push_back(std::move(task));
+    if (holding_) {
+      held_.push_back(std::move(task));  // release_commands() wakes the worker for it
+      return;
+    }
+    queue_.push_back(std::move(task));
   }
   q_cv_.notify_one();
 }

@@ -329,32 +329,31 @@ struct Q8_0FormKernel {
     if constexpr (W::k_hex) {
       if (u < n_hex) return prepare_hex(blocks + 16 * u, out);
     }
+    const auto* blk = blocks + 16 * n_hex + 4 * (u - n_hex);
+    W::signed_values(blk, out->q[0], out->q[1]);
+    out->q[0] = deal_quad(out->q[0]);
+    out->q[1] = deal_quad(out->q[1]);
     const __m512i k128 = _mm512_set1_epi8(static_cast<char>(-128));
-    __m512i sums = _mm512_setzero_si512();
-    {
-      const auto* blk = blocks + 16 * n_hex + 4 * (u - n_hex);
-      W::signed_values(blk, out->q[0], out->q[1]);
-      out->q[0] = deal_quad(out->q[0]);
-      out->q[1] = deal_quad(out->q[1]);
-      sums = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sums, k128, out->q[0]), k128, out->q[1]);
-      const __m128i h = _mm_set_epi16(0, 0, 0, 0, static_cast<short>(blk[3].d), static_cast<short>(blk[2].d),
-                                      static_cast<short>(blk[1].d), static_cast<short>(blk[0].d));
-      out->d = _mm512_broadcast_f32x4(_mm_cvtph_ps(h));
-    }
+    const __m512i sums =
+        _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, out->q[0]), k128, out->q[1]);
     out->corr = _mm512_sub_epi32(_mm512_setzero_si512(), sums);
+    const __m128i h = _mm_set_epi16(0, 0, 0, 0, static_cast<short>(blk[3].d), static_cast<short>(blk[2].d),
+                                    static_cast<short>(blk[1].d), static_cast<short>(blk[0].d));
+    out->d = _mm512_broadcast_f32x4(_mm_cvtph_ps(h));
   }
 
   // The activations as a + 128, dealt per sixteen blocks (their scales moved to the lanes of
-  // their blocks) and then per four; trailing blocks stay as they are.
+  // their blocks, in a copy) and then per four; trailing blocks stay as they are.
   static QuantizedActs prepare_acts(const QuantizedActs& acts, int64_t n_tokens) {
     thread_local std::vector<int8_t> dealt;
     thread_local std::vector<float> dealt_d;
     const auto n = static_cast<size_t>(n_tokens * acts.n_cols);
     const int64_t d_stride = acts.n_cols / 32;
     if (dealt.size() < n) dealt.resize(n);
-    if (dealt_d.size() < static_cast<size_t>(n_tokens * d_stride))
-      dealt_d.resize(static_cast<size_t>(n_tokens * d_stride));
     const int64_t n_hex_cols = n_hexes(acts.n_cols) * 512;
+    const bool moves_d = n_hex_cols > 0;  // without hexes every scale stays where it is
+    if (moves_d && dealt_d.size() < static_cast<size_t>(n_tokens * d_stride))
+      dealt_d.resize(static_cast<size_t>(n_tokens * d_stride));
     const int64_t n_quad_cols = n_hex_cols + n_tail_quads(acts.n_cols) * 128;
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(-128));
     const __m512i hex_order =
@@ -363,7 +362,7 @@ struct Q8_0FormKernel {
       const int8_t* in = acts.qs + t * acts.n_cols;
       int8_t* out = dealt.data() + t * acts.n_cols;
       const float* din = acts.d + t * d_stride;
-      float* dout = dealt_d.data() + t * d_stride;
+      float* dout = moves_d ? dealt_d.data() + t * d_stride : nullptr;
       for (int64_t c = 0; c < n_hex_cols; c += 512) {
         __m512i q[8];
         deal_hex_acts(in + c, q);
@@ -379,13 +378,15 @@ struct Q8_0FormKernel {
         _mm512_storeu_si512(out + c + 64, _mm512_xor_si512(deal_quad(hi), flip));
       }
       // (with zero columns the buffers may be null, which memcpy does not allow even for 0 bytes)
-      if (acts.n_cols > n_hex_cols) {
+      if (acts.n_cols > n_quad_cols) {
         std::memcpy(out + n_quad_cols, in + n_quad_cols, static_cast<size_t>(acts.n_cols - n_quad_cols));
+      }
+      if (moves_d && acts.n_cols > n_hex_cols) {
         std::memcpy(dout + n_hex_cols / 32, din + n_hex_cols / 32,
                     static_cast<size_t>(d_stride - n_hex_cols / 32) * sizeof(float));
       }
     }
-    return {dealt.data(), dealt_d.data(), acts.bsums, acts.n_cols};
+    return {dealt.data(), moves_d ? dealt_d.data() : acts.d, acts.bsums, acts.n_cols};
   }
 
   // The tail's quads (a + 128 against units(n_hex + g)) and then its pairs and single blocks.
@@ -475,8 +476,7 @@ struct Q8_0FormKernel {
           const auto* blk = reinterpret_cast<const typename W::Block*>(w + r * rb) + 16 * h;
           // Twice prefetch_ahead's distance: a row's 512 values are taken in one burst, not
           // four rows side by side (measured: decode at parity with the quad layout only so).
-          const char* ahead = reinterpret_cast<const char*>(blk) + 2 * tiling::k_prefetch_tiles * k_rows * rb;
-          for (size_t i = 0; i < 16 * sizeof(typename W::Block) + 63; i += 64) __builtin_prefetch(ahead + i, 0, 1);
+          tiling::prefetch_ahead<16 * sizeof(typename W::Block) + 63>(blk, rb, 2 * k_rows);
           __m512i wq[8];
           W::unsigned_hex(blk, wq);
           const __m512 wd = W::scales_hex(blk);
