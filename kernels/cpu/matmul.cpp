@@ -22,7 +22,8 @@ void check(bool ok, const char* what) {
 
 const KernelSet& kernel_set(Isa isa) {
   const CpuFeatures& f = cpu_features();
-  if (isa == Isa::avx512_vnni && f.avx512_vnni) return kernels_avx512_vnni();
+  if (isa == Isa::avx512_amx && f.amx_int8) return kernels_avx512_amx();
+  if (isa >= Isa::avx512_vnni && f.avx512_vnni) return kernels_avx512_vnni();
   // The 512-bit kernels need VNNI; plain AVX-512 gets the AVX2 kernels.
   if (isa >= Isa::avx2 && f.avx2) return kernels_avx2();
   return kernels_scalar();

@@ -59,6 +59,8 @@ struct KernelSet {
 const KernelSet& kernels_scalar();
 const KernelSet& kernels_avx2();         // call only when cpu_features().avx2
 const KernelSet& kernels_avx512_vnni();  // call only when cpu_features().avx512_vnni
+// avx512_vnni's kernels with AMX tiles for Q4_K prefill; call only when cpu_features().amx_int8.
+const KernelSet& kernels_avx512_amx();
 
 // Scalar reference dot products: one weight row of n_blocks blocks with one token's
 // activations. Integer sums inside each (sub-)block, then scaled as the format defines.

@@ -22,6 +22,8 @@ void tile_q6_k_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const Qu
                            float* y, int64_t ys);
 void tile_q5_k_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
                            float* y, int64_t ys);
+void tile_q4_k_avx512_amx(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
+                          float* y, int64_t ys);
 // Q4_1, Q5_0, Q5_1 and IQ4_NL weights, in vec_dot_blocks32_avx512.cpp.
 void tile_q4_1_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
                            float* y, int64_t ys);
@@ -597,6 +599,16 @@ const KernelSet& kernels_avx512_vnni() {
       tile_float<F16Load>,
       tile_float<BF16Load>,
   };
+  return k;
+}
+
+const KernelSet& kernels_avx512_amx() {
+  static const KernelSet k = [] {
+    KernelSet s = kernels_avx512_vnni();
+    s.name = "avx512_amx";
+    s.q4_k = tile_q4_k_avx512_amx;
+    return s;
+  }();
   return k;
 }
 

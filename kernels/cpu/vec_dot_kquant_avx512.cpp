@@ -6,6 +6,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -363,6 +364,231 @@ struct Q6_KKernel {
   }
 };
 
+// ---- Q4_K with AMX tiles (Isa::avx512_amx) ----
+//
+// One arithmetic for every number of tokens, so that a prefill on the tiles and a decode on
+// vpdpbusd give the same bits. Per row, token and super-block two exact integers,
+//   I = sum_j sc_j * dot_j(q, a)    M = sum_j m_j * bsum_j(a)    (j: the 8 sub-blocks)
+// and then, super-blocks in order from acc = 0:
+//   acc = fma(float(I), d * ad, acc);  acc = fnmadd(float(M), dmin * ad, acc).
+
+// Decode (up to four tokens): Q4_KKernel's integer lanes, summed across the register per
+// super-block into I and M before the two float steps.
+struct Q4_KExactKernel {
+  static constexpr int k_block = 256;
+  static constexpr int k_rows = 3;
+  static constexpr int k_tokens = 4;
+
+  template <int R, int T>
+  static void run(const uint8_t* w, size_t rb, const ActTile& a, float* y, int64_t ys) {
+    const int64_t n_blocks = a.n_cols / 256;
+    __m128 acc[R][T];
+    for (auto& row : acc)
+      for (auto& v : row) v = _mm_setzero_ps();
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      PreparedQ4_K p[R];
+      for (int r = 0; r < R; ++r) {
+        tiling::prefetch_ahead<sizeof(BlockQ4_K) + 63>(reinterpret_cast<const BlockQ4_K*>(w + r * rb) + b, rb, k_rows);
+        Q4_KKernel<BlockQ4_K>::prepare(w + r * rb, a.n_cols, b, &p[r]);
+      }
+      for (int t = 0; t < T; ++t) {
+        __m512i av[4];
+        for (int i = 0; i < 4; ++i) av[i] = _mm512_loadu_si512(a.qs + t * a.n_cols + 256 * b + 64 * i);
+        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums + t * (a.n_cols / 16) + 16 * b));
+        const float ad = a.d[t * a.d_stride + b];
+        for (int r = 0; r < R; ++r) {
+          __m512i dots = _mm512_setzero_si512();
+          for (int i = 0; i < 4; ++i) dots = _mm512_dpbusd_epi32(dots, p[r].q[i], av[i]);
+          const __m512i v = _mm512_madd_epi16(dots, p[r].s);  // its lanes sum to I
+          const __m256i v8 = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+          // I's eight partial sums in the low half, M's in the high half; both halves summed at once.
+          __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(v8), _mm256_madd_epi16(bs, p[r].m), 1);
+          x = _mm512_add_epi32(x, _mm512_shuffle_i64x2(x, x, _MM_SHUFFLE(2, 3, 0, 1)));
+          x = _mm512_add_epi32(x, _mm512_shuffle_epi32(x, static_cast<_MM_PERM_ENUM>(_MM_SHUFFLE(1, 0, 3, 2))));
+          x = _mm512_add_epi32(x, _mm512_shuffle_epi32(x, static_cast<_MM_PERM_ENUM>(_MM_SHUFFLE(2, 3, 0, 1))));
+          const __m512 f = _mm512_cvtepi32_ps(x);
+          acc[r][t] = _mm_fmadd_ss(_mm512_castps512_ps128(f), _mm_set_ss(p[r].d * ad), acc[r][t]);
+          acc[r][t] = _mm_fnmadd_ss(_mm512_extractf32x4_ps(f, 2), _mm_set_ss(p[r].dmin * ad), acc[r][t]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) y[t * ys + r] = _mm_cvtss_f32(acc[r][t]);
+  }
+};
+
+// The tile registers as the prefill uses them (palette 1): C tiles 0-2 (16 rows x 16 tokens of
+// int32), B tile 3 (the activations of 16 tokens, 64 values: 16 rows of 4 values x 16 tokens),
+// A tiles 4-6 (16 weight rows x 64 values). All are 16 rows of 64 bytes.
+struct alignas(64) AmxConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16};
+};
+
+// r: 16 registers of 16 int32, transposed in place (r[i] lane j <- r[j] lane i).
+inline void transpose16_epi32(__m512i (&r)[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  __m512i u[16];  // u[4g + j], 128-bit lane l: column 4l + j of rows 4g..4g+3
+  for (int g = 0; g < 16; g += 4) {
+    u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+    u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+    u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+    u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512i v0 = _mm512_shuffle_i32x4(u[j], u[4 + j], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512i v1 = _mm512_shuffle_i32x4(u[j], u[4 + j], _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512i v2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512i v3 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(3, 2, 3, 2));
+    r[j] = _mm512_shuffle_i32x4(v0, v2, _MM_SHUFFLE(2, 0, 2, 0));
+    r[4 + j] = _mm512_shuffle_i32x4(v0, v2, _MM_SHUFFLE(3, 1, 3, 1));
+    r[8 + j] = _mm512_shuffle_i32x4(v1, v3, _MM_SHUFFLE(2, 0, 2, 0));
+    r[12 + j] = _mm512_shuffle_i32x4(v1, v3, _MM_SHUFFLE(3, 1, 3, 1));
+  }
+}
+
+// Prefill on the tiles: C[row][token] += A (weights, unsigned) x B (activations, signed) per 64
+// values. The sub-block scales are folded into the weights, sc = 8 sh + sl with sl, sh <= 7, so
+// q * sl and q * sh (<= 105) are bytes and a whole super-block sums in two C tiles, I = C0 + 8 C1;
+// a third A tile holds each value's sub-block min, so C2 = M. A 16-row panel is converted once
+// per call (12 KiB a super-block) and every tile of 16 tokens then runs over it.
+struct Q4_KAmx {
+  static constexpr int64_t k_panel_bytes = 3 * 4 * 1024;  // per super-block: lo, hi, mins x 4 chunks
+
+  // The activations as B tiles: (token tile, 64-value chunk) -> 16 rows of (16 tokens x 4
+  // values), tokens past n_tokens zero; and their scales as (token tile, super-block) -> 16 floats.
+  static void arrange_acts(const QuantizedActs& acts, int64_t n_tokens, int8_t* out, float* out_d) {
+    const int64_t n_chunks = acts.n_cols / 64, n_blocks = acts.n_cols / 256;
+    for (int64_t tile = 0; tile * 16 < n_tokens; ++tile) {
+      const int64_t nt = std::min<int64_t>(16, n_tokens - 16 * tile);
+      for (int64_t c = 0; c < n_chunks; ++c) {
+        __m512i r[16];
+        for (int t = 0; t < 16; ++t)
+          r[t] = t < nt ? _mm512_loadu_si512(acts.qs + (16 * tile + t) * acts.n_cols + 64 * c) : _mm512_setzero_si512();
+        transpose16_epi32(r);
+        for (int k = 0; k < 16; ++k) _mm512_storeu_si512(out + ((tile * n_chunks + c) * 16 + k) * 64, r[k]);
+      }
+      for (int64_t b = 0; b < n_blocks; ++b)
+        for (int t = 0; t < 16; ++t)
+          out_d[(tile * n_blocks + b) * 16 + t] = t < nt ? acts.d[(16 * tile + t) * n_blocks + b] : 0.0f;
+    }
+  }
+
+  // Rows [0, nr) of a panel (nr <= 16; the rest zero) as A tiles, and their d and dmin.
+  static void arrange_panel(const uint8_t* w, size_t rb, int nr, int64_t n_blocks, uint8_t* out, float* out_d,
+                            float* out_dmin) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      uint8_t* ob = out + b * k_panel_bytes;
+      for (int r = 0; r < 16; ++r) {
+        if (r >= nr) {
+          for (int k = 0; k < 12; ++k) _mm512_storeu_si512(ob + k * 1024 + r * 64, _mm512_setzero_si512());
+          out_d[b * 16 + r] = out_dmin[b * 16 + r] = 0.0f;
+          continue;
+        }
+        const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w + r * rb)[b];
+        uint32_t words[4];
+        unpack_q4_k_words(blk.scales, words);
+        uint8_t sc[8], m[8];
+        std::memcpy(sc, words, 8);
+        std::memcpy(m, words + 2, 8);
+        out_d[b * 16 + r] = _cvtsh_ss(blk.d);
+        out_dmin[b * 16 + r] = _cvtsh_ss(blk.dmin);
+        for (int c = 0; c < 4; ++c) {
+          // Values 64c..64c+63: the low nibbles of packed bytes 32c..32c+31, then their high nibbles.
+          const __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
+          const __m512i q =
+              _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(p), _mm256_srli_epi16(p, 4), 1), low4);
+          const int j0 = 2 * c, j1 = 2 * c + 1;
+          // Byte pairs times a scale <= 7 in 16-bit lanes: each product fits its byte, no carry.
+          const __m512i sl = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(static_cast<int16_t>(sc[j0] & 7)),
+                                                     _mm512_set1_epi16(static_cast<int16_t>(sc[j1] & 7)));
+          const __m512i sh = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(static_cast<int16_t>(sc[j0] >> 3)),
+                                                     _mm512_set1_epi16(static_cast<int16_t>(sc[j1] >> 3)));
+          const __m512i mins = _mm512_mask_blend_epi8(0xFFFFFFFF00000000ull, _mm512_set1_epi8(static_cast<char>(m[j0])),
+                                                      _mm512_set1_epi8(static_cast<char>(m[j1])));
+          _mm512_storeu_si512(ob + (3 * c + 0) * 1024 + r * 64, _mm512_mullo_epi16(q, sl));
+          _mm512_storeu_si512(ob + (3 * c + 1) * 1024 + r * 64, _mm512_mullo_epi16(q, sh));
+          _mm512_storeu_si512(ob + (3 * c + 2) * 1024 + r * 64, mins);
+        }
+      }
+    }
+  }
+
+  __attribute__((target("amx-tile,amx-int8"))) static void run(const uint8_t* w, size_t rb, int64_t n_rows,
+                                                               const QuantizedActs& acts, int64_t n_tokens, float* y,
+                                                               int64_t ys) {
+    const int64_t n_blocks = acts.n_cols / 256, n_chunks = acts.n_cols / 64;
+    const int64_t n_tiles = (n_tokens + 15) / 16;
+    // Tile rows are 64 bytes: a row across two cache lines makes every tile load several times slower.
+    thread_local std::vector<uint8_t> scratch;
+    const size_t acts_bytes = static_cast<size_t>(n_tiles * n_chunks * 1024);
+    const size_t panel_bytes = static_cast<size_t>(n_blocks * k_panel_bytes);
+    const size_t float_bytes = static_cast<size_t>((n_tiles + 2) * n_blocks * 16) * sizeof(float);
+    scratch.resize(acts_bytes + panel_bytes + float_bytes + 64);
+    uint8_t* base = scratch.data() + (-reinterpret_cast<uintptr_t>(scratch.data()) & 63);
+    auto* bacts = reinterpret_cast<int8_t*>(base);
+    uint8_t* panel = base + acts_bytes;
+    auto* bad = reinterpret_cast<float*>(panel + panel_bytes);
+    float* pd = bad + n_tiles * n_blocks * 16;
+    float* pdmin = pd + n_blocks * 16;
+    arrange_acts(acts, n_tokens, bacts, bad);
+
+    static const AmxConfig config;
+    _tile_loadconfig(&config);
+    alignas(64) int32_t cbuf[3][16][16];
+    alignas(64) float out[16][16];
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 16) {
+      const int nr = static_cast<int>(std::min<int64_t>(16, n_rows - r0));
+      arrange_panel(w + r0 * rb, rb, nr, n_blocks, panel, pd, pdmin);
+      for (int64_t tile = 0; tile < n_tiles; ++tile) {
+        __m512 acc[16];
+        for (auto& v : acc) v = _mm512_setzero_ps();
+        for (int64_t b = 0; b < n_blocks; ++b) {
+          _tile_zero(0);
+          _tile_zero(1);
+          _tile_zero(2);
+          const uint8_t* pb = panel + b * k_panel_bytes;
+          for (int c = 0; c < 4; ++c) {
+            _tile_loadd(3, bacts + (tile * n_chunks + 4 * b + c) * 1024, 64);
+            _tile_loadd(4, pb + (3 * c + 0) * 1024, 64);
+            _tile_dpbusd(0, 4, 3);
+            _tile_loadd(5, pb + (3 * c + 1) * 1024, 64);
+            _tile_dpbusd(1, 5, 3);
+            _tile_loadd(6, pb + (3 * c + 2) * 1024, 64);
+            _tile_dpbusd(2, 6, 3);
+          }
+          _tile_stored(0, cbuf[0], 64);
+          _tile_stored(1, cbuf[1], 64);
+          _tile_stored(2, cbuf[2], 64);
+          const __m512 ad = _mm512_loadu_ps(bad + (tile * n_blocks + b) * 16);
+          for (int r = 0; r < 16; ++r) {
+            const __m512i lo = _mm512_load_si512(cbuf[0][r]);
+            const __m512i hi = _mm512_load_si512(cbuf[1][r]);
+            const __m512i i_sum = _mm512_add_epi32(lo, _mm512_slli_epi32(hi, 3));
+            const __m512 m_sum = _mm512_cvtepi32_ps(_mm512_load_si512(cbuf[2][r]));
+            acc[r] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(i_sum), _mm512_mul_ps(ad, _mm512_set1_ps(pd[b * 16 + r])), acc[r]);
+            acc[r] = _mm512_fnmadd_ps(m_sum, _mm512_mul_ps(ad, _mm512_set1_ps(pdmin[b * 16 + r])), acc[r]);
+          }
+        }
+        for (int r = 0; r < 16; ++r) _mm512_store_ps(out[r], acc[r]);
+        const int64_t nt = std::min<int64_t>(16, n_tokens - 16 * tile);
+        for (int64_t t = 0; t < nt; ++t)
+          for (int r = 0; r < nr; ++r) y[(16 * tile + t) * ys + r0 + r] = out[r][t];
+      }
+    }
+    _tile_release();
+  }
+};
+
 }  // namespace
 
 void tile_q4_k_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
@@ -378,6 +604,14 @@ void tile_q5_k_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const Qu
 void tile_q6_k_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
                            float* y, int64_t ys) {
   tiling::tile_prepared<Q6_KKernel>(w, rb, n_rows, acts, n_tokens, y, ys);
+}
+
+// Isa::avx512_amx: decode on vpdpbusd, five tokens or more on the tiles, one arithmetic.
+void tile_q4_k_avx512_amx(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
+                          float* y, int64_t ys) {
+  if (n_tokens > Q4_KExactKernel::k_tokens) return Q4_KAmx::run(w, rb, n_rows, acts, n_tokens, y, ys);
+  const QuantizedActs dealt = deal_acts<deal_qwords>(acts, n_tokens);
+  tiling::tile_quant<Q4_KExactKernel>(w, rb, n_rows, dealt, n_tokens, y, ys);
 }
 
 }  // namespace kvc::kernels

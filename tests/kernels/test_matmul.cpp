@@ -312,12 +312,15 @@ TEST_CASE("kernels: CPU detection agrees with the kernel's flags, and every SIMD
   CHECK(cpu_features().avx2 == (has("avx2") && has("fma") && has("f16c")));
   CHECK(cpu_features().avx512 == (has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq")));
   CHECK(cpu_features().avx512_vnni == (cpu_features().avx512 && has("avx512_vnni")));
+  // AMX also needs the kernel's permission, so the flags are necessary, not sufficient.
+  if (cpu_features().amx_int8) CHECK((has("amx_tile") && has("amx_int8")));
   // The SIMD tests compare each variant the CPU has with the scalar reference; one it lacks is
   // not tested here, which the skip makes visible in the summary.
   std::string missing;
   if (!cpu_features().avx2) missing += " AVX2";
   if (!cpu_features().avx512) missing += " AVX-512";
   if (!cpu_features().avx512_vnni) missing += " AVX-512-VNNI";
+  if (!cpu_features().amx_int8) missing += " AMX-INT8";
   if (!missing.empty()) KVC_SKIP("this CPU lacks" << missing << ": those kernel variants are not tested here");
 }
 
@@ -355,6 +358,7 @@ std::vector<Isa> simd_isas() {
   std::vector<Isa> isas;
   if (cpu_features().avx2) isas.push_back(Isa::avx2);
   if (cpu_features().avx512_vnni) isas.push_back(Isa::avx512_vnni);
+  if (cpu_features().amx_int8) isas.push_back(Isa::avx512_amx);
   return isas;
 }
 
