@@ -373,47 +373,75 @@ struct Q6_KKernel {
 //   acc = fma(float(I), d * ad, acc);  acc = fnmadd(float(M), dmin * ad, acc).
 
 // Decode (up to four tokens): Q4_KKernel's integer lanes, summed across the register per
-// super-block into I and M before the two float steps.
+// super-block into I and M for four rows at once, then the two float steps with the rows in lanes.
 struct Q4_KExactKernel {
   static constexpr int k_block = 256;
-  static constexpr int k_rows = 3;
+  static constexpr int k_rows = 4;
   static constexpr int k_tokens = 4;
+
+  // x[r]: row r's eight partial sums of I (low half) and of M (high half). Returns I of rows 0-3
+  // in 128-bit lane 0 and M of rows 0-3 in lane 2 (exact: integer adds in any order).
+  static inline __m512i sum_halves(const __m512i (&x)[4]) {
+    const __m512i a01 = _mm512_add_epi32(_mm512_unpacklo_epi32(x[0], x[1]), _mm512_unpackhi_epi32(x[0], x[1]));
+    const __m512i a23 = _mm512_add_epi32(_mm512_unpacklo_epi32(x[2], x[3]), _mm512_unpackhi_epi32(x[2], x[3]));
+    // 128-bit lane l: the sums of lane l of rows 0, 1, 2, 3.
+    const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi64(a01, a23), _mm512_unpackhi_epi64(a01, a23));
+    return _mm512_add_epi32(b, _mm512_shuffle_i64x2(b, b, _MM_SHUFFLE(2, 3, 0, 1)));
+  }
 
   template <int R, int T>
   static void run(const uint8_t* w, size_t rb, const ActTile& a, float* y, int64_t ys) {
     const int64_t n_blocks = a.n_cols / 256;
-    __m128 acc[R][T];
-    for (auto& row : acc)
-      for (auto& v : row) v = _mm_setzero_ps();
+    __m128 acc[T];  // lane r: row r
+    for (auto& v : acc) v = _mm_setzero_ps();
+    // int16 position 2l takes scale l / 2, position 2l + 1 the zero at index 8.
+    const __m512i scale_idx = _mm512_set_epi16(8, 7, 8, 7, 8, 6, 8, 6, 8, 5, 8, 5, 8, 4, 8, 4, 8, 3, 8, 3, 8, 2, 8, 2,
+                                               8, 1, 8, 1, 8, 0, 8, 0);
     for (int64_t b = 0; b < n_blocks; ++b) {
-      PreparedQ4_K p[R];
+      __m512i q[R][4], s[R];
+      __m256i m[R];
+      alignas(16) float d[4] = {}, dmin[4] = {};
       for (int r = 0; r < R; ++r) {
-        tiling::prefetch_ahead<sizeof(BlockQ4_K) + 63>(reinterpret_cast<const BlockQ4_K*>(w + r * rb) + b, rb, k_rows);
-        Q4_KKernel<BlockQ4_K>::prepare(w + r * rb, a.n_cols, b, &p[r]);
+        const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w + r * rb)[b];
+        tiling::prefetch_ahead<sizeof(BlockQ4_K) + 63>(&blk, rb, k_rows);
+        uint32_t words[4];
+        unpack_q4_k_words(blk.scales, words);
+        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(words));
+        s[r] = _mm512_permutexvar_epi16(scale_idx, _mm512_zextsi128_si512(_mm_cvtepu8_epi16(bytes)));
+        const __m128i m8 = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(bytes, bytes));
+        m[r] = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
+        d[r] = _cvtsh_ss(blk.d);
+        dmin[r] = _cvtsh_ss(blk.dmin);
+        q4_k_dealt(blk, q[r]);
       }
+      const __m128 dv = _mm_load_ps(d), dminv = _mm_load_ps(dmin);
       for (int t = 0; t < T; ++t) {
         __m512i av[4];
         for (int i = 0; i < 4; ++i) av[i] = _mm512_loadu_si512(a.qs + t * a.n_cols + 256 * b + 64 * i);
         const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums + t * (a.n_cols / 16) + 16 * b));
-        const float ad = a.d[t * a.d_stride + b];
-        for (int r = 0; r < R; ++r) {
+        __m512i x[4];
+        for (int r = 0; r < 4; ++r) {
+          if (r >= R) {
+            x[r] = _mm512_setzero_si512();
+            continue;
+          }
           __m512i dots = _mm512_setzero_si512();
-          for (int i = 0; i < 4; ++i) dots = _mm512_dpbusd_epi32(dots, p[r].q[i], av[i]);
-          const __m512i v = _mm512_madd_epi16(dots, p[r].s);  // its lanes sum to I
+          for (int i = 0; i < 4; ++i) dots = _mm512_dpbusd_epi32(dots, q[r][i], av[i]);
+          const __m512i v = _mm512_madd_epi16(dots, s[r]);  // its lanes sum to I
           const __m256i v8 = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-          // I's eight partial sums in the low half, M's in the high half; both halves summed at once.
-          __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(v8), _mm256_madd_epi16(bs, p[r].m), 1);
-          x = _mm512_add_epi32(x, _mm512_shuffle_i64x2(x, x, _MM_SHUFFLE(2, 3, 0, 1)));
-          x = _mm512_add_epi32(x, _mm512_shuffle_epi32(x, static_cast<_MM_PERM_ENUM>(_MM_SHUFFLE(1, 0, 3, 2))));
-          x = _mm512_add_epi32(x, _mm512_shuffle_epi32(x, static_cast<_MM_PERM_ENUM>(_MM_SHUFFLE(2, 3, 0, 1))));
-          const __m512 f = _mm512_cvtepi32_ps(x);
-          acc[r][t] = _mm_fmadd_ss(_mm512_castps512_ps128(f), _mm_set_ss(p[r].d * ad), acc[r][t]);
-          acc[r][t] = _mm_fnmadd_ss(_mm512_extractf32x4_ps(f, 2), _mm_set_ss(p[r].dmin * ad), acc[r][t]);
+          x[r] = _mm512_inserti64x4(_mm512_castsi256_si512(v8), _mm256_madd_epi16(bs, m[r]), 1);
         }
+        const __m512 f = _mm512_cvtepi32_ps(sum_halves(x));
+        const __m128 ad = _mm_set1_ps(a.d[t * a.d_stride + b]);
+        acc[t] = _mm_fmadd_ps(_mm512_castps512_ps128(f), _mm_mul_ps(dv, ad), acc[t]);
+        acc[t] = _mm_fnmadd_ps(_mm512_extractf32x4_ps(f, 2), _mm_mul_ps(dminv, ad), acc[t]);
       }
     }
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) y[t * ys + r] = _mm_cvtss_f32(acc[r][t]);
+    for (int t = 0; t < T; ++t) {
+      alignas(16) float out[4];
+      _mm_store_ps(out, acc[t]);
+      for (int r = 0; r < R; ++r) y[t * ys + r] = out[r];
+    }
   }
 };
 
