@@ -104,12 +104,26 @@ struct MinsQ4_K {
   float dmin;
 };
 
+// The sub-block scales as vpmaddwd factors for the dealt dots: int16 position 2l holds scale
+// l / 2, position 2l + 1 zero. words: unpack_q4_k_words' output.
+inline __m512i q4_k_scale_lanes(const uint32_t words[4]) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(words));
+  const __m512i idx = _mm512_set_epi16(8, 7, 8, 7, 8, 6, 8, 6, 8, 5, 8, 5, 8, 4, 8, 4, 8, 3, 8, 3, 8, 2, 8, 2, 8, 1, 8,
+                                       1, 8, 0, 8, 0);  // index 8: a zero of the extension
+  return _mm512_permutexvar_epi16(idx, _mm512_zextsi128_si512(_mm_cvtepu8_epi16(bytes)));
+}
+
+// words: unpack_q4_k_words' output; dmin: the block's f16 dmin.
+inline MinsQ4_K q4_k_mins(const uint32_t words[4], uint16_t dmin) {
+  const __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(words + 2)));
+  return {_mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8)), _cvtsh_ss(dmin)};
+}
+
 template <typename Block>  // BlockQ4_K or BlockQ5_K
 inline MinsQ4_K q4_k_mins(const Block& blk) {
   uint32_t words[4];
   unpack_q4_k_words(blk.scales, words);
-  const __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(words + 2)));
-  return {_mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8)), _cvtsh_ss(blk.dmin)};
+  return q4_k_mins(words, blk.dmin);
 }
 
 // The nibbles of a Q4_K block dealt as deal_qwords deals its values in order: value qword
@@ -168,12 +182,8 @@ struct Q4_KKernel {
     const Block& blk = reinterpret_cast<const Block*>(row)[u];
     uint32_t words[4];
     unpack_q4_k_words(blk.scales, words);
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(words));
-    // int16 position 2l takes scale l / 2, position 2l + 1 the zero at index 8.
-    const __m512i idx = _mm512_set_epi16(8, 7, 8, 7, 8, 6, 8, 6, 8, 5, 8, 5, 8, 4, 8, 4, 8, 3, 8, 3, 8, 2, 8, 2, 8, 1,
-                                         8, 1, 8, 0, 8, 0);
-    out->s = _mm512_permutexvar_epi16(idx, _mm512_zextsi128_si512(_mm_cvtepu8_epi16(bytes)));
-    const MinsQ4_K mins = q4_k_mins(blk);
+    out->s = q4_k_scale_lanes(words);
+    const MinsQ4_K mins = q4_k_mins(words, blk.dmin);
     out->m = mins.m;
     out->d = _cvtsh_ss(blk.d);
     out->dmin = mins.dmin;
@@ -394,9 +404,6 @@ struct Q4_KExactKernel {
     const int64_t n_blocks = a.n_cols / 256;
     __m128 acc[T];  // lane r: row r
     for (auto& v : acc) v = _mm_setzero_ps();
-    // int16 position 2l takes scale l / 2, position 2l + 1 the zero at index 8.
-    const __m512i scale_idx = _mm512_set_epi16(8, 7, 8, 7, 8, 6, 8, 6, 8, 5, 8, 5, 8, 4, 8, 4, 8, 3, 8, 3, 8, 2, 8, 2,
-                                               8, 1, 8, 1, 8, 0, 8, 0);
     for (int64_t b = 0; b < n_blocks; ++b) {
       __m512i q[R][4], s[R];
       __m256i m[R];
@@ -406,12 +413,11 @@ struct Q4_KExactKernel {
         tiling::prefetch_ahead<sizeof(BlockQ4_K) + 63>(&blk, rb, k_rows);
         uint32_t words[4];
         unpack_q4_k_words(blk.scales, words);
-        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(words));
-        s[r] = _mm512_permutexvar_epi16(scale_idx, _mm512_zextsi128_si512(_mm_cvtepu8_epi16(bytes)));
-        const __m128i m8 = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(bytes, bytes));
-        m[r] = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
+        s[r] = q4_k_scale_lanes(words);
+        const MinsQ4_K mins = q4_k_mins(words, blk.dmin);
+        m[r] = mins.m;
         d[r] = _cvtsh_ss(blk.d);
-        dmin[r] = _cvtsh_ss(blk.dmin);
+        dmin[r] = mins.dmin;
         q4_k_dealt(blk, q[r]);
       }
       const __m128 dv = _mm_load_ps(d), dminv = _mm_load_ps(dmin);
