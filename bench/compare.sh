@@ -5,13 +5,15 @@
 # 7B shapes), decode at 4K and 16K tokens of context with F16 / 8-bit / 4-bit KV, and 1-8
 # conversations at once. Makes the model files it needs with kvchat-cli mkmodel (kept in
 # COMPARE_WORK, about 27 GB for every section), runs both engines alternated in ROUNDS rounds
-# and prints the tables in Markdown on stdout (progress on stderr). Run it with the machine
-# otherwise idle.
+# (contexts deeper than 8K in one round) and prints the tables in Markdown on stdout (progress
+# on stderr). Run it with the machine otherwise idle. On 2 cores: about an hour with
+# DEPTHS=4096, model files included; the 16K depth adds about 80 minutes (llama.cpp refills a
+# 16K context for each of its three KV formats).
 #   usage: bench/compare.sh LLAMA_CPP_BIN_DIR [--sections decode,archs,gemma,long,parallel,big]
 #                                              [--rounds N] [--depths 4096,16384] [--widths 1,2,4,8]
 #   environment: COMPARE_WORK (/tmp/kvchat-compare), ROUNDS (3), SECTIONS, DEPTHS, WIDTHS
 # Needs the release build (cmake --preset release && cmake --build --preset release) and python3.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -ge 1 ] || { sed -n '2,13p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,15p' "$0" >&2; exit 2; }
 exec python3 "$root/bench/compare.py" "$@"
