@@ -134,7 +134,7 @@ def section_decode(p, args, shapes, title, reps=3):
               f"| {100 * med(lfrac):.0f} % |", flush=True)
 
 
-k_long_many_rounds_depth = 8192  # deeper contexts get one round
+LONG_MANY_ROUNDS_DEPTH = 8192  # deeper contexts get one round
 
 
 def section_long(p, args):
@@ -142,7 +142,7 @@ def section_long(p, args):
     print(f"`kvchat-cli bench -t {args.threads} -d N --pp 1 --tg 32 -r 2 --kv-type T` against "
           f"`llama-bench -t {args.threads} -d N -p 0 -n 32 -r 1 --no-warmup -fa 1 -ctk T -ctv T` (llama-bench fills "
           "the context again for every repetition, kvchat once), TinyLlama shape Q4_0, "
-          f"{args.rounds} alternated rounds up to {k_long_many_rounds_depth:,} tokens, one deeper. KV bytes per "
+          f"{args.rounds} alternated rounds up to {LONG_MANY_ROUNDS_DEPTH:,} tokens, one deeper. KV bytes per "
           "token (22 layers × 4 KV heads × 64 × K and V): F16 22,528; kvchat int8 and llama.cpp q8_0 11,968; kvchat "
           "int4 and llama.cpp q4_0 6,336 (one F16 scale per 32 values in both).\n")
     print("| depth | kvchat KV | llama.cpp KV | decode ratio | kvchat tg | llama.cpp tg |")
@@ -151,7 +151,7 @@ def section_long(p, args):
     pairs = [("f16", "f16"), ("int8", "q8_0"), ("int4", "q4_0")]
     for depth in args.depths:
         # llama-bench refills the context for each run: at 16K on 2 cores that is 8-26 minutes a format.
-        rounds = args.rounds if depth <= k_long_many_rounds_depth else 1
+        rounds = args.rounds if depth <= LONG_MANY_ROUNDS_DEPTH else 1
         for kt, lt in pairs:
             ks, ls = alternate(
                 rounds,
