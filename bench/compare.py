@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -30,8 +31,26 @@ def run(cmd, env=None):
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         sys.stderr.write(p.stdout + p.stderr)
-        raise SystemExit(f"failed ({p.returncode}): {' '.join(cmd)}")
+        raise SystemExit(f"failed ({exit_reason(p.returncode)}): {' '.join(cmd)}" + exit_hint(p.returncode))
     return p.stdout
+
+
+def exit_reason(rc):
+    """A process's exit status in words: a signal by its name."""
+    if rc >= 0:
+        return f"exit status {rc}"
+    try:
+        return signal.Signals(-rc).name
+    except ValueError:
+        return f"signal {-rc}"
+
+
+def exit_hint(rc):
+    if rc == -signal.SIGILL:
+        return ("\nIt used an instruction this CPU does not have: it was built for another CPU (llama.cpp built "
+                "with GGML_NATIVE takes its build machine's instruction set). Build it on this machine and pass "
+                "that build's bin folder.")
+    return ""
 
 
 def med(xs):
