@@ -2,6 +2,7 @@
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -38,10 +39,12 @@ struct ActScratch {
 };
 
 constexpr int64_t k_row_grain = 16;                // rows per unit of work split across threads
+constexpr int64_t k_row_piece = 4;                 // units a thread takes at a time (parallel_for_balanced)
 constexpr int64_t k_act_chunk_bytes = 1 << 20;     // activations kept in L2 per pass over rows
 constexpr int64_t k_parallel_quantize_tokens = 8;  // below this, one thread quantizes
 
-// Splits rows (in units of k_row_grain) across the pool and calls fn(row_begin, row_end).
+// Splits rows (in units of k_row_grain) across the pool and calls fn(row_begin, row_end) for each
+// piece of k_row_piece units, balanced: a thread done early takes pieces from the others.
 template <typename F>
 void for_rows(ThreadPool* pool, int64_t n_rows, F&& fn) {
   const int64_t n_units = (n_rows + k_row_grain - 1) / k_row_grain;
@@ -49,7 +52,7 @@ void for_rows(ThreadPool* pool, int64_t n_rows, F&& fn) {
   if (pool == nullptr) {
     body(0, n_units);
   } else {
-    pool->parallel_for(n_units, 1, body);
+    pool->parallel_for_balanced(n_units, k_row_piece, body);
   }
 }
 
@@ -90,14 +93,18 @@ void quantized_matmul(const KernelSet& ks, const MatrixView& w, const float* x, 
   const size_t rb = row_bytes(w.type, n_cols);
   const int64_t chunk = std::max<int64_t>(1, k_act_chunk_bytes / std::max<int64_t>(1, n_cols));
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
-  for_rows(pool, w.n_rows, [&](int64_t r_begin, int64_t r_end) {
-    for (int64_t t = 0; t < n_tokens; t += chunk) {
-      const QuantizedActs acts{qs + t * n_cols, d + t * static_cast<int64_t>(n_blocks),
-                               k_form ? bsums + t * (n_cols / 16) : nullptr, n_cols};
-      tile(wbytes + r_begin * rb, rb, r_end - r_begin, acts, std::min(chunk, n_tokens - t), y + t * w.n_rows + r_begin,
-           w.n_rows);
-    }
-  });
+  // One parallel pass over the rows per chunk of tokens: its pieces share one serial, so each
+  // thread arranges the chunk's activations once (tile_prepared), however many pieces it takes.
+  static std::atomic<uint64_t> next_serial{1};
+  for (int64_t t = 0; t < n_tokens; t += chunk) {
+    const QuantizedActs acts{qs + t * n_cols, d + t * static_cast<int64_t>(n_blocks),
+                             k_form ? bsums + t * (n_cols / 16) : nullptr, n_cols,
+                             next_serial.fetch_add(1, std::memory_order_relaxed)};
+    const int64_t nt = std::min(chunk, n_tokens - t);
+    for_rows(pool, w.n_rows, [&](int64_t r_begin, int64_t r_end) {
+      tile(wbytes + r_begin * rb, rb, r_end - r_begin, acts, nt, y + t * w.n_rows + r_begin, w.n_rows);
+    });
+  }
 }
 
 void float_matmul(const KernelSet& ks, const MatrixView& w, const float* x, int64_t n_tokens, float* y,

@@ -51,6 +51,33 @@ class ThreadPool {
     });
   }
 
+  // Like parallel_for, one contiguous share of [0, n) per thread, but each share is walked
+  // from its front in pieces of `piece` items, and a thread done with its own share takes
+  // pieces from the back of the others': a thread that its core or the memory system slowed
+  // does not keep the rest waiting at the join. fn(begin, end) is called once per piece, on
+  // whichever thread took it; a thread's own pieces come in order, so a kernel prefetching
+  // ahead of its rows prefetches what it runs next.
+  template <typename F>
+  void parallel_for_balanced(int64_t n, int64_t piece, F&& fn) {
+    if (piece < 1) piece = 1;
+    const int64_t n_pieces = (n + piece - 1) / piece;
+    const int nth = static_cast<int>(n_pieces < n_threads_ ? n_pieces : n_threads_);
+    if (nth <= 1 || n_pieces > k_max_pieces) {
+      parallel_for(n, piece, fn);
+      return;
+    }
+    for (int i = 0; i < nth; ++i) shares_[static_cast<size_t>(i)].set(n_pieces * i / nth, n_pieces * (i + 1) / nth);
+    run([&](int ith, int) {
+      if (ith >= nth) return;
+      auto call = [&](int64_t p) { fn(p * piece, p + 1 < n_pieces ? (p + 1) * piece : n); };
+      for (int64_t p; (p = shares_[static_cast<size_t>(ith)].take_front()) >= 0;) call(p);
+      for (int k = 1; k < nth; ++k) {
+        Share& victim = shares_[static_cast<size_t>((ith + k) % nth)];
+        for (int64_t p; (p = victim.take_back()) >= 0;) call(p);
+      }
+    });
+  }
+
  private:
   struct Job {
     void (*call)(void* ctx, int ith, int nth);
@@ -64,7 +91,29 @@ class ThreadPool {
   void dispatch(const Job& job);
   void worker_main(int ith);
 
+  // A share of parallel_for_balanced: pieces [begin, end) packed in one word, so that the owner
+  // taking from the front and a thief taking from the back never both get the last piece.
+  struct alignas(64) Share {
+    std::atomic<uint64_t> range{0};
+    void set(int64_t begin, int64_t end) {
+      range.store(static_cast<uint64_t>(begin) << 32 | static_cast<uint64_t>(end), std::memory_order_relaxed);
+    }
+    int64_t take_front() { return take(true); }
+    int64_t take_back() { return take(false); }
+    int64_t take(bool front) {
+      uint64_t r = range.load(std::memory_order_relaxed);
+      for (;;) {
+        const auto begin = static_cast<int64_t>(r >> 32), end = static_cast<int64_t>(r & 0xffffffffu);
+        if (begin >= end) return -1;
+        const uint64_t next = front ? r + (uint64_t{1} << 32) : r - 1;
+        if (range.compare_exchange_weak(r, next, std::memory_order_relaxed)) return front ? begin : end - 1;
+      }
+    }
+  };
+  static constexpr int64_t k_max_pieces = 0xffffffff;
+
   int n_threads_;
+  std::vector<Share> shares_;  // parallel_for_balanced's, one per thread
   std::vector<std::thread> workers_;
   Job job_{};
   std::atomic<uint64_t> generation_{0};

@@ -35,6 +35,27 @@ inline void prefetch_ahead(const void* p, size_t rb, int k_rows) {
     __builtin_prefetch(q + i, 0, 1);  // into L2: an L1 prefetch measured ~1.7x slower
 }
 
+// Which activations a thread last arranged for a kernel. A product split into pieces calls the
+// tile function once per piece with the same activations (QuantizedActs::serial), so each
+// thread arranges them on its first piece only; serials are never reused, so a kept
+// arrangement is never taken for other activations. `where`: the buffer it was arranged into,
+// when that can move.
+struct KeptActs {
+  uint64_t serial = 0;
+  const int8_t* qs = nullptr;
+  int64_t n_tokens = 0;
+  const void* where = nullptr;
+  bool same(const QuantizedActs& a, int64_t n, const void* at = nullptr) const {
+    return a.serial != 0 && a.serial == serial && a.qs == qs && n == n_tokens && at == where;
+  }
+  void keep(const QuantizedActs& a, int64_t n, const void* at = nullptr) {
+    serial = a.serial;
+    qs = a.qs;
+    n_tokens = n;
+    where = at;
+  }
+};
+
 // Kernel: a struct with constants k_rows, k_tokens and a static template
 //   template <int R, int T> void run(const uint8_t* w, size_t w_row_bytes, const ActTile& a,
 //                                    float* y, int64_t y_stride);
@@ -132,12 +153,20 @@ void tile_prepared_run(const uint8_t* w, size_t rb, int64_t n_rows, const Quanti
 //       rows stream through tile_quant and each unit is prepared just before use, so a
 //       token's outputs do not depend on how many tokens share the call;
 // and optionally static QuantizedActs prepare_acts(const QuantizedActs&, int64_t n_tokens),
-// the activations rearranged once per call for both runs.
+// the activations rearranged for both runs, once per product on each thread (KeptActs).
 template <typename Kernel>
 void tile_prepared(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens, float* y,
                    int64_t ys) {
   QuantizedActs arranged = acts;
-  if constexpr (requires { Kernel::prepare_acts(acts, n_tokens); }) arranged = Kernel::prepare_acts(acts, n_tokens);
+  if constexpr (requires { Kernel::prepare_acts(acts, n_tokens); }) {
+    thread_local KeptActs kept_from;
+    thread_local QuantizedActs kept;
+    if (!kept_from.same(acts, n_tokens)) {
+      kept = Kernel::prepare_acts(acts, n_tokens);
+      kept_from.keep(acts, n_tokens);
+    }
+    arranged = kept;
+  }
   if (n_tokens <= Kernel::k_tokens) return tile_quant<StreamedRun<Kernel>>(w, rb, n_rows, arranged, n_tokens, y, ys);
   tile_prepared_run<Kernel>(w, rb, n_rows, arranged, n_tokens, y, ys);
 }

@@ -19,6 +19,9 @@ struct QuantizedActs {
   const float* d = nullptr;
   const int16_t* bsums = nullptr;
   int64_t n_cols = 0;
+  // Nonzero: activations with the same serial and qs are the same values (the pieces of one
+  // matrix product), so a kernel may keep what it derived from them instead of redoing it.
+  uint64_t serial = 0;
 };
 
 // Quantizes n values (a multiple of 32 / 256): d = max|x| / 127, q = nearest(x * 127 / max|x|),

@@ -573,7 +573,11 @@ struct Q4_KAmx {
     auto* bad = reinterpret_cast<float*>(panel + panel_bytes);
     float* pd = bad + n_tiles * n_blocks * 16;
     float* pdmin = pd + n_blocks * 16;
-    arrange_acts(acts, n_tokens, bacts, bad);
+    thread_local tiling::KeptActs arranged;  // the pieces of one product arrange its activations once
+    if (!arranged.same(acts, n_tokens, base)) {
+      arrange_acts(acts, n_tokens, bacts, bad);
+      arranged.keep(acts, n_tokens, base);
+    }
 
     static const AmxConfig config;
     _tile_loadconfig(&config);

@@ -465,6 +465,34 @@ TEST_CASE("a token's outputs do not depend on how many tokens share the call", "
   }
 }
 
+TEST_CASE("a product split into pieces across threads, over two chunks of tokens, equals the one-thread product",
+          "[kernels]") {
+  // Rows are handed out in pieces (a thread done early takes the others'), each piece a call of
+  // the tile function with the same activations, which a thread arranges once per chunk of
+  // tokens and keeps: every output must come out as one thread computes it, bit for bit, also
+  // right after a product of other activations of the same shape.
+  const std::vector<Isa> isas = simd_isas();
+  if (isas.empty()) KVC_SKIP("this CPU has neither AVX2 nor AVX-512 VNNI");
+  std::mt19937 rng(23);
+  ThreadPool pool1(1), pool3(3);
+  const int64_t n_rows = 301, n_cols = 4096, n_tokens = 512;  // 1 MiB of activations per chunk: two of 256 tokens
+  const std::vector<float> x = random_acts(n_cols * n_tokens, rng), other = random_acts(n_cols * n_tokens, rng);
+  for (DType type : {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k}) {
+    const RandomMatrix m = random_matrix(type, n_rows, n_cols, rng);
+    for (Isa isa : isas) {
+      INFO(dtype_name(type) << " " << isa_name(isa));
+      std::vector<float> one(static_cast<size_t>(n_rows * n_tokens)), three(one.size(), std::nanf(""));
+      matmul_isa(isa, m.view(), x.data(), n_tokens, one.data(), pool1);
+      matmul_isa(isa, m.view(), other.data(), n_tokens, three.data(), pool3);
+      matmul_isa(isa, m.view(), x.data(), n_tokens, three.data(), pool3);
+      for (size_t i = 0; i < one.size(); ++i) {
+        INFO("output " << i);
+        REQUIRE(std::memcmp(&one[i], &three[i], sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("with power-of-two scales and integer activations every SIMD variant equals the scalar reference bit for bit",
           "[kernels]") {
   // Weight scales and mins of 2^-12 and activations that quantize to themselves (integers in

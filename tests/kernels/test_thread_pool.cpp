@@ -1,7 +1,10 @@
-// Thread pool: every thread runs each job once; parallel_for covers [0, n) exactly once.
+// Thread pool: every thread runs each job once; parallel_for and parallel_for_balanced cover
+// [0, n) exactly once, and a thread done early takes pieces from a slow one.
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "kernels/cpu/dtype.h"
@@ -34,6 +37,54 @@ TEST_CASE("parallel_for covers the range exactly once", "[kernels]") {
     });
     for (auto& s : seen) REQUIRE(s.load() == 1);
   }
+}
+
+TEST_CASE("parallel_for_balanced covers the range exactly once, in whole pieces", "[kernels]") {
+  for (int nth : {1, 2, 3, 5}) {
+    ThreadPool pool(nth);
+    for (int64_t n : {0, 1, 5, 64, 1000, 4097})
+      for (int64_t piece : {1, 3, 16}) {
+        std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+        std::atomic<int> misaligned{0};
+        pool.parallel_for_balanced(n, piece, [&](int64_t b, int64_t e) {
+          if (b % piece != 0 || (e != n && e - b != piece)) misaligned.fetch_add(1);
+          for (int64_t i = b; i < e; ++i) seen[static_cast<size_t>(i)].fetch_add(1);
+        });
+        INFO("threads " << nth << " n " << n << " piece " << piece);
+        REQUIRE(misaligned.load() == 0);
+        for (auto& s : seen) REQUIRE(s.load() == 1);
+      }
+  }
+}
+
+TEST_CASE("parallel_for_balanced: a thread done with its share takes the slow thread's pieces from the back",
+          "[kernels]") {
+  ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  constexpr int64_t n = 64;  // share 0 (the caller's): pieces 0-31; share 1: 32-63
+  std::vector<std::atomic<int>> by_other(n), seen(n);
+  std::atomic<int> stolen{0};
+  std::vector<int64_t> caller_order;  // written by the caller thread only
+  pool.parallel_for_balanced(n, 1, [&](int64_t b, int64_t) {
+    const bool on_caller = std::this_thread::get_id() == caller;
+    seen[static_cast<size_t>(b)].fetch_add(1);
+    if (on_caller) {
+      caller_order.push_back(b);
+      // The caller is the slow one: its first piece waits until the other thread has taken one
+      // of the caller's pieces (bounded, so a broken pool fails instead of hanging).
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (b == 0 && stolen.load() == 0 && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } else {
+      by_other[static_cast<size_t>(b)].fetch_add(1);
+      if (b < n / 2) stolen.fetch_add(1);
+    }
+  });
+  for (auto& s : seen) REQUIRE(s.load() == 1);
+  REQUIRE(stolen.load() > 0);
+  REQUIRE(by_other[n / 2 - 1].load() == 1);  // the thief starts at the back of share 0
+  REQUIRE(caller_order.front() == 0);
+  for (size_t i = 1; i < caller_order.size(); ++i) REQUIRE(caller_order[i] == caller_order[i - 1] + 1);
 }
 
 TEST_CASE("dtype geometry matches the GGUF definitions", "[kernels]") {
