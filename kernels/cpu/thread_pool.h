@@ -1,6 +1,7 @@
 // A fork-join thread pool for compute kernels: the caller runs one share of every job.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <thread>
@@ -52,11 +53,11 @@ class ThreadPool {
   }
 
   // Like parallel_for, one contiguous share of [0, n) per thread, but each share is walked
-  // from its front in pieces of `piece` items, and a thread done with its own share takes
-  // pieces from the back of the others': a thread that its core or the memory system slowed
-  // does not keep the rest waiting at the join. fn(begin, end) is called once per piece, on
-  // whichever thread took it; a thread's own pieces come in order, so a kernel prefetching
-  // ahead of its rows prefetches what it runs next.
+  // from its front in pieces of `piece` items, and a thread done with its own share takes the
+  // back half of what another has left as its new share: a thread that its core or the memory
+  // system slowed does not keep the rest waiting at the join. fn(begin, end) is called once per
+  // piece, on whichever thread took it; every thread walks forward through contiguous pieces,
+  // so a kernel prefetching ahead of its rows prefetches what it runs next.
   template <typename F>
   void parallel_for_balanced(int64_t n, int64_t piece, F&& fn) {
     if (piece < 1) piece = 1;
@@ -70,10 +71,14 @@ class ThreadPool {
     run([&](int ith, int) {
       if (ith >= nth) return;
       auto call = [&](int64_t p) { fn(p * piece, p + 1 < n_pieces ? (p + 1) * piece : n); };
-      for (int64_t p; (p = shares_[static_cast<size_t>(ith)].take_front()) >= 0;) call(p);
-      for (int k = 1; k < nth; ++k) {
-        Share& victim = shares_[static_cast<size_t>((ith + k) % nth)];
-        for (int64_t p; (p = victim.take_back()) >= 0;) call(p);
+      Share& own = shares_[static_cast<size_t>(ith)];
+      for (;;) {
+        for (int64_t p; (p = own.take_front()) >= 0;) call(p);
+        int64_t begin = -1, end = -1;
+        for (int k = 1; k < nth && begin < 0; ++k)
+          shares_[static_cast<size_t>((ith + k) % nth)].take_back_half(begin, end);
+        if (begin < 0) return;
+        own.set(begin, end);  // only its owner refills a share, and only when it is empty
       }
     });
   }
@@ -92,21 +97,34 @@ class ThreadPool {
   void worker_main(int ith);
 
   // A share of parallel_for_balanced: pieces [begin, end) packed in one word, so that the owner
-  // taking from the front and a thief taking from the back never both get the last piece.
+  // taking from the front and a thief taking from the back never both get a piece.
   struct alignas(64) Share {
     std::atomic<uint64_t> range{0};
-    void set(int64_t begin, int64_t end) {
-      range.store(static_cast<uint64_t>(begin) << 32 | static_cast<uint64_t>(end), std::memory_order_relaxed);
+    static uint64_t pack(int64_t begin, int64_t end) {
+      return static_cast<uint64_t>(begin) << 32 | static_cast<uint64_t>(end);
     }
-    int64_t take_front() { return take(true); }
-    int64_t take_back() { return take(false); }
-    int64_t take(bool front) {
+    void set(int64_t begin, int64_t end) { range.store(pack(begin, end), std::memory_order_relaxed); }
+    // The next piece from the front, or -1 when the share is empty.
+    int64_t take_front() {
       uint64_t r = range.load(std::memory_order_relaxed);
       for (;;) {
         const auto begin = static_cast<int64_t>(r >> 32), end = static_cast<int64_t>(r & 0xffffffffu);
         if (begin >= end) return -1;
-        const uint64_t next = front ? r + (uint64_t{1} << 32) : r - 1;
-        if (range.compare_exchange_weak(r, next, std::memory_order_relaxed)) return front ? begin : end - 1;
+        if (range.compare_exchange_weak(r, pack(begin + 1, end), std::memory_order_relaxed)) return begin;
+      }
+    }
+    // The back half of what is left (at least one piece) as [begin, end); begin = -1 if none.
+    void take_back_half(int64_t& begin, int64_t& end) {
+      uint64_t r = range.load(std::memory_order_relaxed);
+      for (;;) {
+        const auto b = static_cast<int64_t>(r >> 32), e = static_cast<int64_t>(r & 0xffffffffu);
+        if (b >= e) return;
+        const int64_t mid = e - std::max<int64_t>(1, (e - b) / 2);
+        if (range.compare_exchange_weak(r, pack(b, mid), std::memory_order_relaxed)) {
+          begin = mid;
+          end = e;
+          return;
+        }
       }
     }
   };
