@@ -44,7 +44,7 @@ constexpr int64_t k_act_chunk_bytes = 1 << 20;     // activations kept in L2 per
 constexpr int64_t k_parallel_quantize_tokens = 8;  // below this, one thread quantizes
 
 // Splits rows (in units of k_row_grain) across the pool and calls fn(row_begin, row_end) for each
-// piece of k_row_piece units, balanced: a thread done early takes pieces from the others.
+// piece of k_row_piece units, balanced: a thread done early takes half of what another has left.
 template <typename F>
 void for_rows(ThreadPool* pool, int64_t n_rows, F&& fn) {
   const int64_t n_units = (n_rows + k_row_grain - 1) / k_row_grain;
