@@ -36,22 +36,18 @@ inline void prefetch_ahead(const void* p, size_t rb, int k_rows) {
 }
 
 // Which activations a thread last arranged for a kernel. A product split into pieces calls the
-// tile function once per piece with the same activations (QuantizedActs::serial), so each
+// tile function once per piece with the same activations (one QuantizedActs::serial), so each
 // thread arranges them on its first piece only; serials are never reused, so a kept
 // arrangement is never taken for other activations. `where`: the buffer it was arranged into,
 // when that can move.
 struct KeptActs {
   uint64_t serial = 0;
-  const int8_t* qs = nullptr;
-  int64_t n_tokens = 0;
   const void* where = nullptr;
-  bool same(const QuantizedActs& a, int64_t n, const void* at = nullptr) const {
-    return a.serial != 0 && a.serial == serial && a.qs == qs && n == n_tokens && at == where;
+  bool same(const QuantizedActs& a, const void* at = nullptr) const {
+    return a.serial != 0 && a.serial == serial && at == where;
   }
-  void keep(const QuantizedActs& a, int64_t n, const void* at = nullptr) {
+  void keep(const QuantizedActs& a, const void* at = nullptr) {
     serial = a.serial;
-    qs = a.qs;
-    n_tokens = n;
     where = at;
   }
 };
@@ -161,9 +157,9 @@ void tile_prepared(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedA
   if constexpr (requires { Kernel::prepare_acts(acts, n_tokens); }) {
     thread_local KeptActs kept_from;
     thread_local QuantizedActs kept;
-    if (!kept_from.same(acts, n_tokens)) {
+    if (!kept_from.same(acts)) {
       kept = Kernel::prepare_acts(acts, n_tokens);
-      kept_from.keep(acts, n_tokens);
+      kept_from.keep(acts);
     }
     arranged = kept;
   }

@@ -19,8 +19,8 @@ struct QuantizedActs {
   const float* d = nullptr;
   const int16_t* bsums = nullptr;
   int64_t n_cols = 0;
-  // Nonzero: activations with the same serial and qs are the same values (the pieces of one
-  // matrix product), so a kernel may keep what it derived from them instead of redoing it.
+  // Nonzero: the same serial means the same activations, values and token count (the pieces of
+  // one chunk of one matrix product), so a kernel may keep what it derived from them.
   uint64_t serial = 0;
 };
 

@@ -574,9 +574,9 @@ struct Q4_KAmx {
     float* pd = bad + n_tiles * n_blocks * 16;
     float* pdmin = pd + n_blocks * 16;
     thread_local tiling::KeptActs arranged;  // the pieces of one product arrange its activations once
-    if (!arranged.same(acts, n_tokens, base)) {
+    if (!arranged.same(acts, base)) {
       arrange_acts(acts, n_tokens, bacts, bad);
-      arranged.keep(acts, n_tokens, base);
+      arranged.keep(acts, base);
     }
 
     static const AmxConfig config;

@@ -467,7 +467,7 @@ TEST_CASE("a token's outputs do not depend on how many tokens share the call", "
 
 TEST_CASE("a product split into pieces across threads, over two chunks of tokens, equals the one-thread product",
           "[kernels]") {
-  // Rows are handed out in pieces (a thread done early takes the others'), each piece a call of
+  // Rows are handed out in pieces (a thread done early takes half of another's), each piece a call of
   // the tile function with the same activations, which a thread arranges once per chunk of
   // tokens and keeps: every output must come out as one thread computes it, bit for bit, also
   // right after a product of other activations of the same shape.
