@@ -3,8 +3,9 @@
 
 #if defined(KVC_HAVE_CUDA)
 
+#include <compare>
+#include <map>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "kernels/cuda/cuda_ops.h"
@@ -57,14 +58,16 @@ class CudaBackend final : public Backend {
       return make_error(ErrorCode::unsupported, std::string("the CUDA backend has no kernels for ") +
                                                     kernels::dtype_name(host.type) + " weights; use --backend cpu");
     }
-    if (host.n_cols % 32 != 0) {
+    if (host.n_cols % kernels::dtype_info(host.type).block_elems != 0) {  // a quantized row is whole blocks
       return make_error(ErrorCode::unsupported, std::string("the CUDA backend cannot use a ") +
                                                     kernels::dtype_name(host.type) + " weight with " +
-                                                    std::to_string(host.n_cols) +
-                                                    " columns (needs a multiple of 32); use --backend cpu");
+                                                    std::to_string(host.n_cols) + " columns (not a whole number of " +
+                                                    std::to_string(kernels::dtype_info(host.type).block_elems) +
+                                                    "-element blocks); use --backend cpu");
     }
     Weight w{host};
-    if (auto it = weights_.find(host.data); it != weights_.end()) {  // tied embeddings: one copy
+    const WeightKey key{host.data, host.type, host.n_rows, host.n_cols};
+    if (auto it = weights_.find(key); it != weights_.end()) {  // tied embeddings: one copy
       w.view.data = it->second;
       return w;
     }
@@ -76,7 +79,7 @@ class CudaBackend final : public Backend {
       kc::device_free(dev);
       return make_error(ErrorCode::internal, "uploading a weight to the GPU failed: " + c.message);
     }
-    weights_.emplace(host.data, dev);
+    weights_.emplace(key, dev);
     w.view.data = dev;
     return w;
   }
@@ -220,8 +223,16 @@ class CudaBackend final : public Backend {
   kc::DeviceInfo info_;
   kc::Stream stream_ = nullptr;
   std::string name_;
-  std::string error_;                               // first failure since take_error()
-  std::unordered_map<const void*, void*> weights_;  // host tensor data -> its device copy
+  std::string error_;  // first failure since take_error()
+  // A host tensor -> its device copy. The whole view is the key, not the pointer alone: host
+  // memory freed after an upload can come back at the same address holding another tensor.
+  struct WeightKey {
+    const void* data;
+    kernels::DType type;
+    int64_t n_rows, n_cols;
+    auto operator<=>(const WeightKey&) const = default;
+  };
+  std::map<WeightKey, void*> weights_;
   DeviceScratch positions_, targets_, tables_, rows_;
   std::vector<kc::KvStoreTarget> host_targets_;  // (n_rows)
   std::vector<uint8_t*> host_tables_;            // concatenated block tables of the batch

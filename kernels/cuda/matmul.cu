@@ -20,7 +20,8 @@ __device__ float warp_sum(float v) {
 
 // grid: (ceil(n_rows / k_warps_per_block), ceil(n_tokens / k_token_tile)).
 //   w: n_rows rows of row_bytes;  x: (n_tokens, n_cols);  y: (n_tokens, n_rows).
-// n_cols is a multiple of 32 for every supported type here (the host checks).
+// Quantized rows are whole 32- or 256-element blocks; float rows (F32, F16, BF16) may end in a
+// tail of fewer than 32 columns (stories260K's FFN is 172 wide), which the lanes take one each.
 __global__ void matmul_kernel(DType t, const uint8_t* w, int64_t n_rows, int64_t n_cols, size_t row_bytes,
                               const float* x, int64_t n_tokens, float* y, const float* bias) {
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -40,6 +41,13 @@ __global__ void matmul_kernel(DType t, const uint8_t* w, int64_t n_rows, int64_t
       float s = 0.0f;
       for (int i = 0; i < 32; ++i) s += chunk[i] * xs[i];
       acc[j] += s;
+    }
+  }
+  for (int64_t i = 32 * (n_cols / 32) + lane; i < n_cols; i += 32) {
+    const float wv = weight_value(t, row, i);
+    for (int j = 0; j < k_token_tile; ++j) {
+      if (j >= nt) break;
+      acc[j] += wv * x[(t0 + j) * n_cols + i];
     }
   }
   for (int j = 0; j < k_token_tile; ++j) {

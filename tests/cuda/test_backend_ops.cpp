@@ -22,51 +22,64 @@ namespace {
 
 using test::random_floats;
 
+// y = x W^T + bias for n_tokens of 1, 3 and 9 (two GPU token tiles of 8) against the double
+// reference of the dequantized weights.
+void check_matmul(backend::Backend& be, DType t, int64_t n_rows, int64_t n_cols) {
+  const auto w = random_floats(static_cast<size_t>(n_rows * n_cols), 1, 0.05f);
+  std::vector<uint8_t> bytes(kernels::row_bytes(t, n_cols) * n_rows);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    kernels::quantize_row(t, w.data() + r * n_cols, bytes.data() + r * kernels::row_bytes(t, n_cols), n_cols);
+  }
+  std::vector<float> wd(w.size());
+  kernels::dequantize_row(t, bytes.data(), wd.data(), n_rows * n_cols);
+  auto weight = be.upload_weight(kernels::MatrixView{t, bytes.data(), n_rows, n_cols});
+  REQUIRE(weight.ok());
+  const auto bias = random_floats(static_cast<size_t>(n_rows), 3);
+  auto dev_bias = be.upload_floats(bias.data(), n_rows);
+  REQUIRE(dev_bias.ok());
+  for (int64_t n_tokens : {1, 3, 9}) {  // 9: two GPU token tiles of 8
+    INFO(be.name() << " " << kernels::dtype_name(t) << " n_tokens " << n_tokens);
+    const auto x = random_floats(static_cast<size_t>(n_tokens * n_cols), 2);
+    DeviceBuffer<float> dx(be, x), dy(be, static_cast<size_t>(n_tokens * n_rows));
+    be.matmul(*weight, dx.get(), n_tokens, dy.get(), *dev_bias);
+    const auto y = dy.to_host();
+    REQUIRE(be.take_error().ok());
+    for (int64_t tk = 0; tk < n_tokens; ++tk) {
+      for (int64_t r = 0; r < n_rows; ++r) {
+        double ref = static_cast<double>(bias[static_cast<size_t>(r)]), mag = 0;
+        for (int64_t c = 0; c < n_cols; ++c) {
+          const double p = static_cast<double>(wd[static_cast<size_t>(r * n_cols + c)]) *
+                           static_cast<double>(x[static_cast<size_t>(tk * n_cols + c)]);
+          ref += p;
+          mag += std::abs(p);
+        }
+        // The CPU quantizes activations to 8 bits for quantized weights: each product moves
+        // by at most 1/254 of |w| max|x| of its block; 1/100 of sum |w x| covers it with
+        // room. Float weights: float sums only.
+        const bool quantized = t != DType::f32 && t != DType::f16 && t != DType::bf16;
+        const double bound = quantized ? 1e-2 * mag + 1e-6 : 1e-5 * mag + 1e-6;
+        REQUIRE(std::abs(static_cast<double>(y[static_cast<size_t>(tk * n_rows + r)]) - ref) <= bound);
+      }
+    }
+  }
+  be.free(*dev_bias);
+}
+
 }  // namespace
 
 KVC_BACKEND_TEST_CASE("backend ops: matmul on every weight type, decode and prefill tiles, with bias",
                       "[cuda][backend]") {
-  const int64_t n_rows = 13, n_cols = 512;  // 13: not a multiple of the rows per GPU block
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
                   DType::iq4_nl, DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k}) {
-    const auto w = random_floats(static_cast<size_t>(n_rows * n_cols), 1, 0.05f);
-    std::vector<uint8_t> bytes(kernels::row_bytes(t, n_cols) * n_rows);
-    for (int64_t r = 0; r < n_rows; ++r) {
-      kernels::quantize_row(t, w.data() + r * n_cols, bytes.data() + r * kernels::row_bytes(t, n_cols), n_cols);
-    }
-    std::vector<float> wd(w.size());
-    kernels::dequantize_row(t, bytes.data(), wd.data(), n_rows * n_cols);
-    auto weight = be.upload_weight(kernels::MatrixView{t, bytes.data(), n_rows, n_cols});
-    REQUIRE(weight.ok());
-    const auto bias = random_floats(static_cast<size_t>(n_rows), 3);
-    auto dev_bias = be.upload_floats(bias.data(), n_rows);
-    REQUIRE(dev_bias.ok());
-    for (int64_t n_tokens : {1, 3, 9}) {  // 9: two GPU token tiles of 8
-      INFO(be.name() << " " << kernels::dtype_name(t) << " n_tokens " << n_tokens);
-      const auto x = random_floats(static_cast<size_t>(n_tokens * n_cols), 2);
-      DeviceBuffer<float> dx(be, x), dy(be, static_cast<size_t>(n_tokens * n_rows));
-      be.matmul(*weight, dx.get(), n_tokens, dy.get(), *dev_bias);
-      const auto y = dy.to_host();
-      REQUIRE(be.take_error().ok());
-      for (int64_t tk = 0; tk < n_tokens; ++tk) {
-        for (int64_t r = 0; r < n_rows; ++r) {
-          double ref = static_cast<double>(bias[static_cast<size_t>(r)]), mag = 0;
-          for (int64_t c = 0; c < n_cols; ++c) {
-            const double p = static_cast<double>(wd[static_cast<size_t>(r * n_cols + c)]) *
-                             static_cast<double>(x[static_cast<size_t>(tk * n_cols + c)]);
-            ref += p;
-            mag += std::abs(p);
-          }
-          // The CPU quantizes activations to 8 bits for quantized weights: each product moves
-          // by at most 1/254 of |w| max|x| of its block; 1/100 of sum |w x| covers it with
-          // room. Float weights: float sums only.
-          const bool quantized = t != DType::f32 && t != DType::f16 && t != DType::bf16;
-          const double bound = quantized ? 1e-2 * mag + 1e-6 : 1e-5 * mag + 1e-6;
-          REQUIRE(std::abs(static_cast<double>(y[static_cast<size_t>(tk * n_rows + r)]) - ref) <= bound);
-        }
-      }
-    }
-    be.free(*dev_bias);
+    check_matmul(be, t, 13, 512);  // 13 rows: not a multiple of the rows per GPU block
+  }
+}
+
+KVC_BACKEND_TEST_CASE("backend ops: matmul on float weights of a width that is not a multiple of 32",
+                      "[cuda][backend]") {
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+    check_matmul(be, t, 5, 172);  // stories260K's FFN width: five chunks of 32 and a tail of 12
+    check_matmul(be, t, 3, 20);   // a tail alone
   }
 }
 
@@ -131,6 +144,35 @@ KVC_BACKEND_TEST_CASE("backend ops: embed, rmsnorm, silu_mul, add", "[cuda][back
   const auto sum = dg.to_host();
   for (size_t i = 0; i < g.size(); ++i) REQUIRE(sum[i] == sg[i] + u[i]);  // one rounding, both sides
   REQUIRE(be.take_error().ok());
+}
+
+KVC_BACKEND_TEST_CASE("backend: host memory that held one weight and then another uploads as the second",
+                      "[cuda][backend]") {
+  // Q4_0 and IQ4_NL rows are the same size, so one host buffer holds either: a backend that
+  // keeps a device copy per host tensor must not hand back the first for the second.
+  const int64_t n_vocab = 8, n_embd = 64;
+  std::vector<uint8_t> host(kernels::row_bytes(DType::q4_0, n_embd) * n_vocab);
+  REQUIRE(host.size() == kernels::row_bytes(DType::iq4_nl, n_embd) * n_vocab);
+  const std::vector<int32_t> tokens{0, 5};
+  DeviceBuffer<int32_t> dt(be, tokens);
+  for (DType t : {DType::q4_0, DType::iq4_nl}) {
+    INFO(be.name() << " " << kernels::dtype_name(t));
+    const auto table = random_floats(static_cast<size_t>(n_vocab * n_embd), t == DType::q4_0 ? 7 : 8);
+    kernels::quantize_row(t, table.data(), host.data(), n_vocab * n_embd);
+    std::vector<float> td(table.size());
+    kernels::dequantize_row(t, host.data(), td.data(), n_vocab * n_embd);
+    auto w = be.upload_weight(kernels::MatrixView{t, host.data(), n_vocab, n_embd});
+    REQUIRE(w.ok());
+    DeviceBuffer<float> dx(be, tokens.size() * n_embd);
+    be.embed(*w, dt.get(), static_cast<int64_t>(tokens.size()), dx.get());
+    const auto x = dx.to_host();
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      for (int64_t c = 0; c < n_embd; ++c) {
+        const float ref = td[static_cast<size_t>(tokens[i] * n_embd + c)];
+        REQUIRE(std::abs(x[i * n_embd + c] - ref) <= 1e-6f * (1.0f + std::abs(ref)));
+      }
+    }
+  }
 }
 
 KVC_BACKEND_TEST_CASE("backend ops: rope with both pairings at small and large positions", "[cuda][backend]") {

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -40,10 +41,18 @@ TEST_CASE("cli: --backend cuda generates like cpu on a GPU", "[cuda][app]") {
 
 TEST_CASE("cli: --backend cuda without a usable GPU names the cause and the way out", "[cuda][app]") {
   kvc::test::TempDir tmp;
-  if (kvc::test::cuda_unavailable().empty()) {
-    KVC_SKIP("a CUDA device is present, so there is no missing-GPU error to check");
-  }
+  // Where a GPU is present the child is shown none: an empty CUDA_VISIBLE_DEVICES leaves the
+  // CUDA runtime no device (the parent's own CUDA context is already made and unaffected).
+  const bool hide_gpu = kvc::test::cuda_unavailable().empty();
+  const char* was = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string saved = was != nullptr ? was : "";
+  if (hide_gpu) ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
   const Run cuda = cli(generate_args() + "cuda", tmp);
+  if (hide_gpu && was != nullptr) {
+    ::setenv("CUDA_VISIBLE_DEVICES", saved.c_str(), 1);
+  } else if (hide_gpu) {
+    ::unsetenv("CUDA_VISIBLE_DEVICES");
+  }
   INFO(cuda.err);
   CHECK(cuda.exit_code != 0);
   CHECK((cuda.err.find("no CUDA device found") != std::string::npos ||
