@@ -7,6 +7,10 @@
 #   tests/cuda/device_check.sh            # the whole run (about 5 minutes on 16 cores)
 #   DRY_RUN=1 tests/cuda/device_check.sh  # print the plan, run nothing
 #   JOBS=n BUDGET_S=s                     # build jobs; the whole run's time limit (default 450 s)
+#   PREBUILT=DIR                          # no configure or build: take kvc_tests and kvchat-cli
+#                                         # from DIR, made by tests/cuda/bundle.sh on a machine with
+#                                         # the project's dependencies (they need a checkout at the
+#                                         # build's path; BUILD_DIR must be that build's folder)
 #
 # Every step has its own time limit, cut to what is left of BUDGET_S, and a failed step does
 # not stop the run: the report says which steps failed and keeps the last lines of their
@@ -144,12 +148,22 @@ section kernel-check "Kernels vs the CPU reference (tests/cuda/kernel_check.cu)"
 
 # 3. Configure and build the project for this GPU only (native), tests included.
 # Warnings stay warnings here (CI's gcc enforces -Werror): a newer compiler's new warning must
-# not hide the GPU results.
-step configure 180 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVC_WERROR=OFF \
-  -DKVC_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=native
-section configure "Configure" 25
-step build 300 cmake --build "$build" -j "$jobs" --target kvc_tests kvchat-cli
-section build "Build" 25
+# not hide the GPU results. With PREBUILT, the bundle's programs instead.
+if [ -n "${PREBUILT:-}" ]; then
+  place_prebuilt() {
+    mkdir -p "$build/tests" "$build/app" &&
+      cp "$PREBUILT/kvc_tests" "$build/tests/" && cp "$PREBUILT/kvchat-cli" "$build/app/" &&
+      rm -rf "$build/tests/lib" "$build/app/lib" &&
+      cp -r "$PREBUILT/lib" "$build/tests/lib" && cp -r "$PREBUILT/lib" "$build/app/lib"
+  }
+  step prebuilt 60 place_prebuilt
+else
+  step configure 180 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVC_WERROR=OFF \
+    -DKVC_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=native
+  section configure "Configure" 25
+  step build 300 cmake --build "$build" -j "$jobs" --target kvc_tests kvchat-cli
+  section build "Build" 25
+fi
 
 # 4. The CUDA tests: every op on every backend, end to end on the test models (made as CTest's
 #    test_models fixture makes them). On a GPU machine no CUDA case may skip.
