@@ -1,10 +1,12 @@
 // KV cache writes and paged attention on the GPU, reading F16 / INT8 / INT4 rows in place.
 //
-// Attention: one warp per (batch row, query head). Lane l holds head elements l, l+32, ...;
-// the warp walks the attended positions in order with an online softmax (running max m,
-// running sum l, accumulator rescaled when m grows), so no score buffer is needed:
+// Attention: one thread block per (batch row, query head), its warps each taking a range of
+// the attended positions. Lane l holds head elements l, l+32, ...; a warp walks its positions
+// in order with an online softmax (running max m, running sum l, accumulator rescaled when m
+// grows), so no score buffer is needed:
 //   s_t = scale * q.k_t;  m' = max(m, s_t);  acc = acc e^(m-m') + e^(s_t-m') v_t;  out = acc / l
-// Decode and prefill rows are the same work item; rows are independent.
+// and the block merges its warps' results. Decode and prefill rows are the same work item;
+// rows are independent.
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/cuda_ops.h"
@@ -15,7 +17,8 @@ namespace kvc::kernels::cuda {
 namespace {
 
 constexpr int k_per_lane = k_max_attention_head_dim / 32;
-constexpr int k_warps_per_block = 4;
+constexpr int k_max_warps_per_item = 16;  // a thread block's warps, all on one (row, head)
+constexpr int k_min_warps_per_item = 4;
 
 cudaStream_t as_stream(Stream s) { return static_cast<cudaStream_t>(s); }
 
@@ -48,14 +51,20 @@ __global__ void kv_store_kernel(KvGeometry g, const KvStoreTarget* targets, cons
   }
 }
 
-// grid: ceil(n_rows * n_head / k_warps_per_block) blocks of k_warps_per_block warps.
+// One thread block per (batch row, query head); its warps split the attended positions into
+// consecutive ranges, each warp runs the online softmax over its own range, and the block
+// merges the warps' (m, l, acc) in shared memory:
+//   M = max_w m_w;  L = sum_w l_w e^(m_w - M);  out = sum_w acc_w e^(m_w - M) / L
+// (a warp with no positions has m_w = -inf and weighs nothing).
+// Shared memory: n_warps * (head_dim + 2) floats.
 __global__ void attention_kernel(KvGeometry g, const uint8_t* const* tables, const AttentionRow* rows, int64_t n_rows,
                                  const float* q, int n_head, float scale, int64_t window, float* out) {
+  extern __shared__ float merge[];  // [n_warps][head_dim] accumulators, then n_warps m, n_warps l
   const int lane = static_cast<int>(threadIdx.x % 32);
-  const int64_t item = static_cast<int64_t>(blockIdx.x) * k_warps_per_block + threadIdx.x / 32;
-  if (item >= n_rows * n_head) return;
-  const int64_t r = item / n_head;
-  const int h = static_cast<int>(item % n_head);
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int n_warps = static_cast<int>(blockDim.x / 32);
+  const int64_t r = blockIdx.x / n_head;
+  const int h = static_cast<int>(blockIdx.x % n_head);
   const int kvh = h / (n_head / g.n_kv_head);
   const int hd = g.head_dim;
   const AttentionRow row = rows[r];
@@ -69,11 +78,13 @@ __global__ void attention_kernel(KvGeometry g, const uint8_t* const* tables, con
     acc[j] = 0.0f;
   }
   const int64_t begin = window > 0 && row.n_kv > window ? row.n_kv - window : 0;
+  const int64_t span = row.n_kv - begin;
+  const int64_t w_begin = begin + span * warp / n_warps, w_end = begin + span * (warp + 1) / n_warps;
   const int64_t k_head = kv_row_bytes(g.k_type, g.group, static_cast<int64_t>(kvh) * hd);
   const int64_t v_head = kv_row_bytes(g.v_type, g.group, static_cast<int64_t>(kvh) * hd);
   const uint8_t* const* table = tables + row.table_begin;
   float m = -INFINITY, l = 0.0f;
-  for (int64_t t = begin; t < row.n_kv; ++t) {
+  for (int64_t t = w_begin; t < w_end; ++t) {
     const uint8_t* blk = table[t / g.block_tokens];
     const int64_t in_blk = t % g.block_tokens;
     const uint8_t* kr = blk + g.k_offset + in_blk * g.k_row_bytes + k_head;
@@ -94,10 +105,29 @@ __global__ void attention_kernel(KvGeometry g, const uint8_t* const* tables, con
     }
     m = m_new;
   }
-  const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
+  float* w_acc = merge + warp * hd;
+  float* ms = merge + n_warps * hd;
+  float* ls = ms + n_warps;
   for (int j = 0; j < k_per_lane; ++j) {
     const int i = lane + 32 * j;
-    if (i < hd) oh[i] = acc[j] * inv_l;
+    if (i < hd) w_acc[i] = acc[j];
+  }
+  if (lane == 0) {
+    ms[warp] = m;
+    ls[warp] = l;
+  }
+  __syncthreads();
+  float m_all = -INFINITY;
+  for (int w = 0; w < n_warps; ++w) m_all = fmaxf(m_all, ms[w]);
+  float l_all = 0.0f;
+  for (int w = 0; w < n_warps; ++w) l_all += ms[w] == -INFINITY ? 0.0f : ls[w] * expf(ms[w] - m_all);
+  const float inv_l = l_all > 0.0f ? 1.0f / l_all : 0.0f;
+  for (int i = static_cast<int>(threadIdx.x); i < hd; i += static_cast<int>(blockDim.x)) {
+    float o = 0.0f;
+    for (int w = 0; w < n_warps; ++w) {
+      if (ms[w] != -INFINITY) o += merge[w * hd + i] * expf(ms[w] - m_all);
+    }
+    oh[i] = o * inv_l;
   }
 }
 
@@ -112,10 +142,13 @@ void launch_kv_store(const KvGeometry& g, const KvStoreTarget* targets, int64_t 
 void launch_attention(const KvGeometry& g, const uint8_t* const* tables, const AttentionRow* rows, int64_t n_rows,
                       const float* q, int n_head, float scale, int64_t window, float* out, Stream s) {
   if (n_rows <= 0 || n_head <= 0) return;
+  // Few (row, head) pairs (decode): more warps share each one's positions, so a long context
+  // still spreads over the GPU; many (prefill): fewer, the blocks themselves fill it.
   const int64_t n_items = n_rows * n_head;
-  const auto n_blocks = static_cast<unsigned>((n_items + k_warps_per_block - 1) / k_warps_per_block);
-  attention_kernel<<<n_blocks, 32 * k_warps_per_block, 0, as_stream(s)>>>(g, tables, rows, n_rows, q, n_head, scale,
-                                                                          window, out);
+  const int n_warps = n_items < 512 ? k_max_warps_per_item : k_min_warps_per_item;
+  const size_t shared = static_cast<size_t>(n_warps) * static_cast<size_t>(g.head_dim + 2) * sizeof(float);
+  attention_kernel<<<static_cast<unsigned>(n_items), 32 * n_warps, shared, as_stream(s)>>>(g, tables, rows, n_rows, q,
+                                                                                           n_head, scale, window, out);
 }
 
 }  // namespace kvc::kernels::cuda
