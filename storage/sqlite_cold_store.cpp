@@ -196,6 +196,7 @@ bool SqliteColdStore::put(const kv::BlockKey& key, const kv::BlockKey& parent, c
   p->fingerprint = fingerprint;
   p->payload.assign(payload.begin(), payload.end());
   p->checksum = kv::hash_bytes(payload);
+  bool wake = false;
   {
     std::lock_guard lock(mu_);
     if (index_.count(key) || pending_.count(key)) return true;  // raced with another put of the same block
@@ -206,8 +207,11 @@ bool SqliteColdStore::put(const kv::BlockKey& key, const kv::BlockKey& parent, c
     pending_[key] = p;
     queue_.push_back(std::move(p));
     queued_bytes_ += size;
+    // Inside its batch window the writer wakes at the window's end or when the queue passes
+    // half its bound; while it writes it finds the queue when it loops.
+    wake = writer_idle_ || queued_bytes_ * 2 >= options_.max_queue_bytes;
   }
-  work_cv_.notify_one();
+  if (wake) work_cv_.notify_one();
   return true;
 }
 
@@ -421,12 +425,19 @@ void SqliteColdStore::mark_unhealthy_locked(const std::string& why) {
 void SqliteColdStore::writer_loop() {
   std::unique_lock lock(mu_);
   for (;;) {
-    work_cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !touches_.empty() || !removals_.empty(); });
+    writer_idle_ = true;
+    while (!stop_ && queue_.empty() && touches_.empty() && removals_.empty()) {
+      work_cv_.wait(lock);
+      ++extra_.n_writer_wakeups;
+    }
+    writer_idle_ = false;
     if (queue_.empty() && touches_.empty() && removals_.empty()) break;  // stop_ and drained
     if (options_.batch_window_ms > 0) {
       const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.batch_window_ms);
-      work_cv_.wait_until(lock, until,
-                          [&] { return stop_ || n_flushing_ > 0 || queued_bytes_ * 2 >= options_.max_queue_bytes; });
+      while (!stop_ && n_flushing_ == 0 && queued_bytes_ * 2 < options_.max_queue_bytes) {
+        if (work_cv_.wait_until(lock, until) == std::cv_status::timeout) break;
+        ++extra_.n_writer_wakeups;
+      }
     }
     std::vector<std::shared_ptr<const Pending>> puts = std::move(queue_);
     queue_.clear();

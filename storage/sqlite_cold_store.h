@@ -68,6 +68,7 @@ struct ColdStoreExtraStats {
   int64_t n_blocks_of_missing_models = 0;  // at open: blocks whose model file is gone, collected first
   int64_t n_write_failures = 0;            // write batches that failed (each turns the store off for a while)
   int64_t n_recoveries = 0;                // times puts were accepted again after a failure
+  int64_t n_writer_wakeups = 0;            // times a notification woke the writer thread
 };
 
 // Files under the data dir:
@@ -154,6 +155,10 @@ class SqliteColdStore final : public kv::ColdStore {
   std::set<kv::BlockKey> released_in_flight_;  // released while the writer had them in a batch
   int64_t queued_bytes_ = 0;
   bool writer_busy_ = false;
+  // The writer waits for work (not in its batch window, not writing): only then does a put
+  // wake it. Waking it for every block of a streaming answer cost the compute threads a
+  // preemption each (a core taken from one stalls both) for a wake-up that changed nothing.
+  bool writer_idle_ = false;
   bool stop_ = false;
   int n_flushing_ = 0;  // flush() calls waiting: the writer skips its batch window
   uint64_t clock_ = 0;
