@@ -58,12 +58,12 @@ class CudaBackend final : public Backend {
       return make_error(ErrorCode::unsupported, std::string("the CUDA backend has no kernels for ") +
                                                     kernels::dtype_name(host.type) + " weights; use --backend cpu");
     }
-    if (host.n_cols % kernels::dtype_info(host.type).block_elems != 0) {  // a quantized row is whole blocks
+    const int64_t block = kernels::dtype_info(host.type).block_elems;
+    if (host.n_cols % block != 0) {  // a quantized row is whole blocks
       return make_error(ErrorCode::unsupported, std::string("the CUDA backend cannot use a ") +
                                                     kernels::dtype_name(host.type) + " weight with " +
                                                     std::to_string(host.n_cols) + " columns (not a whole number of " +
-                                                    std::to_string(kernels::dtype_info(host.type).block_elems) +
-                                                    "-element blocks); use --backend cpu");
+                                                    std::to_string(block) + "-element blocks); use --backend cpu");
     }
     Weight w{host};
     const WeightKey key{host.data, host.type, host.n_rows, host.n_cols};
