@@ -154,6 +154,7 @@ def section_decode(p, args, shapes, title, reps=3):
 
 
 LONG_MANY_ROUNDS_DEPTH = 8192  # deeper contexts get one round
+LONG_KV_PAIRS = [("f16", "f16"), ("int8", "q8_0"), ("int4", "q4_0")]  # kvchat's KV format, llama.cpp's
 
 
 def section_long(p, args):
@@ -167,7 +168,7 @@ def section_long(p, args):
     print("| depth | kvchat KV | llama.cpp KV | decode ratio | kvchat tg | llama.cpp tg |")
     print("|---|---|---|---|---|---|")
     m = p.model("tinyllama", "q4_0")
-    pairs = [("f16", "f16"), ("int8", "q8_0"), ("int4", "q4_0")]
+    pairs = [(kt, lt) for kt, lt in LONG_KV_PAIRS if kt in args.kv]
     for depth in args.depths:
         # llama-bench refills the context for each run: at 16K on 2 cores that is 8-26 minutes a format.
         rounds = args.rounds if depth <= LONG_MANY_ROUNDS_DEPTH else 1
@@ -221,7 +222,13 @@ def main():
                     help="which tables: decode, archs, gemma, long, parallel, big")
     ap.add_argument("--depths", default=os.environ.get("DEPTHS", "4096,16384"))
     ap.add_argument("--widths", default=os.environ.get("WIDTHS", "1,2,4,8"))
+    ap.add_argument("--kv", default=os.environ.get("KV", "f16,int8,int4"),
+                    help="the long section's KV formats (kvchat's names), each against its llama.cpp peer")
     args = ap.parse_args()
+    args.kv = args.kv.split(",")
+    unknown = [k for k in args.kv if k not in [kt for kt, _ in LONG_KV_PAIRS]]
+    if unknown:
+        raise SystemExit(f"--kv: unknown format {','.join(unknown)} (choose from f16, int8, int4)")
     args.depths = [int(d) for d in args.depths.split(",")]
     args.widths = [int(w) for w in args.widths.split(",")]
     for f in (args.kvchat_cli, os.path.join(args.llama_bin, "llama-bench")):

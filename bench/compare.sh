@@ -11,9 +11,10 @@
 # 16K context for each of its three KV formats).
 #   usage: bench/compare.sh LLAMA_CPP_BIN_DIR [--sections decode,archs,gemma,long,parallel,big]
 #                                              [--rounds N] [--depths 4096,16384] [--widths 1,2,4,8]
-#   environment: COMPARE_WORK (/tmp/kvchat-compare), ROUNDS (3), SECTIONS, DEPTHS, WIDTHS
+#                                              [--kv f16,int8,int4]
+#   environment: COMPARE_WORK (/tmp/kvchat-compare), ROUNDS (3), SECTIONS, DEPTHS, WIDTHS, KV
 # Needs the release build (cmake --preset release && cmake --build --preset release) and python3.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -ge 1 ] || { sed -n '2,15p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
 exec python3 "$root/bench/compare.py" "$@"
