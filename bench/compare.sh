@@ -7,7 +7,7 @@
 # COMPARE_WORK, about 27 GB for every section), runs both engines alternated in ROUNDS rounds
 # (contexts deeper than 8K in one round) and prints the tables in Markdown on stdout (progress
 # on stderr). Run it with the machine otherwise idle. On 2 cores: about an hour with
-# DEPTHS=4096, model files included; the 16K depth adds close to two hours (llama.cpp refills a
+# DEPTHS=4096, model files included; the 16K depth adds about two hours (llama.cpp refills a
 # 16K context for each of its three KV formats).
 #   usage: bench/compare.sh LLAMA_CPP_BIN_DIR [--sections decode,archs,gemma,long,parallel,big]
 #                                              [--rounds N] [--depths 4096,16384] [--widths 1,2,4,8]
