@@ -17,17 +17,27 @@ const char* first_existing(std::initializer_list<const char*> paths) {
   return nullptr;
 }
 
+// Glyphs rasterized at the size they are drawn and placed on whole pixels: the atlas is then
+// read texel for pixel, and the window samples it without filtering (set_font_texture_filter),
+// which under a software rasterizer (Mesa's llvmpipe) costs less per pixel than bilinear.
+ImFontConfig pixel_exact_config() {
+  ImFontConfig cfg;
+  cfg.OversampleH = 1;
+  cfg.OversampleV = 1;
+  cfg.PixelSnapH = true;
+  return cfg;
+}
+
 ImFont* add_font(const char* path, float px, bool with_cjk) {
   ImGuiIO& io = ImGui::GetIO();
   if (!path) return nullptr;
-  ImFontConfig cfg;
-  cfg.OversampleH = 2;
+  ImFontConfig cfg = pixel_exact_config();
   ImFont* f = io.Fonts->AddFontFromFileTTF(path, px, &cfg, io.Fonts->GetGlyphRangesDefault());
   if (!f) return nullptr;
   // Extra scripts merged into the same font when their fonts are installed.
   static const ImWchar k_extra[] = {0x0100, 0x024F, 0x0370, 0x03FF, 0x0400, 0x052F, 0x2000,
                                     0x206F, 0x2190, 0x21FF, 0x2500, 0x25FF, 0};
-  ImFontConfig merge;
+  ImFontConfig merge = pixel_exact_config();
   merge.MergeMode = true;
   io.Fonts->AddFontFromFileTTF(path, px, &merge, k_extra);
   if (with_cjk) {
@@ -44,7 +54,9 @@ ImFont* add_font(const char* path, float px, bool with_cjk) {
 }  // namespace
 
 Fonts load_fonts(float scale) {
-  ImGui::GetIO().Fonts->Clear();
+  ImFontAtlas& atlas = *ImGui::GetIO().Fonts;
+  atlas.Clear();
+  atlas.Flags |= ImFontAtlasFlags_NoBakedLines;  // thick lines as polygons: baked ones need bilinear filtering
   return add_fonts(scale, true);
 }
 
@@ -105,7 +117,10 @@ void apply_theme(float scale) {
   s.WindowTitleAlign = ImVec2(0.02f, 0.5f);
   ImVec4* c = s.Colors;
   c[ImGuiCol_WindowBg] = ImVec4(0.105f, 0.110f, 0.125f, 1.0f);
-  c[ImGuiCol_ChildBg] = ImVec4(0.125f, 0.130f, 0.150f, 1.0f);
+  // Child regions (the chat history, the lists, the block map) show their window's background: a
+  // tint of their own was a second fill under most of the window, a third of each frame's pixels
+  // under a software rasterizer, for a shade hardly told from the window's. Code blocks set theirs.
+  c[ImGuiCol_ChildBg] = ImVec4(0, 0, 0, 0);
   c[ImGuiCol_PopupBg] = ImVec4(0.13f, 0.14f, 0.16f, 0.98f);
   c[ImGuiCol_Border] = ImVec4(0.22f, 0.23f, 0.27f, 1.0f);
   c[ImGuiCol_TitleBg] = ImVec4(0.085f, 0.090f, 0.105f, 1.0f);

@@ -17,7 +17,9 @@ struct Fonts {
 };
 
 // Loads fonts into the atlas of the current ImGui context at `scale` x the base size;
-// falls back to ImGui's built-in font when no system font is found.
+// falls back to ImGui's built-in font when no system font is found. Glyphs are rasterized at
+// the size they are drawn and snapped to whole pixels: the renderer samples the atlas without
+// filtering (GL_NEAREST), the same text for less work per pixel.
 Fonts load_fonts(float scale);
 // Adds one more set (e.g. the presenter layout's larger fonts) to the atlas without clearing it.
 Fonts add_fonts(float scale, bool with_cjk);

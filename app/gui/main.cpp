@@ -68,6 +68,14 @@ std::unique_ptr<kvc::ui::DemoMode> start_demo(const std::filesystem::path& file,
 
 void glfw_error(int code, const char* what) { std::fprintf(stderr, "kvchat: GLFW error %d: %s\n", code, what); }
 
+// The font atlas's glyphs are drawn texel for pixel (ui/theme.h): sampling it without filtering
+// draws the same text, and under Mesa's software rasterizer a frame costs ~15 % less.
+void use_nearest_filter(ImTextureID texture) {
+  glBindTexture(GL_TEXTURE_2D, static_cast<GLuint>(reinterpret_cast<intptr_t>(texture)));
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+}
+
 int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -172,6 +180,7 @@ int run(const Args& a) {
   shell.demo_files = kvc::ui::list_demos(kvc::app::asset_dir() / "demo");
   std::unique_ptr<kvc::ui::DemoMode> demo;
   if (!a.demo.empty()) demo = start_demo(a.demo, a, shell);
+  ImTextureID font_texture = nullptr;  // the atlas texture sampled without filtering (ui/theme.h)
   const auto t0 = std::chrono::steady_clock::now();
   // Frame work times (events in to buffers swapped, the waits left out), all and while an
   // answer streams; script mode reads them as frame_ms_* and frame_ms_stream_*.
@@ -242,6 +251,10 @@ int run(const Args& a) {
     }
 
     ImGui_ImplOpenGL3_NewFrame();
+    if (io.Fonts->TexID != font_texture) {  // the backend made the atlas's texture (first frame)
+      font_texture = io.Fonts->TexID;
+      use_nearest_filter(font_texture);
+    }
     ImGui_ImplGlfw_NewFrame();
     ImGui::NewFrame();
     kvc::ui::ViewContext ctx{*snap, controller, hooks, fonts, wall_ms()};
