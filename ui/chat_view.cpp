@@ -78,6 +78,7 @@ void ChatView::draw_message(ViewContext& ctx, const MessageView& m, bool last) {
       ImGui::SetScrollHereY(0.25f);
       scroll_to_edit_ = false;
       stick_to_bottom_ = false;
+      scrolled_elsewhere_ = true;
     }
     named_input(ctx.hooks, "chat.edit_text", "##edit", edit_text_, 0, ImVec2(-1.0f, ImGui::GetTextLineHeight() * 4.0f));
     if (named_button(ctx.hooks, "chat.edit_send", "Save & send") && !edit_text_.empty()) {
@@ -295,6 +296,10 @@ void ChatView::draw(ViewContext& ctx) {
   // measured height, so a long history costs only what is visible.
   const float input_h = ImGui::GetTextLineHeight() * 4.0f + ImGui::GetStyle().ItemSpacing.y * 4.0f + 36.0f;
   ImGui::BeginChild("##history", ImVec2(0, -input_h), false);
+  // A view at the bottom of the history stays there when the history grows (an answer's stats
+  // and buttons come a frame or two after its last token), unless this frame scrolls elsewhere.
+  const bool at_bottom = ImGui::GetScrollY() >= ImGui::GetScrollMaxY() - 1.0f;
+  scrolled_elsewhere_ = false;
   const bool changed = chat.conversation_id != shown_conversation_ || chat.messages.size() != shown_messages_;
   size_t n_chars = 0;
   for (const auto& m : chat.messages) n_chars += m.text.size();
@@ -350,12 +355,13 @@ void ChatView::draw(ViewContext& ctx) {
     if (!last) ImGui::Separator();
     heights_[m.id] = {key, ImGui::GetCursorPosY() - y - ImGui::GetStyle().ItemSpacing.y};
   }
-  if (stick_to_bottom_) {
+  if (stick_to_bottom_ || (at_bottom && !scrolled_elsewhere_)) {
     ImGui::SetScrollHereY(1.0f);
     if (!chat.generating && !ctx.cmd.busy()) stick_to_bottom_ = false;
   } else if (ImGui::GetScrollY() >= ImGui::GetScrollMaxY() - 4.0f && chat.generating) {
     stick_to_bottom_ = true;
   }
+  ctx.hooks.set_fact("chat_scroll_gap", static_cast<double>(ImGui::GetScrollMaxY() - ImGui::GetScrollY()));
   ImGui::EndChild();
 
   // Input.

@@ -65,6 +65,7 @@ struct ChatView {
   size_t shown_messages_ = 0;
   size_t shown_chars_ = 0;
   bool stick_to_bottom_ = true;
+  bool scrolled_elsewhere_ = false;  // this frame asked for another scroll position (an edit)
   // Height of each drawn message, keyed by (id, text size, width): messages off screen are
   // replaced by empty space of that height (variable-height list clipping).
   std::map<int64_t, std::pair<uint64_t, float>> heights_;

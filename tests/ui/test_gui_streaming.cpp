@@ -1,5 +1,6 @@
 // The real app under Xvfb while an answer streams: its frames are paced by what they cost
-// (ui/frame_pacer.h), so the window takes a bounded share of a core, and typing still works.
+// (ui/frame_pacer.h), so the window takes a bounded share of a core, and typing still works; the
+// history, followed to its end while the answer grew, shows all of it once it is done.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -53,6 +54,8 @@ TEST_CASE("kvchat GUI: while an answer streams, frames are paced by their cost a
       {"do": "wait_idle", "timeout_s": 60},
       {"do": "assert", "state": "error", "op": "==", "value": ""},
       {"do": "assert", "state": "chat_input", "op": "==", "value": "typed while it streams"},
+      {"do": "frames", "n": 3},
+      {"do": "assert", "state": "chat_scroll_gap", "op": "<=", "value": 1},
       {"do": "print", "state": "n_frames_stream"}, {"do": "print", "state": "frame_ms_stream_p50"},
       {"do": "print", "state": "frame_interval_ms_stream"}, {"do": "print", "state": "ui_cpu_share_stream"},
       {"do": "print", "state": "frame_cpu_ms"},
