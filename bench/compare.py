@@ -226,9 +226,10 @@ def main():
                     help="the long section's KV formats (kvchat's names), each against its llama.cpp peer")
     args = ap.parse_args()
     args.kv = args.kv.split(",")
-    unknown = [k for k in args.kv if k not in [kt for kt, _ in LONG_KV_PAIRS]]
+    known = [kt for kt, _ in LONG_KV_PAIRS]
+    unknown = [k for k in args.kv if k not in known]
     if unknown:
-        raise SystemExit(f"--kv: unknown format {','.join(unknown)} (choose from f16, int8, int4)")
+        raise SystemExit(f"--kv: unknown format {','.join(unknown)} (choose from {', '.join(known)})")
     args.depths = [int(d) for d in args.depths.split(",")]
     args.widths = [int(w) for w in args.widths.split(",")]
     for f in (args.kvchat_cli, os.path.join(args.llama_bin, "llama-bench")):

@@ -4,7 +4,8 @@
 # answers two messages on stories260K (400 tokens each), then draws 600 frames as fast as it can and
 # prints the frame times (the main loop's work per frame, events to buffers swapped): frame_ms_p50
 # and frame_ms_p99, and a frame's CPU time (frame_cpu_ms: the window thread's and the GL driver's
-# threads', the median of the last 15 frames). Under Xvfb the GL driver is Mesa's llvmpipe, so this is mostly pixels shaded.
+# threads', the median of the last 15 frames). Under Xvfb the GL driver is Mesa's llvmpipe, so
+# this is mostly pixels shaded.
 #
 #   bench/frame-cost.sh [BUILD_DIR] [WORK_DIR]     env: ROUNDS=3, APP_ARGS (more kvchat options)
 set -euo pipefail

@@ -18,7 +18,7 @@ const char* first_existing(std::initializer_list<const char*> paths) {
 }
 
 // Glyphs rasterized at the size they are drawn and placed on whole pixels: the atlas is then
-// read texel for pixel, and the window samples it without filtering (set_font_texture_filter),
+// read texel for pixel, and the window samples it without filtering (app/gui/main.cpp),
 // which under a software rasterizer (Mesa's llvmpipe) costs less per pixel than bilinear.
 ImFontConfig pixel_exact_config() {
   ImFontConfig cfg;
