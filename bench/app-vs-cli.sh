@@ -86,16 +86,37 @@ write_script() {
 # state KEY from the app's output at the n-th print of it.
 state() { grep "^kvchat: state $2 = " "$1" | sed -n "${3}p" | sed 's/.* = //'; }
 
-# CLI: tokens/s and tokens generated, on a prompt of about n_prompt tokens (the sentence repeated).
-cli_run() {
-  local model=$1 n_prompt=$2 n_tokens=$3 per reps prompt log
+# A prompt of exactly n_prompt tokens (BOS included, as generate counts it): whole sentences while
+# they fit, then " a" (one token each); checked with the model's own tokenizer.
+cli_prompt() {
+  local model=$1 n_prompt=$2 per reps prompt n saved
+  saved=$work/prompt-$(basename "$model" .gguf)-$n_prompt.txt
+  [[ -f $saved ]] && { cat "$saved"; return; }
   per=$("$cli" tokenize -m "$model" --no-bos -p "$sentence " | wc -w)
-  reps=$(( (n_prompt + per - 1) / per )); ((reps >= 1)) || reps=1
+  reps=$(( n_prompt / per - 1 )); ((reps >= 0)) || reps=0
   prompt=$(for ((r = 0; r < reps; ++r)); do printf '%s ' "$sentence"; done)
+  prompt=${prompt% }
+  n=$("$cli" tokenize -m "$model" -p "$prompt" | wc -w)
+  while ((n + per <= n_prompt)); do
+    prompt+=" $sentence"
+    n=$("$cli" tokenize -m "$model" -p "$prompt" | wc -w)
+  done
+  while ((n < n_prompt)); do
+    prompt+=" a"
+    n=$("$cli" tokenize -m "$model" -p "$prompt" | wc -w)
+  done
+  ((n == n_prompt)) || { echo "app-vs-cli: cannot make a prompt of $n_prompt tokens (got $n)" >&2; exit 1; }
+  printf '%s' "$prompt" | tee "$saved"
+}
+
+# CLI: tokens/s, tokens generated and prompt tokens, on a prompt of n_prompt tokens.
+cli_run() {
+  local model=$1 n_prompt=$2 n_tokens=$3 prompt log
+  prompt=$(cli_prompt "$model" "$n_prompt")
   log=$work/cli.log
   "$cli" generate -m "$model" -t "$threads" -c "$ctx" -n "$n_tokens" --ignore-eos "${sampling[@]}" -p "$prompt" \
     >/dev/null 2>"$log" || { echo "app-vs-cli: kvchat-cli generate failed:" >&2; tail -5 "$log" >&2; exit 1; }
-  grep -o 'generated [0-9]* tokens, [0-9.]* tok/s' "$log" | awk '{print $4, $2}'
+  grep -o 'prompt: [0-9]* tokens.*generated [0-9]* tokens, [0-9.]* tok/s' "$log" | awk '{print $(NF-1), $(NF-3), $2}'
 }
 
 runs=$work/runs.tsv
@@ -117,10 +138,11 @@ run_app() {  # name model round
 }
 
 run_cli() {  # name model round n_tokens
-  local name=$1 model=$2 round=$3 n_tokens=$4 turn r
+  local name=$1 model=$2 round=$3 n_tokens=$4 turn r tok_s n_gen n_prompt
   for turn in 1 "$turns"; do
     r=$(cli_run "$model" "${prompt_len[$name,$turn]}" "$n_tokens")
-    echo -e "$name\t$round\tcli\t$turn\t${r% *}\t${r#* }\t${prompt_len[$name,$turn]}\t\t\t\t\t\t" >>"$runs"
+    read -r tok_s n_gen n_prompt <<<"$r"
+    echo -e "$name\t$round\tcli\t$turn\t$tok_s\t$n_gen\t$n_prompt\t\t\t\t\t\t" >>"$runs"
   done
 }
 
@@ -175,6 +197,10 @@ for m in models:
             by_round.setdefault(r["round"], {})[r["side"]] = f(r["tok_s"])
         per_round = [v["app"] / v["cli"] for v in by_round.values() if v.get("cli", 0) > 0 and "app" in v]
         tokens = sorted({r["tokens"] for r in sel})
+        prompts = sorted({r["prompt"] for r in sel})
+        if len(prompts) != 1:
+            problems.append(f"{m} turn {turn}: the prompts differ in length ({', '.join(prompts)} tokens): "
+                            "not the same context")
         if len(tokens) != 1:
             problems.append(f"{m} turn {turn}: the answers differ in length ({', '.join(tokens)} tokens): "
                             "not the same decode")
