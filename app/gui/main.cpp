@@ -20,6 +20,7 @@
 
 #include "app/common/demo_model.h"
 #include "app/gui/chat_controller.h"
+#include "kernels/cpu/thread_pool.h"
 #include "storage/data_dir.h"
 #include "ui/demo_mode.h"
 #include "ui/frame_pacer.h"
@@ -227,6 +228,10 @@ int run(const Args& a) {
     last_frame = frame_start;
     if (busy && !runner && !demo && snap == drawn && timed_out) continue;
     drawn = snap;
+    // The frame takes a core from the engine's compute threads while it is built and drawn
+    // (under a software renderer, ~20 ms of both cores' time): lent, it costs the engine that
+    // core; taken by preemption, it would stall every compute thread at its next join.
+    const kvc::kernels::CoreLoan frame_core;
     // What this frame asks of the worker (a send) starts once the frame is on screen.
     struct CommandHold {
       kvc::app::ChatController& c;

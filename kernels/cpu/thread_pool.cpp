@@ -1,6 +1,7 @@
 // Fork-join thread pool with spin-then-sleep workers.
 #include "kernels/cpu/thread_pool.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -58,27 +59,49 @@ void name_this_thread(int ith) {
 #endif
 }
 
+// The process's loans (CoreLoan): their count in the low half, and in the high half a count of
+// changes, so that a worker sleeping on the word wakes at every change (a loan ended and another
+// begun leave the count as it was, not the word).
+std::atomic<uint64_t> g_loans{0};
+constexpr uint64_t k_loan_change = uint64_t{1} << 32;
+
+int lent_in(uint64_t word) { return static_cast<int>(word & 0xffffffffu); }
+
 }  // namespace
 
+CoreLoan::CoreLoan() { g_loans.fetch_add(k_loan_change + 1, std::memory_order_acq_rel); }
+
+CoreLoan::~CoreLoan() {
+  g_loans.fetch_add(k_loan_change - 1, std::memory_order_acq_rel);
+  g_loans.notify_all();
+}
+
+int cores_lent() { return lent_in(g_loans.load(std::memory_order_acquire)); }
+
 ThreadPool::ThreadPool(int n_threads)
-    : n_threads_(n_threads < 1 ? 1 : n_threads), shares_(static_cast<size_t>(n_threads_)) {
+    : n_threads_(std::clamp(n_threads, 1, static_cast<int>(k_width_mask))), shares_(static_cast<size_t>(n_threads_)) {
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_main(i); });
 }
 
 ThreadPool::~ThreadPool() {
   stop_.store(true, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.fetch_add(uint64_t{1} << k_width_bits, std::memory_order_acq_rel);
   generation_.notify_all();
+  // A worker a loan left out sleeps on the loans: a change of the word (not of the count) wakes it.
+  g_loans.fetch_add(k_loan_change, std::memory_order_acq_rel);
+  g_loans.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::dispatch(const Job& job) {
+void ThreadPool::dispatch(const Job& job, int nth) {
   job_ = job;
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
+  pending_.store(nth - 1, std::memory_order_relaxed);
+  // Only the caller's thread stores generation_ (one run() at a time).
+  const uint64_t counter = (generation_.load(std::memory_order_relaxed) >> k_width_bits) + 1;
+  generation_.store(counter << k_width_bits | static_cast<uint64_t>(nth), std::memory_order_release);
   generation_.notify_all();
-  job.call(job.ctx, 0, n_threads_);
+  job.call(job.ctx, 0, nth);
   if (spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) return;
   for (int left; (left = pending_.load(std::memory_order_acquire)) != 0;)
     pending_.wait(left, std::memory_order_acquire);
@@ -96,7 +119,17 @@ void ThreadPool::worker_main(int ith) {
     }
     seen = gen;
     if (stop_.load(std::memory_order_acquire)) return;
-    job_.call(job_.ctx, ith, n_threads_);
+    const int nth = static_cast<int>(gen & k_width_mask);
+    if (ith >= nth) {
+      // Not in this job. Left out by a loan (not by a job of few parts): sleep until the loans
+      // change; a job that takes this thread again comes after such a change, or was published
+      // before the check of generation_ below.
+      const uint64_t loans = g_loans.load(std::memory_order_acquire);
+      if (ith >= n_threads_ - lent_in(loans) && generation_.load(std::memory_order_acquire) == seen)
+        g_loans.wait(loans, std::memory_order_acquire);
+      continue;
+    }
+    job_.call(job_.ctx, ith, nth);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
   }
 }

@@ -4,11 +4,17 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "kernels/cpu/dtype.h"
 #include "kernels/cpu/thread_pool.h"
+#include "support/test_support.h"
 
 using namespace kvc::kernels;
 
@@ -90,6 +96,125 @@ TEST_CASE("parallel_for_balanced: a thread done with its share takes the back ha
   for (int64_t p = first_taken; p < 32; ++p) REQUIRE(other_order[static_cast<size_t>(32 + p - first_taken)] == p);
   REQUIRE(caller_order.front() == 0);
   for (size_t i = 1; i < caller_order.size(); ++i) REQUIRE(caller_order[i] > caller_order[i - 1]);
+}
+
+namespace {
+
+// Which threads ran one job, and with which nth (checked after the job: Catch's assertions are
+// not thread-safe).
+struct JobTrace {
+  explicit JobTrace(int n_threads) : hits(static_cast<size_t>(n_threads)) {}
+  std::vector<std::atomic<int>> hits;
+  std::atomic<int> other_nth{0};
+};
+
+void run_traced(ThreadPool& pool, int expect_nth, JobTrace& t) {
+  pool.run([&](int ith, int nth) {
+    if (nth != expect_nth) t.other_nth.fetch_add(1);
+    t.hits[static_cast<size_t>(ith)].fetch_add(1);
+  });
+}
+
+// CPU time of this process's thread named `name` (/proc/self/task/*/schedstat), ns; -1 if none.
+int64_t thread_cpu_ns(const std::string& name) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const auto& task : fs::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream comm(task.path() / "comm");
+    std::string c;
+    if (!std::getline(comm, c) || c != name) continue;
+    std::ifstream stat(task.path() / "schedstat");
+    int64_t ns = -1;
+    stat >> ns;
+    return ns;
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("a core lent away narrows every pool's jobs by one thread until it returns", "[kernels]") {
+  ThreadPool pool(4);
+  REQUIRE(cores_lent() == 0);
+  REQUIRE(pool.width() == 4);
+  {
+    CoreLoan loan;
+    REQUIRE(cores_lent() == 1);
+    REQUIRE(pool.width() == 3);
+    for (int rep = 0; rep < 200; ++rep) {
+      JobTrace t(4);
+      run_traced(pool, 3, t);
+      REQUIRE(t.other_nth.load() == 0);
+      for (int i = 0; i < 3; ++i) REQUIRE(t.hits[static_cast<size_t>(i)].load() == 1);
+      REQUIRE(t.hits[3].load() == 0);  // the thread the loan left out
+    }
+    // The ranges are still covered exactly once, on three threads.
+    for (int64_t n : {1, 7, 1000}) {
+      std::vector<std::atomic<int>> seen(static_cast<size_t>(n)), seen_b(static_cast<size_t>(n));
+      std::mutex mu;
+      std::set<std::thread::id> threads;
+      pool.parallel_for(n, 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) seen[static_cast<size_t>(i)].fetch_add(1);
+        std::lock_guard lock(mu);
+        threads.insert(std::this_thread::get_id());
+      });
+      pool.parallel_for_balanced(n, 3, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) seen_b[static_cast<size_t>(i)].fetch_add(1);
+      });
+      for (auto& v : seen) REQUIRE(v.load() == 1);
+      for (auto& v : seen_b) REQUIRE(v.load() == 1);
+      REQUIRE(threads.size() <= 3);
+    }
+    {
+      // Loans nest; more of them than the pool has workers leave the caller alone.
+      CoreLoan a, b, c;
+      REQUIRE(cores_lent() == 4);
+      REQUIRE(pool.width() == 1);
+      const std::thread::id caller = std::this_thread::get_id();
+      std::atomic<int> elsewhere{0};
+      pool.run([&](int, int nth) {
+        if (nth != 1 || std::this_thread::get_id() != caller) elsewhere.fetch_add(1);
+      });
+      REQUIRE(elsewhere.load() == 0);
+    }
+    REQUIRE(pool.width() == 3);
+  }
+  // Returned: the worker that slept through the loan takes its share of every job again.
+  REQUIRE(pool.width() == 4);
+  for (int rep = 0; rep < 200; ++rep) {
+    JobTrace t(4);
+    run_traced(pool, 4, t);
+    REQUIRE(t.other_nth.load() == 0);
+    for (auto& h : t.hits) REQUIRE(h.load() == 1);
+  }
+}
+
+TEST_CASE("the worker a loan leaves out sleeps instead of spinning, and a pool still ends with it asleep",
+          "[kernels]") {
+  if (thread_cpu_ns("kvc-compute-2") != -1 || !std::filesystem::exists("/proc/self/task")) {
+    KVC_SKIP("needs /proc/self/task/*/schedstat and no other pool's threads of these names");
+  }
+  CoreLoan loan;
+  {
+    ThreadPool pool(3);   // the caller and kvc-compute-1 run the jobs; kvc-compute-2 is lent away
+    int64_t before = -1;  // the worker names itself once it runs
+    for (int i = 0; i < 1000 && (before = thread_cpu_ns("kvc-compute-2")) < 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    REQUIRE(before >= 0);
+    // 100 ms of jobs back to back, as in decode: a worker spinning for each would burn most of it.
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    std::atomic<int64_t> sum{0};
+    int64_t n_jobs = 0;
+    while (std::chrono::steady_clock::now() < end) {
+      pool.run([&](int ith, int) { sum.fetch_add(ith + 1, std::memory_order_relaxed); });
+      ++n_jobs;
+    }
+    REQUIRE(sum.load() == 3 * n_jobs);  // threads 0 and 1 in every job, 2 in none
+    const int64_t spent_ns = thread_cpu_ns("kvc-compute-2") - before;
+    INFO("the lent-away worker ran " << spent_ns / 1000 << " us of 100 ms");
+    REQUIRE(spent_ns < 5'000'000);
+  }  // joins kvc-compute-2 while the loan still holds it asleep
+  SUCCEED("the pool ended");
 }
 
 TEST_CASE("dtype geometry matches the GGUF definitions", "[kernels]") {
