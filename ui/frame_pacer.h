@@ -6,9 +6,10 @@
 
 namespace kvc::ui {
 
-// While the engine streams an answer, every frame the window draws takes CPU from it, and
-// more than its share: the engine's compute threads work fork-join on every core, so a core
-// taken from one of them stalls them all. The frames may take at most `cpu_share` of one core:
+// While the engine streams an answer, every frame the window draws takes CPU from it: the
+// engine's compute threads work fork-join on every core, and the window borrows one of them
+// while it draws (kernels::CoreLoan, so that they run one fewer rather than all waiting at a
+// join for a preempted one). The frames may take at most `cpu_share` of one core:
 // the wait between them is the recent cost of a frame (the median of the last few, CPU time of
 // the window's thread and the GL driver's) over that share, between 1 / max_fps and 1 / min_fps.
 //
