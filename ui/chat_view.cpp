@@ -355,10 +355,27 @@ void ChatView::draw(ViewContext& ctx) {
     if (!last) ImGui::Separator();
     heights_[m.id] = {key, ImGui::GetCursorPosY() - y - ImGui::GetStyle().ItemSpacing.y};
   }
+  if (page_scroll != 0) {
+    // Most of a page, a few lines kept for context; paging up lets go of the end of an answer
+    // that streams, paging down to the end follows it again (at_bottom, next frame).
+    const float page = ImGui::GetWindowHeight() * 0.85f;
+    ImGui::SetScrollY(
+        std::clamp(ImGui::GetScrollY() + static_cast<float>(page_scroll) * page, 0.0f, ImGui::GetScrollMaxY()));
+    if (page_scroll < 0) {
+      stick_to_bottom_ = false;
+      scrolled_elsewhere_ = true;
+    }
+    page_scroll = 0;
+  }
+  if (scroll_to_end) {
+    stick_to_bottom_ = true;
+    scrolled_elsewhere_ = false;
+    scroll_to_end = false;
+  }
   if (stick_to_bottom_ || (at_bottom && !scrolled_elsewhere_)) {
     ImGui::SetScrollHereY(1.0f);
     if (!chat.generating && !ctx.cmd.busy()) stick_to_bottom_ = false;
-  } else if (ImGui::GetScrollY() >= ImGui::GetScrollMaxY() - 4.0f && chat.generating) {
+  } else if (!scrolled_elsewhere_ && ImGui::GetScrollY() >= ImGui::GetScrollMaxY() - 4.0f && chat.generating) {
     stick_to_bottom_ = true;
   }
   ctx.hooks.set_fact("chat_scroll_gap", static_cast<double>(ImGui::GetScrollMaxY() - ImGui::GetScrollY()));

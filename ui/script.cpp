@@ -40,7 +40,8 @@ constexpr OpName k_ops[] = {{CompareOp::eq, "=="},
                             {CompareOp::lt, "<"},
                             {CompareOp::contains, "contains"}};
 
-const char* const k_keys[] = {"ctrl+n", "ctrl+enter", "escape", "ctrl+f", "ctrl+up", "ctrl+down"};
+const char* const k_keys[] = {"ctrl+n",    "ctrl+enter", "escape",    "ctrl+f",  "ctrl+up",
+                              "ctrl+down", "page_up",    "page_down", "ctrl+end"};
 const char* const k_commands[] = {"restart_engine",    "set_tier_budgets",       "set_kv_format",
                                   "set_chat_settings", "export_conversation_md", "export_conversation_json"};
 
@@ -113,11 +114,12 @@ Result<ScriptStep> parse_step(const json& j, int index) {
       if (!k.ok()) return k.error();
       s.text = *k;
       bool ok = false;
-      for (const char* name : k_keys) ok = ok || s.text == name;
-      if (!ok)
-        return step_error(
-            index, kind,
-            "unknown key \"" + s.text + "\"; known: ctrl+n, ctrl+enter, escape, ctrl+f, ctrl+up, ctrl+down");
+      std::string names;
+      for (const char* name : k_keys) {
+        ok = ok || s.text == name;
+        names += (names.empty() ? "" : ", ") + std::string(name);
+      }
+      if (!ok) return step_error(index, kind, "unknown key \"" + s.text + "\"; known: " + names);
       break;
     }
     case StepKind::sleep: {

@@ -57,7 +57,8 @@ struct ScriptStep {
   int index = 0;  // 1-based, for messages
   StepKind kind = StepKind::frames;
   std::string widget;  // type, click
-  std::string text;    // type; key: "ctrl+n", "ctrl+enter", "escape", "ctrl+f"
+  std::string text;    // type; key: "ctrl+n", "ctrl+enter", "escape", "ctrl+f", "ctrl+up", "ctrl+down",
+                       // "page_up", "page_down", "ctrl+end"
   std::string name;    // screenshot file name (without .png)
   std::string window;  // screenshot: crop to this window; empty: the whole frame
   std::string state;   // assert, wait_state, print: which app state (or view fact)

@@ -1,4 +1,5 @@
-// Menu bar, shortcuts (Ctrl+N, Ctrl+Enter, Esc, Ctrl+F, Ctrl+Up/Down) and window layouts (normal, presenter).
+// Menu bar, shortcuts (Ctrl+N, Ctrl+Enter, Esc, Ctrl+F, Ctrl+Up/Down, PageUp/PageDown, Ctrl+End)
+// and window layouts (normal, presenter).
 #include "ui/shell.h"
 
 #define GLFW_INCLUDE_NONE
@@ -48,6 +49,11 @@ void Shell::shortcuts(ViewContext& ctx) {
     const int next = at < 0 ? 0 : std::clamp(at + step, 0, static_cast<int>(list.size()) - 1);
     if (next != at) ctx.cmd.open_conversation(list[static_cast<size_t>(next)].id);
   }
+  // PageUp / PageDown: the chat history a page up / down, wherever the keyboard is; Ctrl+End: to
+  // its end.
+  if (pressed(ImGuiKey_PageUp) || ctx.hooks.take_key("page_up")) chat.page_scroll = -1;
+  if (pressed(ImGuiKey_PageDown) || ctx.hooks.take_key("page_down")) chat.page_scroll = 1;
+  if ((ctrl && pressed(ImGuiKey_End)) || ctx.hooks.take_key("ctrl+end")) chat.scroll_to_end = true;
   // Ctrl+Enter inside the input box is handled by the chat view; from anywhere else it sends too.
   if ((ctrl && pressed(ImGuiKey_Enter) && !io.WantTextInput) || ctx.hooks.take_key("ctrl+enter")) chat.send(ctx);
 }

@@ -50,6 +50,10 @@ struct ChatView {
   // Ctrl+Enter and the Send button.
   void send(ViewContext& ctx);
   bool focus_input = false;
+  // From Shell::shortcuts: PageUp (-1) / PageDown (+1) move the history a page; Ctrl+End goes to
+  // its end, and follows an answer that streams from there.
+  int page_scroll = 0;
+  bool scroll_to_end = false;
 
  private:
   void draw_message(ViewContext& ctx, const MessageView& m, bool last);

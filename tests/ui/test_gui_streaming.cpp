@@ -1,6 +1,7 @@
 // The real app under Xvfb while an answer streams: its frames are paced by what they cost
-// (ui/frame_pacer.h), so the window takes a bounded share of a core, and typing still works; the
-// history, followed to its end while the answer grew, shows all of it once it is done.
+// (ui/frame_pacer.h), so the window takes a bounded share of a core, and typing still works;
+// PageUp leaves the growing answer's end and the view stays where it was put (PageDown too),
+// Ctrl+End follows it again; the history, followed to its end while the answer grew, shows all of it once it is done.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -30,15 +31,16 @@ std::map<std::string, double> printed_states(const std::string& out) {
 
 }  // namespace
 
-TEST_CASE("kvchat GUI: while an answer streams, frames are paced by their cost and typing still works", "[ui][e2e]") {
+TEST_CASE("kvchat GUI: while an answer streams, frames are paced by their cost and typing and paging still work",
+          "[ui][e2e]") {
   if (auto why = kvc::test::gui_unavailable()) KVC_SKIP(*why);
   kvc::test::TempDir tmp;
-  // A long answer, replayed 12 bytes every 8 ms (--replay-answer): about 11 s of streaming, for
-  // the five steps (one a frame, about a frame a second under Xvfb) that run while it streams.
+  // A long answer, replayed 12 bytes every 8 ms (--replay-answer): about 33 s of streaming, for
+  // the steps (one a frame, about a frame a second under Xvfb) that run while it streams.
   const std::string part = kvc::test::read_file(std::string(KVC_ASSET_DIR) + "/scripts/markdown-answer.md");
   {
     std::ofstream f(tmp.file("answer.md"));
-    for (int i = 0; i < 12; ++i) f << part << "\n";
+    for (int i = 0; i < 36; ++i) f << part << "\n";
   }
   {
     std::ofstream f(tmp.file("stream.json"));
@@ -50,6 +52,14 @@ TEST_CASE("kvchat GUI: while an answer streams, frames are paced by their cost a
       {"do": "wait_state", "state": "generating", "op": "==", "value": 1, "timeout_s": 30},
       {"do": "type", "widget": "chat.input", "text": "typed while it streams"},
       {"do": "wait_state", "state": "chat_input", "op": "==", "value": "typed while it streams", "timeout_s": 10},
+      {"do": "assert", "state": "generating", "op": "==", "value": 1},
+      {"do": "key", "key": "page_up"}, {"do": "frames", "n": 2},
+      {"do": "assert", "state": "chat_scroll_gap", "op": ">", "value": 100},
+      {"do": "key", "key": "page_down"}, {"do": "frames", "n": 1},
+      {"do": "assert", "state": "chat_scroll_gap", "op": ">", "value": 100},
+      {"do": "key", "key": "ctrl+end"},
+      {"do": "wait_state", "state": "chat_scroll_gap", "op": "<=", "value": 1, "timeout_s": 10},
+      {"do": "frames", "n": 2}, {"do": "assert", "state": "chat_scroll_gap", "op": "<=", "value": 1},
       {"do": "assert", "state": "generating", "op": "==", "value": 1},
       {"do": "wait_idle", "timeout_s": 60},
       {"do": "assert", "state": "error", "op": "==", "value": ""},
