@@ -45,6 +45,16 @@ const char* const k_keys[] = {"ctrl+n",    "ctrl+enter", "escape",    "ctrl+f", 
 const char* const k_commands[] = {"restart_engine",    "set_tier_budgets",       "set_kv_format",
                                   "set_chat_settings", "export_conversation_md", "export_conversation_json"};
 
+// Whether `s` is one of `names`; if not, `known` gets them as "a, b, c" for the error message.
+template <size_t N>
+bool one_of(const std::string& s, const char* const (&names)[N], std::string& known) {
+  for (const char* name : names) {
+    if (s == name) return true;
+  }
+  for (const char* name : names) known += (known.empty() ? "" : ", ") + std::string(name);
+  return false;
+}
+
 Error step_error(int index, const std::string& kind, const std::string& what) {
   return make_error(ErrorCode::invalid_argument,
                     "step " + std::to_string(index) + (kind.empty() ? "" : " (" + kind + ")") + ": " + what);
@@ -113,13 +123,8 @@ Result<ScriptStep> parse_step(const json& j, int index) {
       auto k = need_string(j, "key", index, kind);
       if (!k.ok()) return k.error();
       s.text = *k;
-      bool ok = false;
-      std::string names;
-      for (const char* name : k_keys) {
-        ok = ok || s.text == name;
-        names += (names.empty() ? "" : ", ") + std::string(name);
-      }
-      if (!ok) return step_error(index, kind, "unknown key \"" + s.text + "\"; known: " + names);
+      if (std::string names; !one_of(s.text, k_keys, names))
+        return step_error(index, kind, "unknown key \"" + s.text + "\"; known: " + names);
       break;
     }
     case StepKind::sleep: {
@@ -187,14 +192,8 @@ Result<ScriptStep> parse_step(const json& j, int index) {
       auto n = need_string(j, "name", index, kind);
       if (!n.ok()) return n.error();
       s.name = *n;
-      bool ok = false;
-      for (const char* name : k_commands) ok = ok || s.name == name;
-      if (!ok) {
-        return step_error(index, kind,
-                          "unknown command \"" + s.name +
-                              "\"; known: restart_engine, set_tier_budgets, set_kv_format, "
-                              "set_chat_settings, export_conversation_md, export_conversation_json");
-      }
+      if (std::string names; !one_of(s.name, k_commands, names))
+        return step_error(index, kind, "unknown command \"" + s.name + "\"; known: " + names);
       auto t0 = optional_bytes(j, "t0_bytes", index, kind);
       if (!t0.ok()) return t0.error();
       auto t1 = optional_bytes(j, "t1_bytes", index, kind);

@@ -1,7 +1,8 @@
 // The real app under Xvfb while an answer streams: its frames are paced by what they cost
 // (ui/frame_pacer.h), so the window takes a bounded share of a core, and typing still works;
 // PageUp leaves the growing answer's end and the view stays where it was put (PageDown too),
-// Ctrl+End follows it again; the history, followed to its end while the answer grew, shows all of it once it is done.
+// Ctrl+End follows it again; the history, followed to its end while the answer grew, shows all
+// of it once it is done.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
