@@ -305,6 +305,25 @@ struct PartFile {
   }
 };
 
+// A .part that holds no byte when the pull ends (a 404, a redirect loop, too little disk, a
+// cancel before the first byte) is removed with its metadata: there is nothing to resume.
+struct RemoveIfEmpty {
+  fs::path part;
+  fs::path meta;
+  ~RemoveIfEmpty() {
+    std::error_code ec;
+    if (fs::file_size(part, ec) != 0 || ec) return;
+    fs::remove(part, ec);
+    fs::remove(meta, ec);
+  }
+};
+
+// What a failed pull says of its .part: where its bytes wait for the next pull, if it has any.
+std::string kept_note(uint64_t n_bytes, const fs::path& part_path, const char* then) {
+  if (n_bytes == 0) return "";
+  return "; " + std::to_string(n_bytes) + " bytes are kept in " + part_path.string() + then;
+}
+
 std::string read_recorded_sha(const fs::path& sha_file) {
   std::ifstream in(sha_file);
   std::string hex;
@@ -374,6 +393,7 @@ Result<Downloaded> download_model(const DownloadRequest& request,
     return make_error(ErrorCode::io,
                       "another download of " + name + " into " + request.models_dir.string() + " is running");
   }
+  const RemoveIfEmpty remove_if_empty{part_path, meta_path};  // before the lock is let go
   if (offset == 0 && ::ftruncate(::fileno(part.f), 0) != 0) {
     return make_error(ErrorCode::io, "cannot truncate " + part_path.string() + ": " + std::strerror(errno));
   }
@@ -467,8 +487,8 @@ Result<Downloaded> download_model(const DownloadRequest& request,
     std::string why;
     bool retry = false;
     if (rc == CURLE_ABORTED_BY_CALLBACK) {
-      return make_error(ErrorCode::io, "download cancelled; " + std::to_string(offset) + " bytes are kept in " +
-                                           part_path.string() + " for a later pull to resume");
+      return make_error(ErrorCode::io,
+                        "download cancelled" + kept_note(offset, part_path, " for a later pull to resume"));
     } else if (rc == CURLE_WRITE_ERROR && a.restart_from_zero && !restarted) {
       restarted = true;
       retry = true;
@@ -501,8 +521,8 @@ Result<Downloaded> download_model(const DownloadRequest& request,
     }
     if (attempt >= request.max_attempts) {
       return make_error(ErrorCode::io, "cannot download " + request.url + " after " + std::to_string(attempt) +
-                                           " attempts: " + why + "; " + std::to_string(offset) + " bytes are kept in " +
-                                           part_path.string() + ", pull again to resume");
+                                           " attempts: " + why +
+                                           kept_note(offset, part_path, ", pull again to resume"));
     }
     if (progress) {
       char phase[96];
@@ -510,8 +530,8 @@ Result<Downloaded> download_model(const DownloadRequest& request,
       progress(DownloadProgress{offset, total, 0, -1, std::string(phase) + ": " + why});
     }
     if (!sleep_unless_cancelled(delay, cancel)) {
-      return make_error(ErrorCode::io, "download cancelled; " + std::to_string(offset) + " bytes are kept in " +
-                                           part_path.string() + " for a later pull to resume");
+      return make_error(ErrorCode::io,
+                        "download cancelled" + kept_note(offset, part_path, " for a later pull to resume"));
     }
     delay *= 2;
   }

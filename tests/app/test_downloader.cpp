@@ -216,12 +216,19 @@ TEST_CASE("pull: a partial file as long as the file left by a crash is verified 
   CHECK(kvc::test::read_file(r->path) == model_bytes());
 }
 
-TEST_CASE("pull: a 404 and a page that is not GGUF are errors that say so, and leave nothing behind", "[app][e2e]") {
+TEST_CASE("pull: a 404, a redirect loop and a page that is not GGUF are errors that say so, and leave nothing behind",
+          "[app][e2e]") {
   const std::string sha = kvc::fetch::sha256_hex(model_bytes());
   LoopbackHttpServer server([&](const HttpRequest& req) {
     if (req.path == "/page.gguf") {
       HttpResponse r;
       r.body = "<html><body>Please log in</body></html>";
+      return r;
+    }
+    if (req.path == "/loop.gguf") {
+      HttpResponse r;
+      r.status = 302;
+      r.headers = {{"Location", "/loop.gguf"}};
       return r;
     }
     return hf_like(req, sha);
@@ -232,6 +239,12 @@ TEST_CASE("pull: a 404 and a page that is not GGUF are errors that say so, and l
   CHECK(missing.error().message.find("HTTP 404") != std::string::npos);
   CHECK(missing.error().message.find("no such file") != std::string::npos);
   CHECK(server.requests().size() == 1);  // not retried
+  CHECK_FALSE(fs::exists(tmp.path() / "models" / "nothing-here.gguf.part"));
+  CHECK_FALSE(fs::exists(tmp.path() / "models" / "nothing-here.gguf.part.json"));
+  auto loop = kvc::fetch::download_model(request_for(server, "/loop.gguf", tmp));
+  REQUIRE_FALSE(loop.ok());
+  CHECK(loop.error().message.find("redirect") != std::string::npos);
+  CHECK_FALSE(fs::exists(tmp.path() / "models" / "loop.gguf.part"));
   auto page = kvc::fetch::download_model(request_for(server, "/page.gguf", tmp));
   REQUIRE_FALSE(page.ok());
   CHECK(page.error().message.find("is not a GGUF model file") != std::string::npos);
@@ -250,8 +263,8 @@ TEST_CASE("pull: too little free disk for the Content-Length stops before a byte
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message.find("not enough disk space") != std::string::npos);
   CHECK(r.error().message.find("488 KiB free") != std::string::npos);
-  CHECK(size_or_zero(tmp.path() / "models" / "m.gguf.part") == 0);
-  CHECK(kvc::fetch::free_disk_bytes(tmp.path()) > 0);  // statvfs of a real directory
+  CHECK_FALSE(fs::exists(tmp.path() / "models" / "m.gguf.part"));  // nothing to resume, nothing left
+  CHECK(kvc::fetch::free_disk_bytes(tmp.path()) > 0);              // statvfs of a real directory
 }
 
 TEST_CASE("pull: cancelled from another thread, then resumed", "[app][e2e]") {
