@@ -25,6 +25,7 @@ struct Tokenizer::Impl {
   std::vector<int32_t> special_ids;
   std::vector<std::string> bytes_of;       // (n_vocab) what each token contributes to decoded text
   std::vector<uint8_t> end_of_generation;  // (n_vocab) 1 for EOS and end-of-turn tokens
+  size_t max_bytes_per_token = 0;          // 0: unbounded
 };
 
 namespace {
@@ -248,6 +249,15 @@ Result<Tokenizer> Tokenizer::create(const Vocabulary& vocab) {
       impl->end_of_generation[i] = 1;
     }
   }
+  // A piece is never shorter than the text it matches: SentencePiece spells a space as the
+  // 3 bytes of U+2581, byte-level BPE a byte as 1 or 2, a byte piece "<0x41>" as 6.
+  bool has_bytes = false;
+  size_t longest = 4;  // one UTF-8 character
+  for (size_t i = 0; i < n; ++i) {
+    longest = std::max({longest, v.tokens[i].size(), impl->bytes_of[i].size()});
+    has_bytes = has_bytes || static_cast<TokenType>(v.types[i]) == TokenType::byte;
+  }
+  impl->max_bytes_per_token = spm && !has_bytes ? 0 : longest;
   std::stable_sort(impl->special_ids.begin(), impl->special_ids.end(), [&](int32_t a, int32_t b) {
     return v.tokens[static_cast<size_t>(a)].size() > v.tokens[static_cast<size_t>(b)].size();
   });
@@ -356,6 +366,8 @@ int32_t Tokenizer::find_piece(std::string_view piece) const {
   const auto it = impl_->id_of.find(piece);
   return it == impl_->id_of.end() ? -1 : it->second;
 }
+
+size_t Tokenizer::max_bytes_per_token() const { return impl_->max_bytes_per_token; }
 
 std::string_view Tokenizer::token_bytes(int32_t id) const {
   if (id < 0 || id >= n_vocab()) return {};

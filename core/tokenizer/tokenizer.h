@@ -103,6 +103,12 @@ class Tokenizer {
   int32_t find_piece(std::string_view piece) const;
   // The bytes a token contributes to decoded text, before UTF-8 assembly and prefix removal.
   std::string_view token_bytes(int32_t id) const;
+  // The most bytes of input text one token can stand for (its piece, written as text, or the
+  // bytes it decodes to); 0 when a token's reach has no bound (SentencePiece without byte
+  // pieces merges a run of unknown characters into one <unk>). A text of n bytes is at least
+  // ceil(n / max_bytes_per_token()) tokens, which tells that a text cannot fit a context
+  // before it is tokenized.
+  size_t max_bytes_per_token() const;
 
  private:
   struct Impl;

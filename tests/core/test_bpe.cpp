@@ -172,3 +172,26 @@ TEST_CASE("bpe: control tokens only with parse_special, user-defined always, end
   CHECK(llama3.is_end_of_generation(128001));  // <|end_of_text|>, the EOS
   CHECK_FALSE(qwen.wants_bos());
 }
+
+TEST_CASE("tokenizer: no token stands for more than max_bytes_per_token bytes of text", "[core]") {
+  // The server refuses a text longer than the context times this bound before tokenizing it.
+  std::string long_runs = std::string(5000, 'a') + std::string(3000, ' ') + std::string(2000, '-') + "\n\n\n\n";
+  for (int i = 0; i < 200; ++i) long_runs += "<|endoftext|><s>" + std::to_string(i * 7919);
+  for (const char* vocab : {"ggml-vocab-gpt-2.gguf", "ggml-vocab-llama-bpe.gguf", "ggml-vocab-deepseek-llm.gguf",
+                            "ggml-vocab-starcoder.gguf", "stories260K.gguf"}) {
+    INFO(vocab);
+    const auto tok = load(vocab);
+    const size_t bound = tok.max_bytes_per_token();
+    REQUIRE(bound >= 4);
+    for (const std::string& text : {k_mixed, long_runs}) {
+      for (const bool special : {false, true}) {
+        const auto ids = tok.encode(text, false, special);
+        CHECK(ids.size() * bound >= text.size());
+      }
+    }
+    // The bound is the longest piece: some piece is that long, none is longer.
+    size_t longest = 0;
+    for (int32_t id = 0; id < tok.n_vocab(); ++id) longest = std::max(longest, tok.piece(id).size());
+    CHECK(bound == std::max<size_t>(longest, 4));
+  }
+}
