@@ -10,6 +10,7 @@
 
 #include "app/cli/cli_common.h"
 #include "app/server/engine_host.h"
+#include "app/server/loopback.h"
 #include "app/server/server.h"
 #include "storage/answer_store.h"
 #include "storage/data_dir.h"
@@ -79,6 +80,7 @@ int run_serve(ServeArgs a) {
   if (!host.ok()) return report(host.error());
 
   server::ServerOptions so = a.server;
+  so.write_timeout_s = so.read_timeout_s;  // --timeout is both
   so.model_id = a.alias.empty() ? std::filesystem::path(m.path()).stem().string() : a.alias;
   struct stat file_stat {};
   so.model_created = ::stat(m.path().c_str(), &file_stat) == 0 ? static_cast<int64_t>(file_stat.st_mtime) : 0;
@@ -96,7 +98,7 @@ int run_serve(ServeArgs a) {
   std::printf("kvchat-cli serve: listening on http://%s:%d/v1 (model %s, context %lld, data %s)\n", so.host.c_str(),
               srv->port(), so.model_id.c_str(), static_cast<long long>(ho.n_ctx), dir.c_str());
   std::fflush(stdout);
-  if (so.host != "127.0.0.1" && so.host != "localhost" && so.host != "::1" && so.api_key.empty()) {
+  if (!server::is_loopback_address(so.host) && so.api_key.empty()) {
     std::fprintf(stderr,
                  "kvchat-cli serve: warning: listening on %s without --api-key: anyone who can reach this "
                  "machine can use the model\n",
@@ -108,13 +110,27 @@ int run_serve(ServeArgs a) {
   srv.reset();                             // stops (if the listener ended by itself) before what it serves goes
   const Status closed = (*host)->close();  // the engine stops, blocks still queued for disk are written
   host->reset();
+  const bool answers_on_disk = (*answers)->persistent();
+  const std::string answers_warning = (*answers)->warning();  // a write that failed while serving
   answers->reset();
   if (!ran.ok()) return report(ran.error());
   if (!closed.ok()) {
     std::fprintf(stderr, "kvchat-cli serve: %s (a bug: please report it)\n", closed.error().message.c_str());
     return 4;
   }
-  std::fprintf(stderr, "kvchat-cli serve: stopped; the KV cache and the answers are on disk in %s\n", dir.c_str());
+  if (answers_on_disk && answers_warning.empty()) {
+    std::fprintf(stderr, "kvchat-cli serve: stopped; the KV cache and the answers are on disk in %s\n", dir.c_str());
+  } else if (answers_on_disk) {
+    std::fprintf(stderr,
+                 "kvchat-cli serve: stopped; the KV cache is on disk in %s; some answers could not be written to "
+                 "answers.db (%s): their histories will be recomputed after a restart\n",
+                 dir.c_str(), answers_warning.c_str());
+  } else {
+    std::fprintf(stderr,
+                 "kvchat-cli serve: stopped; the KV cache is on disk in %s, the answers were kept in memory "
+                 "only (see the warning at the start)\n",
+                 dir.c_str());
+  }
   return 0;
 }
 
@@ -154,6 +170,16 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-body", s.max_body_bytes, "the largest request body in bytes; larger: 413")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30));
+  cmd->add_option("--max-connections", s.max_connections,
+                  "connections open at once, idle ones included; beyond it the longest idle one is closed, or "
+                  "the new one answered 503")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65536));
+  cmd->add_option("--timeout", s.read_timeout_s,
+                  "seconds a client may send or read nothing, or take to send a request's head, before it is "
+                  "dropped")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
   cmd->add_option("--t0-mib", a->t0_mib,
                   "KV compute pool in MiB (default: room for two conversations of the context, one if RAM is short)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));

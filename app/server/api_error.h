@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <string_view>
 
 namespace kvc::server {
 
@@ -17,6 +18,10 @@ struct ApiError {
 
   nlohmann::json to_json() const;
 };
+
+// Text from a request shown in an error message: at most `max_bytes` of it (cut at a UTF-8
+// boundary, "..." added), so an error never echoes a huge field back.
+std::string ellipsize(std::string_view text, size_t max_bytes = 120);
 
 inline ApiError bad_request(std::string message, std::string param = "") {
   return ApiError{400, std::move(message), "invalid_request_error", std::move(param), ""};

@@ -313,11 +313,16 @@ Parsed<json> parse_object(std::string_view body, const RequestLimits& limits) {
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
-    // e.what(): "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
+  } catch (const json::out_of_range&) {
+    // "number overflow parsing '1e999'": a number beyond a double's range (about 1.8e308).
+    return Parsed<json>::failure(
+        bad_request("the body is not valid JSON: a number in it is too large for a 64-bit float (over 1.8e308)"));
+  } catch (const json::exception& e) {
+    // e.what(): "[json.exception.parse_error.101] parse error at line 1, column 2: ..."; what it
+    // quotes of the body is cut short.
     std::string what = e.what();
     if (const size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
-    return Parsed<json>::failure(bad_request("the body is not valid JSON: " + what));
+    return Parsed<json>::failure(bad_request("the body is not valid JSON: " + ellipsize(what, 200)));
   }
   if (!j.is_object())
     return Parsed<json>::failure(bad_request(std::string("the body must be a JSON object, not ") + j.type_name()));

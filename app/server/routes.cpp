@@ -4,6 +4,8 @@
 #include <chrono>
 #include <string>
 
+#include "app/server/connection_pool.h"
+#include "app/server/loopback.h"
 #include "app/server/openai_json.h"
 #include "app/server/server_context.h"
 
@@ -20,9 +22,11 @@ bool same_secret(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-// CORS, before authentication: browsers send a preflight OPTIONS without the API key. An
-// allowed origin gets Access-Control-Allow-Origin on every answer (errors too, so a page can
-// read them); a preflight from any other origin is refused with what to do.
+// CORS, before anything else: browsers send a preflight OPTIONS without the API key, and a
+// "simple" cross-origin request (a form POST, text/plain) without a preflight at all — so every
+// request that carries an Origin is checked here, before any handler runs. An allowed origin gets
+// Access-Control-Allow-Origin on every answer (errors too, so a page can read them); any other
+// origin is refused with what to do. Clients that are not browsers send no Origin.
 bool answer_cors(const ServerOptions& o, const httplib::Request& req, httplib::Response& res) {
   const std::string origin = req.get_header_value("Origin");
   const bool any = std::find(o.cors_origins.begin(), o.cors_origins.end(), "*") != o.cors_origins.end();
@@ -32,14 +36,14 @@ bool answer_cors(const ServerOptions& o, const httplib::Request& req, httplib::R
     res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
     res.set_header("Vary", "Origin");
   }
-  if (req.method != "OPTIONS") return false;
+  if (req.method != "OPTIONS" && (allowed || !req.has_header("Origin"))) return false;
   if (!allowed) {
     send_error(res, ApiError{403,
                              origin.empty() ? "OPTIONS is a CORS preflight and needs an Origin header"
-                                            : "origin " + origin +
+                                            : "origin " + ellipsize(origin) +
                                                   " may not call this server from a browser; start "
                                                   "it with --cors-origin " +
-                                                  origin,
+                                                  ellipsize(origin),
                              "invalid_request_error", "", "cors_origin_not_allowed"});
     return true;
   }
@@ -50,10 +54,52 @@ bool answer_cors(const ServerOptions& o, const httplib::Request& req, httplib::R
   return true;
 }
 
+// A server on a loopback address answers only requests addressed to a loopback name: a web page
+// whose name was made to resolve to 127.0.0.1 (DNS rebinding) is same-origin to the browser and
+// sends no Origin on a GET, but its Host header still names it.
+bool loopback_host_refused(const ServerOptions& o, const httplib::Request& req, httplib::Response& res) {
+  if (!is_loopback_address(o.host) || !req.has_header("Host")) return false;
+  const std::string host = req.get_header_value("Host");
+  if (is_loopback_host_header(host)) return false;
+  send_error(res, ApiError{403,
+                           "this server listens on " + o.host +
+                               " and answers requests for localhost, 127.0.0.1 or "
+                               "[::1] only, not for " +
+                               ellipsize(host) +
+                               "; to serve other names, start it with --host "
+                               "0.0.0.0 --api-key KEY",
+                           "invalid_request_error", "", "host_not_allowed"});
+  return true;
+}
+
+// A request whose body's length is not certain (two Content-Length values, one that is not a
+// number, or one beside a Transfer-Encoding) could be read differently by a proxy in front:
+// refused, and its connection closed after the answer (RFC 9112 §6.3).
+bool ambiguous_length_refused(const httplib::Request& req, httplib::Response& res) {
+  const auto lengths = req.headers.equal_range("Content-Length");
+  std::string first;
+  bool ambiguous = false, seen = false;
+  for (auto it = lengths.first; it != lengths.second; ++it) {
+    const std::string& v = it->second;
+    const bool digits = !v.empty() && v.size() <= 19 && v.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || (seen && v != first)) ambiguous = true;
+    if (!seen) first = v;
+    seen = true;
+  }
+  if (seen && req.has_header("Transfer-Encoding")) ambiguous = true;
+  if (!ambiguous) return false;
+  close_connection_after_response();
+  res.set_header("Connection", "close");
+  send_error(res, bad_request("the request's length is ambiguous: send one Content-Length with a decimal number, "
+                              "or Transfer-Encoding without Content-Length"));
+  return true;
+}
+
 httplib::Server::HandlerResponse check_request(ServerContext& ctx, const httplib::Request& req,
                                                httplib::Response& res) {
   const ServerOptions& o = ctx.options;
-  if (answer_cors(o, req, res)) return httplib::Server::HandlerResponse::Handled;
+  if (ambiguous_length_refused(req, res) || answer_cors(o, req, res) || loopback_host_refused(o, req, res))
+    return httplib::Server::HandlerResponse::Handled;
   if (!o.api_key.empty() && req.path != "/health") {
     const std::string auth = req.get_header_value("Authorization");
     constexpr std::string_view bearer = "Bearer ";
@@ -172,7 +218,7 @@ void register_routes(httplib::Server& http, ServerContext& ctx) {
       if (ep) std::rethrow_exception(ep);
     } catch (const std::exception& e) { what = e.what(); } catch (...) {
     }
-    send_error(res, ApiError{500, "internal error: " + what, "server_error", "", ""});
+    send_error(res, ApiError{500, "internal error: " + ellipsize(what), "server_error", "", ""});
   });
   http.set_logger([&ctx](const httplib::Request& req, const httplib::Response& res) {
     ctx.metrics.count_request(req.path, res.status);

@@ -1,5 +1,6 @@
 // POST /v1/chat/completions and POST /v1/completions: parse, map to tokens, admit, answer.
 #include <algorithm>
+#include <optional>
 
 #include "app/common/chat_window.h"
 #include "app/server/openai_json.h"
@@ -38,6 +39,24 @@ Parsed<engine::RequestOptions> request_options(const ServerContext& ctx, const G
   return Parsed<engine::RequestOptions>::success(std::move(o));
 }
 
+// A prompt of `n_bytes` of text that cannot fit the context whatever its tokens: the 400 to
+// refuse it with before it is tokenized (tokenizing megabytes costs hundreds of MB), or nothing.
+std::optional<ApiError> cannot_fit(const ServerContext& ctx, size_t n_bytes, const std::string& what,
+                                   const char* param) {
+  const size_t per_token = ctx.model.tokenizer().max_bytes_per_token();
+  if (per_token == 0) return std::nullopt;
+  const auto n_ctx = static_cast<size_t>(ctx.host.n_ctx());
+  const size_t at_least = (n_bytes + per_token - 1) / per_token;
+  if (at_least < n_ctx) return std::nullopt;
+  ApiError e = bad_request(what + " is " + std::to_string(n_bytes) + " bytes, at least " + std::to_string(at_least) +
+                               " tokens (a token of this model spells at most " + std::to_string(per_token) +
+                               " bytes), which fills this server's context of " + std::to_string(n_ctx) +
+                               " tokens; shorten it or start kvchat-cli serve with a larger -c",
+                           param);
+  e.code = "context_length_exceeded";
+  return e;
+}
+
 // The prompt of a chat request under the context overflow policy (app/common/chat_window.h).
 // The client resends the history, so the cut is replayed from it on every request: the same
 // history gives the same window, before and after a restart, and its turns hit the cache.
@@ -65,8 +84,8 @@ Parsed<app::ChatWindow> context_window(const ServerContext& ctx, const ChatReque
 }
 
 // Admits the generation and answers it, whole or streamed.
-void run(ServerContext& ctx, const httplib::Request& req, httplib::Response& res, GenerationRequest gr,
-         const GenerationParams& p, GenerationJob job) {
+void run(ServerContext& ctx, httplib::Response& res, GenerationRequest gr, const GenerationParams& p,
+         GenerationJob job) {
   Refusal refusal = Refusal::none;
   std::shared_ptr<Generation> g = ctx.host.start(std::move(gr), refusal);
   if (!g) {
@@ -84,9 +103,9 @@ void run(ServerContext& ctx, const httplib::Request& req, httplib::Response& res
   }
   job.include_usage = p.include_usage;
   if (p.stream) {
-    respond_stream(ctx, req, res, std::move(g), std::move(job));
+    respond_stream(ctx, res, std::move(g), std::move(job));
   } else {
-    respond_whole(ctx, req, res, std::move(g), std::move(job));
+    respond_whole(ctx, res, std::move(g), std::move(job));
   }
 }
 
@@ -97,6 +116,11 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   if (!parsed.ok) return send_error(res, parsed.error);
   ChatRequest& cr = parsed.value;
   if (cr.model != ctx.options.model_id) return send_error(res, unknown_model(ctx, cr.model));
+  // The window keeps the system prompt and the last message whatever else it drops.
+  size_t n_kept_bytes = cr.messages.empty() ? 0 : cr.messages.back().content.size();
+  if (cr.messages.size() > 1 && cr.messages[0].role == "system") n_kept_bytes += cr.messages[0].content.size();
+  if (auto e = cannot_fit(ctx, n_kept_bytes, "the last message (with the system prompt)", "messages"))
+    return send_error(res, *e);
   auto mapped = ctx.mapper.map(cr.messages);
   if (!mapped.ok()) return send_error(res, bad_request(mapped.error().message, "messages"));
   auto window = context_window(ctx, cr, *mapped);
@@ -118,7 +142,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
     mapper.remember(stream, r.text, r.tokens);
   };
   GenerationRequest gr{mapped->conversation, std::move(window.value.prompt), std::move(options.value)};
-  run(ctx, req, res, std::move(gr), cr.params, std::move(job));
+  run(ctx, res, std::move(gr), cr.params, std::move(job));
 }
 
 void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
@@ -138,6 +162,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
     }
     prompt = std::move(cr.prompt_ids);
   } else {
+    if (auto e = cannot_fit(ctx, cr.prompt.size(), "the prompt", "prompt")) return send_error(res, *e);
     prompt =
         tok.encode(cr.prompt, tok.wants_bos(), true);  // control tokens written as text are parsed, as llama.cpp does
   }
@@ -150,7 +175,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   job.ids = ResponseIds{new_response_id("cmpl-"), unix_now(), ctx.options.model_id};
   job.n_prompt = static_cast<int64_t>(prompt.size());
   GenerationRequest gr{0, std::move(prompt), std::move(options.value)};
-  run(ctx, req, res, std::move(gr), cr.params, std::move(job));
+  run(ctx, res, std::move(gr), cr.params, std::move(job));
 }
 
 }  // namespace kvc::server

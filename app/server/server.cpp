@@ -3,18 +3,43 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
 
+#include "app/server/connection_pool.h"
 #include "app/server/server_context.h"
 
 namespace kvc::server {
 
+namespace {
+
+// A listen backlog that holds a burst of clients until the listener takes them.
+constexpr int k_listen_backlog = 511;
+
+ConnectionLimits connection_limits(const ServerOptions& o) {
+  ConnectionLimits l;
+  // Every generation holds a worker while it streams; the extra ones answer 429, /health and
+  // /metrics while the queue is full.
+  l.n_workers = o.n_http_threads > 0 ? o.n_http_threads : static_cast<int>(o.max_queue) + 8;
+  l.max_connections = std::max(1, o.max_connections);
+  l.first_byte_timeout = std::chrono::seconds(o.read_timeout_s);
+  l.head_timeout = std::chrono::seconds(o.read_timeout_s);
+  l.read_timeout = std::chrono::seconds(o.read_timeout_s);
+  l.write_timeout = std::chrono::seconds(o.write_timeout_s);
+  l.keep_alive_timeout = std::chrono::seconds(5);
+  l.max_body_bytes = static_cast<uint64_t>(std::max<int64_t>(0, o.max_body_bytes));
+  return l;
+}
+
+}  // namespace
+
 struct Server::Impl {
-  Impl(const model::Model& m, EngineHost& h, storage::AnswerStore& a, const ServerOptions& o) : ctx(m, h, a, o) {}
+  Impl(const model::Model& m, EngineHost& h, storage::AnswerStore& a, const ServerOptions& o)
+      : ctx(m, h, a, o), http(connection_limits(o)) {}
   ServerContext ctx;
-  httplib::Server http;
+  PooledHttpServer http;
   int port = -1;
   std::atomic<bool> entered{false};   // run() was called
   std::atomic<bool> returned{false};  // run() has returned
@@ -24,10 +49,6 @@ struct Server::Impl {
 Server::Server(const model::Model& m, EngineHost& host, storage::AnswerStore& answers, const ServerOptions& o)
     : impl_(std::make_unique<Impl>(m, host, answers, o)) {
   httplib::Server& http = impl_->http;
-  // Every generation holds a thread while it streams; the extra ones answer 429, /health and
-  // /metrics while the queue is full.
-  const int n_threads = o.n_http_threads > 0 ? o.n_http_threads : static_cast<int>(o.max_queue) + 8;
-  http.new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
   // httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port
   // and take half of its connections: only SO_REUSEADDR (a restart need not wait for TIME_WAIT).
   http.set_socket_options([](socket_t sock) {
@@ -35,10 +56,6 @@ Server::Server(const model::Model& m, EngineHost& host, storage::AnswerStore& an
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   http.set_payload_max_length(static_cast<size_t>(o.max_body_bytes));
-  http.set_read_timeout(o.read_timeout_s, 0);
-  http.set_write_timeout(o.write_timeout_s, 0);
-  http.set_keep_alive_timeout(5);
-  http.set_keep_alive_max_count(1000);
   register_routes(http, impl_->ctx);
 }
 
@@ -54,6 +71,7 @@ Status Server::bind() {
     ok = impl_->http.bind_to_port(o.host, o.port);
     impl_->port = o.port;
   }
+  if (ok) impl_->http.set_backlog(k_listen_backlog);
   if (!ok) {
     return make_error(ErrorCode::io, "cannot listen on " + o.host + ":" + std::to_string(o.port) +
                                          ": the port is in use or the address is not one of this machine's; choose "
@@ -71,6 +89,7 @@ Status Server::run() {
     return {};
   }
   const bool ok = impl_->http.listen_after_bind();
+  impl_->http.shutdown_connections();  // the requests being served end; idle connections are closed
   impl_->returned = true;
   if (!ok && !impl_->ctx.stopping.load()) {
     return make_error(ErrorCode::io, "the HTTP listener stopped unexpectedly; see the messages above");

@@ -31,6 +31,9 @@ struct ServerOptions {
   int retry_after_s = 1;                      // Retry-After of a 429
   int read_timeout_s = 10;                    // a client that sends nothing for this long is dropped
   int write_timeout_s = 10;                   // likewise one that reads nothing
+  // Connections open at once (idle ones included); past it the longest idle one is closed, or
+  // the new one answered 503. Idle connections hold no thread (app/server/connection_pool.h).
+  int max_connections = 512;
   // Called (on the HTTP thread that served it) once each generation has ended, with its result
   // and prompt length: the app shows API requests with it.
   std::function<void(const engine::RequestResult&, int64_t n_prompt)> on_generation;

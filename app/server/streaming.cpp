@@ -30,12 +30,12 @@ void drain(Generation& g) {
 
 // The state of one streamed response, shared by httplib's provider and releaser.
 struct Stream {
-  Stream(ServerContext& c, std::shared_ptr<Generation> gen, GenerationJob j, const httplib::Request& req)
-      : ctx(c), g(std::move(gen)), job(std::move(j)), watch(req.remote_addr, req.remote_port, req.local_port) {}
+  Stream(ServerContext& c, std::shared_ptr<Generation> gen, GenerationJob j)
+      : ctx(c), g(std::move(gen)), job(std::move(j)) {}
   ServerContext& ctx;
   std::shared_ptr<Generation> g;
   GenerationJob job;
-  ConnectionWatch watch;
+  ConnectionWatch watch;  // made on the worker serving the request: its connection
   bool role_sent = false;
   bool concluded = false;
   bool shutting_down = false;
@@ -111,10 +111,9 @@ ApiError generation_error(const engine::RequestResult& r, bool shutting_down) {
   }
 }
 
-void respond_whole(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
-                   std::shared_ptr<Generation> g, GenerationJob job) {
+void respond_whole(ServerContext& ctx, httplib::Response& res, std::shared_ptr<Generation> g, GenerationJob job) {
   ctx.begin_active();
-  const ConnectionWatch watch(req.remote_addr, req.remote_port, req.local_port);
+  const ConnectionWatch watch;
   bool gone = false, shutting_down = false;
   for (;;) {
     if (g->wait(k_poll).done) break;
@@ -141,10 +140,9 @@ void respond_whole(ServerContext& ctx, const httplib::Request& req, httplib::Res
   ctx.end_active();
 }
 
-void respond_stream(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
-                    std::shared_ptr<Generation> g, GenerationJob job) {
+void respond_stream(ServerContext& ctx, httplib::Response& res, std::shared_ptr<Generation> g, GenerationJob job) {
   ctx.begin_active();
-  auto s = std::make_shared<Stream>(ctx, std::move(g), std::move(job), req);
+  auto s = std::make_shared<Stream>(ctx, std::move(g), std::move(job));
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(

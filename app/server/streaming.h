@@ -26,10 +26,8 @@ struct GenerationJob {
   std::function<void(const engine::RequestResult&)> on_finished;
 };
 
-void respond_whole(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
-                   std::shared_ptr<Generation> g, GenerationJob job);
-void respond_stream(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
-                    std::shared_ptr<Generation> g, GenerationJob job);
+void respond_whole(ServerContext& ctx, httplib::Response& res, std::shared_ptr<Generation> g, GenerationJob job);
+void respond_stream(ServerContext& ctx, httplib::Response& res, std::shared_ptr<Generation> g, GenerationJob job);
 
 // The error a generation that did not finish is answered with (failed, or cut by shutdown).
 ApiError generation_error(const engine::RequestResult& r, bool shutting_down);

@@ -20,6 +20,7 @@ class ServeProcess {
   ServeProcess& operator=(const ServeProcess&) = delete;
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
   // SIGTERM, then waits up to 20 s: the exit code (-1: killed by a signal or did not exit).
   int stop();
