@@ -295,6 +295,8 @@ int run(const Args& a) {
     last_end = frame_end;
     if (runner) {
       const kvc::ui::FrameSummary all = frames_all.summary(), stream = frames_stream.summary();
+      // Vertices the frame sent to the renderer: what is on screen, however long the texts.
+      hooks.set_fact("frame_vertices", static_cast<double>(ImGui::GetDrawData()->TotalVtxCount));
       hooks.set_fact("frame_ms_p50", all.p50_ms);
       hooks.set_fact("frame_ms_p99", all.p99_ms);
       hooks.set_fact("frame_ms_max", all.max_ms);
