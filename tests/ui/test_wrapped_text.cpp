@@ -42,7 +42,7 @@ std::string repeat(std::string_view s, int n) {
 
 }  // namespace
 
-TEST_CASE("wrap_lines: a line ends at each newline; a trailing one starts none, an empty text is one line", "[ui]") {
+TEST_CASE("wrap_lines: a line ends at each newline, a trailing one starts none, an empty text is one line", "[ui]") {
   const std::string t = "one\n\ntwo\n";
   const auto lines = kvc::ui::wrap_lines(t, 100.0f, k_no_wrap);
   REQUIRE(lines.size() == 3);
