@@ -286,7 +286,10 @@ void ChatView::draw(ViewContext& ctx) {
   if (!s.error.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, colors::error);
     ImGui::PushTextWrapPos(ImGui::GetContentRegionAvail().x - 80.0f);
-    ImGui::TextUnformatted(s.error.c_str());
+    // A server's error message can be of any length: its start, drawn by the lines in view.
+    constexpr size_t k_error_bytes = 2000;
+    const std::string_view error = utf8_prefix(s.error, k_error_bytes);
+    error_text_.draw(error.size() < s.error.size() ? std::string(error) + "..." : s.error);
     ImGui::PopTextWrapPos();
     ImGui::PopStyleColor();
     ImGui::SameLine();

@@ -79,6 +79,7 @@ struct ChatView {
   // The user's messages and the replies' reasoning, laid out once and drawn by the lines in view.
   std::map<int64_t, WrappedText> texts_, reasoning_texts_;
   size_t n_lines_drawn_ = 0;  // of those, this frame (script fact chat_lines_drawn)
+  WrappedText error_text_;    // the app's last error, above the history
   std::string settings_system_;
   sampling::GenerateOptions settings_generation_;
 };

@@ -108,8 +108,8 @@ void WrappedText::draw(std::string_view text) {
   const ImFont* font = ImGui::GetFont();
   const float size = ImGui::GetFontSize();
   const ImVec2 pos = window->DC.CursorPos;
-  // The wrap width TextUnformatted takes under PushTextWrapPos(0.0f).
-  const float width = ImGui::CalcWrapWidthForPos(pos, 0.0f);
+  // The wrap width TextUnformatted takes under the current PushTextWrapPos (none: 0.0f, the edge).
+  const float width = ImGui::CalcWrapWidthForPos(pos, std::max(0.0f, window->DC.TextWrapPos));
   const uint64_t key = markdown_cache_key(text);
   if (key != key_ || width != width_ || font != font_ || size != size_) {
     key_ = key;

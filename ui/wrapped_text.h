@@ -57,8 +57,9 @@ size_t fit_prefix(const ImFont* font, float size, std::string_view text, float m
 // placed one after the other.
 void add_text_bounded(ImDrawList* dl, const ImFont* font, float size, ImVec2 pos, ImU32 col, std::string_view text);
 
-// One block of wrapped text, drawn as TextUnformatted under PushTextWrapPos(0.0f) would draw it
-// (the current font and text color, wrapped at the work area's right edge, the same size taken),
+// One block of wrapped text, drawn as TextUnformatted under PushTextWrapPos would draw it (the
+// current font and text color, wrapped at the current wrap position, else at the work area's right
+// edge; the same size taken),
 // with its layout kept between frames. Invariant: lines_ is the layout of (key_, width_, font_).
 class WrappedText {
  public:

@@ -176,7 +176,7 @@ TEST_CASE("WrappedText: a 17,000-glyph message in a frame draws only the lines i
   int w = 0, h = 0;
   io.Fonts->GetTexDataAsAlpha8(&pixels, &w, &h);
   io.Fonts->SetTexID(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(1)));
-  kvc::ui::WrappedText text;
+  kvc::ui::WrappedText text, narrow;
   const std::string a(17000, 'a');
   int total_vtx = 0;
   int64_t n_layouts_settled = 0;
@@ -187,6 +187,9 @@ TEST_CASE("WrappedText: a 17,000-glyph message in a frame draws only the lines i
     ImGui::Begin("w");
     if (frame == 3) ImGui::SetScrollY(ImGui::GetScrollMaxY() * 0.5f);
     text.draw(a);
+    ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + 200.0f);  // a wrap position of its own
+    narrow.draw("a few words that wrap in two hundred pixels");
+    ImGui::PopTextWrapPos();
     ImGui::End();
     ImGui::Render();
     total_vtx = ImGui::GetDrawData()->TotalVtxCount;
@@ -198,5 +201,6 @@ TEST_CASE("WrappedText: a 17,000-glyph message in a frame draws only the lines i
   CHECK(text.n_drawn() >= 30);
   CHECK(static_cast<float>(text.n_drawn()) <= 600.0f / line_h + 2.0f);
   CHECK(total_vtx < 20000);  // a screenful, not 68,000
+  CHECK(narrow.n_lines() >= 2);
   ImGui::DestroyContext(ctx);
 }
