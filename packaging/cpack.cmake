@@ -18,8 +18,8 @@ set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 # Runtime libraries from the binaries' own links (dpkg-shlibdeps: libmd4c0 among them), plus
 # fonts the GUI prefers and xdg-open, which opens the links of answers.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "fonts-dejavu-core, xdg-utils")
-set(CPACK_DEBIAN_PACKAGE_SUGGESTS "fonts-noto-cjk, xvfb")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "fonts-dejavu-core, fonts-noto-core, fonts-noto-cjk, fonts-symbola, xdg-utils")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "xvfb")
 set(CPACK_ARCHIVE_COMPONENT_INSTALL OFF)
 # CUDA: packages carry machine code for Turing (sm_75, the oldest CUDA 13 accepts), Ampere
 # (80, 86), Ada (89), Hopper (90), Blackwell (100, 120) plus sm_120 PTX for later GPUs; the

@@ -14,7 +14,8 @@ packages=(
   # model downloads (kvchat-cli pull, the Model window): HTTP(S) client, SHA-256 (libcrypto)
   libcurl4-openssl-dev libssl-dev
   # the desktop app: Dear ImGui (its GLFW/OpenGL3 backend sources), GLFW, stb (PNG screenshots), fonts
-  libimgui-dev libglfw3-dev libstb-dev fonts-dejavu-core
+  # (DejaVu; Noto for Arabic, Hebrew, Indic, Thai... and CJK; Symbola for symbols in one color)
+  libimgui-dev libglfw3-dev libstb-dev fonts-dejavu-core fonts-noto-core fonts-noto-cjk fonts-symbola
   # answers rendered as Markdown (md4c parser)
   libmd4c-dev
   # GUI tests under a virtual X server; packaging (.deb dependencies)

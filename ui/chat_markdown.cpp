@@ -10,6 +10,7 @@
 #include "core/util/utf8.h"
 #include "ui/open_url.h"
 #include "ui/views.h"
+#include "ui/wrapped_text.h"
 
 namespace kvc::ui {
 
@@ -59,6 +60,9 @@ float flow_spans(const ViewContext& ctx, const std::vector<MdSpan>& spans, const
   const float right = origin.x + std::max(width, base->FontSize * 4.0f);
   float x = origin.x, y = origin.y;
   const bool hover_ok = draw && ImGui::IsWindowHovered();
+  // Only lines in the clip rectangle are drawn, each word in bounded pieces (ui/wrapped_text.h).
+  const float clip_top = dl->GetClipRectMin().y, clip_bottom = dl->GetClipRectMax().y;
+  auto in_view = [&](float line_y) { return draw && line_y + line_h >= clip_top && line_y <= clip_bottom; };
   for (const MdSpan& s : spans) {
     if (s.text == "\n") {
       x = origin.x;
@@ -85,32 +89,25 @@ float flow_spans(const ViewContext& ctx, const std::vector<MdSpan>& spans, const
         x = origin.x;
         y += line_h;
       }
-      // A word wider than the line (a long URL) is cut at whole UTF-8 characters.
+      // A word wider than the line (a long URL, a paragraph of CJK) is cut at whole UTF-8 characters.
       while (!word.empty() && x + w > right && x == origin.x) {
-        size_t cut = 0;
-        float cw = 0;
-        while (cut < word.size()) {
-          size_t n = 1;
-          while (cut + n < word.size() && is_utf8_continuation(word[cut + n])) ++n;
-          const float gw = text_width(font, word.substr(cut, n));
-          if (cut > 0 && x + cw + gw > right) break;
-          cw += gw;
-          cut += n;
-        }
-        if (draw) dl->AddText(font, font->FontSize, ImVec2(x, y + dy), col, word.data(), word.data() + cut);
+        size_t cut = fit_prefix(font, font->FontSize, word, right - x);
+        if (cut == 0) cut = utf8_boundary_at_or_after(word, 1);
+        const std::string_view piece = word.substr(0, cut);
+        if (in_view(y)) add_text_bounded(dl, font, font->FontSize, ImVec2(x, y + dy), col, piece);
         word.remove_prefix(cut);
-        w = text_width(font, word);
+        w = std::max(0.0f, w - text_width(font, piece));
         y += line_h;
       }
       const float ws = x == origin.x && pos == 0 && spaces.empty() ? 0.0f : text_width(font, spaces);
-      if (draw && !word.empty()) {
+      if (in_view(y) && !word.empty()) {
         const ImVec2 a(x, y + dy), b(x + w, y + dy + font->FontSize);
         if (s.style & md_code) {
           // One box for the whole code span on this line: the spaces inside it are covered too.
           const float tail = next < t.size() && x + w + ws <= right ? ws : 0.0f;
           dl->AddRectFilled(ImVec2(a.x - 2, a.y - 1), ImVec2(b.x + tail + 2, b.y + 1), IM_COL32(44, 48, 58, 255), 3.0f);
         }
-        dl->AddText(font, font->FontSize, a, col, word.data(), word.data() + word.size());
+        add_text_bounded(dl, font, font->FontSize, a, col, word);
         if (s.style & md_strike)
           dl->AddLine(ImVec2(a.x, (a.y + b.y) * 0.5f), ImVec2(b.x, (a.y + b.y) * 0.5f), col, 1.0f);
         if (s.style & md_link) {
@@ -178,6 +175,8 @@ void draw_code_block(ViewContext& ctx, const MdBlock& b, const std::vector<CodeT
                         ImGuiWindowFlags_AlwaysUseWindowPadding);
   ImDrawList* cdl = ImGui::GetWindowDrawList();
   const ImVec2 o = ImGui::GetCursorScreenPos();
+  // Lines outside the clip rectangle are skipped; a long line is drawn in bounded pieces.
+  const float clip_top = cdl->GetClipRectMin().y, clip_bottom = cdl->GetClipRectMax().y;
   float x = o.x, y = o.y;
   for (const CodeToken& t : toks) {
     const ImU32 col = k_token_colors[static_cast<size_t>(t.cls)];
@@ -185,8 +184,10 @@ void draw_code_block(ViewContext& ctx, const MdBlock& b, const std::vector<CodeT
     while (!s.empty()) {
       const size_t nl = s.find('\n');
       const std::string_view part = s.substr(0, nl);
-      if (!part.empty()) cdl->AddText(mono, mono->FontSize, ImVec2(x, y), col, part.data(), part.data() + part.size());
-      x += text_width(mono, part);
+      if (y + line_h >= clip_top && y <= clip_bottom && !part.empty()) {
+        add_text_bounded(cdl, mono, mono->FontSize, ImVec2(x, y), col, part);
+        if (nl == std::string_view::npos) x += text_width(mono, part);  // the next token goes on after it
+      }
       if (nl == std::string_view::npos) break;
       x = o.x;
       y += line_h;
@@ -255,27 +256,15 @@ void draw_table(const ViewContext& ctx, const MdTable& t, const MdDocument& doc,
   if (scrolls) ImGui::EndChild();
 }
 
-// The plain text hard-wrapped to `width` (InputTextMultiline does not wrap).
-std::string wrap_plain(const std::string& text, ImFont* font, float width) {
+// The plain text hard-wrapped to `width` (InputTextMultiline does not wrap), lines of at most
+// max_line_bytes: the box draws the lines in view as one primitive, which has to stay under the
+// renderer's 65,536 vertices whatever the glyphs' widths.
+std::string wrap_plain(const std::string& text, ImFont* font, float width, size_t max_line_bytes) {
   std::string out;
-  const char* p = text.c_str();
-  const char* end = p + text.size();
-  while (p < end) {
-    const char* nl = std::find(p, end, '\n');
-    const char* line = p;
-    while (line < nl) {
-      const char* cut = font->CalcWordWrapPositionA(1.0f, line, nl, width);
-      if (cut <= line) {
-        cut = line + 1;
-        while (cut < nl && is_utf8_continuation(*cut)) ++cut;
-      }
-      out.append(line, cut);
-      line = cut;
-      while (line < nl && *line == ' ') ++line;
-      if (line < nl) out += '\n';
-    }
-    if (nl < end) out += '\n';
-    p = nl + 1;
+  const std::vector<TextLine> lines = wrap_lines(text, width, font_wrap(font, font->FontSize), max_line_bytes);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i > 0) out += '\n';
+    out.append(text, lines[i].begin, lines[i].end - lines[i].begin);
   }
   return out;
 }
@@ -311,9 +300,12 @@ void MarkdownAnswers::draw(ViewContext& ctx, RenderedAnswer& a, int64_t id, bool
   LinkHit clicked;
 
   if (selecting) {
-    select_buffer_ = wrap_plain(a.plain, regular, avail - 24.0f);
+    // At most 12,000 glyphs in the lines the box shows at once (4 vertices each).
+    const float max_h = 600.0f;
+    const auto n_shown = static_cast<size_t>(max_h / ImGui::GetTextLineHeight()) + 2;
+    select_buffer_ = wrap_plain(a.plain, regular, avail - 24.0f, std::max<size_t>(64, 12000 / n_shown));
     int n_lines = 1 + static_cast<int>(std::count(select_buffer_.begin(), select_buffer_.end(), '\n'));
-    const float h = std::min(600.0f, static_cast<float>(n_lines) * ImGui::GetTextLineHeight() + 16.0f);
+    const float h = std::min(max_h, static_cast<float>(n_lines) * ImGui::GetTextLineHeight() + 16.0f);
     ImGui::PushID(static_cast<int>(id));
     input_string_multiline("##select", select_buffer_, ImVec2(avail, h), ImGuiInputTextFlags_ReadOnly);
     ImGui::PopID();

@@ -9,17 +9,19 @@
 #include "core/util/utf8.h"
 #include "ui/format.h"
 #include "ui/views.h"
+#include "ui/wrapped_text.h"
 
 namespace kvc::ui {
 
 namespace {
 
-// The text cut (at a UTF-8 boundary) with "..." so that it fits `width` in the current font.
+// The text cut (at a UTF-8 boundary) with "..." so that it fits `width` in the current font;
+// reads no more of a long title than fits.
 std::string fit_width(const std::string& text, float width) {
-  if (ImGui::CalcTextSize(text.c_str()).x <= width) return text;
-  std::string t = text;
-  while (!t.empty() && ImGui::CalcTextSize((t + "...").c_str()).x > width) { utf8_pop_back(t); }
-  return t + "...";
+  const ImFont* font = ImGui::GetFont();
+  const float size = ImGui::GetFontSize();
+  if (fit_prefix(font, size, text, width) == text.size()) return text;
+  return text.substr(0, fit_prefix(font, size, text, width - ImGui::CalcTextSize("...").x)) + "...";
 }
 
 constexpr const char* k_demo_notice =
@@ -109,10 +111,10 @@ void ChatView::draw_message(ViewContext& ctx, const MessageView& m, bool last) {
       answers_.draw(ctx, a, m.id, last);
     }
   } else {
-    // What you typed is what is shown: no Markdown.
-    ImGui::PushTextWrapPos(0.0f);
-    ImGui::TextUnformatted(m.text.c_str(), m.text.c_str() + m.text.size());
-    ImGui::PopTextWrapPos();
+    // What you typed is what is shown: no Markdown; laid out once, drawn by the lines in view.
+    WrappedText& t = texts_[m.id];
+    t.draw(m.text);
+    n_lines_drawn_ += t.n_drawn();
     if (user) ctx.hooks.set_fact("md_last_user_text", m.text);
   }
 
@@ -180,9 +182,9 @@ void ChatView::draw_reasoning(ViewContext& ctx, const MessageView& m, const std:
   if (open) {
     ImGui::Indent();
     ImGui::PushStyleColor(ImGuiCol_Text, colors::muted);
-    ImGui::PushTextWrapPos(0.0f);
-    ImGui::TextUnformatted(reasoning.c_str(), reasoning.c_str() + reasoning.size());
-    ImGui::PopTextWrapPos();
+    WrappedText& t = reasoning_texts_[m.id];
+    t.draw(reasoning);
+    n_lines_drawn_ += t.n_drawn();
     ImGui::PopStyleColor();
     ImGui::Unindent();
   }
@@ -284,7 +286,10 @@ void ChatView::draw(ViewContext& ctx) {
   if (!s.error.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, colors::error);
     ImGui::PushTextWrapPos(ImGui::GetContentRegionAvail().x - 80.0f);
-    ImGui::TextUnformatted(s.error.c_str());
+    // A server's error message can be of any length: its start, drawn by the lines in view.
+    constexpr size_t k_error_bytes = 2000;
+    const std::string_view error = utf8_prefix(s.error, k_error_bytes);
+    error_text_.draw(error.size() < s.error.size() ? std::string(error) + "..." : s.error);
     ImGui::PopTextWrapPos();
     ImGui::PopStyleColor();
     ImGui::SameLine();
@@ -308,6 +313,8 @@ void ChatView::draw(ViewContext& ctx) {
     heights_.clear();
     answers_.clear();
     reasoning_open_.clear();
+    texts_.clear();
+    reasoning_texts_.clear();
   }
   if (changed || grew) {
     if (changed) stick_to_bottom_ = stick_to_bottom_ || chat.generating || chat.conversation_id != shown_conversation_;
@@ -322,6 +329,7 @@ void ChatView::draw(ViewContext& ctx) {
   const float view_top = ImGui::GetScrollY();
   const float view_bottom = view_top + ImGui::GetWindowHeight();
   const float width = ImGui::GetContentRegionAvail().x;
+  n_lines_drawn_ = 0;
   int n_user = 0;
   for (size_t i = 0; i < chat.messages.size(); ++i) {
     const MessageView& m = chat.messages[i];
@@ -379,6 +387,8 @@ void ChatView::draw(ViewContext& ctx) {
     stick_to_bottom_ = true;
   }
   ctx.hooks.set_fact("chat_scroll_gap", static_cast<double>(ImGui::GetScrollMaxY() - ImGui::GetScrollY()));
+  // Lines of the user's messages and of reasoning this frame drew: those in view, whatever their length.
+  ctx.hooks.set_fact("chat_lines_drawn", static_cast<double>(n_lines_drawn_));
   ImGui::EndChild();
 
   // Input.

@@ -1,10 +1,12 @@
-// kvchat's look: fonts (system DejaVu/Noto, CJK merged in when installed) and colors, scaled for HiDPI.
+// kvchat's look: the fonts the views draw with (built by ui/glyph_atlas.h) and colors, scaled for HiDPI.
 #pragma once
 
 #include <imgui.h>
 
 namespace kvc::ui {
 
+// Glyphs are rasterized at the size they are drawn and snapped to whole pixels: the renderer
+// samples the atlas without filtering (GL_NEAREST), the same text for less work per pixel.
 struct Fonts {
   ImFont* regular = nullptr;
   ImFont* mono = nullptr;   // code blocks
@@ -16,13 +18,6 @@ struct Fonts {
   ImFont* medium = nullptr;  // bold, 1.25x: second-level headings
 };
 
-// Loads fonts into the atlas of the current ImGui context at `scale` x the base size;
-// falls back to ImGui's built-in font when no system font is found. Glyphs are rasterized at
-// the size they are drawn and snapped to whole pixels: the renderer samples the atlas without
-// filtering (GL_NEAREST), the same text for less work per pixel.
-Fonts load_fonts(float scale);
-// Adds one more set (e.g. the presenter layout's larger fonts) to the atlas without clearing it.
-Fonts add_fonts(float scale, bool with_cjk);
 // The presenter layout's font size relative to the normal one (on top of HiDPI scaling).
 inline constexpr float k_presenter_font_scale = 1.75f;
 // Colors, rounding and spacing; sizes multiplied by `scale`.

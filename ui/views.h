@@ -16,6 +16,7 @@
 #include "ui/model_discovery.h"
 #include "ui/theme.h"
 #include "ui/widgets.h"
+#include "ui/wrapped_text.h"
 
 namespace kvc::ui {
 
@@ -75,6 +76,10 @@ struct ChatView {
   std::map<int64_t, std::pair<uint64_t, float>> heights_;
   MarkdownAnswers answers_;                 // assistant messages, parsed once per change
   std::map<int64_t, bool> reasoning_open_;  // message id -> its reasoning is expanded
+  // The user's messages and the replies' reasoning, laid out once and drawn by the lines in view.
+  std::map<int64_t, WrappedText> texts_, reasoning_texts_;
+  size_t n_lines_drawn_ = 0;  // of those, this frame (script fact chat_lines_drawn)
+  WrappedText error_text_;    // the app's last error, above the history
   std::string settings_system_;
   sampling::GenerateOptions settings_generation_;
 };

@@ -4,6 +4,7 @@
 #include <imgui_internal.h>
 
 #include "ui/format.h"
+#include "ui/wrapped_text.h"
 
 namespace kvc::ui {
 
@@ -86,8 +87,10 @@ bool named_input(ScriptHooks& hooks, const std::string& name, const char* label,
 }
 
 std::string ellipsize(std::string text, float max_w) {
-  if (ImGui::CalcTextSize(text.c_str()).x <= max_w) return text;
-  while (!text.empty() && ImGui::CalcTextSize((text + "…").c_str()).x > max_w) utf8_pop_back(text);
+  const ImFont* font = ImGui::GetFont();
+  const float size = ImGui::GetFontSize();
+  if (fit_prefix(font, size, text, max_w) == text.size()) return text;
+  text.resize(fit_prefix(font, size, text, max_w - ImGui::CalcTextSize("…").x));
   while (!text.empty() && text.back() == ' ') text.pop_back();
   return text + "…";
 }

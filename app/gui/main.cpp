@@ -7,6 +7,7 @@
 #include <imgui.h>
 #include <imgui_impl_glfw.h>
 #include <imgui_impl_opengl3.h>
+#include <imgui_internal.h>
 
 #include <chrono>
 #include <cstdio>
@@ -25,6 +26,7 @@
 #include "ui/demo_mode.h"
 #include "ui/frame_pacer.h"
 #include "ui/frame_stats.h"
+#include "ui/glyph_atlas.h"
 #include "ui/script_runner.h"
 #include "ui/shell.h"
 #include "ui/thread_cpu.h"
@@ -152,8 +154,12 @@ int run(const Args& a) {
   io.IniFilename = kvc::storage::ensure_dir(data_dir).ok() ? ini_path.c_str() : nullptr;
   io.ConfigFlags |= ImGuiConfigFlags_NavEnableKeyboard;
   kvc::ui::apply_theme(scale);
-  const kvc::ui::Fonts fonts = kvc::ui::load_fonts(scale);
-  const kvc::ui::Fonts presenter_fonts = kvc::ui::add_fonts(scale * kvc::ui::k_presenter_font_scale, false);
+  // The atlas holds the glyphs of what is shown: built again between frames when new text needs
+  // more (ui/glyph_atlas.h); the fonts below are then new ones.
+  kvc::ui::GlyphAtlas glyphs = kvc::ui::GlyphAtlas::debian();
+  kvc::ui::Fonts fonts, presenter_fonts;
+  const float presenter_scale = scale * kvc::ui::k_presenter_font_scale;
+  glyphs.build(*io.Fonts, scale, presenter_scale, fonts, presenter_fonts);
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
   // The threads the GL driver started (Mesa's llvmpipe rasterizes on its own threads): a
@@ -188,6 +194,7 @@ int run(const Args& a) {
   kvc::ui::FrameStats frames_all, frames_stream;
   auto last_frame = std::chrono::steady_clock::now();
   std::shared_ptr<const kvc::ui::AppSnapshot> drawn;  // the snapshot the last frame drew
+  std::shared_ptr<const kvc::ui::AppSnapshot> noted;  // the last one whose text the atlas has seen
   // While the worker is busy frames are paced by their CPU cost (at most --stream-fps a second,
   // and at most --stream-cpu % of a core); the window's CPU and wall time while streaming.
   kvc::ui::FramePacer pacer(kvc::ui::FramePacing{a.busy_fps, 1, a.busy_cpu_pct / 100});
@@ -255,8 +262,18 @@ int run(const Args& a) {
       if (a.demo_exit && demo->player().done()) break;
     }
 
+    if (snap != noted) glyphs.note_snapshot(*snap);
+    noted = snap;
+    if (glyphs.needs_build()) {
+      glyphs.build(*io.Fonts, scale, presenter_scale, fonts, presenter_fonts);
+      if (font_texture) {  // the backend's texture of the old atlas: made again from the new one
+        ImGui_ImplOpenGL3_DestroyFontsTexture();
+        ImGui_ImplOpenGL3_CreateFontsTexture();
+        font_texture = nullptr;  // filtered below (GL may hand out the same texture name again)
+      }
+    }
     ImGui_ImplOpenGL3_NewFrame();
-    if (io.Fonts->TexID != font_texture) {  // the backend made the atlas's texture (first frame)
+    if (io.Fonts->TexID != font_texture) {  // the backend made the atlas's texture (first frame, a rebuild)
       font_texture = io.Fonts->TexID;
       use_nearest_filter(font_texture);
     }
@@ -264,6 +281,10 @@ int run(const Args& a) {
     ImGui::NewFrame();
     kvc::ui::ViewContext ctx{*snap, controller, hooks, fonts, wall_ms()};
     shell.draw(ctx);
+    // What is typed (or pasted) into the active text box needs glyphs too.
+    if (const ImGuiInputTextState* typing = ImGui::GetInputTextState(ImGui::GetActiveID())) {
+      glyphs.note_wide(typing->TextW.Data, static_cast<size_t>(typing->CurLenW));
+    }
     ImGui::Render();
 
     int fb_w = 0, fb_h = 0;
@@ -295,6 +316,18 @@ int run(const Args& a) {
     last_end = frame_end;
     if (runner) {
       const kvc::ui::FrameSummary all = frames_all.summary(), stream = frames_stream.summary();
+      // Vertices the frame sent to the renderer: what is on screen, however long the texts.
+      hooks.set_fact("frame_vertices", static_cast<double>(ImGui::GetDrawData()->TotalVtxCount));
+      // The font atlas: its size, how often it was built, the extra characters it holds, and how
+      // many of those the chat, title and input fonts lack (0 once built).
+      hooks.set_fact("font_atlas_width", static_cast<double>(io.Fonts->TexWidth));
+      hooks.set_fact("font_atlas_height", static_cast<double>(io.Fonts->TexHeight));
+      hooks.set_fact("font_atlas_builds", static_cast<double>(glyphs.n_builds()));
+      hooks.set_fact("font_atlas_build_ms", glyphs.last_build_ms());
+      hooks.set_fact("font_extra_glyphs", static_cast<double>(glyphs.n_needed()));
+      hooks.set_fact("font_glyphs_missing",
+                     static_cast<double>(glyphs.n_missing(fonts.regular) + glyphs.n_missing(fonts.large) +
+                                         glyphs.n_missing(fonts.mono)));
       hooks.set_fact("frame_ms_p50", all.p50_ms);
       hooks.set_fact("frame_ms_p99", all.p99_ms);
       hooks.set_fact("frame_ms_max", all.max_ms);
