@@ -418,7 +418,7 @@ void ConnectionPool::Impl::expire() {
   }
   for (const int fd : due) {
     Connection& c = *idle.at(fd);
-    ++n_timed_out;
+    if (!c.lingering) ++n_timed_out;
     if (c.started && !c.lingering) {
       send_canned(fd, 408, "Request Timeout",
                   "the request did not arrive whole within " +
@@ -525,6 +525,8 @@ void ConnectionPool::Impl::serve_connection(std::unique_ptr<Connection> c) {
       continue;
     }
     t_current = nullptr;
+    // An idle connection keeps no room for the large body it once had.
+    if (c->buf.capacity() > 4 * k_recv_chunk && c->buf.size() < k_recv_chunk) c->buf.shrink_to_fit();
     c->head = RequestHead{};
     c->started = false;
     c->idle_since = Clock::now();
