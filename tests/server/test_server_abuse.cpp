@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -399,4 +400,24 @@ TEST_CASE("serve: refused huge prompts give their memory back", "[app][server]")
   const double after = rss_mib(s.pid());
   INFO("RSS before " << before << " MiB, after " << after << " MiB, peak " << peak << " MiB");
   CHECK(after - before < 200.0);
+}
+
+TEST_CASE("serve: with a damaged answers.db it says at the start and at the end that answers stay in memory",
+          "[app][server]") {
+  test::TempDir tmp;
+  std::filesystem::create_directories(tmp.path() / "data" / "serve");
+  {
+    std::ofstream bad(tmp.path() / "data" / "serve" / "answers.db", std::ios::binary);
+    bad << "SQLite format 3" << std::string(4096, '\x5a');  // a header, then nothing a database could be
+  }
+  test::ServeProcess s(test::model_path("stories260K.gguf"), tmp.file("data"), "--alias kvchat-test", tmp);
+  RawConnection c(s.port());
+  c.send(post("/v1/chat/completions", chat_body("Once upon a time", 4)));
+  CHECK(status_of(c.read_responses(1)) == 200);
+  CHECK(s.stop() == 0);
+  const std::string log = s.log();
+  INFO(log);
+  CHECK(log.find("answers are kept in memory only") != std::string::npos);
+  CHECK(log.find("the KV cache and the answers are on disk") == std::string::npos);
+  CHECK(log.find("the answers were kept in memory only") != std::string::npos);
 }
