@@ -1,13 +1,18 @@
 // Conversations store on SQLite: schema, message tree operations, search and export.
 #include "storage/conversation_store.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <system_error>
 
+#include "storage/conversation_rows.h"
 #include "storage/data_dir.h"
 #include "storage/migrations.h"
 
@@ -65,53 +70,6 @@ const Migration k_schema[] = {
     // state is 'complete' then, so that it takes no more chunks. Set by mark_interrupted().
     {3, "ALTER TABLE messages ADD COLUMN interrupted INTEGER NOT NULL DEFAULT 0;"},
 };
-
-constexpr const char* k_conversation_cols =
-    "c.id, c.title, c.created_ms, c.updated_ms, c.system_prompt, c.model_path, c.model_name, c.temperature, "
-    "c.top_k, c.top_p, c.min_p, c.repeat_penalty, c.seed, c.max_tokens, c.active_leaf, c.context_cut";
-constexpr int k_n_conversation_cols = 16;
-constexpr const char* k_message_cols =
-    "m.id, m.conversation_id, m.parent_id, m.role, m.text, m.tokens, m.created_ms, m.state, m.interrupted";
-
-Conversation read_conversation(const Statement& st) {
-  Conversation c;
-  c.id = st.column_int64(0);
-  c.title = st.column_text(1);
-  c.created_ms = st.column_int64(2);
-  c.updated_ms = st.column_int64(3);
-  c.settings.system_prompt = st.column_text(4);
-  c.settings.model_path = st.column_text(5);
-  c.settings.model_name = st.column_text(6);
-  c.settings.generation.sampling.temperature = static_cast<float>(st.column_double(7));
-  c.settings.generation.sampling.top_k = static_cast<int>(st.column_int64(8));
-  c.settings.generation.sampling.top_p = static_cast<float>(st.column_double(9));
-  c.settings.generation.sampling.min_p = static_cast<float>(st.column_double(10));
-  c.settings.generation.sampling.repeat_penalty = static_cast<float>(st.column_double(11));
-  c.settings.generation.sampling.seed = st.column_int64(12);
-  c.settings.generation.max_tokens = st.column_int64(13);
-  c.active_leaf = st.column_int64(14);  // NULL reads as 0
-  c.context_cut = st.column_int64(15);
-  return c;
-}
-
-Role role_from(const std::string& s) {
-  return s == "system" ? Role::system : s == "assistant" ? Role::assistant : Role::user;
-}
-
-Message read_message(const Statement& st) {
-  Message m;
-  m.id = st.column_int64(0);
-  m.conversation_id = st.column_int64(1);
-  m.parent_id = st.column_int64(2);
-  m.role = role_from(st.column_text(3));
-  m.text = st.column_text(4);
-  m.tokens = tokens_from_blob(st.column_blob(5));
-  m.created_ms = st.column_int64(6);
-  m.state = st.column_int64(8) != 0            ? MessageState::interrupted
-            : st.column_text(7) == "streaming" ? MessageState::streaming
-                                               : MessageState::complete;
-  return m;
-}
 
 void bind_settings(Statement& st, int first, const ConversationSettings& s) {
   st.bind(first, std::string_view(s.system_prompt))
@@ -174,10 +132,77 @@ Result<std::unique_ptr<ConversationStore>> ConversationStore::open(const std::fi
   return std::unique_ptr<ConversationStore>(new ConversationStore(std::move(db.value()), std::move(options)));
 }
 
+Result<std::unique_ptr<ConversationStore>> ConversationStore::open_read_only(const std::filesystem::path& db_path,
+                                                                             Options options) {
+  DatabaseOptions opt;
+  opt.what = "conversations database";
+  opt.mode = OpenMode::read_only;
+  auto db = open_versioned(db_path, opt, k_schema);
+  std::string notice;
+  if (!db && db.error().code == ErrorCode::io && std::filesystem::exists(db_path)) {
+    // A WAL database needs its -shm (and -wal) beside it, which a read-only folder cannot get:
+    // read the file as it is, without them.
+    opt.immutable = true;
+    db = open_versioned(db_path, opt, k_schema);
+    std::error_code ec;
+    if (db && std::filesystem::file_size(db_path.string() + "-wal", ec) > 0 && !ec) {
+      notice = db_path.string() +
+               "-wal holds changes that cannot be read in a read-only folder without its -shm "
+               "file: the newest messages may be missing";
+    }
+  }
+  if (!db && db.error().code == ErrorCode::invalid_file) {
+    // A file cut short fails SQLite's check of its size against its header: the pages that
+    // remain can still be read past that check.
+    const Error first = db.error();
+    opt.read_damaged = true;
+    db = open_versioned(db_path, opt, k_schema);
+    if (!db) return first;
+    notice = "kvchat.db is damaged (" + first.message + "); reading what remains of it";
+  }
+  if (!db) return db.error();
+  auto store = std::unique_ptr<ConversationStore>(new ConversationStore(std::move(db.value()), std::move(options)));
+  store->notice_ = std::move(notice);
+  return store;
+}
+
+namespace {
+
+// Why `path` cannot be written ("a read-only file system", "permission denied"); "" when it can.
+std::string unwritable(const std::filesystem::path& path) {
+  if (::access(path.c_str(), W_OK) == 0 || errno == ENOENT) return "";
+  return errno == EROFS ? std::string("it is on a read-only file system") : std::string(std::strerror(errno));
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ConversationStore>> ConversationStore::open_in(const std::filesystem::path& data_dir,
                                                                       Options options) {
   KVC_TRY(ensure_dir(data_dir));
   const std::filesystem::path path = data_dir / "kvchat.db";
+  // A folder or file kvchat may not write: the conversations are opened read-only, to be read.
+  std::string why = unwritable(data_dir);
+  std::string what = "the data directory " + data_dir.string();
+  if (why.empty()) {
+    why = unwritable(path);
+    what = path.string();
+  }
+  if (!why.empty()) {
+    if (!std::filesystem::exists(path)) {
+      return make_error(ErrorCode::io, "cannot create conversations database " + path.string() + ": " + what +
+                                           " cannot be written (" + why +
+                                           "); make it writable or choose another --data-dir");
+    }
+    auto store = open_read_only(path, options);
+    if (!store) return store.error();
+    (*store)->read_only_reason_ = what + " cannot be written (" + why + ")";
+    // Damage cannot be moved aside here: what can be read is shown, and the user is told.
+    if (Status checked = (*store)->db_.verify(); !checked.ok()) {
+      std::string& n = (*store)->notice_;
+      n = checked.error().message + (n.empty() ? "" : "; " + n);
+    }
+    return store;
+  }
   auto store = open(path, options);
   Error damage;
   if (store.ok()) {
@@ -225,6 +250,11 @@ Result<std::unique_ptr<ConversationStore>> ConversationStore::open_in(const std:
   (*fresh)->notice_ = damage.message + ". It was moved to " + aside.string() +
                       " (kept as it was, for recovery) and a new, empty conversations database was started.";
   return fresh;
+}
+
+Status ConversationStore::verify() {
+  std::lock_guard lock(mu_);
+  return db_.verify();
 }
 
 int64_t ConversationStore::now() const {

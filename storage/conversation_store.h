@@ -24,6 +24,15 @@ struct SearchHit {
   std::string snippet;     // matched text with [brackets] around the hits
 };
 
+// What a read around damaged pages reached (conversation_salvage.cpp): the rows read, and
+// whether anything could not be.
+template <class T>
+struct Salvaged {
+  std::vector<T> rows;
+  bool complete = true;  // false: part of what was asked for could not be read
+  std::string problem;   // the first read error, when !complete
+};
+
 // Durability: DIR/kvchat.db in WAL mode. Every call that returns success has committed.
 // Commits that create or change what the user wrote (conversations, user messages, edits,
 // finish) sync to disk (synchronous=FULL); streamed assistant deltas commit without a sync
@@ -36,14 +45,30 @@ class ConversationStore {
   };
 
   static Result<std::unique_ptr<ConversationStore>> open(const std::filesystem::path& db_path, Options options = {});
+  // The file as it is, for reading only: never created, migrated, moved or written. In a folder
+  // where SQLite cannot make the -shm file a WAL database needs, it is read without it
+  // (immutable; notice() says when a -wal's newest commits are left unseen). A file cut short
+  // opens with SQLite's size check off, to read the pages that remain (notice() says so). A file
+  // that is not a database at all is an invalid_file error; a damaged one opens (see verify()).
+  static Result<std::unique_ptr<ConversationStore>> open_read_only(const std::filesystem::path& db_path,
+                                                                   Options options = {});
   // DIR/kvchat.db, creating DIR. A file that is damaged or not a database (it fails to open or
   // PRAGMA quick_check) is renamed aside to kvchat.db.damaged-YYYYMMDD-HHMMSS (with its -wal and
   // -shm) and a new database starts; notice() then says so. Any other failure (no permission, a
-  // full disk, a newer schema) is an error and leaves the file alone.
+  // full disk, a newer schema) is an error and leaves the file alone. Where DIR or kvchat.db
+  // cannot be written (a read-only mount, no permission), the existing file opens read-only
+  // (open_read_only) and read_only_reason() says why; a damaged one is then left where it is and
+  // notice() says so; with no file there it is an error.
   static Result<std::unique_ptr<ConversationStore>> open_in(const std::filesystem::path& data_dir,
                                                             Options options = {});
-  // What open_in had to do that the user should know (a damaged file moved aside); "" if nothing.
+  // What opening had to do or found that the user should know (a damaged file moved aside); "" if nothing.
   const std::string& notice() const { return notice_; }
+  // Why open_in opened the store read-only ("the data directory /d cannot be written (it is on
+  // a read-only file system)"); "" when it may write. Every write then fails.
+  const std::string& read_only_reason() const { return read_only_reason_; }
+  bool read_only() const { return db_.read_only(); }
+  // PRAGMA quick_check: ok, or an invalid_file error quoting SQLite's first finding.
+  Status verify();
 
   Result<int64_t> create_conversation(std::string_view title, const ConversationSettings& settings);
   Result<Conversation> conversation(int64_t id);
@@ -95,6 +120,14 @@ class ConversationStore {
   Result<std::string> export_json(int64_t conversation_id, int64_t leaf_id);
   Result<std::string> export_markdown(int64_t conversation_id, int64_t leaf_id);
 
+  // Reads around damage, for an export of a damaged database (conversation_salvage.cpp).
+  // Every conversation whose row can be read, most recently updated first: a scan that meets a
+  // damaged page goes on from the table's other end, and the ids between are looked up one by
+  // one. A path (root first, `leaf_id` last) read message by message from its leaf up to the
+  // first one that cannot be read: rows holds the readable part nearest the leaf.
+  Salvaged<Conversation> readable_conversations();
+  Salvaged<Message> readable_path(int64_t leaf_id);
+
   const std::filesystem::path& path() const { return db_.path(); }
 
  private:
@@ -115,6 +148,7 @@ class ConversationStore {
   Options options_;
   SyncMode sync_ = SyncMode::full;
   std::string notice_;
+  std::string read_only_reason_;
 };
 
 }  // namespace kvc::storage

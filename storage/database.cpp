@@ -3,6 +3,9 @@
 
 #include <sqlite3.h>
 
+#include <cctype>
+#include <cstdio>
+#include <cstring>
 #include <utility>
 
 #include "core/util/assert.h"
@@ -47,6 +50,21 @@ ErrorCode code_for(int rc) {
     case SQLITE_IOERR: return ErrorCode::io;
     default: return ErrorCode::internal;
   }
+}
+
+// `path` as an SQLite URI with immutable=1 (percent-encoding what a URI path may not hold).
+std::string immutable_uri(const std::filesystem::path& path) {
+  std::string uri = "file:";
+  for (const unsigned char c : path.string()) {
+    if (std::isalnum(c) || std::strchr("/-._~", c) != nullptr) {
+      uri += static_cast<char>(c);
+    } else {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", c);
+      uri += hex;
+    }
+  }
+  return uri + "?immutable=1";
 }
 
 Error make_sqlite_error(sqlite3* db, int rc, std::string_view doing, const std::string& what,
@@ -103,8 +121,14 @@ Result<Database> Database::open(const std::filesystem::path& path, const Databas
     case OpenMode::read_write: flags |= SQLITE_OPEN_READWRITE; break;
     case OpenMode::read_only: flags |= SQLITE_OPEN_READONLY; break;
   }
+  KVC_ASSERT((!options.immutable && !options.read_damaged) || options.mode == OpenMode::read_only);
+  std::string name = path.string();
+  if (options.immutable) {
+    flags |= SQLITE_OPEN_URI;
+    name = immutable_uri(path);
+  }
   sqlite3* raw = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+  const int rc = sqlite3_open_v2(name.c_str(), &raw, flags, nullptr);
   if (rc != SQLITE_OK) {
     Error e = make_sqlite_error(raw, rc, "open", options.what, path);
     sqlite3_close_v2(raw);
@@ -113,6 +137,7 @@ Result<Database> Database::open(const std::filesystem::path& path, const Databas
   sqlite3_extended_result_codes(raw, 1);
   Database db(raw, path, options.what, options.mode == OpenMode::read_only);
   sqlite3_busy_timeout(raw, options.busy_timeout_ms);
+  if (options.read_damaged) KVC_TRY(db.exec("PRAGMA writable_schema=ON"));  // first: nothing read before it
   const char* sync = options.sync == SyncMode::full     ? "PRAGMA synchronous=FULL"
                      : options.sync == SyncMode::normal ? "PRAGMA synchronous=NORMAL"
                                                         : "PRAGMA synchronous=OFF";
@@ -217,8 +242,13 @@ Status Database::verify() {
   if (!st) return st.error();
   auto row = st->step();
   if (!row) return row.error();
-  const std::string finding = *row ? st->column_text(0) : std::string("no answer");
+  std::string finding = *row ? st->column_text(0) : std::string("no answer");
   if (finding == "ok") return {};
+  // One line: "Page 16: btreeInitPage() returns error code 11", without the schema's banner.
+  for (const std::string banner : {"*** in database main ***\n", "*** in database main *** "}) {
+    if (finding.starts_with(banner)) finding.erase(0, banner.size());
+  }
+  for (char& c : finding) c = c == '\n' ? ' ' : c;
   return make_error(ErrorCode::invalid_file, what_ + " " + path_.string() + " is damaged: " + finding);
 }
 

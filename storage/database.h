@@ -33,6 +33,13 @@ struct DatabaseOptions {
   std::string what = "database";  // how messages name the file: "conversations database"
   int64_t max_bytes = 0;          // > 0: cap the file size (PRAGMA max_page_count); writes past it fail as "full"
   int page_size = 0;              // > 0: page size of a database created by this open (no effect on an existing one)
+  // read_only only: the file is taken as one nobody changes (SQLite's immutable=1): no locks and
+  // no -shm or -wal file are needed, so it opens in a folder where they cannot be created (a
+  // read-only mount); commits still in a -wal beside it are not seen.
+  bool immutable = false;
+  // read_only only: PRAGMA writable_schema=ON before the schema is read, which lets SQLite open
+  // a file shorter than its header says (cut short) and read the pages that remain.
+  bool read_damaged = false;
 };
 
 class Statement;

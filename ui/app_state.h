@@ -208,6 +208,13 @@ struct RemoteConnection {
   double timeout_s = 60;  // no byte from the server for this long: the answer is cut off
 };
 
+// A message the app did not send (storage refused it, or it can never fit the model's context):
+// the Chat window puts its text back in the input box, once per serial.
+struct UnsentMessage {
+  uint64_t serial = 0;  // 0: none yet; one more per message handed back
+  std::string text;
+};
+
 struct AppSnapshot {
   uint64_t version = 0;
   ModelState model;
@@ -221,6 +228,11 @@ struct AppSnapshot {
   RemoteState remote;
   std::string conversation_export_path;  // the last conversation exported (DATA_DIR/exports/)
   std::string error;                     // the last failure a user should see; empty when none
+  UnsentMessage unsent;                  // the last message handed back to the input box
+  // Why nothing can be saved in this run (the data directory is read-only, or the conversations
+  // database cannot be opened): shown for as long as it holds, beside the input box, whose Send
+  // is off meanwhile; later errors do not replace it. Empty when conversations are saved.
+  std::string storage_notice;
 };
 
 // Commands only queue work and return at once; results show up in later snapshots.
@@ -232,6 +244,9 @@ class AppCommands {
   virtual void rename_conversation(int64_t id, std::string title) = 0;
   virtual void delete_conversation(int64_t id) = 0;
   virtual void search(std::string query) = 0;
+  // Stores `text` as the user's next message and answers it. A message that is not stored (the
+  // disk refused it, the data directory is read-only, it cannot fit the model's context) comes
+  // back in AppSnapshot::unsent, with the reason in AppSnapshot::error.
   virtual void send(std::string text) = 0;
   virtual void stop() = 0;
   virtual void regenerate() = 0;

@@ -44,11 +44,22 @@ std::string stats_line(const TurnStats& s) {
 
 }  // namespace
 
+// The box empties at once (the worker stores the message meanwhile); a message the worker could
+// not store comes back through AppSnapshot::unsent (restore_unsent).
 void ChatView::send(ViewContext& ctx) {
-  if (input_.empty() || ctx.snap.chat.generating || ctx.snap.model.status != ModelStatus::ready) return;
+  const AppSnapshot& s = ctx.snap;
+  if (input_.empty() || s.chat.generating || s.model.status != ModelStatus::ready || !s.storage_notice.empty()) return;
   ctx.cmd.send(input_);
   input_.clear();
   stick_to_bottom_ = true;
+}
+
+void ChatView::restore_unsent(const UnsentMessage& unsent) {
+  if (unsent.serial == restored_serial_) return;
+  restored_serial_ = unsent.serial;
+  // Anything typed since stays, after the message that came back.
+  input_ = input_.empty() ? unsent.text : unsent.text + "\n" + input_;
+  if (release_text_field("##input")) focus_input = true;  // focused again, now showing input_
 }
 
 void ChatView::draw_message(ViewContext& ctx, const MessageView& m, bool last) {
@@ -299,7 +310,13 @@ void ChatView::draw(ViewContext& ctx) {
 
   // History: variable-height messages; those scrolled out of view are replaced by their
   // measured height, so a long history costs only what is visible.
-  const float input_h = ImGui::GetTextLineHeight() * 4.0f + ImGui::GetStyle().ItemSpacing.y * 4.0f + 36.0f;
+  // The storage notice, when there is one, sits above the input box and takes its height from the history.
+  const float notice_h =
+      s.storage_notice.empty()
+          ? 0.0f
+          : ImGui::CalcTextSize(s.storage_notice.c_str(), nullptr, false, ImGui::GetContentRegionAvail().x).y +
+                ImGui::GetStyle().ItemSpacing.y;
+  const float input_h = ImGui::GetTextLineHeight() * 4.0f + ImGui::GetStyle().ItemSpacing.y * 4.0f + 36.0f + notice_h;
   ImGui::BeginChild("##history", ImVec2(0, -input_h), false);
   // A view at the bottom of the history stays there when the history grows (an answer's stats
   // and buttons come a frame or two after its last token), unless this frame scrolls elsewhere.
@@ -392,6 +409,14 @@ void ChatView::draw(ViewContext& ctx) {
   ImGui::EndChild();
 
   // Input.
+  restore_unsent(s.unsent);
+  if (!s.storage_notice.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::warning);
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextUnformatted(s.storage_notice.c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::PopStyleColor();
+  }
   if (focus_input) {
     ImGui::SetKeyboardFocusHere();
     focus_input = false;
@@ -409,10 +434,11 @@ void ChatView::draw(ViewContext& ctx) {
     if (named_button(ctx.hooks, "chat.stop", "Stop", ImVec2(button_w, 0))) ctx.cmd.stop();
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("Esc");
   } else {
-    ImGui::BeginDisabled(s.model.status != ModelStatus::ready || input_.empty());
+    ImGui::BeginDisabled(s.model.status != ModelStatus::ready || input_.empty() || !s.storage_notice.empty());
     if (named_button(ctx.hooks, "chat.send", "Send", ImVec2(button_w, 0))) send(ctx);
     ImGui::EndDisabled();
-    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) ImGui::SetTooltip("Ctrl+Enter");
+    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+      ImGui::SetTooltip(s.storage_notice.empty() ? "Ctrl+Enter" : "Off: nothing could be saved (see the note above)");
   }
   ImGui::EndGroup();
   if (ctrl_enter) {

@@ -113,6 +113,7 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
   m["model_chat_template"] = s.model.chat_template;
   m["chat_title"] = s.chat.title;
   m["error"] = s.error;
+  m["storage_notice"] = s.storage_notice;
   const char* const used_keys[] = {"t0_used_bytes", "t1_used_bytes", "t2_used_bytes"};
   for (const char* key : used_keys) m[key] = 0.0;
   for (const auto& tier : s.memory.tiers) {

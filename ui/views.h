@@ -62,7 +62,10 @@ struct ChatView {
   void draw_reasoning(ViewContext& ctx, const MessageView& m, const std::string& reasoning, bool thinking, bool last);
   void start_edit(const MessageView& m);
   void draw_settings(ViewContext& ctx);
+  // A message the app handed back (AppSnapshot::unsent): into the input box, once.
+  void restore_unsent(const UnsentMessage& unsent);
   std::string input_;
+  uint64_t restored_serial_ = 0;  // the last UnsentMessage::serial put back
   int64_t editing_id_ = 0;
   bool scroll_to_edit_ = false;  // the message being edited was off screen: scroll to it once
   std::string edit_text_;

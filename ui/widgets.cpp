@@ -72,6 +72,12 @@ bool named_button(ScriptHooks& hooks, const std::string& name, const char* label
   return hooks.take_click(name) || pressed;
 }
 
+bool release_text_field(const char* label) {
+  if (ImGui::GetActiveID() != ImGui::GetID(label)) return false;
+  ImGui::ClearActiveID();
+  return true;
+}
+
 bool named_input(ScriptHooks& hooks, const std::string& name, const char* label, std::string& text,
                  ImGuiInputTextFlags flags, ImVec2 size, const char* hint) {
   hooks.note_widget(name);

@@ -60,6 +60,10 @@ bool named_button(ScriptHooks& hooks, const std::string& name, const char* label
 // text set by a script replaces the content without counting as an edit.
 bool named_input(ScriptHooks& hooks, const std::string& name, const char* label, std::string& text,
                  ImGuiInputTextFlags flags = 0, ImVec2 size = ImVec2(0, 0), const char* hint = nullptr);
+// An active text field shows its own copy of its text: one whose text was changed from outside
+// (a message handed back to the input box) is let go, so that it shows the new text. True when
+// the field `label` (in the current ID scope) was active.
+bool release_text_field(const char* label);
 // Plain std::string inputs (no script name).
 // text shortened with "…" (whole code points) until it is at most max_w wide in the current font.
 std::string ellipsize(std::string text, float max_w);

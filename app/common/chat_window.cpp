@@ -37,6 +37,19 @@ Result<std::vector<int32_t>> window_tokens(const tokenizer::Tokenizer& tok, cons
   return out;
 }
 
+Status check_message_fits(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl, std::string_view system,
+                          std::string_view text, int64_t n_ctx) {
+  auto head = head_tokens(tok, tmpl, system, StreamMessage{"user", text, {}});
+  if (!head.ok()) return head.error();
+  const auto n = static_cast<int64_t>(head->size());
+  if (n < n_ctx) return {};
+  // The overflow policy's own words (core/chat/context_window.cpp), whichever refuses it.
+  return make_error(ErrorCode::invalid_argument, "this message takes " + std::to_string(n) +
+                                                     " tokens with the system prompt, more than the context of " +
+                                                     std::to_string(n_ctx) +
+                                                     " tokens: shorten it, or raise the context size");
+}
+
 Result<ChatWindow> plan_chat_window(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl,
                                     std::string_view system, std::span<const StreamMessage> messages,
                                     const chat::WindowPolicy& policy, std::optional<size_t> cut) {

@@ -37,6 +37,14 @@ Result<std::vector<int32_t>> window_tokens(const tokenizer::Tokenizer& tok, cons
                                            std::string_view system, std::span<const StreamMessage> messages,
                                            size_t first);
 
+// Whether a new user message can ever be answered in a context of n_ctx positions: the least
+// a turn answering it takes is the system prompt and the message rendered as a first turn (the
+// window beginning at it), and that must leave room for at least one answer token. An
+// invalid_argument error saying how many tokens it takes and the limit when it cannot; the
+// template's error when it cannot be rendered. Checked before the message is stored.
+Status check_message_fits(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl, std::string_view system,
+                          std::string_view text, int64_t n_ctx);
+
 // The window for the turn that answers messages.back() (a user message). `cut`: where the
 // previous turn left the cut (a message index); nullopt: none kept, replay the policy over the
 // history (chat::replay_window). An error when the last message does not fit on its own.

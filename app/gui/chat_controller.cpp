@@ -28,6 +28,7 @@ constexpr const char* k_welcome_title = "Welcome to kvchat";
 constexpr int64_t k_publish_interval_us = 30'000;  // streamed text reaches the UI at ~30 Hz
 constexpr int64_t k_memory_interval_us = 250'000;  // the memory picture, while text streams
 constexpr int64_t k_flush_interval_us = 250'000;   // and the disk at 4 Hz
+constexpr int64_t k_unsaved_retry_us = 2'000'000;  // an answer's end the disk refused: tried again when idle
 
 ui::Role to_ui(storage::Role r) {
   switch (r) {
@@ -70,6 +71,8 @@ ChatController::~ChatController() {
   }
   q_cv_.notify_all();
   worker_.join();
+  // The worker is gone: an answer's end the disk refused gets a last try.
+  if (store_ && !unsaved_.empty()) write_unsaved();
 }
 
 std::shared_ptr<const ui::AppSnapshot> ChatController::snapshot() const {
@@ -120,6 +123,10 @@ void ChatController::worker_loop() {
       if (quit_) return;
       if (!woke || queue_.empty()) {
         lock.unlock();
+        if (!unsaved_.empty() && now_us() - last_unsaved_try_us_ >= k_unsaved_retry_us) {
+          if (write_unsaved()) reload_chat();  // the chat now shows what is on disk
+          publish(true);
+        }
         if (dl_dirty_.load() || (runner_ && runner_->memory_version() != shown_memory_version_) ||
             (serving_ && serving_->version() != shown_serve_version_)) {
           publish(true);
@@ -224,7 +231,8 @@ void ChatController::save_settings() {
       settings_path(),
       AppSettings{
           requested_model_, saved_budgets_, state_.engine.serve.wanted, serve_port_, state_.engine.kv_format, {}});
-  if (!st.ok() && !settings_unsaved_) {
+  // Where nothing can be saved, the storage notice already says so.
+  if (!st.ok() && !settings_unsaved_ && state_.storage_notice.empty()) {
     fail(make_error(st.error().code,
                     st.error().message + ". The model and budgets will not be remembered for the next launch."));
   }
@@ -403,14 +411,23 @@ void ChatController::start() {
   auto store = storage::ConversationStore::open_in(dir);
   if (store.ok()) {
     store_ = std::move(*store);
+    if (store_->read_only()) {
+      // The history stays readable; a message sent could not be kept, so none is taken.
+      state_.storage_notice = "Read-only: " + store_->read_only_reason() +
+                              ", so nothing new can be saved and sending is off. Your conversations are shown and "
+                              "can be searched. To chat, make it writable (or remount it read-write) and restart "
+                              "kvchat, or start kvchat with another --data-dir.";
+    }
     if (!store_->notice().empty()) fail(make_error(ErrorCode::invalid_file, store_->notice()));
     // Answers still "streaming" were cut off by a kill or crash of the kvchat that held this
     // directory before: only the lock holder may say so (an export may read it meanwhile).
-    if (data_lock_) {
+    if (data_lock_ && !store_->read_only()) {
       if (auto n = store_->mark_interrupted(); !n.ok()) fail(n.error());
     }
   } else {
-    fail(make_error(store.error().code, "conversations cannot be saved: " + store.error().message));
+    state_.storage_notice = "Conversations cannot be saved: " + store.error().message +
+                            ". Nothing you send could be kept, so sending is off: fix this and restart kvchat, or "
+                            "start kvchat with another --data-dir.";
   }
   refresh_list();
   publish(true);
@@ -434,12 +451,12 @@ void ChatController::start() {
   }
   do_load_model(first);
   if (!store_) return;
-  if (state_.conversations.empty()) {
+  if (state_.conversations.empty() && !store_->read_only()) {
     auto id = store_->create_conversation(k_welcome_title, default_settings(state_.model));
     if (!id.ok()) return (void)fail(id.error());
     refresh_list();
   }
-  do_open(state_.conversations.front().id);
+  if (!state_.conversations.empty()) do_open(state_.conversations.front().id);
 }
 
 int64_t ChatController::context_for(const model::ModelConfig& c) {
@@ -720,29 +737,84 @@ Result<std::vector<chat::ChatMessage>> ChatController::messages_until(int64_t me
   return out;
 }
 
-void ChatController::do_send(const std::string& text) {
-  if (text.empty()) return;
+bool ChatController::refuse_send(const std::string& text, const Error& e) {
+  std::string why = e.message;
+  if (!why.empty() && why.back() != '.') why += '.';
+  state_.error = why + " The message was not sent: it is back in the input box.";
+  refusal_ = state_.error;
+  state_.unsent.text = text;
+  ++state_.unsent.serial;
+  return false;
+}
+
+bool ChatController::write_unsaved(Error* why) {
+  last_unsaved_try_us_ = now_us();
+  while (!unsaved_.empty()) {
+    UnsavedAnswer& u = unsaved_.front();
+    Status st;
+    if (!u.text.empty() || !u.tokens.empty()) {
+      st = store_->append_streamed(u.message_id, u.text, u.tokens);
+      if (st.ok()) {
+        u.text.clear();
+        u.tokens.clear();
+      }
+    }
+    if (st.ok() && u.finish) {
+      st = store_->finish_message(u.message_id);
+      if (st.ok()) u.finish = false;
+    }
+    // A message deleted meanwhile (its conversation) is no longer there to write to.
+    if (st.ok() || st.error().code == ErrorCode::invalid_argument) {
+      unsaved_.erase(unsaved_.begin());
+      continue;
+    }
+    if (why) *why = st.error();
+    return false;
+  }
+  return true;
+}
+
+bool ChatController::do_send(const std::string& text) {
+  if (text.empty()) return false;
+  if (!state_.storage_notice.empty()) return refuse_send(text, make_error(ErrorCode::io, state_.storage_notice));
   if (!runner_)
-    return (void)fail(make_error(ErrorCode::invalid_argument, "no model is loaded: open one in the Model window"));
-  if (!store_) return (void)fail(make_error(ErrorCode::io, "conversations cannot be saved (see the error above)"));
-  if (state_.chat.conversation_id == 0) do_new_conversation();
+    return refuse_send(text,
+                       make_error(ErrorCode::invalid_argument, "no model is loaded: open one in the Model window"));
+  // The previous answer's end first: this turn's history is read from the store.
+  if (Error e; !write_unsaved(&e)) {
+    return refuse_send(text, make_error(e.code, e.message + ". The last answer's end is not saved yet either (it is "
+                                                            "kept in memory and written once the disk has room)"));
+  }
+  if (state_.chat.conversation_id == 0) {
+    do_new_conversation();
+    if (state_.chat.conversation_id == 0) return refuse_send(text, make_error(ErrorCode::io, state_.error));
+  }
   const int64_t conv = state_.chat.conversation_id;
   const int64_t leaf = state_.chat.messages.empty() ? 0 : state_.chat.messages.back().id;
   give_tokens_to_interrupted(leaf);
-  if (auto stream = stream_until(leaf); !stream.ok()) return (void)fail(stream.error());
+  if (auto stream = stream_until(leaf); !stream.ok()) return refuse_send(text, stream.error());
+  // A message that alone cannot fit the context would be stored and never answered.
+  if (model_) {
+    const Status fits = check_message_fits(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt,
+                                           text, state_.model.n_ctx);
+    if (!fits.ok()) return refuse_send(text, fits.error());
+  }
   auto seg = user_segment(leaf, text);
-  if (!seg.ok()) return (void)fail(seg.error());
+  if (!seg.ok()) return refuse_send(text, seg.error());
   // The template shows the previous reply without its reasoning: so does the stream from now on.
   // Where that fails (a reply cut off by a crash is still "streaming"), the reply stays as
   // generated: the segment closes it either way.
   if (seg->reply_tokens) (void)store_->set_message_tokens(leaf, *seg->reply_tokens).ok();
-  // Durable before generation starts.
+  // Durable before generation starts; refused (a full disk), it leaves no row and comes back.
   auto user_id = store_->append_message(conv, leaf, storage::Role::user, text, seg->tokens);
-  if (!user_id.ok()) return (void)fail(user_id.error());
+  if (!user_id.ok()) return refuse_send(text, user_id.error());
+  if (!refusal_.empty() && state_.error == refusal_) state_.error.clear();  // it went this time
+  refusal_.clear();
   if (state_.chat.title == k_new_title || (state_.chat.title == k_welcome_title && leaf == 0)) {
     if (auto st = store_->rename_conversation(conv, title_from(text)); !st.ok()) fail(st.error());
   }
   run_reply(conv, *user_id);
+  return true;
 }
 
 // An answer cut off by a kill has its committed text but no ids (streamed chunks carry text):
@@ -757,6 +829,7 @@ void ChatController::give_tokens_to_interrupted(int64_t message_id) {
 
 void ChatController::do_regenerate() {
   if (!runner_ || !store_ || state_.chat.messages.empty()) return;
+  if (Error e; !write_unsaved(&e)) return (void)fail(e);
   const ui::MessageView& last = state_.chat.messages.back();
   const int64_t parent = last.role == ui::Role::assistant ? last.parent_id : last.id;
   if (parent == 0) return;
@@ -765,6 +838,7 @@ void ChatController::do_regenerate() {
 
 void ChatController::do_edit(int64_t message_id, const std::string& text) {
   if (!runner_ || !store_ || text.empty()) return;
+  if (Error e; !write_unsaved(&e)) return (void)fail(e);
   auto m = store_->message(message_id);
   if (!m.ok()) return (void)fail(m.error());
   if (m->role != storage::Role::user) return;
@@ -839,13 +913,16 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
   std::string pending;  // streamed text not yet on disk
   int64_t last_flush = now_us();
   // A write that fails (a full disk) is reported once per turn; the text stays pending and is
-  // retried at the next flush, and the answer goes on streaming from RAM meanwhile.
+  // retried at the next flush, and the answer goes on streaming from RAM meanwhile. What is
+  // still unwritten at the end waits in unsaved_ (write_unsaved).
   bool write_failed = false;
   auto note_write = [&](const Status& st) {
     if (st.ok()) return true;
     if (!write_failed) {
-      fail(make_error(st.error().code,
-                      st.error().message + ". The answer goes on in memory and is saved when the disk has room."));
+      fail(make_error(st.error().code, st.error().message +
+                                           ". The answer goes on in memory; what the disk did not take is written "
+                                           "once it has room (kvchat tries every few seconds and before the next "
+                                           "message), and is lost only if kvchat quits first."));
     }
     write_failed = true;
     return false;
@@ -873,18 +950,22 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
   }
   if (!r.ok()) {
     // What streamed is kept (the user's message was stored before), marked as cut off.
-    const bool saved =
-        note_write(store_->append_streamed(asst_id, pending, {})) && note_write(store_->finish_message(asst_id));
+    const bool saved = note_write(store_->append_streamed(asst_id, pending, {}));
+    const bool finished = saved && note_write(store_->finish_message(asst_id));
+    if (!finished) unsaved_.push_back({asst_id, saved ? std::string() : pending, {}, true});
     interrupted_[asst_id] = r.error().message;
     fail(r.error());
-    if (saved) reload_chat();
+    if (finished) reload_chat();
     return;
   }
   // The streamed text is a prefix of the final text (which is cut before a stop string).
   std::vector<int32_t> reply_tokens = req.segment;  // the opening, then the reply as generated
   reply_tokens.insert(reply_tokens.end(), r->tokens.begin(), r->tokens.end());
-  const bool saved = note_write(store_->append_streamed(asst_id, pending, reply_tokens)) &&
-                     note_write(store_->finish_message(asst_id));
+  const bool appended = note_write(store_->append_streamed(asst_id, pending, reply_tokens));
+  const bool saved = appended && note_write(store_->finish_message(asst_id));
+  if (!saved)
+    unsaved_.push_back(
+        {asst_id, appended ? std::string() : pending, appended ? std::vector<int32_t>() : reply_tokens, true});
   keep_cut(conv, first_id);
   stats_[asst_id] = r->stats;
   const ui::TurnStats& s = r->stats;
@@ -892,8 +973,7 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
   state_.memory.turns.push_back({s.n_prompt_reused, s.n_prompt - s.n_prompt_reused, s.ttft_ms,
                                  s.decode_ms > 0 ? 1000.0 * n_dec / s.decode_ms : 0.0});
   refresh_list();
-  // What the disk could not take is still shown (from RAM); a restart shows what was saved,
-  // marked incomplete.
+  // What the disk could not take is still shown (from RAM) until write_unsaved gets it on disk.
   if (saved) reload_chat();
 }
 

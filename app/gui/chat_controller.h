@@ -118,7 +118,14 @@ class ChatController final : public ui::AppCommands {
   void do_restart_engine();
   void do_new_conversation();
   void do_open(int64_t id);
-  void do_send(const std::string& text);
+  // True once the user message is stored (whatever happens to its answer); false: refused
+  // before anything was stored, the text handed back (refuse_send).
+  bool do_send(const std::string& text);
+  // Records why a message was not sent and hands its text back to the input box; returns false.
+  bool refuse_send(const std::string& text, const Error& e);
+  // Writes what the disk refused of earlier answers (unsaved_); false when some still cannot be
+  // written (`why` set). Before every turn, so that its history holds their ids, and when idle.
+  bool write_unsaved(Error* why = nullptr);
   void do_regenerate();
   void give_tokens_to_interrupted(int64_t message_id);
   void do_edit(int64_t message_id, const std::string& text);
@@ -185,6 +192,18 @@ class ChatController final : public ui::AppCommands {
   std::map<int64_t, ui::TurnStats> stats_;               // assistant message id -> what its turn cost
   std::map<int64_t, std::string> interrupted_;           // assistant message id -> why it was cut off
   std::map<int64_t, std::vector<int32_t>> last_stream_;  // conversation -> the tokens last opened or answered
+  // The end of an answer the disk refused (a full disk): its text and ids not yet appended and
+  // whether it is still to be finished; written by write_unsaved once the disk takes it. Lost
+  // only if kvchat quits first (the answer then shows as cut off, as after a kill).
+  struct UnsavedAnswer {
+    int64_t message_id = 0;
+    std::string text;
+    std::vector<int32_t> tokens;
+    bool finish = true;
+  };
+  std::vector<UnsavedAnswer> unsaved_;
+  std::string refusal_;  // the error refuse_send last set: cleared by the next message stored
+  int64_t last_unsaved_try_us_ = 0;
   int64_t last_publish_us_ = 0;
   int64_t last_memory_fill_us_ = 0;  // worker thread: when the memory picture was last filled
 

@@ -1,6 +1,7 @@
 // `kvchat-cli chat` SIGKILLed while it streams a long answer, at random points, in a bounded
-// loop. The CLI chat keeps its conversation in memory only (nothing of it is on disk to lose):
-// after each kill the data directory holds nothing half-written and the next run chats at once.
+// loop. The chat saves its conversation in the data directory's kvchat.db as the app does:
+// after each kill nothing is half-written, the next run chats at once, and every killed run's
+// question is kept with its answer up to the last part saved, marked interrupted.
 // CTest runs a few kills (label "kill"); KVC_KILL_COUNT=50 runs the full loop.
 #include <catch2/catch.hpp>
 
@@ -9,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "storage/conversation_store.h"
 #include "support/kill_support.h"
 #include "support/test_support.h"
 
@@ -81,6 +83,25 @@ TEST_CASE("kvchat-cli chat killed mid-answer: the next run chats at once", "[.ki
   INFO(chat.log());
   CHECK(rc == 0);
   CHECK(chat.log().find("tokens | TTFT") != std::string::npos);
+  // One conversation per run; each killed run's answer, cut off, is marked so by the next run.
+  CHECK(test::integrity(std::filesystem::path(data) / "kvchat.db") == "ok");
+  auto store = storage::ConversationStore::open_read_only(std::filesystem::path(data) / "kvchat.db");
+  REQUIRE(store.ok());
+  auto list = (*store)->list_conversations(0, 1000);
+  REQUIRE(list.ok());
+  CHECK(static_cast<int>(list->size()) == n_survived + n_ended_first + 1);
+  int n_interrupted = 0;
+  for (const auto& c : *list) {
+    auto path = (*store)->path_to(c.active_leaf);
+    REQUIRE(path.ok());
+    REQUIRE(path->size() == 2);
+    CHECK(path->front().text == "Tell me a very long story about a cat.");
+    n_interrupted += path->back().state == storage::MessageState::interrupted;
+    CHECK(path->back().state != storage::MessageState::streaming);
+  }
+  // (A kill that lands after an answer's end, as the process exits, finds it complete.)
+  CHECK(n_interrupted <= n_survived);
+  CHECK(n_interrupted >= 1);
   WARN("cli chat kills survived: " << n_survived << " (answers that ended before their kill: " << n_ended_first << ")");
   CHECK(n_survived == n_kills);
 }

@@ -5,8 +5,6 @@
 // open store writes again; PRAGMA integrity_check is ok after every case.
 #include <catch2/catch.hpp>
 
-#include <sched.h>
-#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -27,6 +26,7 @@
 #include "storage/file_write.h"
 #include "storage/sqlite_cold_store.h"
 #include "support/kill_support.h"
+#include "support/mount_support.h"
 #include "support/test_support.h"
 
 using namespace kvc;
@@ -199,10 +199,10 @@ TEST_CASE("write errors: kvchat.db on a full 1 MiB tmpfs (ENOSPC) refuses, keeps
   std::filesystem::create_directories(mnt);
   const int rc = in_child([&] {
     // A mount namespace of its own: the tmpfs vanishes with the child, whatever happens.
-    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-        ::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=1m") != 0) {
-      rep.line("skip", std::string("cannot mount a tmpfs here (") + std::strerror(errno) +
-                           "): needs root or CAP_SYS_ADMIN; the RLIMIT_FSIZE case covers EFBIG");
+    std::optional<std::string> why = test::enter_mount_namespace();
+    if (!why) why = test::mount_tmpfs(mnt, 1 << 20);
+    if (why) {
+      rep.line("skip", "cannot mount a tmpfs here (" + *why + "); the RLIMIT_FSIZE case covers EFBIG");
       return 0;
     }
     const auto ballast = mnt / "ballast";
