@@ -39,6 +39,19 @@ Result<std::vector<int32_t>> window_tokens(const tokenizer::Tokenizer& tok, cons
 
 Status check_message_fits(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl, std::string_view system,
                           std::string_view text, int64_t n_ctx) {
+  // Known too long from its length alone (Tokenizer::max_bytes_per_token): refused without
+  // rendering and tokenizing megabytes.
+  if (const size_t per_token = tok.max_bytes_per_token(); per_token > 0) {
+    const size_t n_bytes = system.size() + text.size();
+    const size_t at_least = (n_bytes + per_token - 1) / per_token;
+    if (at_least >= static_cast<size_t>(n_ctx)) {
+      return make_error(ErrorCode::invalid_argument, "this message takes at least " + std::to_string(at_least) +
+                                                         " tokens with the system prompt, more than the context of " +
+                                                         std::to_string(n_ctx) + " tokens (it is " +
+                                                         std::to_string(text.size()) +
+                                                         " bytes): shorten it, or raise the context size");
+    }
+  }
   auto head = head_tokens(tok, tmpl, system, StreamMessage{"user", text, {}});
   if (!head.ok()) return head.error();
   const auto n = static_cast<int64_t>(head->size());
