@@ -27,6 +27,9 @@ MatrixView rows_of(const MatrixView& m, int64_t first, int64_t n) {
   return {m.type, static_cast<const uint8_t*>(m.data) + static_cast<size_t>(first) * rb, n, m.n_cols};
 }
 
+// Elementwise work below this many floats runs on the calling thread.
+constexpr int64_t k_serial_floats = 1 << 15;
+
 template <typename T>
 T* sized(std::vector<T>& v, int64_t n) {
   if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
@@ -82,7 +85,7 @@ void moe_ffn(const MoeFfnWeights& w, const float* x, int64_t n_tokens, float* y,
   // so its rows are all tokens in order): one token's decode gathers nothing and quantizes x once.
   auto gathered = [&](int64_t e) { return begin[e + 1] - begin[e] != n_tokens; };
   float* xg = sized(s.xg, n_rows * n_embd);
-  pool.parallel_for(n_rows, 16, [&](int64_t b, int64_t e_) {
+  pool.parallel_for(n_rows, std::max<int64_t>(16, k_serial_floats / n_embd), [&](int64_t b, int64_t e_) {
     for (int64_t row = b; row < e_; ++row) {
       if (gathered(expert_of_row(row))) {
         std::memcpy(xg + row * n_embd, x + token_of[row] * n_embd, static_cast<size_t>(n_embd) * sizeof(float));
@@ -116,8 +119,9 @@ void moe_ffn(const MoeFfnWeights& w, const float* x, int64_t n_tokens, float* y,
   matmul_many(s.jobs, pool);
 
   // Biases and SwiGLU: act = silu(gate) * up, row by row.
+  // (A decode step's few rows on one thread: a fork and join would cost more than they do.)
   float* act = sized(s.act, n_rows * n_ff);
-  pool.parallel_for(n_rows, 4, [&](int64_t b, int64_t e_) {
+  pool.parallel_for(n_rows, std::max<int64_t>(4, k_serial_floats / n_ff), [&](int64_t b, int64_t e_) {
     for (int64_t row = b; row < e_; ++row) {
       float* g = gate_up + row * gu_width;
       const int64_t e = expert_of_row(row);
@@ -147,16 +151,17 @@ void moe_ffn(const MoeFfnWeights& w, const float* x, int64_t n_tokens, float* y,
   matmul_many(s.jobs, pool);
 
   // y = the weighted sum of each token's experts, best first (+ the shared experts).
-  pool.parallel_for(n_tokens, 4, [&](int64_t b, int64_t e_) {
+  pool.parallel_for(n_tokens, std::max<int64_t>(4, k_serial_floats / (k * n_embd)), [&](int64_t b, int64_t e_) {
     for (int64_t t = b; t < e_; ++t) {
       float* out = y + t * n_embd;
       for (int64_t j = 0; j < k; ++j) {
         const float wt = weights[t * k + j];
-        const float* d = down + row_of[t * k + j] * n_embd;
-        const float* bias = w.down_bias ? w.down_bias + static_cast<int64_t>(ids[t * k + j]) * n_embd : nullptr;
-        for (int64_t i = 0; i < n_embd; ++i) {
-          const float v = (bias ? d[i] + bias[i] : d[i]) * wt;
-          out[i] = j == 0 ? v : out[i] + v;
+        float* d = down + row_of[t * k + j] * n_embd;
+        if (w.down_bias) add_inplace(d, w.down_bias + static_cast<int64_t>(ids[t * k + j]) * n_embd, n_embd);
+        if (j == 0) {
+          for (int64_t i = 0; i < n_embd; ++i) out[i] = d[i] * wt;
+        } else {
+          for (int64_t i = 0; i < n_embd; ++i) out[i] += d[i] * wt;
         }
       }
       if (w.has_shared()) {
