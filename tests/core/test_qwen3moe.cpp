@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 
@@ -267,6 +268,73 @@ TEST_CASE("qwen3moe: a misshapen expert tensor or a wrong expert count is refuse
   auto m4 = model::Model::load(four, *be);
   REQUIRE_FALSE(m4.ok());
   CHECK_THAT(m4.error().what(), Catch::Contains("tensor blk.0.ffn_gate_inp.weight has shape [256, 8]"));
+}
+
+TEST_CASE("qwen3moe: fused gate/up experts and zero biases give the split file's logits, a router bias moves them",
+          "[core][e2e]") {
+  // tiny-qwen3moe-f16 rewritten with each layer's ffn_gate_exps and ffn_up_exps as one
+  // ffn_gate_up_exps (per expert: its gate rows, then its up rows), and zero biases on the
+  // router, the selection, gate/up and down: the same products, so the same logits, bit for bit.
+  auto src = gguf::GgufFile::open(test::model_path("tiny-qwen3moe-f16.gguf"));
+  REQUIRE(src.ok());
+  const int64_t n_layer = 2, n_expert = 8, n_ff = 128, n_embd = 256;
+  auto write = [&](const std::string& path, float router_bias_0) {
+    gguf::GgufWriter w;
+    for (const auto& e : src->metadata()) {
+      if (e.key != "general.alignment") w.set(e.key, e.value);
+    }
+    auto zeros = [](int64_t n) { return std::vector<uint8_t>(static_cast<size_t>(n) * 4, 0); };
+    for (const auto& t : src->tensors()) {
+      if (t.name.find("ffn_up_exps") != std::string::npos) continue;
+      if (t.name.find("ffn_gate_exps") == std::string::npos) {
+        w.add_tensor_view(t.name, t.shape, t.type, {src->tensor_data(t), t.n_bytes});
+        continue;
+      }
+      const std::string b = t.name.substr(0, t.name.find("ffn_gate_exps"));
+      const gguf::TensorInfo* up = src->find_tensor(b + "ffn_up_exps.weight");
+      REQUIRE(up);
+      const size_t part = t.n_bytes / n_expert;  // one expert's n_ff rows
+      std::vector<uint8_t> fused;
+      for (int64_t e = 0; e < n_expert; ++e) {
+        const uint8_t* g = src->tensor_data(t) + static_cast<size_t>(e) * part;
+        const uint8_t* u = src->tensor_data(*up) + static_cast<size_t>(e) * part;
+        fused.insert(fused.end(), g, g + part);
+        fused.insert(fused.end(), u, u + part);
+      }
+      w.add_tensor(b + "ffn_gate_up_exps.weight", {n_embd, 2 * n_ff, n_expert}, t.type, std::move(fused));
+      std::vector<uint8_t> bias = zeros(n_expert);
+      std::memcpy(bias.data(), &router_bias_0, 4);  // expert 0's router bias
+      w.add_tensor(b + "ffn_gate_inp.bias", {n_expert}, kernels::DType::f32, std::move(bias));
+      w.add_tensor(b + "exp_probs_b.bias", {n_expert}, kernels::DType::f32, zeros(n_expert));
+      w.add_tensor(b + "ffn_gate_up_exps.bias", {2 * n_ff, n_expert}, kernels::DType::f32, zeros(2 * n_ff * n_expert));
+      w.add_tensor(b + "ffn_down_exps.bias", {n_embd, n_expert}, kernels::DType::f32, zeros(n_embd * n_expert));
+    }
+    REQUIRE(w.write(path).ok());
+  };
+  test::TempDir tmp;
+  write(tmp.file("fused.gguf"), 0.0f);
+  write(tmp.file("biased.gguf"), 8.0f);
+  auto logits = [&](const std::string& path) {
+    auto be = backend::make_cpu_backend(2);
+    auto m = model::Model::load(path, *be);
+    INFO((m.ok() ? std::string() : m.error().what()));
+    REQUIRE(m.ok());
+    CHECK((*m)->config().n_layer == n_layer);
+    auto s = model::Session::create(**m, 128);
+    REQUIRE(s.ok());
+    std::vector<int32_t> prompt = {1};
+    for (int i = 1; i < 40; ++i) prompt.push_back(2 + (i * 37) % 500);
+    auto all = s->evaluate_all(prompt);
+    REQUIRE(all.ok());
+    return std::vector<float>(all->begin(), all->end());
+  };
+  const std::vector<float> split = logits(test::model_path("tiny-qwen3moe-f16.gguf"));
+  CHECK(logits(tmp.file("fused.gguf")) == split);
+  // A router bias of 8 on expert 0 makes every token choose it: the logits move.
+  const std::vector<float> biased = logits(tmp.file("biased.gguf"));
+  double diff = 0;
+  for (size_t i = 0; i < split.size(); ++i) diff = std::max(diff, std::abs(static_cast<double>(biased[i] - split[i])));
+  CHECK(diff > 0.1);
 }
 
 TEST_CASE("qwen3moe: a backend without the expert FFN refuses the model, saying what is missing", "[core]") {
