@@ -113,6 +113,13 @@ Result<ModelInfo> read_model_info(const fs::path& path) {
     info.local_window = cfg->local_window;
     info.kv_bytes_per_token_local_f16 = cfg->kv_bytes_per_token_local(2.0);
   }
+  if (cfg->is_moe()) {
+    info.n_expert = cfg->n_expert;
+    info.n_expert_used = cfg->n_expert_used;
+    info.expert_bytes = model::expert_bytes(*file);
+    info.active_expert_bytes = model::active_expert_bytes(info.expert_bytes, *cfg);
+    info.moe_act_floats_per_token = cfg->n_expert_used * (2 * cfg->n_embd + 3 * cfg->n_ff_exp) + cfg->n_expert;
+  }
   std::error_code ec;
   info.file_bytes = fs::file_size(path, ec);
   std::map<std::string, size_t> by_type;  // matrices only: norms are F32 in every file
@@ -146,7 +153,7 @@ double kv_estimate_bytes(const ModelInfo& info, int64_t n_ctx, double kv_element
 double memory_estimate_bytes(const ModelInfo& info, int64_t n_ctx, double kv_element_bytes) {
   const double kv = kv_estimate_bytes(info, n_ctx, kv_element_bytes);
   // Activations: a few vectors of width n_embd per token of the batch, and the logits.
-  const double act = 256.0 * 4.0 * static_cast<double>(8 * info.n_embd + info.n_vocab);
+  const double act = 256.0 * 4.0 * static_cast<double>(8 * info.n_embd + info.n_vocab + info.moe_act_floats_per_token);
   return static_cast<double>(info.weight_bytes) + kv + act;
 }
 

@@ -59,6 +59,13 @@ struct ModelInfo {
   int64_t n_local_layers = 0;
   int64_t local_window = 0;
   double kv_bytes_per_token_local_f16 = 0;
+  // A mixture of experts: experts per layer and per token, and the routed experts' bytes (part of
+  // weight_bytes, all in memory) and the share of them one token reads; 0: a dense model.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  size_t expert_bytes = 0;
+  size_t active_expert_bytes = 0;
+  int64_t moe_act_floats_per_token = 0;  // a MoE layer's activations per token (copies, gate, up, output)
 };
 
 // Reads the GGUF header (mapped, not loaded) and makes every check loading makes
@@ -70,8 +77,8 @@ Result<ModelInfo> read_model_info(const std::filesystem::path& path);
 // local_window. With full, every layer every position (what a cache without KV groups needs).
 double kv_estimate_bytes(const ModelInfo& info, int64_t n_ctx, double kv_element_bytes, bool full = false);
 
-// Weights + KV at n_ctx tokens (kv_estimate_bytes) + activations of a 256-token prefill batch:
-// what loading and filling the context will take.
+// Weights (every expert of a mixture of experts) + KV at n_ctx tokens (kv_estimate_bytes) +
+// activations of a 256-token prefill batch: what loading and filling the context will take.
 double memory_estimate_bytes(const ModelInfo& info, int64_t n_ctx, double kv_element_bytes);
 
 }  // namespace kvc::ui

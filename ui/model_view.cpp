@@ -201,6 +201,11 @@ void ModelView::draw_selected(ViewContext& ctx) {
                           std::to_string(i.n_head) + "/" + std::to_string(i.n_head_kv) + " heads");
   row("parameters", format_params(i.n_params));
   row("weights", i.weight_type + ", " + format_bytes(static_cast<double>(i.weight_bytes)));
+  if (i.n_expert > 0) {  // all experts in memory, a token reads its chosen ones
+    row("experts", std::to_string(i.n_expert) + " per layer, " + std::to_string(i.n_expert_used) +
+                       " per token: " + format_bytes(static_cast<double>(i.expert_bytes)) + ", " +
+                       format_bytes(static_cast<double>(i.active_expert_bytes)) + " read per token");
+  }
   row("context", std::to_string(i.n_ctx_train) + " tokens");
   const int max_ctx = static_cast<int>(std::max<int64_t>(256, i.n_ctx_train));
   estimate_ctx_ = std::clamp(estimate_ctx_, 256, max_ctx);

@@ -119,6 +119,7 @@ int run_single(const BenchArgs& a, const model::Model& m, kv::KvFormat fmt) {
     j["weights"] = m.weight_type_summary();
     j["weight_bytes"] = m.weight_bytes();
     j["decode_read_bytes"] = m.decode_read_bytes();
+    j["expert_bytes"] = m.expert_bytes();  // a mixture of experts': all in memory, decode reads its share
     j["backend"] = std::string(m.backend().name());
     j["kv_type"] = std::string(kv::kv_format_name(fmt));
     j["depth"] = a.depth;

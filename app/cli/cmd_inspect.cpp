@@ -166,6 +166,26 @@ int run_inspect(InspectArgs a) {
     if (c.rope.freq_scale != 1.0f) features += ", global rope scaled 1/" + num0(1.0f / c.rope.freq_scale);
   }
   if (!features.empty()) std::printf("           %s\n", features.substr(2).c_str());
+  // A mixture of experts: every expert is in memory, a token reads the ones it is routed to.
+  if (c.is_moe()) {
+    const kernels::MoeRouting& r = c.routing;
+    std::string how = r.gating == kernels::MoeGating::softmax   ? "softmax"
+                      : r.gating == kernels::MoeGating::sigmoid ? "sigmoid"
+                                                                : "softmax over the chosen";
+    how += " router";
+    if (r.norm_weights) how += ", weights normalised";
+    if (r.n_group > 1)
+      how += ", best " + std::to_string(r.n_group_used) + " of " + std::to_string(r.n_group) + " groups";
+    if (c.n_ff_shexp > 0) how += ", shared experts of width " + std::to_string(c.n_ff_shexp);
+    const size_t experts = model::expert_bytes(f);
+    std::printf("experts:   %lld per layer, %lld per token (width %lld; %s) in %lld of %lld layers\n",
+                static_cast<long long>(c.n_expert), static_cast<long long>(c.n_expert_used),
+                static_cast<long long>(c.n_ff_exp), how.c_str(), static_cast<long long>(c.n_moe_layers()),
+                static_cast<long long>(c.n_layer));
+    std::printf("           %s of routed experts, %s of them active per token (all must be in memory)\n",
+                human_bytes(static_cast<double>(experts)).c_str(),
+                human_bytes(static_cast<double>(model::active_expert_bytes(experts, c))).c_str());
+  }
   const int group = kv::kv_group_for_head_dim(c.head_dim);
   const std::string scale_note = group > 0
                                      ? "; int8/int4 and their rotated h forms: one scale per " + std::to_string(group) +
@@ -208,9 +228,11 @@ int run_inspect(InspectArgs a) {
     std::printf("  window-aware at %lld tokens: %s instead of %s (saves %.1f%%)\n", static_cast<long long>(a.n_ctx),
                 human_bytes(aware).c_str(), human_bytes(full).c_str(), full > 0 ? 100.0 * (1.0 - aware / full) : 0.0);
   }
-  // Activations for a 256-token prefill batch, plus logits.
+  // Activations for a 256-token prefill batch, plus logits; a MoE layer's tokens copied per chosen
+  // expert with their gate, up and output rows.
+  const int64_t ffn = c.is_moe() ? c.n_expert_used * (2 * c.n_embd + 3 * c.n_ff_exp) + c.n_expert : 2 * c.n_ff;
   const double act =
-      256.0 * 4.0 * static_cast<double>(4 * c.n_embd + 2 * c.q_width() + 2 * c.kv_width() + 2 * c.n_ff + c.n_vocab);
+      256.0 * 4.0 * static_cast<double>(4 * c.n_embd + 2 * c.q_width() + 2 * c.kv_width() + ffn + c.n_vocab);
   std::printf("\nmemory estimate at %lld tokens of context: weights %s + KV (f16) %s + activations %s = %s\n",
               static_cast<long long>(a.n_ctx), human_bytes(static_cast<double>(weight_bytes)).c_str(),
               human_bytes(f16 * static_cast<double>(a.n_ctx)).c_str(), human_bytes(act).c_str(),

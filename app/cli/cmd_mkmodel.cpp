@@ -59,7 +59,9 @@ struct Preset {
   bool tied;
   float rope_base;
   int64_t window = 0;
-  float rope_scale = 0;  // 0: the architecture's default
+  float rope_scale = 0;                                   // 0: the architecture's default
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // qwen3moe's experts (0: not a MoE)
+  float rms_eps = 0;                                      // 0: mkmodel's default
 };
 
 constexpr Preset k_presets[] = {
@@ -72,6 +74,10 @@ constexpr Preset k_presets[] = {
     // layers (window 1024), 4 KV heads, global rope scaled 1/8.
     {"gemma3-1b", "gemma3", 1152, 26, 4, 1, 6912, 256, 262144, 32768, true, 1000000.0f, 512, 1.0f},
     {"gemma3-4b", "gemma3", 2560, 34, 8, 4, 10240, 256, 262208, 131072, true, 1000000.0f, 1024, 8.0f},
+    // Qwen3-30B-A3B (and Qwen3-Coder-30B-A3B): 48 layers of 128 experts of width 768, 8 used
+    // per token (3.3B of 30.5B parameters active), GQA 32 / 4 heads of 128, separate output.
+    {"qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 6144, 128, 151936, 40960, false, 1000000.0f, 0, 0, 128, 8, 768,
+     1e-6f},
 };
 
 const Preset* find_preset(const std::string& name) {
@@ -107,6 +113,12 @@ void apply_preset(const Preset& p, MkmodelArgs& a, const Given& given) {
   set("--ctx", a.spec.n_ctx, p.n_ctx);
   if (p.window > 0) set("--window", a.spec.sliding_window, p.window);
   if (p.rope_scale > 0) set("--rope-scale-factor", a.spec.rope_scale_factor, p.rope_scale);
+  if (p.n_expert > 0) {
+    set("--experts", a.spec.n_expert, p.n_expert);
+    set("--experts-used", a.spec.n_expert_used, p.n_expert_used);
+    set("--expert-ffn", a.spec.n_ff_exp, p.n_ff_exp);
+  }
+  if (p.rms_eps > 0) a.spec.rms_eps = p.rms_eps;
 }
 
 // Appends unused tokens ("<unused_N>") until the vocabulary has n tokens: a model with the
@@ -187,8 +199,8 @@ void register_mkmodel(CLI::App& app) {
   auto a = std::make_shared<MkmodelArgs>();
   auto* cmd = app.add_subcommand(
       "mkmodel",
-      "write a llama-family GGUF (llama, llama3, qwen2, qwen3, phi3, smollm3, gemma2, gemma3) with random weights of "
-      "any shape and type");
+      "write a llama-family GGUF (llama, llama3, qwen2, qwen3, qwen3moe, phi3, smollm3, gemma2, gemma3) with random "
+      "weights of any shape and type");
   cmd->add_option("-o,--output", a->out, "GGUF file to write (default: DATA_DIR/models/PRESET-TYPE.gguf)");
   add_data_dir_option(*cmd, a->data_dir);
   cmd->add_option("--preset", a->preset,
@@ -205,15 +217,25 @@ void register_mkmodel(CLI::App& app) {
   cmd->add_option("--kv-heads", a->spec.n_head_kv, "KV heads (1 = MQA)")->capture_default_str();
   cmd->add_option("--ffn", a->spec.n_ff, "feed-forward width")->capture_default_str();
   cmd->add_option("--ctx", a->spec.n_ctx, "context length")->capture_default_str();
-  cmd->add_option("--arch", a->spec.arch,
-                  "architecture: llama; llama3 (llama with rope_freqs.weight); qwen2 (split-halves rope, Q/K/V "
-                  "biases); qwen3 (split halves, per-head Q/K norms); phi3 (fused QKV and gate/up, LongRoPE); "
-                  "smollm3 (no rope in every fourth layer); gemma2 (scaled embeddings, post-norms, GeGLU, local "
-                  "layers alternating with global ones, soft-capping); gemma3 (gemma2 with Q/K norms, five local "
-                  "layers per global one, local rope base 10000, no caps)")
+  cmd->add_option(
+         "--arch", a->spec.arch,
+         "architecture: llama; llama3 (llama with rope_freqs.weight); qwen2 (split-halves rope, Q/K/V "
+         "biases); qwen3 (split halves, per-head Q/K norms); phi3 (fused QKV and gate/up, LongRoPE); "
+         "smollm3 (no rope in every fourth layer); qwen3moe (qwen3 with a mixture-of-experts FFN); gemma2 (scaled embeddings, post-norms, GeGLU, local "
+         "layers alternating with global ones, soft-capping); gemma3 (gemma2 with Q/K norms, five local "
+         "layers per global one, local rope base 10000, no caps)")
       ->capture_default_str();
   cmd->add_option("--head-dim", a->spec.head_dim,
-                  "qwen3, gemma2, gemma3: the head size when it is not --dim / --heads");
+                  "qwen3, qwen3moe, gemma2, gemma3: the head size when it is not --dim / --heads");
+  cmd->add_option("--experts", a->spec.n_expert, "qwen3moe: experts per layer")->capture_default_str();
+  cmd->add_option("--experts-used", a->spec.n_expert_used, "qwen3moe: experts each token runs")->capture_default_str();
+  cmd->add_option("--expert-ffn", a->spec.n_ff_exp, "qwen3moe: one expert's feed-forward width")->capture_default_str();
+  cmd->add_option("--router-std", a->spec.router_std,
+                  "qwen3moe: standard deviation of the router weights (F32); larger is more decisive routing")
+      ->capture_default_str();
+  cmd->add_option("--expert-std", a->spec.expert_std,
+                  "qwen3moe: standard deviation of the experts' matrices (default: --std); larger gives the "
+                  "experts a larger share of each layer's output");
   cmd->add_option("--rope-scale-factor", a->spec.rope_scale_factor,
                   "llama3, phi3: the divisor of the low-frequency rope pairs (phi3: of its long factors); gemma3: "
                   "the global layers' linear rope scaling (1: none)")

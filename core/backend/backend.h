@@ -21,6 +21,7 @@
 #include "kernels/cpu/dtype.h"
 #include "kernels/cpu/kv_block.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/moe_ffn.h"
 #include "kernels/cpu/ops.h"
 
 namespace kvc::backend {
@@ -97,6 +98,13 @@ class Backend {
   virtual void scale(float* x, int64_t n, float s);
   // Whether this backend has the three ops above (and AttentionShape::softcap).
   virtual bool has_gemma_ops() const { return false; }
+
+  // The mixture-of-experts FFN (kernels/cpu/moe_ffn.h): route each token, run its chosen experts
+  // (and the shared ones), sum them weighted. x, y: (n_tokens, n_embd), y not x; the weights'
+  // views are backend memory. Only the CPU backend has it: Model::load refuses MoE models on
+  // other backends, so the default is never reached.
+  virtual void moe_ffn(const kernels::MoeFfnWeights& w, const float* x, int64_t n_tokens, float* y);
+  virtual bool has_moe_ops() const { return false; }
 
   // The device memory of a backend with its own (free now, net of what it holds: weights,
   // caches); nullopt when it computes in host RAM (the CPU backend), or the figure is unknown.

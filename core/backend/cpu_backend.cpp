@@ -237,6 +237,11 @@ class CpuBackend final : public Backend {
   void scale(float* x, int64_t n, float s) override { kernels::scale_inplace(x, n, s); }
   bool has_gemma_ops() const override { return true; }
 
+  void moe_ffn(const kernels::MoeFfnWeights& w, const float* x, int64_t n_tokens, float* y) override {
+    kernels::moe_ffn(w, x, n_tokens, y, pool_, moe_scratch_);
+  }
+  bool has_moe_ops() const override { return true; }
+
  private:
   static constexpr size_t k_mmap_threshold = size_t{1} << 20;
   std::mutex mapped_mu_;
@@ -244,6 +249,7 @@ class CpuBackend final : public Backend {
   kernels::ThreadPool pool_;
   std::string name_;
   std::vector<std::vector<float>> scratch_;  // per thread: attention scores
+  kernels::MoeFfnScratch moe_scratch_;       // the expert FFN's buffers (the engine thread's)
   // K per channel (int4c): the F16 K rows of the blocks the last kv_store wrote, per slice from
   // its first block's first position; attention reads each query's own block from them, so a
   // query sees its own block at full precision however the prompt was split into batches.

@@ -40,13 +40,14 @@ Forward::Forward(const Model& m, std::vector<kernels::KvBlockLayout> layouts, in
   gate_ = buf(c.n_ff);
   up_ = buf(c.n_ff);
   out_rows_ = buf(c.n_embd);
+  if (c.is_moe()) moe_out_ = buf(c.n_embd);
   logits_ = buf(c.n_vocab);
   tokens_ = static_cast<int32_t*>(be_.alloc(static_cast<size_t>(max_batch) * sizeof(int32_t)));
   if (!tokens_) alloc_failed_ = true;
 }
 
 Forward::~Forward() {
-  for (float* p : {x_, h_, q_, k_, v_, att_, gate_, up_, out_rows_, logits_}) be_.free(p);
+  for (float* p : {x_, h_, q_, k_, v_, att_, gate_, up_, out_rows_, logits_, moe_out_}) be_.free(p);
   be_.free(tokens_);
 }
 
@@ -136,8 +137,13 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
     if (c.gemma) be_.rmsnorm(h_, lw.attn_post_norm, n, c.n_embd, c.rms_eps, h_);
     be_.add(x_, h_, n * c.n_embd);
     // Feed-forward block: x += (silu(h Wg^T) * (h Wu^T)) Wd^T with h = norm(x) (Gemma: gelu,
-    // and the result post-normed).
+    // and the result post-normed); a mixture-of-experts layer: x += moe_ffn(h).
     be_.rmsnorm(x_, lw.ffn_norm, n, c.n_embd, c.rms_eps, h_);
+    if (c.layer_is_moe(l)) {
+      be_.moe_ffn(lw.moe, h_, n, moe_out_);
+      be_.add(x_, moe_out_, n * c.n_embd);
+      continue;
+    }
     be_.matmul(lw.w_gate, h_, n, gate_, nullptr);
     be_.matmul(lw.w_up, h_, n, up_, nullptr);
     if (c.gemma) {

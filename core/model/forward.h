@@ -64,6 +64,7 @@ class Forward {
   float* gate_ = nullptr;      // (max_batch, n_ff)
   float* up_ = nullptr;        // (max_batch, n_ff)
   float* out_rows_ = nullptr;  // (max_batch, n_embd) rows whose logits are wanted
+  float* moe_out_ = nullptr;   // (max_batch, n_embd) a mixture-of-experts layer's FFN output, else null
   float* logits_ = nullptr;    // (max_batch, n_vocab)
   int32_t* tokens_ = nullptr;  // (max_batch) host staging of the batch's token ids
   bool alloc_failed_ = false;  // a buffer above could not be allocated; eval() reports it

@@ -50,26 +50,44 @@ class Loader {
 
   bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
 
-  // A 1-D float vector of n elements (any float or quantized type, dequantized).
-  Result<const float*> vector(const std::string& name, int64_t n, bool optional = false) {
+  // A 1-D float vector of n elements (any float or quantized type, dequantized); with n_mats > 0
+  // one per expert, [n, n_mats], n * n_mats floats.
+  Result<const float*> vector(const std::string& name, int64_t n, bool optional = false, int64_t n_mats = 0) {
     std::vector<float> host;
-    auto found = host_vector(name, n, optional, host);
+    auto found = host_vector(name, n, optional, host, n_mats);
     if (!found.ok()) return found.error();
     if (!*found) return static_cast<const float*>(nullptr);
-    auto dev = be_.upload_floats(host.data(), n);
+    auto dev = be_.upload_floats(host.data(), static_cast<int64_t>(host.size()));
     if (!dev.ok()) return dev.error();
     owned_.push_back(*dev);
     return static_cast<const float*>(*dev);
   }
 
-  // The tensor `name`, checked to be a weight matrix of exactly (n_rows, n_cols).
-  Result<const gguf::TensorInfo*> matrix_info(const std::string& name, int64_t n_rows, int64_t n_cols) {
+  // n_mats matrices of (n_rows, n_cols) stacked in one 3-D tensor [n_cols, n_rows, n_mats] (a
+  // mixture of experts' ffn_*_exps), as one weight of n_mats * n_rows rows: expert e's matrix is
+  // its rows [e n_rows, (e + 1) n_rows).
+  Result<backend::Weight> experts(const std::string& name, int64_t n_rows, int64_t n_cols, int64_t n_mats) {
+    auto info = matrix_info(name, n_rows, n_cols, n_mats);
+    if (!info.ok()) return info.error();
+    const gguf::TensorInfo* t = *info;
+    bytes_ += t->n_bytes;
+    expert_bytes_ += t->n_bytes;
+    types_.insert(kernels::dtype_name(t->type));
+    return be_.upload_weight(kernels::MatrixView{t->type, f_.tensor_data(*t), n_rows * n_mats, n_cols});
+  }
+
+  // The tensor `name`, checked to be a weight matrix of exactly (n_rows, n_cols), or with
+  // n_mats > 0 a stack of n_mats of them, [n_cols, n_rows, n_mats].
+  Result<const gguf::TensorInfo*> matrix_info(const std::string& name, int64_t n_rows, int64_t n_cols,
+                                              int64_t n_mats = 0) {
     const gguf::TensorInfo* t = f_.find_tensor(name);
     if (!t) return make_error(ErrorCode::invalid_file, "tensor " + name + " is missing");
     used_.insert(name);
-    if (t->shape.size() != 2 || t->shape[0] != n_cols || t->shape[1] != n_rows) {
-      return make_error(ErrorCode::invalid_file, "tensor " + name + " has shape " + shape_str(*t) + ", expected [" +
-                                                     std::to_string(n_cols) + ", " + std::to_string(n_rows) + "]");
+    std::vector<int64_t> want{n_cols, n_rows};
+    if (n_mats > 0) want.push_back(n_mats);
+    if (t->shape != want) {
+      return make_error(ErrorCode::invalid_file,
+                        "tensor " + name + " has shape " + shape_str(*t) + ", expected " + shape_str(want));
     }
     if (!is_matrix_type(t->type)) {
       return make_error(ErrorCode::unsupported,
@@ -78,20 +96,25 @@ class Loader {
     return t;
   }
 
-  // A 1-D vector of n elements into host memory; false when it is optional and absent.
-  Result<bool> host_vector(const std::string& name, int64_t n, bool optional, std::vector<float>& host) {
+  // A 1-D vector of n elements (n_mats > 0: n_mats of them, [n, n_mats]) into host memory; false
+  // when it is optional and absent.
+  Result<bool> host_vector(const std::string& name, int64_t n, bool optional, std::vector<float>& host,
+                           int64_t n_mats = 0) {
     const gguf::TensorInfo* t = f_.find_tensor(name);
     if (!t) {
       if (optional) return false;
       return make_error(ErrorCode::invalid_file, "tensor " + name + " is missing");
     }
-    if (t->shape.size() != 1 || t->shape[0] != n) {
+    std::vector<int64_t> want{n};
+    if (n_mats > 0) want.push_back(n_mats);
+    if (t->shape != want) {
       return make_error(ErrorCode::invalid_file,
-                        "tensor " + name + " has shape " + shape_str(*t) + ", expected [" + std::to_string(n) + "]");
+                        "tensor " + name + " has shape " + shape_str(*t) + ", expected " + shape_str(want));
     }
     used_.insert(name);
-    host.resize(static_cast<size_t>(n));
-    kernels::dequantize_row(t->type, f_.tensor_data(*t), host.data(), n);
+    const int64_t total = n * std::max<int64_t>(1, n_mats);
+    host.resize(static_cast<size_t>(total));
+    kernels::dequantize_row(t->type, f_.tensor_data(*t), host.data(), total);
     bytes_ += t->n_bytes;
     return true;
   }
@@ -105,22 +128,73 @@ class Loader {
   }
 
   size_t bytes() const { return bytes_; }
+  size_t expert_bytes() const { return expert_bytes_; }
   const std::set<std::string>& types() const { return types_; }
 
  private:
-  static std::string shape_str(const gguf::TensorInfo& t) {
+  static std::string shape_str(const std::vector<int64_t>& shape) {
     std::string s = "[";
-    for (size_t i = 0; i < t.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(t.shape[i]);
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
     return s + "]";
   }
+  static std::string shape_str(const gguf::TensorInfo& t) { return shape_str(t.shape); }
 
   const gguf::GgufFile& f_;
   backend::Backend& be_;
   std::vector<void*>& owned_;
   size_t bytes_ = 0;
+  size_t expert_bytes_ = 0;  // of the routed experts' 3-D tensors
   std::set<std::string> types_;
   std::set<std::string> used_;  // names of the tensors handed out
 };
+
+// A mixture-of-experts layer's FFN (b: "blk.N."): router, experts, shared experts.
+Status load_moe(Loader& ld, const ModelConfig& c, const std::string& b, kernels::MoeFfnWeights& m) {
+  m.routing = c.routing;
+  m.n_ff = c.n_ff_exp;
+  auto matrix = [&](kernels::MatrixView& dst, const std::string& name, int64_t rows, int64_t cols) -> Status {
+    auto r = ld.matrix(b + name, rows, cols);
+    if (!r.ok()) return r.error();
+    dst = r->view;
+    return {};
+  };
+  auto experts = [&](kernels::MatrixView& dst, const std::string& name, int64_t rows, int64_t cols) -> Status {
+    auto r = ld.experts(b + name, rows, cols, c.n_expert);
+    if (!r.ok()) return r.error();
+    dst = r->view;
+    return {};
+  };
+  auto floats = [&](const float*& dst, const std::string& name, int64_t n, int64_t n_mats) -> Status {
+    auto r = ld.vector(b + name, n, true, n_mats);
+    if (!r.ok()) return r.error();
+    dst = *r;
+    return {};
+  };
+  KVC_TRY(matrix(m.router, "ffn_gate_inp.weight", c.n_expert, c.n_embd));
+  KVC_TRY(floats(m.router_bias, "ffn_gate_inp.bias", c.n_expert, 0));
+  KVC_TRY(floats(m.selection_bias, "exp_probs_b.bias", c.n_expert, 0));
+  if (c.fused_gate_up_exps) {
+    KVC_TRY(experts(m.gate, "ffn_gate_up_exps.weight", 2 * c.n_ff_exp, c.n_embd));
+    KVC_TRY(floats(m.gate_bias, "ffn_gate_up_exps.bias", 2 * c.n_ff_exp, c.n_expert));
+    m.up = {m.gate.type, nullptr, 0, c.n_embd};
+  } else {
+    KVC_TRY(experts(m.gate, "ffn_gate_exps.weight", c.n_ff_exp, c.n_embd));
+    KVC_TRY(experts(m.up, "ffn_up_exps.weight", c.n_ff_exp, c.n_embd));
+    KVC_TRY(floats(m.gate_bias, "ffn_gate_exps.bias", c.n_ff_exp, c.n_expert));
+    KVC_TRY(floats(m.up_bias, "ffn_up_exps.bias", c.n_ff_exp, c.n_expert));
+  }
+  KVC_TRY(experts(m.down, "ffn_down_exps.weight", c.n_embd, c.n_ff_exp));
+  KVC_TRY(floats(m.down_bias, "ffn_down_exps.bias", c.n_embd, c.n_expert));
+  if (c.n_ff_shexp > 0) {
+    KVC_TRY(matrix(m.shared_gate, "ffn_gate_shexp.weight", c.n_ff_shexp, c.n_embd));
+    KVC_TRY(matrix(m.shared_up, "ffn_up_shexp.weight", c.n_ff_shexp, c.n_embd));
+    KVC_TRY(matrix(m.shared_down, "ffn_down_shexp.weight", c.n_embd, c.n_ff_shexp));
+    const float* gate_inp = nullptr;  // a vector in the file: a one-row F32 matrix here
+    KVC_TRY(floats(gate_inp, "ffn_gate_inp_shexp.weight", c.n_embd, 0));
+    if (gate_inp) m.shared_gate_inp = {kernels::DType::f32, gate_inp, 1, c.n_embd};
+  }
+  return {};
+}
 
 // Touches every page of the tensor data so that the first token does not pay for page
 // faults, reporting progress; asks the kernel to read ahead.
@@ -274,6 +348,12 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
   Loader ld(m->file_, be, m->owned_);
   auto fail = [&](const Error& e) { return make_error(e.code, path + ": " + e.message); };
 
+  if (c.is_moe() && !be.has_moe_ops()) {
+    return fail(make_error(ErrorCode::unsupported, "architecture " + c.arch +
+                                                       " (a mixture of experts: the expert router and the experts' "
+                                                       "FFN) is not supported by the " +
+                                                       std::string(be.name()) + " backend yet; use --backend cpu"));
+  }
   if (c.gemma && !be.has_gemma_ops()) {
     return fail(make_error(ErrorCode::unsupported, "architecture " + c.arch + " (GeGLU, soft-capping) is not " +
                                                        "supported by the " + std::string(be.name()) +
@@ -323,13 +403,19 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
           assign_v(w.k_norm, "attn_k_norm.weight", c.head_dim, !c.qk_norm),
           assign_v(w.attn_post_norm, "post_attention_norm.weight", c.n_embd, !c.gemma),
           assign_v(w.ffn_post_norm, "post_ffw_norm.weight", c.n_embd, !c.gemma),
-          assign_v(w.ffn_norm, "ffn_norm.weight", c.n_embd, false),
-          fused_up ? part(w.w_gate, "ffn_up.weight", 2 * c.n_ff, c.n_embd, 0, c.n_ff)
-                   : assign_m(w.w_gate, "ffn_gate.weight", c.n_ff, c.n_embd),
-          fused_up ? part(w.w_up, "ffn_up.weight", 2 * c.n_ff, c.n_embd, c.n_ff, c.n_ff)
-                   : assign_m(w.w_up, "ffn_up.weight", c.n_ff, c.n_embd),
-          assign_m(w.w_down, "ffn_down.weight", c.n_embd, c.n_ff)}) {
+          assign_v(w.ffn_norm, "ffn_norm.weight", c.n_embd, false)}) {
       if (!s.ok()) return fail(s.error());
+    }
+    if (c.layer_is_moe(l)) {
+      if (Status st = load_moe(ld, c, b, w.moe); !st.ok()) return fail(st.error());
+    } else {
+      for (const Status& s : {fused_up ? part(w.w_gate, "ffn_up.weight", 2 * c.n_ff, c.n_embd, 0, c.n_ff)
+                                       : assign_m(w.w_gate, "ffn_gate.weight", c.n_ff, c.n_embd),
+                              fused_up ? part(w.w_up, "ffn_up.weight", 2 * c.n_ff, c.n_embd, c.n_ff, c.n_ff)
+                                       : assign_m(w.w_up, "ffn_up.weight", c.n_ff, c.n_embd),
+                              assign_m(w.w_down, "ffn_down.weight", c.n_embd, c.n_ff)}) {
+        if (!s.ok()) return fail(s.error());
+      }
     }
     KVC_ASSERT(!c.qkv_bias || (w.bq && w.bk && w.bv));  // check_tensors requires them
   }
@@ -384,24 +470,29 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
   }
   KVC_ASSERT(ld.first_unused() == nullptr);  // check_model_file refuses unread tensors
   m->weight_bytes_ = ld.bytes();
+  m->expert_bytes_ = ld.expert_bytes();
   return m;
 }
 
 size_t Model::decode_read_bytes() const {
-  if (config_.tied_embeddings) return weight_bytes_;
+  // The routed experts: a token reads n_expert_used of every n_expert.
+  const size_t unread_experts = expert_bytes_ - active_expert_bytes(expert_bytes_, config_);
+  if (config_.tied_embeddings) return weight_bytes_ - unread_experts;
   const auto& e = weights_.token_embd.view;
   const size_t row = kernels::row_bytes(e.type, e.n_cols);
-  return weight_bytes_ - row * static_cast<size_t>(e.n_rows) + row;
+  return weight_bytes_ - unread_experts - row * static_cast<size_t>(e.n_rows) + row;
 }
 
 std::string Model::weight_type_summary() const {
   std::map<std::string, size_t> bytes;
   auto add = [&](const backend::Weight& w) {
+    if (w.view.n_rows == 0) return;  // a MoE layer's dense FFN, an unfused expert pair's up
     bytes[kernels::dtype_name(w.view.type)] +=
         kernels::row_bytes(w.view.type, w.view.n_cols) * static_cast<size_t>(w.view.n_rows);
   };
   for (const auto& l : weights_.layers) {
     for (const auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*w);
+    for (const auto* v : {&l.moe.gate, &l.moe.up, &l.moe.down}) add(backend::Weight{*v});
   }
   if (bytes.size() == 1) return bytes.begin()->first;
   std::string s = "mixed:";
@@ -435,7 +526,17 @@ kv::BlockKey kv_fingerprint(const Model& m, const kernels::KvBlockLayout& layout
   std::memcpy(bytes + sizeof words, reals, sizeof reals);
   std::memcpy(bytes + sizeof words + sizeof reals, &version, sizeof version);
   const size_t n = sizeof words + sizeof reals + (version == 0 ? 0 : sizeof version);
-  const kv::BlockKey key = kv::hash_bytes({bytes, n}, m.weights_fingerprint());
+  kv::BlockKey key = kv::hash_bytes({bytes, n}, m.weights_fingerprint());
+  if (c.is_moe()) {
+    // The routing keys change every layer's output after the first expert layer, so K and V too
+    // (the keys of dense models are unchanged by this addition).
+    const kernels::MoeRouting& r = c.routing;
+    const double moe[] = {static_cast<double>(r.n_expert),      static_cast<double>(r.n_used),
+                          static_cast<double>(r.gating),        static_cast<double>(r.n_group),
+                          static_cast<double>(r.n_group_used),  r.norm_weights ? 1.0 : 0.0,
+                          static_cast<double>(r.weights_scale), static_cast<double>(c.n_dense_lead)};
+    key = kv::hash_bytes({reinterpret_cast<const uint8_t*>(moe), sizeof moe}, key);
+  }
   if (!c.gemma) return key;
   // Gemma's K and V depend on its layer pattern, window, local rope and caps too (the keys of
   // other models are unchanged by this addition).

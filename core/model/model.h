@@ -35,6 +35,9 @@ struct LayerWeights {
   backend::Weight w_gate;                 // (n_ff, n_embd)
   backend::Weight w_up;                   // (n_ff, n_embd)
   backend::Weight w_down;                 // (n_embd, n_ff)
+  // A mixture-of-experts layer (ModelConfig::layer_is_moe) has these instead of the three above:
+  // the router, the experts' 3-D tensors as views of n_expert stacked matrices, the shared experts.
+  kernels::MoeFfnWeights moe;
 };
 
 struct ModelWeights {
@@ -71,8 +74,12 @@ class Model {
   const std::string& path() const { return path_; }
   // Bytes of all weight tensors.
   size_t weight_bytes() const { return weight_bytes_; }
+  // Bytes of the routed experts' tensors (ffn_*_exps) of a mixture-of-experts model, all of
+  // them; 0 for a dense model. All must be in memory, a token reads n_expert_used / n_expert.
+  size_t expert_bytes() const { return expert_bytes_; }
   // Bytes one decode step reads: every weight but token_embd, of which it reads one row
-  // (unless the output layer is tied to it). The memory-bandwidth ceiling of decode is the
+  // (unless the output layer is tied to it), and of the routed experts only the share one
+  // token runs (n_expert_used of n_expert). The memory-bandwidth ceiling of decode is the
   // read bandwidth divided by this.
   size_t decode_read_bytes() const;
   // XXH3-128 over the tensor data and the tokenizer: the root of every KV key chain (with
@@ -98,6 +105,7 @@ class Model {
       rope_factors_;  // (n_rot / 2) rope_freqs (Llama 3) or LongRoPE's (Phi-3), host; config_.rope points here
   std::string path_;
   size_t weight_bytes_ = 0;
+  size_t expert_bytes_ = 0;
   kv::BlockKey weights_fingerprint_;
 };
 

@@ -97,8 +97,16 @@ Status ModelSpec::validate(int64_t n_vocab) const {
     return bad("the head size (--head-dim, or --dim / --heads) must be even and at most 1024 for rotary embeddings");
   }
   const bool gemma = arch == "gemma2" || arch == "gemma3";
-  if (head_dim != 0 && arch != "qwen3" && !gemma)
-    return bad("--head-dim is for --arch qwen3, gemma2 and gemma3 (other architectures use --dim / --heads)");
+  if (head_dim != 0 && arch != "qwen3" && arch != "qwen3moe" && !gemma)
+    return bad("--head-dim is for --arch qwen3, qwen3moe, gemma2 and gemma3 (other architectures use --dim / --heads)");
+  if (arch == "qwen3moe") {
+    if (n_expert < 2 || n_expert > 512) return bad("--experts must lie in [2, 512]");
+    if (n_expert_used < 1 || n_expert_used > n_expert) return bad("--experts-used must lie in [1, --experts]");
+    if (n_ff_exp <= 0 || n_ff_exp % 32 != 0 || n_ff_exp > 262144)
+      return bad("--expert-ffn must be a positive multiple of 32 (the quantization block)");
+    if (!(router_std > 0 && router_std < 100)) return bad("--router-std must lie in (0, 100)");
+    if (!(expert_std >= 0 && expert_std < 10)) return bad("--expert-std must lie in [0, 10)");
+  }
   if (arch == "gemma3" && !(rope_scale_factor >= 1 && rope_scale_factor < 1000))
     return bad("--rope-scale-factor must be in [1, 1000)");
   if (arch == "gemma2" && !(attn_softcap > 0 && attn_softcap < 1000 && final_softcap > 0 && final_softcap < 1000))
@@ -110,10 +118,10 @@ Status ModelSpec::validate(int64_t n_vocab) const {
   if (n_embd % 32 != 0 || n_ff % 32 != 0)
     return bad("--dim and --ffn must be multiples of 32 (the quantization block)");
   if (n_vocab < 4) return bad("the vocabulary is too small");
-  if (arch != "llama" && arch != "llama3" && arch != "qwen2" && arch != "qwen3" && arch != "phi3" &&
-      arch != "smollm3" && !gemma) {
+  if (arch != "llama" && arch != "llama3" && arch != "qwen2" && arch != "qwen3" && arch != "qwen3moe" &&
+      arch != "phi3" && arch != "smollm3" && !gemma) {
     return bad("unknown architecture '" + arch +
-               "' (choose llama, llama3, qwen2, qwen3, phi3, smollm3, gemma2 or gemma3)");
+               "' (choose llama, llama3, qwen2, qwen3, qwen3moe, phi3, smollm3, gemma2 or gemma3)");
   }
   if (sliding_window < 0 || sliding_window > n_ctx) return bad("--window must lie in [0, --ctx]");
   if (!(weight_std > 0 && weight_std < 10) || !(qk_std >= 0 && qk_std < 10) || !(norm_std >= 0 && norm_std < 10) ||
@@ -190,7 +198,14 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(spec.n_head_kv));
   w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(head_dim));
   const bool gemma = spec.arch == "gemma2" || spec.arch == "gemma3";
-  if (spec.arch == "qwen3" || gemma) {
+  const bool moe = spec.arch == "qwen3moe";
+  const bool qwen3 = spec.arch == "qwen3" || moe;  // Q/K norms and key_length
+  if (moe) {
+    w.set_u32(a + "expert_count", static_cast<uint32_t>(spec.n_expert));
+    w.set_u32(a + "expert_used_count", static_cast<uint32_t>(spec.n_expert_used));
+    w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(spec.n_ff_exp));
+  }
+  if (qwen3 || gemma) {
     w.set_u32(a + "attention.key_length", static_cast<uint32_t>(head_dim));
     w.set_u32(a + "attention.value_length", static_cast<uint32_t>(head_dim));
   }
@@ -243,6 +258,16 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
         tensor_type(spec.type, name, 2, cols, {spec.n_layer, spec.n_head / spec.n_head_kv, !spec.tied && !gemma});
     plans.push_back({std::move(name), {cols, rows}, t, 0.0f, std, {}});
   };
+  // n_expert matrices of (rows, cols) in one 3-D tensor [cols, rows, n_expert].
+  auto experts = [&](std::string name, int64_t rows, int64_t cols) {
+    const DType t = tensor_type(spec.type, name, 3, cols, {spec.n_layer, spec.n_head / spec.n_head_kv, !spec.tied});
+    plans.push_back({std::move(name),
+                     {cols, rows, spec.n_expert},
+                     t,
+                     0.0f,
+                     spec.expert_std > 0 ? spec.expert_std : spec.weight_std,
+                     {}});
+  };
   auto vector = [&](std::string name, int64_t n, float mean, float std) {
     plans.push_back({std::move(name), {n}, DType::f32, mean, std, {}});
   };
@@ -293,20 +318,27 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
       vector(b + "attn_k.bias", kv_width, 0.0f, spec.bias_std);
       vector(b + "attn_v.bias", kv_width, 0.0f, spec.bias_std);
     }
-    if (spec.arch == "qwen3" || spec.arch == "gemma3") {
+    if (qwen3 || spec.arch == "gemma3") {
       vector(b + "attn_q_norm.weight", head_dim, spec.qk_norm_mean, spec.norm_std);
       vector(b + "attn_k_norm.weight", head_dim, spec.qk_norm_mean, spec.norm_std);
     }
     matrix(b + "attn_output.weight", spec.n_embd, q_width, spec.weight_std);
     if (gemma) vector(b + "post_attention_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
     vector(b + "ffn_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
-    if (spec.arch == "phi3") {  // gate then up rows in ffn_up
-      matrix(b + "ffn_up.weight", 2 * spec.n_ff, spec.n_embd, spec.weight_std);
+    if (moe) {  // the router (F32, as converters and llama-quantize keep it) and the experts, 3-D
+      plans.push_back({b + "ffn_gate_inp.weight", {spec.n_embd, spec.n_expert}, DType::f32, 0.0f, spec.router_std});
+      experts(b + "ffn_gate_exps.weight", spec.n_ff_exp, spec.n_embd);
+      experts(b + "ffn_up_exps.weight", spec.n_ff_exp, spec.n_embd);
+      experts(b + "ffn_down_exps.weight", spec.n_embd, spec.n_ff_exp);
     } else {
-      matrix(b + "ffn_gate.weight", spec.n_ff, spec.n_embd, spec.weight_std);
-      matrix(b + "ffn_up.weight", spec.n_ff, spec.n_embd, spec.weight_std);
+      if (spec.arch == "phi3") {  // gate then up rows in ffn_up
+        matrix(b + "ffn_up.weight", 2 * spec.n_ff, spec.n_embd, spec.weight_std);
+      } else {
+        matrix(b + "ffn_gate.weight", spec.n_ff, spec.n_embd, spec.weight_std);
+        matrix(b + "ffn_up.weight", spec.n_ff, spec.n_embd, spec.weight_std);
+      }
+      matrix(b + "ffn_down.weight", spec.n_embd, spec.n_ff, spec.weight_std);
     }
-    matrix(b + "ffn_down.weight", spec.n_embd, spec.n_ff, spec.weight_std);
     if (gemma) vector(b + "post_ffw_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
   }
   vector("output_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
@@ -314,16 +346,14 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   if (!spec.broken.empty()) KVC_TRY(apply_broken_variant(spec.broken, spec, vocab, w, plans));
 
   size_t total = 0;
-  for (const auto& p : plans) {
-    total += kernels::row_bytes(p.type, p.shape[0]) * static_cast<size_t>(p.shape.size() > 1 ? p.shape[1] : 1);
-  }
+  for (const auto& p : plans) total += kernels::row_bytes(p.type, p.shape[0]) * static_cast<size_t>(p.n_rows());
   auto pool =
       std::make_shared<kernels::ThreadPool>(spec.n_threads > 0 ? spec.n_threads : kernels::default_thread_count());
   auto done = std::make_shared<size_t>(0);
   for (const auto& p : plans) {
     w.add_tensor_stream(p.name, p.shape, p.type,
                         [p, pool, done, total, &progress, seed = spec.seed](const gguf::ByteSink& sink) -> Status {
-                          const int64_t n_rows = p.shape.size() > 1 ? p.shape[1] : 1;
+                          const int64_t n_rows = p.n_rows();
                           const size_t row = kernels::row_bytes(p.type, p.shape[0]);
                           // Chunks of about 4 MiB, generated in parallel, emitted in order.
                           const int64_t chunk_rows =

@@ -21,7 +21,9 @@ struct ModelSpec {
   // "smollm3" (llama without rope in every fourth layer); "gemma2" (split halves, scaled
   // embeddings, post-norms, GeGLU, local layers alternating with global ones, soft-capping;
   // tied output); "gemma3" (gemma2's layout with Q/K norms, five local layers to a global one,
-  // local rope base 10000 and linear scaling --rope-scale-factor on the global layers, no caps)
+  // local rope base 10000 and linear scaling --rope-scale-factor on the global layers, no caps);
+  // "qwen3moe" (qwen3's attention, every FFN a mixture of n_expert experts of width n_ff_exp,
+  // n_expert_used per token, a softmax router with normalised weights)
   std::string arch = "llama";
   int64_t n_embd = 256;
   int64_t n_layer = 4;
@@ -29,7 +31,13 @@ struct ModelSpec {
   int64_t n_head_kv = 2;
   int64_t n_ff = 768;
   int64_t n_ctx = 2048;
-  int64_t head_dim = 0;  // qwen3, gemma: the head size (attention.key_length); 0: n_embd / n_head
+  int64_t head_dim = 0;       // qwen3, gemma: the head size (attention.key_length); 0: n_embd / n_head
+  int64_t n_expert = 8;       // qwen3moe: experts per layer
+  int64_t n_expert_used = 2;  // qwen3moe: experts each token runs
+  int64_t n_ff_exp = 256;     // qwen3moe: one expert's FFN width
+  float router_std = 0.1f;    // qwen3moe: ffn_gate_inp's deviation (F32): larger is more decisive routing
+  float expert_std = 0.0f;    // qwen3moe: the experts' matrices' deviation (0: weight_std); larger
+                              // gives the experts a larger share of each layer's output
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
   float rope_scale_factor = 8.0f;  // llama3, phi3 (long factors): the low-frequency pairs' divisor

@@ -18,6 +18,12 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
+std::vector<int64_t> ExpectedTensor::shape() const {
+  std::vector<int64_t> s = matrix ? std::vector<int64_t>{n_cols, n_rows} : std::vector<int64_t>{n_cols};
+  if (n_mats > 0) s.push_back(n_mats);
+  return s;
+}
+
 bool is_matrix_type(kernels::DType t) {
   switch (t) {
     case kernels::DType::f32:
@@ -47,6 +53,13 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
   auto vector = [&](std::string name, int64_t n, bool optional) {
     out.push_back({std::move(name), 1, n, false, optional});
   };
+  // One per expert: a matrix [n_cols, n_rows, n_expert] or a vector [n, n_expert].
+  auto experts = [&](std::string name, int64_t rows, int64_t cols) {
+    out.push_back({std::move(name), rows, cols, true, false, c.n_expert});
+  };
+  auto expert_vectors = [&](std::string name, int64_t n) {
+    out.push_back({std::move(name), 1, n, false, true, c.n_expert});
+  };
   matrix("token_embd.weight", c.n_vocab, c.n_embd);
   // Rope frequency divisors: Llama 3's, or Phi-3's LongRoPE pair (Model::load picks one).
   vector("rope_freqs.weight", c.rope.n_rot / 2, true);
@@ -75,13 +88,38 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
       vector(b + "attn_k_norm.weight", c.head_dim, false);
     }
     vector(b + "ffn_norm.weight", c.n_embd, false);
-    if (c.fused_gate_up) {
-      matrix(b + "ffn_up.weight", 2 * c.n_ff, c.n_embd);
+    if (c.layer_is_moe(l)) {
+      // The router (+ its bias, + DeepSeek's selection-only bias), each expert's gate and up
+      // (apart or fused) and down, their optional biases, and the shared experts.
+      matrix(b + "ffn_gate_inp.weight", c.n_expert, c.n_embd);
+      vector(b + "ffn_gate_inp.bias", c.n_expert, true);
+      vector(b + "exp_probs_b.bias", c.n_expert, true);
+      if (c.fused_gate_up_exps) {
+        experts(b + "ffn_gate_up_exps.weight", 2 * c.n_ff_exp, c.n_embd);
+        expert_vectors(b + "ffn_gate_up_exps.bias", 2 * c.n_ff_exp);
+      } else {
+        experts(b + "ffn_gate_exps.weight", c.n_ff_exp, c.n_embd);
+        experts(b + "ffn_up_exps.weight", c.n_ff_exp, c.n_embd);
+        expert_vectors(b + "ffn_gate_exps.bias", c.n_ff_exp);
+        expert_vectors(b + "ffn_up_exps.bias", c.n_ff_exp);
+      }
+      experts(b + "ffn_down_exps.weight", c.n_embd, c.n_ff_exp);
+      expert_vectors(b + "ffn_down_exps.bias", c.n_embd);
+      if (c.n_ff_shexp > 0) {
+        matrix(b + "ffn_gate_shexp.weight", c.n_ff_shexp, c.n_embd);
+        matrix(b + "ffn_up_shexp.weight", c.n_ff_shexp, c.n_embd);
+        matrix(b + "ffn_down_shexp.weight", c.n_embd, c.n_ff_shexp);
+        vector(b + "ffn_gate_inp_shexp.weight", c.n_embd, true);
+      }
     } else {
-      matrix(b + "ffn_gate.weight", c.n_ff, c.n_embd);
-      matrix(b + "ffn_up.weight", c.n_ff, c.n_embd);
+      if (c.fused_gate_up) {
+        matrix(b + "ffn_up.weight", 2 * c.n_ff, c.n_embd);
+      } else {
+        matrix(b + "ffn_gate.weight", c.n_ff, c.n_embd);
+        matrix(b + "ffn_up.weight", c.n_ff, c.n_embd);
+      }
+      matrix(b + "ffn_down.weight", c.n_embd, c.n_ff);
     }
-    matrix(b + "ffn_down.weight", c.n_embd, c.n_ff);
   }
   vector("output_norm.weight", c.n_embd, false);
   if (!c.tied_embeddings) matrix("output.weight", c.n_vocab, c.n_embd);
@@ -101,8 +139,7 @@ Status check_tensors(const gguf::GgufFile& f, const ModelConfig& c) {
       if (e.name.ends_with(".bias")) why = " (" + c.arch + " models have Q, K and V biases)";
       return make_error(ErrorCode::invalid_file, "tensor " + e.name + " is missing" + why);
     }
-    const std::vector<int64_t> want =
-        e.matrix ? std::vector<int64_t>{e.n_cols, e.n_rows} : std::vector<int64_t>{e.n_cols};
+    const std::vector<int64_t> want = e.shape();
     if (t->shape != want) {
       return make_error(ErrorCode::invalid_file, "tensor " + e.name + " has shape " + shape_str(t->shape) +
                                                      ", expected " + shape_str(want) + " from the metadata");
@@ -113,6 +150,14 @@ Status check_tensors(const gguf::GgufFile& f, const ModelConfig& c) {
     }
   }
   return {};
+}
+
+size_t expert_bytes(const gguf::GgufFile& f) {
+  size_t n = 0;
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    if (t.name.find("_exps.") != std::string::npos) n += t.n_bytes;
+  }
+  return n;
 }
 
 std::vector<std::string> unused_tensors(const gguf::GgufFile& f, const ModelConfig& c) {

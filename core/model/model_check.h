@@ -27,6 +27,11 @@ struct ExpectedTensor {
   int64_t n_cols = 0;     // the row length (GGUF ne[0]); a vector's length
   bool matrix = true;     // a 2-D weight matrix; else a 1-D vector, dequantized to floats on load
   bool optional = false;  // llama's Q/K/V biases (qwen2 requires them)
+  // One per expert (MoE): n_mats of them stacked along a last dimension, a matrix
+  // [n_cols, n_rows, n_mats] or a vector [n_cols, n_mats]; 0: a single one.
+  int64_t n_mats = 0;
+  // The GGUF shape this tensor must have: (n_cols, n_rows) or (n_cols), then n_mats if any.
+  std::vector<int64_t> shape() const;
 };
 
 // The types a weight matrix may have: those the matmul kernels read.
@@ -38,6 +43,14 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c);
 // Every required tensor is present, and every expected one present has its shape and a type
 // its use allows. Errors name the tensor and say what was expected.
 Status check_tensors(const gguf::GgufFile& f, const ModelConfig& c);
+
+// Bytes of the routed experts' tensors (ffn_{gate,up,gate_up,down}_exps, weights and biases) of
+// a mixture-of-experts file, all of them; 0 for a dense model. Every byte must be in memory; a
+// token reads c.n_expert_used of every c.n_expert of them (active_expert_bytes).
+size_t expert_bytes(const gguf::GgufFile& f);
+inline size_t active_expert_bytes(size_t expert_bytes, const ModelConfig& c) {
+  return c.is_moe() ? expert_bytes / static_cast<size_t>(c.n_expert) * static_cast<size_t>(c.n_expert_used) : 0;
+}
 
 // The file's tensors that the model does not read (check_model_file refuses them), in file order.
 std::vector<std::string> unused_tensors(const gguf::GgufFile& f, const ModelConfig& c);

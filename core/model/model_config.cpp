@@ -1,6 +1,7 @@
 // Reading a llama-family model's hyper-parameters from GGUF metadata.
 #include "core/model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <tuple>
@@ -21,12 +22,14 @@ struct ArchTraits {
   bool window;        // attention.sliding_window is honoured (llama.cpp ignores Qwen2's and Phi-3's)
   int no_rope_every;  // every n-th layer has no rope (SmolLM3: 4, fixed as in llama.cpp); 0: none
   int swa_period;     // Gemma: the local/global layer period (read_gemma); 0: not a Gemma
+  bool moe = false;   // mixture-of-experts FFN layers (read_moe)
 };
 constexpr ArchTraits k_archs[] = {
-    {"llama", true, false, false, true, 0, 0},    {"mistral", true, false, false, true, 0, 0},
-    {"qwen2", false, true, false, false, 0, 0},   {"qwen3", false, false, true, true, 0, 0},
-    {"phi3", false, false, false, false, 0, 0},   {"smollm3", true, false, false, true, 4, 0},
-    {"gemma2", false, false, false, false, 0, 2}, {"gemma3", false, false, true, false, 0, 6},
+    {"llama", true, false, false, true, 0, 0},           {"mistral", true, false, false, true, 0, 0},
+    {"qwen2", false, true, false, false, 0, 0},          {"qwen3", false, false, true, true, 0, 0},
+    {"phi3", false, false, false, false, 0, 0},          {"smollm3", true, false, false, true, 4, 0},
+    {"gemma2", false, false, false, false, 0, 2},        {"gemma3", false, false, true, false, 0, 6},
+    {"qwen3moe", false, false, true, false, 0, 0, true},
 };
 
 // Bounds on the hyperparameters: far above any released model, low enough that every size
@@ -38,6 +41,7 @@ constexpr int64_t k_max_heads = int64_t{1} << 14;     // head_count, head_count_
 constexpr int64_t k_max_head_dim = int64_t{1} << 14;  // key_length, value_length
 constexpr int64_t k_max_ffn = int64_t{1} << 22;       // feed_forward_length
 constexpr int64_t k_max_context = int64_t{1} << 24;   // context_length (kvchat-cli -c allows as much)
+constexpr int64_t k_max_experts = int64_t{1} << 12;   // expert_count (released models: up to 512)
 
 std::string num(double v) {
   char buf[32];
@@ -138,6 +142,106 @@ Status read_gemma(const gguf::GgufFile& f, const std::string& p, int default_per
   return {};
 }
 
+Result<bool> optional_bool(const gguf::GgufFile& f, const std::string& key, bool fallback) {
+  if (!f.find(key)) return fallback;
+  return f.get_bool(key);
+}
+
+// The mixture-of-experts keys (ModelConfig's comment lists them), read as llama.cpp reads them
+// and checked so that routing cannot go out of bounds: n_used <= n_expert, groups that divide
+// the experts, a dense prefix shorter than the model.
+Status read_moe(const gguf::GgufFile& f, const std::string& p, ModelConfig& c) {
+  auto count = required_count(f, p + "expert_count", k_max_experts);
+  if (!count.ok()) return count.error();
+  c.n_expert = *count;
+  auto used = required_count(f, p + "expert_used_count", c.n_expert);
+  if (!used.ok()) return used.error();
+  c.n_expert_used = *used;
+  if (!f.find(p + "expert_feed_forward_length") && c.n_ff == 0) {
+    return bad(p + "expert_feed_forward_length", "is missing, and so is feed_forward_length to derive it from");
+  }
+  // llama.cpp's fallback without the key: the dense width shared among the experts a token uses.
+  auto ff_exp =
+      optional_count(f, p + "expert_feed_forward_length", k_max_ffn, std::max<int64_t>(1, c.n_ff / c.n_expert_used));
+  if (!ff_exp.ok()) return ff_exp.error();
+  c.n_ff_exp = *ff_exp;
+  if (f.find(p + "leading_dense_block_count")) {
+    auto v = f.get_uint(p + "leading_dense_block_count");  // 0 is allowed: no dense layer
+    if (!v.ok()) return v.error();
+    if (*v >= static_cast<uint64_t>(c.n_layer)) {
+      return bad(p + "leading_dense_block_count",
+                 std::to_string(*v) + " leaves no expert layer of the " + std::to_string(c.n_layer));
+    }
+    c.n_dense_lead = static_cast<int64_t>(*v);
+  }
+  if (c.n_dense_lead > 0 && c.n_ff == 0) {
+    return bad(p + "feed_forward_length", "is missing: the dense layers before the experts need it");
+  }
+  if (f.find(p + "expert_shared_count")) {
+    auto v = f.get_uint(p + "expert_shared_count");
+    if (!v.ok()) return v.error();
+    if (*v > static_cast<uint64_t>(k_max_experts)) return bad(p + "expert_shared_count", "is implausibly large");
+    c.n_expert_shared = static_cast<int64_t>(*v);
+  }
+  // Shared experts where the file has their tensors: one FFN of the shared width.
+  if (f.find_tensor("blk." + std::to_string(c.n_dense_lead) + ".ffn_up_shexp.weight")) {
+    auto w = optional_count(f, p + "expert_shared_feed_forward_length", k_max_ffn,
+                            c.n_ff_exp * std::max<int64_t>(1, c.n_expert_shared));
+    if (!w.ok()) return w.error();
+    c.n_ff_shexp = *w;
+  }
+  kernels::MoeRouting& r = c.routing;
+  r.n_expert = static_cast<int>(c.n_expert);
+  r.n_used = static_cast<int>(c.n_expert_used);
+  r.gating = kernels::MoeGating::softmax;
+  if (f.find(p + "expert_gating_func")) {
+    auto g = f.get_uint(p + "expert_gating_func");
+    if (!g.ok()) return g.error();
+    switch (*g) {
+      case 0: break;  // "none": the architecture's own, as llama.cpp reads older files
+      case 1: r.gating = kernels::MoeGating::softmax; break;
+      case 2: r.gating = kernels::MoeGating::sigmoid; break;
+      case 3: r.gating = kernels::MoeGating::softmax_weight; break;
+      case 4:
+        return make_error(ErrorCode::unsupported, "metadata " + p +
+                                                      "expert_gating_func: 4 (sqrt of softplus) is not supported yet "
+                                                      "(supported: 1 softmax, 2 sigmoid, 3 softmax over the chosen)");
+      default:
+        return bad(p + "expert_gating_func", std::to_string(*g) +
+                                                 " is not a known gating function (1 softmax, 2 sigmoid, 3 softmax "
+                                                 "over the chosen experts)");
+    }
+  }
+  auto groups = optional_count(f, p + "expert_group_count", k_max_experts, 1);
+  if (!groups.ok()) return groups.error();
+  if (*groups > 1) {
+    if (c.n_expert % *groups != 0 || c.n_expert / *groups < 2) {
+      return bad(p + "expert_group_count", std::to_string(*groups) + " does not split the " +
+                                               std::to_string(c.n_expert) +
+                                               " experts into equal groups of two or more");
+    }
+    auto groups_used = required_count(f, p + "expert_group_used_count", *groups - 1);
+    if (!groups_used.ok()) return groups_used.error();
+    if (*groups_used * (c.n_expert / *groups) < c.n_expert_used) {
+      return bad(p + "expert_group_used_count", std::to_string(*groups_used) + " groups hold fewer experts than the " +
+                                                    std::to_string(c.n_expert_used) + " each token uses");
+    }
+    r.n_group = static_cast<int>(*groups);
+    r.n_group_used = static_cast<int>(*groups_used);
+  }
+  auto norm = optional_bool(f, p + "expert_weights_norm", c.arch == "qwen3moe");
+  if (!norm.ok()) return norm.error();
+  r.norm_weights = *norm;
+  auto scale = optional_float(f, p + "expert_weights_scale", 0.0f);
+  if (!scale.ok()) return scale.error();
+  if (!(*scale >= 0.0f && *scale < 1e6f)) {
+    return bad(p + "expert_weights_scale", num(static_cast<double>(*scale)) + " must lie in [0, 1e6)");
+  }
+  r.weights_scale = *scale;
+  c.fused_gate_up_exps = f.find_tensor("blk." + std::to_string(c.n_dense_lead) + ".ffn_gate_up_exps.weight") != nullptr;
+  return {};
+}
+
 }  // namespace
 
 Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
@@ -152,7 +256,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   if (!traits) {
     return make_error(ErrorCode::unsupported, "metadata general.architecture: '" + gguf::printable(c.arch) +
                                                   "' is not supported yet (supported: llama, mistral, qwen2, qwen3, "
-                                                  "phi3, smollm3, gemma2, gemma3)");
+                                                  "qwen3moe, phi3, smollm3, gemma2, gemma3)");
   }
   if (f.find("general.name")) {
     if (auto n = f.get_string("general.name"); n.ok()) c.name = *n;
@@ -171,7 +275,9 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   auto heads_kv = optional_count(f, p + "attention.head_count_kv", k_max_heads, c.n_head);
   if (!heads_kv.ok()) return heads_kv.error();
   c.n_head_kv = *heads_kv;
-  auto ff = required_count(f, p + "feed_forward_length", k_max_ffn);
+  // An MoE model without dense layers has no use for feed_forward_length (read_moe checks).
+  auto ff = traits->moe ? optional_count(f, p + "feed_forward_length", k_max_ffn, 0)
+                        : required_count(f, p + "feed_forward_length", k_max_ffn);
   if (!ff.ok()) return ff.error();
   c.n_ff = *ff;
   auto ctx = optional_count(f, p + "context_length", k_max_context, 2048);
@@ -261,6 +367,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   }
 
   if (traits->swa_period > 0) KVC_TRY(read_gemma(f, p, traits->swa_period, c));
+  if (traits->moe) KVC_TRY(read_moe(f, p, c));
 
   c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
   // Phi-3 files fuse Q, K, V into attn_qkv, and gate and up into ffn_up (which then has 2 n_ff rows).

@@ -7,6 +7,7 @@
 #include "core/kv/kv_format.h"
 #include "core/util/result.h"
 #include "kernels/cpu/kv_block.h"
+#include "kernels/cpu/moe_router.h"
 #include "kernels/cpu/ops.h"
 
 namespace kvc::gguf {
@@ -85,6 +86,27 @@ struct ModelConfig {
     for (int64_t l = 0; l < n_layer; ++l) n += kv_group(l) == g ? 1 : 0;
     return n;
   }
+  // Mixture of experts (qwen3moe). Layers from n_dense_lead on replace the FFN by n_expert
+  // experts of width n_ff_exp, of which each token runs the n_expert_used that `routing` picks
+  // (kernels/cpu/moe_router.h), plus the shared experts (width n_ff_shexp) where the file has
+  // ffn_*_shexp; the first n_dense_lead layers keep a dense FFN of width n_ff. n_expert 0: a
+  // dense model. Keys <arch>.expert_count, expert_used_count, expert_feed_forward_length,
+  // expert_shared_count, expert_shared_feed_forward_length, expert_gating_func,
+  // expert_group_count, expert_group_used_count, expert_weights_norm, expert_weights_scale,
+  // leading_dense_block_count; where one is absent, the architecture's default (qwen3moe:
+  // softmax, normalised weights, no groups, no scale, no dense layers).
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+  int64_t n_expert_shared = 0;
+  int64_t n_ff_shexp = 0;  // 0: no shared experts
+  int64_t n_dense_lead = 0;
+  kernels::MoeRouting routing;
+  bool fused_gate_up_exps = false;  // ffn_gate_up_exps holds each expert's gate then up rows
+  bool is_moe() const { return n_expert > 0; }
+  bool layer_is_moe(int64_t l) const { return n_expert > 0 && l >= n_dense_lead; }
+  int64_t n_moe_layers() const { return n_expert > 0 ? n_layer - n_dense_lead : 0; }
+
   bool tied_embeddings = false;  // no output.weight: logits use token_embd
   bool fused_qkv = false;        // attn_qkv.weight holds Q, K, V rows (Phi-3)
   bool fused_gate_up = false;    // ffn_up.weight holds gate then up rows, no ffn_gate (Phi-3)

@@ -119,7 +119,8 @@ uint32_t gguf_file_type(FileType t) {
 }
 
 DType tensor_type(FileType target, std::string_view name, int n_dims, int64_t row_length, const PolicyModel& model) {
-  if (n_dims < 2) return DType::f32;
+  // Norms and biases, and a mixture of experts' router (llama-quantize never quantizes it).
+  if (n_dims < 2 || ends_with(name, "ffn_gate_inp.weight")) return DType::f32;
   const DType base = base_type(target);
   if (target == FileType::f32 || target == FileType::f16 || target == FileType::bf16) return base;
   const int64_t layer = layer_of(name);

@@ -32,8 +32,8 @@ struct PolicyModel {
 };
 
 // The element type of tensor `name` (GGUF naming, "blk.N.*"). 1-D tensors (norms, biases)
-// stay F32. The choices are llama.cpp's (llama-quantize without an importance matrix), so
-// that files made here are shaped like the files users have:
+// and a mixture of experts' router (ffn_gate_inp) stay F32. The choices are llama.cpp's (llama-quantize without an
+// importance matrix), so that files made here are shaped like the files users have:
 //   the matrices take the file type's own type, except
 //   output.weight (or token_embd.weight when tied): Q6_K, or Q8_0 when the file is Q8_0 or
 //     its rows are not a whole number of the file type's blocks;

@@ -13,7 +13,7 @@ namespace kvc::model {
 // quantized to `type`.
 struct TensorPlan {
   std::string name;
-  std::vector<int64_t> shape;  // (row length, n_rows), or (n) for a vector
+  std::vector<int64_t> shape;  // (row length, n_rows), (row length, n_rows, n_expert), or (n) for a vector
   kernels::DType type;
   float mean;
   float std;
@@ -21,6 +21,13 @@ struct TensorPlan {
   int64_t std2_from_row = -1;      // rows from here on use std2 (the V part of a fused QKV)
   float std2 = 0.0f;
   std::vector<float> row_std_scale = {};  // when not empty: row r's deviation times row_std_scale[r]
+
+  // Rows of shape[0] elements: every dimension past the first multiplied.
+  int64_t n_rows() const {
+    int64_t n = 1;
+    for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
+    return n;
+  }
 };
 
 }  // namespace kvc::model

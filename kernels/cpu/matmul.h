@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dtype.h"
@@ -26,6 +27,24 @@ struct MatrixView {
 // F32/F16/BF16 weights use float dot products. Work is split across `pool` by rows;
 // with n_tokens > 1 several tokens share each loaded weight block (prefill).
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+
+// One product of matmul_many: y[t * y_stride + r] = sum_c x[t][c] * W[r][c].
+//   x: (n_tokens, w.n_cols) float, row-major;  y: (n_tokens, y_stride), y_stride >= w.n_rows
+//   (0: w.n_rows), so two jobs can fill the two halves of one buffer's rows.
+struct MatmulJob {
+  MatrixView w;
+  const float* x = nullptr;
+  int64_t n_tokens = 0;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+
+// Several independent products in one pass over the pool (the experts of a mixture-of-experts
+// layer): the activations of each distinct (x, n_tokens) are quantized once, even when several
+// jobs read them, then every job's rows are cut into one list of pieces that the threads share,
+// so they split the work across the jobs, not only across one matrix's rows. Each job's result
+// is what matmul() gives for it, bit for bit. No two jobs may write the same output element.
+void matmul_many(std::span<const MatmulJob> jobs, ThreadPool& pool);
 
 // The same product through the scalar reference kernels only (single-threaded), for tests.
 void matmul_reference(const MatrixView& w, const float* x, int64_t n_tokens, float* y);

@@ -161,7 +161,7 @@ TEST_CASE("mkmodel: --tied, --rope-base and --arch qwen2 write what llama.cpp ex
   // A typo in the architecture is refused with the choices.
   const auto bad = test::cli("mkmodel --arch qwen9" + small() + " -o " + test::quoted(tmp.file("x.gguf")), tmp);
   CHECK(bad.exit_code != 0);
-  CHECK_THAT(bad.err, Catch::Contains("llama, llama3, qwen2, qwen3, phi3, smollm3, gemma2 or gemma3"));
+  CHECK_THAT(bad.err, Catch::Contains("llama, llama3, qwen2, qwen3, qwen3moe, phi3, smollm3, gemma2 or gemma3"));
 }
 
 TEST_CASE("mkmodel: a preset writes its model's architecture, vocabulary size and tying, and options given override it",
@@ -201,6 +201,55 @@ TEST_CASE("mkmodel: a preset writes its model's architecture, vocabulary size an
   CHECK(small_pad.exit_code != 0);
   CHECK_THAT(small_pad.err, Catch::Contains("--pad-vocab 100 is smaller than the 512 tokens"));
   CHECK_FALSE(std::filesystem::exists(tmp.file("x.gguf")));
+}
+
+TEST_CASE("mkmodel: the qwen3-30b-a3b preset writes Qwen3-30B-A3B's experts as 3-D tensors, an F32 router",
+          "[app][e2e]") {
+  test::TempDir tmp;
+  // Its 128 experts of 768 (8 per token), 2 of its 48 layers, Q4_0; width and heads made small.
+  const auto r = test::cli(
+      "mkmodel --preset qwen3-30b-a3b --type q4_0 --layers 2 --dim 64 --heads 2 --kv-heads 1 --head-dim 32 "
+      "--router-std 0.5 -q --vocab-from " +
+          test::quoted(test::model_path("stories260K.gguf")) + " -o " + test::quoted(tmp.file("moe.gguf")),
+      tmp);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto f = gguf::GgufFile::open(tmp.file("moe.gguf"));
+  REQUIRE(f.ok());
+  CHECK(*f->get_string("general.architecture") == "qwen3moe");
+  CHECK(*f->get_int("qwen3moe.expert_count") == 128);
+  CHECK(*f->get_int("qwen3moe.expert_used_count") == 8);
+  CHECK(*f->get_int("qwen3moe.expert_feed_forward_length") == 768);
+  CHECK(*f->get_int("qwen3moe.feed_forward_length") == 6144);
+  CHECK(*f->get_int("qwen3moe.block_count") == 2);
+  CHECK(*f->get_int("qwen3moe.vocab_size") == 151936);
+  CHECK(*f->get_float("qwen3moe.attention.layer_norm_rms_epsilon") == Approx(1e-6));
+  CHECK(f->find_tensor("output.weight") != nullptr);  // not tied
+  for (const char* name : {"ffn_gate_exps", "ffn_up_exps"}) {
+    const gguf::TensorInfo* t = f->find_tensor(std::string("blk.1.") + name + ".weight");
+    REQUIRE(t);
+    CHECK(t->shape == std::vector<int64_t>{64, 768, 128});
+    CHECK(t->type == kernels::DType::q4_0);
+  }
+  const gguf::TensorInfo* down = f->find_tensor("blk.1.ffn_down_exps.weight");
+  REQUIRE(down);
+  CHECK(down->shape == std::vector<int64_t>{768, 64, 128});
+  const gguf::TensorInfo* router = f->find_tensor("blk.0.ffn_gate_inp.weight");
+  REQUIRE(router);
+  CHECK(router->shape == std::vector<int64_t>{64, 128});
+  CHECK(router->type == kernels::DType::f32);  // as converters and llama-quantize keep it
+  CHECK(f->find_tensor("blk.0.ffn_gate.weight") == nullptr);
+  // --router-std sets the router's deviation; the experts keep --std.
+  CHECK(moments_of(*f, "blk.0.ffn_gate_inp.weight").std == Approx(0.5).epsilon(0.05));
+  const auto inspect = test::cli("inspect " + test::quoted(tmp.file("moe.gguf")), tmp);
+  INFO(inspect.err);
+  CHECK(inspect.exit_code == 0);
+  // Bad expert counts are refused with the option named.
+  const auto bad = test::cli(
+      "mkmodel --arch qwen3moe --experts 4 --experts-used 5" + small() + " -o " + test::quoted(tmp.file("x.gguf")),
+      tmp);
+  CHECK(bad.exit_code != 0);
+  CHECK_THAT(bad.err, Catch::Contains("--experts-used must lie in [1, --experts]"));
 }
 
 TEST_CASE("mkmodel: the gemma3-1b preset writes Gemma 3 1B's layer pattern, window, heads and vocabulary size",

@@ -133,7 +133,7 @@ for m in "$work"/models/*.gguf; do
     tiny-gemma*) reference "$m" "$name" "$gemma_prompt" 16 f16-every-4 ;;
     # 486 positions of 512 columns: every 4th row. 20 positions of 32,000: every 3rd.
     tiny-llama3-* | tiny-qwen3-* | tiny-phi3-* | tiny-smollm3-* | tiny-qwen2-f16) reference "$m" "$name" "$long_prompt" 16 f16-every-4 ;;
-    tiny-q-* | tiny-w320-*) reference "$m" "$name" "$synthetic_prompt" 16 f16-every-1 ;;
+    tiny-q-* | tiny-w320-* | tiny-qwen3moe-*) reference "$m" "$name" "$synthetic_prompt" 16 f16-every-1 ;;
     *) reference "$m" "$name" "$synthetic_prompt" 16 f16-every-3 ;;
   esac
 done

@@ -67,6 +67,15 @@ models=(
   "tiny-gemma2-q8_0     --type q8_0 --qk-std 0.02 --vocab-from=$stories --dim 256 --layers 4 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch gemma2 --window 64 --attn-softcap 10 --final-softcap 1"
   "tiny-gemma3-f16      --type f16  --qk-norm-mean 1.8 --vocab-from=$stories --dim 256 --layers 6 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch gemma3 --window 64 --rope-base 1000000 --rope-scale-factor 8"
   "tiny-gemma3-q8_0     --type q8_0 --qk-std 0.02 --vocab-from=$stories --dim 256 --layers 6 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch gemma3 --window 64 --rope-base 1000000 --rope-scale-factor 8"
+  # qwen3moe: qwen3's attention (heads of 64, Q/K norms), every FFN 8 experts of 128, 2 per
+  # token, an F32 router of std 0.2 (logits of std ~3: a token's experts and their weights differ
+  # clearly). F16: experts of std 0.05, so they carry most of each layer's output and a wrong
+  # choice or weight moves the logits far; Q8_0 / Q4_0 keep 0.02, where a quantized run is not
+  # chaotic. e128: Qwen3-30B-A3B's routing, 128 experts of 64, 8 per token.
+  "tiny-qwen3moe-f16    --type f16  --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch qwen3moe --experts 8 --experts-used 2 --expert-ffn 128 --router-std 0.2 --expert-std 0.05"
+  "tiny-qwen3moe-q8_0   --type q8_0 --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch qwen3moe --experts 8 --experts-used 2 --expert-ffn 128 --router-std 0.2"
+  "tiny-qwen3moe-q4_0   --type q4_0 --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch qwen3moe --experts 8 --experts-used 2 --expert-ffn 128 --router-std 0.2"
+  "tiny-qwen3moe-e128-q4_0 --type q4_0 --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch qwen3moe --experts 128 --experts-used 8 --expert-ffn 64 --router-std 0.2"
 )
 
 mkdir -p "$out"

@@ -17,6 +17,8 @@ for arch in llama llama3 qwen2 phi3 smollm3; do
   done
 done
 "$cli" mkmodel "${shape[@]}" --arch qwen3 --head-dim 16 --type q8_0 -o "$out/qwen3-q8_0.gguf"
+"$cli" mkmodel "${shape[@]}" --arch qwen3moe --head-dim 16 --experts 4 --experts-used 2 --expert-ffn 32 --type q8_0 \
+  -o "$out/qwen3moe-q8_0.gguf"
 for variant in $("$cli" mkmodel --break list | cut -d' ' -f1); do
   [ "$variant" = huge-template ] && continue  # 100 MiB: not a seed
   "$cli" mkmodel "${shape[@]}" --type q8_0 --break "$variant" -o "$out/break-$variant.gguf"

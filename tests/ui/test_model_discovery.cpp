@@ -136,3 +136,25 @@ TEST_CASE("read_model_info splits a Gemma 3 model's KV into its layer groups, th
   CHECK(llama->n_local_layers == 0);
   CHECK(kv_estimate_bytes(*llama, 4096, 2.0) == 4096 * llama->kv_bytes_per_token_f16);
 }
+
+TEST_CASE("read_model_info counts a mixture of experts' expert bytes, all of them and a token's share", "[ui]") {
+  // tiny-qwen3moe-e128-q4_0: 2 layers x 3 tensors of 128 experts x 64 x 256 in Q4_0 (18 bytes a
+  // block of 32), 8 experts per token.
+  auto info = read_model_info(kvc::test::model_path("tiny-qwen3moe-e128-q4_0.gguf"));
+  INFO((info.ok() ? std::string() : info.error().what()));
+  REQUIRE(info.ok());
+  CHECK(info->arch == "qwen3moe");
+  CHECK(info->n_expert == 128);
+  CHECK(info->n_expert_used == 8);
+  const size_t experts = size_t{2} * 3 * 128 * 64 * 256 / 32 * 18;
+  CHECK(info->expert_bytes == experts);
+  CHECK(info->active_expert_bytes == experts / 16);
+  // Every expert is in memory: the weights and the estimate count them all.
+  CHECK(info->weight_bytes > experts);
+  CHECK(memory_estimate_bytes(*info, 1024, 2.0) > static_cast<double>(info->weight_bytes));
+  // A dense model has none.
+  auto dense = read_model_info(kvc::test::model_path("stories260K.gguf"));
+  REQUIRE(dense.ok());
+  CHECK(dense->n_expert == 0);
+  CHECK(dense->expert_bytes == 0);
+}
