@@ -17,9 +17,9 @@ constexpr std::array<const char*, 40> k_ggml_type_names = {
     "BF16",   nullptr, nullptr, nullptr,  "TQ1_0", "TQ2_0", nullptr,   nullptr,  nullptr,   "MXFP4",
 };
 
-constexpr std::array<DType, 14> k_supported = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0,   DType::q4_0,
+constexpr std::array<DType, 15> k_supported = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0,   DType::q4_0,
                                                DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl, DType::q2_k,
-                                               DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k};
+                                               DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k,   DType::mxfp4};
 
 }  // namespace
 

@@ -39,7 +39,8 @@ bool is_matrix_type(kernels::DType t) {
     case kernels::DType::q3_k:
     case kernels::DType::q4_k:
     case kernels::DType::q5_k:
-    case kernels::DType::q6_k: return true;
+    case kernels::DType::q6_k:
+    case kernels::DType::mxfp4: return true;
     case kernels::DType::q8_k: return false;
   }
   return false;

@@ -10,9 +10,10 @@ namespace {
 
 using kernels::DType;
 
-constexpr FileType k_all[] = {FileType::f32,    FileType::f16,    FileType::bf16,   FileType::q8_0,   FileType::q4_0,
-                              FileType::q4_1,   FileType::q5_0,   FileType::q5_1,   FileType::iq4_nl, FileType::q2_k,
-                              FileType::q3_k_m, FileType::q4_k_m, FileType::q5_k_m, FileType::q6_k};
+constexpr FileType k_all[] = {FileType::f32,    FileType::f16,  FileType::bf16,     FileType::q8_0,
+                              FileType::q4_0,   FileType::q4_1, FileType::q5_0,     FileType::q5_1,
+                              FileType::iq4_nl, FileType::q2_k, FileType::q3_k_m,   FileType::q4_k_m,
+                              FileType::q5_k_m, FileType::q6_k, FileType::mxfp4_moe};
 
 // Layer index of a "blk.N." tensor name, or -1.
 int64_t layer_of(std::string_view name) {
@@ -49,6 +50,7 @@ DType base_type(FileType t) {
     case FileType::q4_k_m: return DType::q4_k;
     case FileType::q5_k_m: return DType::q5_k;
     case FileType::q6_k: return DType::q6_k;
+    case FileType::mxfp4_moe: return DType::mxfp4;
   }
   return DType::f32;
 }
@@ -85,6 +87,7 @@ std::string_view file_type_name(FileType t) {
     case FileType::q4_k_m: return "q4_k_m";
     case FileType::q5_k_m: return "q5_k_m";
     case FileType::q6_k: return "q6_k";
+    case FileType::mxfp4_moe: return "mxfp4_moe";
   }
   return "?";
 }
@@ -114,14 +117,20 @@ uint32_t gguf_file_type(FileType t) {
     case FileType::q6_k: return 18;
     case FileType::iq4_nl: return 25;
     case FileType::bf16: return 32;
+    case FileType::mxfp4_moe: return 38;
   }
   return 0;
 }
 
 DType tensor_type(FileType target, std::string_view name, int n_dims, int64_t row_length, const PolicyModel& model) {
-  // Norms and biases, and a mixture of experts' router (llama-quantize never quantizes it).
-  if (n_dims < 2 || ends_with(name, "ffn_gate_inp.weight")) return DType::f32;
+  // Norms and biases (the experts' are 2-D: llama-quantize quantizes only ".weight" tensors), and a
+  // mixture of experts' router (llama-quantize never quantizes it).
+  if (n_dims < 2 || !ends_with(name, ".weight") || ends_with(name, "ffn_gate_inp.weight")) return DType::f32;
   const DType base = base_type(target);
+  if (target == FileType::mxfp4_moe) {  // as llama-quantize's MXFP4_MOE: experts MXFP4, the rest Q8_0
+    const DType t = n_dims == 3 ? DType::mxfp4 : DType::q8_0;
+    return fits(t, row_length) ? t : DType::f16;
+  }
   if (target == FileType::f32 || target == FileType::f16 || target == FileType::bf16) return base;
   const int64_t layer = layer_of(name);
   const bool output = name == "output.weight" || (!model.has_output && name == "token_embd.weight");

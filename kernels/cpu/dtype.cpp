@@ -19,6 +19,7 @@ const DTypeInfo* dtype_info(uint32_t raw) {
   static constexpr DTypeInfo q4_k{"Q4_K", 256, 2 + 2 + 12 + 128};
   static constexpr DTypeInfo q6_k{"Q6_K", 256, 128 + 64 + 16 + 2};
   static constexpr DTypeInfo q8_k{"Q8_K", 256, 4 + 256 + 32};
+  static constexpr DTypeInfo mxfp4{"MXFP4", 32, 1 + 16};
   switch (static_cast<DType>(raw)) {
     case DType::f32: return &f32;
     case DType::f16: return &f16;
@@ -35,6 +36,7 @@ const DTypeInfo* dtype_info(uint32_t raw) {
     case DType::q4_k: return &q4_k;
     case DType::q6_k: return &q6_k;
     case DType::q8_k: return &q8_k;
+    case DType::mxfp4: return &mxfp4;
   }
   return nullptr;
 }

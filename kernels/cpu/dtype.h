@@ -22,6 +22,7 @@ enum class DType : uint32_t {
   q8_k = 15,  // activation-side type of the k-quants; never stored in model files we write
   iq4_nl = 20,
   bf16 = 30,
+  mxfp4 = 39,  // OCP microscaling FP4: an E8M0 scale per 32 e2m1 values (gpt-oss's experts)
 };
 
 struct DTypeInfo {

@@ -138,6 +138,7 @@ void run_matmul(const KernelSet& ks, const MatrixView& w, const float* x, int64_
     case DType::q4_k:
     case DType::q5_k:
     case DType::q6_k:
+    case DType::mxfp4:
       check(w.n_cols % dtype_info(w.type).block_elems == 0, "n_cols is not a multiple of the block size");
       quantized_matmul(ks, w, x, n_tokens, y, pool);
       return;

@@ -2,6 +2,7 @@
 // match. The 32-value block types live here, the k-quants in quant_k.cpp.
 #include "kernels/cpu/quant.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -317,6 +318,53 @@ void quantize_iq4_nl(const float* x, BlockIQ4_NL* b, int64_t n_blocks) {
   }
 }
 
+// ---------------------------------------------------------------- MXFP4
+
+void dequantize_mxfp4(const BlockMXFP4* b, float* y, int64_t n_blocks) {
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    const float d = e8m0_to_f32_half(b[i].e);
+    float* out = y + i * k_qk;
+    for (int j = 0; j < k_qk / 2; ++j) {
+      out[j] = static_cast<float>(k_mxfp4_values[b[i].qs[j] & 0x0F]) * d;
+      out[j + k_qk / 2] = static_cast<float>(k_mxfp4_values[b[i].qs[j] >> 4]) * d;
+    }
+  }
+}
+
+// The level of least |level * d - x|, the first of equal ones (so 0 beats -0).
+int nearest_mxfp4(float x, float d) {
+  int best = 0;
+  float best_err = std::fabs(static_cast<float>(k_mxfp4_values[0]) * d - x);
+  for (int i = 1; i < 16; ++i) {
+    const float err = std::fabs(static_cast<float>(k_mxfp4_values[i]) * d - x);
+    if (err < best_err) {
+      best = i;
+      best_err = err;
+    }
+  }
+  return best;
+}
+
+// As llama.cpp's reference quantizer: the scale puts the largest magnitude a in [4, 8) steps of
+// 2^(e - 127), e = floor(log2 a) - 2 + 127 (log2f, as there, so the edge cases round alike); the
+// levels then reach 1.5 * 2^floor(log2 a), and larger values take the end level. The exponent
+// is clamped to the byte (llama.cpp's cast is undefined outside it: |x| below 2^-125 or above 2^128).
+void quantize_mxfp4(const float* x, BlockMXFP4* b, int64_t n_blocks) {
+  float v[k_qk];
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    sanitize(x + i * k_qk, k_qk, v);
+    float amax = 0.0f;
+    for (float e : v) amax = std::fmax(amax, std::fabs(e));
+    int e = 0;
+    if (amax > 0.0f) e = std::clamp(static_cast<int>(std::floor(std::log2(amax))) - 2 + 127, 0, 255);
+    b[i].e = static_cast<uint8_t>(e);
+    const float d = e8m0_to_f32_half(b[i].e);
+    for (int j = 0; j < k_qk / 2; ++j) {
+      b[i].qs[j] = static_cast<uint8_t>(nearest_mxfp4(v[j], d) | (nearest_mxfp4(v[j + k_qk / 2], d) << 4));
+    }
+  }
+}
+
 }  // namespace
 
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
@@ -345,6 +393,7 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::q4_k: return dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, n / k_qk_k);
     case DType::q6_k: return dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, n / k_qk_k);
     case DType::q8_k: return dequantize_q8_k(static_cast<const BlockQ8_K*>(src), dst, n / k_qk_k);
+    case DType::mxfp4: return dequantize_mxfp4(static_cast<const BlockMXFP4*>(src), dst, n / k_qk);
   }
   precondition_failed("dequantize_row: unsupported type", type, n);
 }
@@ -375,6 +424,7 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
     case DType::q4_k: return quantize_q4_k(src, static_cast<BlockQ4_K*>(dst), n / k_qk_k);
     case DType::q6_k: return quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), n / k_qk_k);
     case DType::q8_k: return quantize_q8_k(src, static_cast<BlockQ8_K*>(dst), n / k_qk_k);
+    case DType::mxfp4: return quantize_mxfp4(src, static_cast<BlockMXFP4*>(dst), n / k_qk);
   }
   precondition_failed("quantize_row: unsupported type", type, n);
 }
@@ -395,7 +445,8 @@ bool can_quantize_to(DType type) {
     case DType::q4_k:
     case DType::q5_k:
     case DType::q6_k:
-    case DType::q8_k: return true;
+    case DType::q8_k:
+    case DType::mxfp4: return true;
   }
   return false;
 }

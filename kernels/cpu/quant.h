@@ -38,6 +38,10 @@ uint16_t f32_to_bf16(float f);  // round to nearest even, NaN stays NaN
 //                      nibbles as Q4_0 (byte j: value j low, value j+16 high); Q5's fifth
 //                      bit of value j is bit j of qh read as a little-endian uint32
 //
+//   MXFP4 (32 values): [e: E8M0][qs: 16 bytes]               x = 2^(e - 128) * k_mxfp4_values[nibble]
+//                      nibbles as Q4_0; the levels are the e2m1 values doubled, so the scale
+//                      is half of the E8M0 one (2^(e - 127)); e 0 and 1 are subnormal floats
+//
 //   Q2_K (256 values): [scales: 16][qs: 64][d:f16][dmin:f16]
 //                      16 sub-blocks of 16, scales[s] = 4-bit scale | 4-bit min << 4:
 //                      x = d * (scales[s] & 15) * q2 - dmin * (scales[s] >> 4)
@@ -140,9 +144,26 @@ struct BlockQ5_K {
   uint8_t qs[128];
 };
 
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[16];
+};
+
 // IQ4_NL's 16 levels (a fixed non-uniform grid, denser near 0), as the GGUF format defines them.
 inline constexpr int8_t k_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
+// MXFP4's 16 levels: the FP4 (e2m1) values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives, doubled.
+inline constexpr int8_t k_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// Half the value of an E8M0 scale byte, 2^(e - 128), exactly (a subnormal float for e < 2).
+inline float e8m0_to_f32_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? uint32_t{0x00200000} << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+static_assert(sizeof(BlockMXFP4) == 17);
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24 &&
               sizeof(BlockIQ4_NL) == 18);
@@ -156,6 +177,8 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 // Quantizes n elements into `type` (every type above).
 // Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 follow the closed-form rule of llama.cpp's reference
 // quantizer (the block's extreme values fix the grid) and produce its bytes on finite input.
+// MXFP4 follows llama.cpp's reference quantizer too: e = floor(log2 max|x|) - 2 + 127, each value
+// the nearest level (the first of equal ones).
 // The k-quants and IQ4_NL use our own per-sub-block least-squares search, not llama.cpp's
 // weighted one: other bytes, an error of the same size (tests/kernels/test_quant_models.cpp).
 // In quantized targets NaN becomes 0 and +-Inf the block's largest finite magnitude.

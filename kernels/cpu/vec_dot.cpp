@@ -185,6 +185,19 @@ float vec_dot_iq4_nl_q8_0(const BlockIQ4_NL* w, const int8_t* a_qs, const float*
   return sum;
 }
 
+float vec_dot_mxfp4_q8_0(const BlockMXFP4* w, const int8_t* a_qs, const float* a_d, int64_t n_blocks) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int8_t* a = a_qs + 32 * b;
+    int isum = 0;
+    for (int j = 0; j < 16; ++j) {
+      isum += k_mxfp4_values[w[b].qs[j] & 0xF] * a[j] + k_mxfp4_values[w[b].qs[j] >> 4] * a[j + 16];
+    }
+    sum += e8m0_to_f32_half(w[b].e) * a_d[b] * static_cast<float>(isum);
+  }
+  return sum;
+}
+
 // Q2_K and Q3_K value at position p of a block: 2 low bits at bits 2j..2j+1 of qs[32n + l]
 // (p = 128n + 32j + l); Q3_K's high bit at bit 4n + j of hmask[l].
 float vec_dot_q2_k_q8_k(const BlockQ2_K* w, const int8_t* a_qs, const float* a_d, const int16_t* a_bsums,
@@ -347,6 +360,7 @@ const KernelSet& kernels_scalar() {
       tile_float<float, vec_dot_f32>,
       tile_float<uint16_t, vec_dot_f16>,
       tile_float<uint16_t, vec_dot_bf16>,
+      tile_q8_0_form<BlockMXFP4, vec_dot_mxfp4_q8_0>,
   };
   return k;
 }
@@ -364,6 +378,7 @@ QuantTileFn quant_tile(const KernelSet& ks, DType type) {
     case DType::q4_k: return ks.q4_k;
     case DType::q5_k: return ks.q5_k;
     case DType::q6_k: return ks.q6_k;
+    case DType::mxfp4: return ks.mxfp4;
     case DType::f32:
     case DType::f16:
     case DType::bf16:

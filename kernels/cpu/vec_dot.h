@@ -57,6 +57,7 @@ struct KernelSet {
   FloatTileFn f32;
   FloatTileFn f16;
   FloatTileFn bf16;
+  QuantTileFn mxfp4;  // x Q8_0 form
 };
 
 const KernelSet& kernels_scalar();
@@ -73,6 +74,7 @@ float vec_dot_q4_1_q8_0(const BlockQ4_1* w, const int8_t* a_qs, const float* a_d
 float vec_dot_q5_0_q8_0(const BlockQ5_0* w, const int8_t* a_qs, const float* a_d, int64_t n_blocks);
 float vec_dot_q5_1_q8_0(const BlockQ5_1* w, const int8_t* a_qs, const float* a_d, int64_t n_blocks);
 float vec_dot_iq4_nl_q8_0(const BlockIQ4_NL* w, const int8_t* a_qs, const float* a_d, int64_t n_blocks);
+float vec_dot_mxfp4_q8_0(const BlockMXFP4* w, const int8_t* a_qs, const float* a_d, int64_t n_blocks);
 float vec_dot_q2_k_q8_k(const BlockQ2_K* w, const int8_t* a_qs, const float* a_d, const int16_t* a_bsums,
                         int64_t n_blocks);
 float vec_dot_q3_k_q8_k(const BlockQ3_K* w, const int8_t* a_qs, const float* a_d, const int16_t* a_bsums,

@@ -145,6 +145,29 @@ struct IQ4_NLWeights {
   static __m256i pairs(__m256i w, __m256i a) { return signed_pairs(w, a); }
 };
 
+// MXFP4: IQ4_NL's lookup with the doubled e2m1 levels; the scale is an E8M0 byte, not fp16.
+struct MXFP4Weights {
+  using Block = BlockMXFP4;
+  static constexpr int k_offset = 0;
+  static constexpr bool k_min = false;
+  static __m256i load(const Block& blk) {
+    const __m128i levels = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k_mxfp4_values));
+    return _mm256_shuffle_epi8(_mm256_set_m128i(levels, levels), nibbles(blk.qs));
+  }
+  static __m256i pairs(__m256i w, __m256i a) { return signed_pairs(w, a); }
+  static float scale(const Block& blk) { return e8m0_to_f32_half(blk.e); }
+};
+
+// A block's scale: W::scale where the format defines one, else its fp16 d.
+template <typename W>
+inline float block_scale(const typename W::Block& blk) {
+  if constexpr (requires { W::scale(blk); }) {
+    return W::scale(blk);
+  } else {
+    return _cvtsh_ss(blk.d);
+  }
+}
+
 struct Q8_0Weights {
   using Block = BlockQ8_0;
   static constexpr int k_offset = 0;
@@ -173,7 +196,7 @@ struct Q8_0FormKernel {
         const auto& blk = reinterpret_cast<const typename W::Block*>(w + r * rb)[b];
         tiling::prefetch_ahead<sizeof(typename W::Block) + 63>(&blk, rb, k_rows);
         wq[r] = W::load(blk);
-        wd[r] = _cvtsh_ss(blk.d);
+        wd[r] = block_scale<W>(blk);
         if constexpr (W::k_min) wm[r] = _cvtsh_ss(blk.m);
       }
       for (int t = 0; t < T; ++t) {
@@ -429,6 +452,7 @@ const KernelSet& kernels_avx2() {
       tile_float<F32Load>,
       tile_float<F16Load>,
       tile_float<BF16Load>,
+      tiling::tile_quant<Q8_0FormKernel<MXFP4Weights>>,
   };
   return k;
 }

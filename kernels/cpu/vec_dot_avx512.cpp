@@ -24,7 +24,7 @@ void tile_q5_k_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const Qu
                            float* y, int64_t ys);
 void tile_q4_k_avx512_amx(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
                           float* y, int64_t ys);
-// Q4_1, Q5_0, Q5_1 and IQ4_NL weights, in vec_dot_blocks32_avx512.cpp.
+// Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 weights, in vec_dot_blocks32_avx512.cpp.
 void tile_q4_1_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
                            float* y, int64_t ys);
 void tile_q5_0_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
@@ -33,6 +33,8 @@ void tile_q5_1_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const Qu
                            float* y, int64_t ys);
 void tile_iq4_nl_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
                              float* y, int64_t ys);
+void tile_mxfp4_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
+                            float* y, int64_t ys);
 // Q2_K and Q3_K weights, in vec_dot_lowbit_avx512.cpp.
 void tile_q2_k_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
                            float* y, int64_t ys);
@@ -598,6 +600,7 @@ const KernelSet& kernels_avx512_vnni() {
       tile_float<F32Load>,
       tile_float<F16Load>,
       tile_float<BF16Load>,
+      tile_mxfp4_avx512_vnni,
   };
   return k;
 }

@@ -1,4 +1,4 @@
-// AVX-512 VNNI kernels for Q4_1, Q5_0, Q5_1 and IQ4_NL weights x Q8_0 activations (register tiles).
+// AVX-512 VNNI kernels for Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 weights x Q8_0 activations (register tiles).
 // GCC 12 flags the self-initialised "undefined" vectors inside its own AVX-512 intrinsics
 // as uninitialised: a false positive.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -98,6 +98,33 @@ struct IQ4_NLWeights {
   }
 };
 
+// MXFP4: IQ4_NL's lookup with the doubled e2m1 levels (+ 128: [116, 140]); an E8M0 scale byte.
+struct MXFP4Weights {
+  using Block = BlockMXFP4;
+  static constexpr int k_offset = 128;
+  static constexpr bool k_min = false;
+  template <bool k_pair>
+  static __m512i load(const Block* blk) {
+    const __m128i levels = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k_mxfp4_values)),
+                                         _mm_set1_epi8(static_cast<char>(-128)));
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(levels), nibbles<k_pair>(blk));
+  }
+  template <bool k_pair>
+  static __m512 scales(const Block* blk) {
+    return pair_scales(_mm_setr_ps(e8m0_to_f32_half(blk[0].e), k_pair ? e8m0_to_f32_half(blk[1].e) : 0.0f, 0.0f, 0.0f));
+  }
+};
+
+// Blocks 0 and 1's scales as [d0 x 8, d1 x 8]: W::scales where the format defines them, else its fp16 d.
+template <typename W, bool k_pair>
+inline __m512 block_scales(const typename W::Block* blk) {
+  if constexpr (requires { W::template scales<k_pair>(blk); }) {
+    return W::template scales<k_pair>(blk);
+  } else {
+    return pair_halves<k_pair>(blk, &W::Block::d);
+  }
+}
+
 template <typename W>
 struct Blocks32Kernel {
   using Block = typename W::Block;
@@ -113,7 +140,7 @@ struct Blocks32Kernel {
       const Block* blk = reinterpret_cast<const Block*>(w + r * rb) + b;
       tiling::prefetch_ahead<2 * sizeof(Block) + 63>(blk, rb, k_rows);
       wq[r] = W::template load<k_pair>(blk);
-      wd[r] = pair_halves<k_pair>(blk, &Block::d);
+      wd[r] = block_scales<W, k_pair>(blk);
       if constexpr (W::k_min) wm[r] = pair_halves<k_pair>(blk, &Block::m);
     }
     const __m512i zero = _mm512_setzero_si512();
@@ -170,6 +197,11 @@ void tile_q5_1_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const Qu
 void tile_iq4_nl_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
                              float* y, int64_t ys) {
   tiling::tile_quant<Blocks32Kernel<IQ4_NLWeights>>(w, rb, n_rows, acts, n_tokens, y, ys);
+}
+
+void tile_mxfp4_avx512_vnni(const uint8_t* w, size_t rb, int64_t n_rows, const QuantizedActs& acts, int64_t n_tokens,
+                            float* y, int64_t ys) {
+  tiling::tile_quant<Blocks32Kernel<MXFP4Weights>>(w, rb, n_rows, acts, n_tokens, y, ys);
 }
 
 }  // namespace kvc::kernels

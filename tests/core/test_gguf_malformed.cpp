@@ -195,7 +195,7 @@ TEST_CASE("gguf malformed: tensor infos", "[core]") {
   SECTION("types") {
     expect_error(one_tensor({256}, 23, 0, 256), ErrorCode::unsupported,
                  {"tensor blk.3.attn_q.weight has type IQ4_XS (23), which kvchat does not support yet; supported: "
-                  "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K"});
+                  "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4"});
     expect_error(one_tensor({256}, 15, 0, 292), ErrorCode::unsupported, {"Q8_K (15)"});
     expect_error(one_tensor({256}, 4, 0, 256), ErrorCode::invalid_file, {"unknown type id 4"});
     expect_error(one_tensor({256}, 1000, 0, 256), ErrorCode::invalid_file, {"unknown type id 1000"});

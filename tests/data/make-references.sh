@@ -19,6 +19,9 @@
 #   llama-quantize-<type>.slice.gguf   the first 16 rows of every tensor of tiny-gqa-f16
 #                                 quantized by llama-quantize (its bytes, not ours)
 #   llama-quantize-w320-<type>.slice.gguf   the same for tiny-w320-f16 (its types: the fallbacks)
+#   mxfp4-llama.bin               llama.cpp's MXFP4 dequantization and reference quantization of
+#                                 pseudo-random blocks (mxfp4-reference.c here, linked against its
+#                                 libggml-base; needs a C compiler)
 # The vocabularies' .inp/.out cases are llama.cpp's own files (but Gemma's .out, which this
 # script writes with llama-tokenize); it checks that llama.cpp's test-tokenizer-0 passes them.
 set -euo pipefail
@@ -155,6 +158,10 @@ for type in iq4_nl q2_k q3_k_m q4_k_m q5_k_m q6_k; do
     { cat "$work/quantize.log" >&2; exit 1; }
   "$slice" "$work/llama-w320-$type.gguf" "$refs/llama-quantize-w320-$type.slice.gguf" 16
 done
+
+echo "== llama.cpp's MXFP4 (de)quantization (mxfp4-reference.c)"
+cc -O2 -o "$work/mxfp4-reference" "$data/mxfp4-reference.c" -L"$bin" -lggml-base -Wl,-rpath,"$bin" -lm
+"$work/mxfp4-reference" "$refs/mxfp4-llama.bin"
 
 echo "== tokenizer cases (llama.cpp's test-tokenizer-0)"
 "$data/test-vocabularies.sh" "$cli" "$work/vocab" || exit 1  # the xz ones unpacked, the npm ones converted

@@ -68,6 +68,9 @@ RandomMatrix random_matrix(DType type, int64_t n_rows, int64_t n_cols, std::mt19
       case DType::f16: put(o, f32_to_fp16(value(rng))); break;
       case DType::bf16: put(o, f32_to_bf16(value(rng))); break;
       case DType::q8_k: break;
+      case DType::mxfp4:  // 2^(e - 128) in [2^-9, 2^-6]: the fp16 scales' range
+        m.bytes[o] = static_cast<uint8_t>(119 + byte(rng) % 4);
+        break;
     }
   }
   return m;
@@ -126,6 +129,15 @@ std::vector<Elem> dequantize_row_for_test(DType type, const uint8_t* row, int64_
           const int q = j < 16 ? blk[2 + j] & 0xF : blk[2 + j - 16] >> 4;
           const double v = h(blk) * k_levels[q];
           set(base + j, v, std::fabs(v));
+        }
+        break;
+      }
+      case DType::mxfp4: {  // [e][qs: 16]: 2^(e - 128) times the doubled e2m1 value of each nibble
+        static constexpr int k_levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+        const double d = std::ldexp(1.0, blk[0] - 128);
+        for (int j = 0; j < 32; ++j) {
+          const int q = j < 16 ? blk[1 + j] & 0xF : blk[1 + j - 16] >> 4;
+          set(base + j, d * k_levels[q], std::fabs(d * k_levels[q]));
         }
         break;
       }
@@ -251,10 +263,10 @@ double magnitude(const std::vector<Elem>& w, const std::vector<double>& a, size_
 }
 
 const DType k_quant_types[] = {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl, DType::q8_0,
-                               DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k};
+                               DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k,   DType::mxfp4};
 const DType k_all_types[] = {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl,
                              DType::q8_0, DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k,
-                             DType::q6_k, DType::f32,  DType::f16,  DType::bf16};
+                             DType::q6_k, DType::f32,  DType::f16,  DType::bf16, DType::mxfp4};
 
 }  // namespace
 
@@ -527,7 +539,8 @@ TEST_CASE("with power-of-two scales and integer activations every SIMD variant e
           break;
         case DType::q3_k: put(o + 108, pow2); break;
         case DType::q6_k: put(o + 208, pow2); break;
-        default: put(o, pow2); break;  // Q4_0, Q5_0, IQ4_NL, Q8_0: d first
+        case DType::mxfp4: m.bytes[o] = 128 - 12; break;  // 2^-12
+        default: put(o, pow2); break;                     // Q4_0, Q5_0, IQ4_NL, Q8_0: d first
       }
     }
     for (int64_t n_tokens : {1, 3, 5, 11}) {  // decode tiles and prefill tiles
@@ -569,6 +582,7 @@ TEST_CASE("prefill of extreme values keeps integer sums exact", "[kernels]") {
         case DType::q5_0: std::memset(&m.bytes[o + 2], 0xFF, 20); break;
         case DType::q5_1: std::memset(&m.bytes[o + 4], 0xFF, 20); break;
         case DType::iq4_nl: std::memset(&m.bytes[o + 2], 0x00, 16); break;  // level -127
+        case DType::mxfp4: std::memset(&m.bytes[o + 1], 0x77, 16); break;   // level 12
         case DType::q8_0: std::memset(&m.bytes[o + 2], 0x7F, 32); break;
         case DType::q2_k: std::memset(&m.bytes[o], 0xFF, 80); break;
         case DType::q3_k: std::memset(&m.bytes[o], 0x00, 108); break;  // q = -4, scales -32
