@@ -165,6 +165,14 @@ int run_inspect(InspectArgs a) {
     if (c.final_softcap > 0) features += ", logit soft-cap " + num0(c.final_softcap);
     if (c.rope.freq_scale != 1.0f) features += ", global rope scaled 1/" + num0(1.0f / c.rope.freq_scale);
   }
+  if (c.gpt_oss) {
+    features += ", attention sinks, output bias, " + std::to_string(c.n_local_layers()) + " local layers (window " +
+                std::to_string(c.local_window) + ") and " + std::to_string(c.n_layer - c.n_local_layers()) +
+                " global, clamped SwiGLU experts";
+    if (c.rope.yarn) {
+      features += ", YaRN rope " + num0(1.0f / c.rope.freq_scale) + "x over " + std::to_string(c.n_ctx_orig);
+    }
+  }
   if (!features.empty()) std::printf("           %s\n", features.substr(2).c_str());
   // A mixture of experts: every expert is in memory, a token reads the ones it is routed to.
   if (c.is_moe()) {

@@ -132,8 +132,10 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
       be_.rope(k_, n, positions_.data(), static_cast<int>(c.n_head_kv), static_cast<int>(c.head_dim), rope);
     }
     be_.kv_store(layout, layer, slices, k_, v_);
-    be_.attention(layout, layer, slices, q_, shape, c.layer_window(l), att_);
-    be_.matmul(lw.wo, att_, n, h_, nullptr);
+    kernels::AttentionShape layer_shape = shape;
+    layer_shape.sinks = lw.attn_sinks;  // gpt-oss: each head's sink in its softmax
+    be_.attention(layout, layer, slices, q_, layer_shape, c.layer_window(l), att_);
+    be_.matmul(lw.wo, att_, n, h_, lw.bo);
     if (c.gemma) be_.rmsnorm(h_, lw.attn_post_norm, n, c.n_embd, c.rms_eps, h_);
     be_.add(x_, h_, n * c.n_embd);
     // Feed-forward block: x += (silu(h Wg^T) * (h Wu^T)) Wd^T with h = norm(x) (Gemma: gelu,

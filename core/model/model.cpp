@@ -152,6 +152,7 @@ class Loader {
 Status load_moe(Loader& ld, const ModelConfig& c, const std::string& b, kernels::MoeFfnWeights& m) {
   m.routing = c.routing;
   m.n_ff = c.n_ff_exp;
+  if (c.gpt_oss) m.activation = kernels::MoeActivation::swiglu_oai;
   auto matrix = [&](kernels::MatrixView& dst, const std::string& name, int64_t rows, int64_t cols) -> Status {
     auto r = ld.matrix(b + name, rows, cols);
     if (!r.ok()) return r.error();
@@ -399,11 +400,13 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
                     : assign_m(w.wv, "attn_v.weight", c.kv_width(), c.n_embd),
           assign_m(w.wo, "attn_output.weight", c.n_embd, c.q_width()), assign_v(w.bq, "attn_q.bias", c.q_width(), true),
           assign_v(w.bk, "attn_k.bias", c.kv_width(), true), assign_v(w.bv, "attn_v.bias", c.kv_width(), true),
+          assign_v(w.bo, "attn_output.bias", c.n_embd, true),
+          assign_v(w.attn_sinks, "attn_sinks.weight", c.n_head, !c.gpt_oss),
           assign_v(w.q_norm, "attn_q_norm.weight", c.head_dim, !c.qk_norm),
           assign_v(w.k_norm, "attn_k_norm.weight", c.head_dim, !c.qk_norm),
-          assign_v(w.attn_post_norm, "post_attention_norm.weight", c.n_embd, !c.gemma),
+          c.gpt_oss ? Status{} : assign_v(w.attn_post_norm, "post_attention_norm.weight", c.n_embd, !c.gemma),
           assign_v(w.ffn_post_norm, "post_ffw_norm.weight", c.n_embd, !c.gemma),
-          assign_v(w.ffn_norm, "ffn_norm.weight", c.n_embd, false)}) {
+          assign_v(w.ffn_norm, c.gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight", c.n_embd, false)}) {
       if (!s.ok()) return fail(s.error());
     }
     if (c.layer_is_moe(l)) {
@@ -536,6 +539,14 @@ kv::BlockKey kv_fingerprint(const Model& m, const kernels::KvBlockLayout& layout
                           static_cast<double>(r.n_group_used),  r.norm_weights ? 1.0 : 0.0,
                           static_cast<double>(r.weights_scale), static_cast<double>(c.n_dense_lead)};
     key = kv::hash_bytes({reinterpret_cast<const uint8_t*>(moe), sizeof moe}, key);
+  }
+  if (c.gpt_oss) {
+    // gpt-oss's K and V depend on its layer pattern, window and YaRN bounds too (other models'
+    // keys are unchanged by this addition).
+    const double oss[] = {static_cast<double>(c.swa_period), static_cast<double>(c.local_window),
+                          static_cast<double>(c.rope.yarn_low), static_cast<double>(c.rope.yarn_high),
+                          static_cast<double>(c.rope_local.freq_base)};
+    key = kv::hash_bytes({reinterpret_cast<const uint8_t*>(oss), sizeof oss}, key);
   }
   if (!c.gemma) return key;
   // Gemma's K and V depend on its layer pattern, window, local rope and caps too (the keys of

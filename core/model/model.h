@@ -27,6 +27,8 @@ struct LayerWeights {
   const float* bq = nullptr;              // (q_width), qwen2 only
   const float* bk = nullptr;              // (kv_width)
   const float* bv = nullptr;              // (kv_width)
+  const float* bo = nullptr;              // (n_embd), gpt-oss only: attn_output's bias
+  const float* attn_sinks = nullptr;      // (n_head), gpt-oss only: each head's softmax sink
   const float* q_norm = nullptr;          // (head_dim), qwen3 only: every head of Q
   const float* k_norm = nullptr;          // (head_dim), qwen3 only: every head of K
   const float* attn_post_norm = nullptr;  // (n_embd), gemma only: after attention, before the residual add

@@ -84,11 +84,14 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
     vector(b + "attn_q.bias", c.q_width(), !c.qkv_bias);
     vector(b + "attn_k.bias", c.kv_width(), !c.qkv_bias);
     vector(b + "attn_v.bias", c.kv_width(), !c.qkv_bias);
+    vector(b + "attn_output.bias", c.n_embd, !c.gpt_oss);
+    if (c.gpt_oss) vector(b + "attn_sinks.weight", c.n_head, false);
     if (c.qk_norm) {
       vector(b + "attn_q_norm.weight", c.head_dim, false);
       vector(b + "attn_k_norm.weight", c.head_dim, false);
     }
-    vector(b + "ffn_norm.weight", c.n_embd, false);
+    // gpt-oss names its FFN's input norm post_attention_norm.
+    vector(b + (c.gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), c.n_embd, false);
     if (c.layer_is_moe(l)) {
       // The router (+ its bias, + DeepSeek's selection-only bias), each expert's gate and up
       // (apart or fused) and down, their optional biases, and the shared experts.

@@ -29,7 +29,7 @@ constexpr ArchTraits k_archs[] = {
     {"qwen2", false, true, false, false, 0, 0},          {"qwen3", false, false, true, true, 0, 0},
     {"phi3", false, false, false, false, 0, 0},          {"smollm3", true, false, false, true, 4, 0},
     {"gemma2", false, false, false, false, 0, 2},        {"gemma3", false, false, true, false, 0, 6},
-    {"qwen3moe", false, false, true, false, 0, 0, true},
+    {"qwen3moe", false, false, true, false, 0, 0, true}, {"gpt-oss", false, true, false, false, 0, 0, true},
 };
 
 // Bounds on the hyperparameters: far above any released model, low enough that every size
@@ -242,6 +242,60 @@ Status read_moe(const gguf::GgufFile& f, const std::string& p, ModelConfig& c) {
   return {};
 }
 
+// YaRN (rope.scaling.type "yarn"), as llama.cpp applies it with its defaults (ext_factor 1, beta_fast
+// 32, beta_slow 1; it reads no yarn_* key for gpt-oss): positions scaled by 1 / factor in the
+// low-frequency pairs only, between the pairs whose wavelength fits beta_fast and beta_slow
+// turns in the original context, and cos and sin scaled by 1 + 0.1 ln(factor) (times
+// rope.scaling.attn_factor). The pair bounds are ggml's, computed in float as there.
+void yarn_bounds(kernels::RopeParams& r, int64_t n_ctx_orig) {
+  constexpr float k_beta_fast = 32.0f, k_beta_slow = 1.0f, k_pi = 3.14159265358979323846f;
+  const auto n_dims = static_cast<float>(r.n_rot);
+  auto corr_dim = [&](float n_turns) {
+    return n_dims * std::log(static_cast<float>(n_ctx_orig) / (n_turns * 2.0f * k_pi)) / (2.0f * std::log(r.freq_base));
+  };
+  r.yarn_low = std::max(0.0f, std::floor(corr_dim(k_beta_fast)));
+  r.yarn_high = std::min(n_dims - 1.0f, std::ceil(corr_dim(k_beta_slow)));
+}
+void set_yarn(kernels::RopeParams& r, int64_t n_ctx_orig, float factor) {
+  r.yarn = true;
+  r.freq_scale = 1.0f / factor;
+  yarn_bounds(r, n_ctx_orig);
+  if (factor > 1.0f) r.attn_factor *= 1.0f + 0.1f * std::log(factor);
+}
+
+// gpt-oss's keys (ModelConfig::gpt_oss), read as llama.cpp reads them: attention.sliding_window
+// (required), attention.sliding_window_pattern (the period, default 2: layer l is local when
+// l % period < period - 1), rope.freq_base_swa (the local layers' base, default the global one).
+// Its router is a softmax over the chosen experts whatever expert_gating_func says, as there.
+Status read_gpt_oss(const gguf::GgufFile& f, const std::string& p, ModelConfig& c) {
+  c.gpt_oss = true;
+  auto window = required_count(f, p + "attention.sliding_window", k_max_context);
+  if (!window.ok()) return window.error();
+  c.local_window = *window;
+  c.swa_period = 2;
+  if (f.find(p + "attention.sliding_window_pattern")) {
+    auto period = f.get_uint(p + "attention.sliding_window_pattern");
+    if (!period.ok()) {
+      return make_error(ErrorCode::unsupported, "metadata " + p +
+                                                    "attention.sliding_window_pattern: kvchat reads it as one "
+                                                    "period (an integer), not a per-layer list");
+    }
+    if (*period == 0 || *period > static_cast<uint64_t>(k_max_layers)) {
+      return bad(p + "attention.sliding_window_pattern", std::to_string(*period) + " is not a plausible period");
+    }
+    c.swa_period = static_cast<int>(*period);
+  }
+  c.rope_local = c.rope;
+  auto base_swa = optional_float(f, p + "rope.freq_base_swa", c.rope.freq_base);
+  if (!base_swa.ok()) return base_swa.error();
+  if (!(*base_swa > 0.0f))
+    return bad(p + "rope.freq_base_swa", num(static_cast<double>(*base_swa)) + " is not positive");
+  c.rope_local.freq_base = *base_swa;
+  if (c.rope_local.yarn) yarn_bounds(c.rope_local, c.n_ctx_orig);  // they depend on the base
+  c.routing.gating = kernels::MoeGating::softmax_weight;
+  return {};
+}
+
 }  // namespace
 
 Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
@@ -256,7 +310,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   if (!traits) {
     return make_error(ErrorCode::unsupported, "metadata general.architecture: '" + gguf::printable(c.arch) +
                                                   "' is not supported yet (supported: llama, mistral, qwen2, qwen3, "
-                                                  "qwen3moe, phi3, smollm3, gemma2, gemma3)");
+                                                  "qwen3moe, gpt-oss, phi3, smollm3, gemma2, gemma3)");
   }
   if (f.find("general.name")) {
     if (auto n = f.get_string("general.name"); n.ok()) c.name = *n;
@@ -361,13 +415,21 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
     if (!factor.ok()) return factor.error();
     if (!(*factor >= 1.0f)) return bad(p + "rope.scaling.factor", num(static_cast<double>(*factor)) + " is below 1");
     c.rope.freq_scale = 1.0f / *factor;
+  } else if (scaling == "yarn" && c.arch == "gpt-oss") {
+    auto factor = optional_float(f, p + "rope.scaling.factor", 1.0f);
+    if (!factor.ok()) return factor.error();
+    if (!(*factor >= 1.0f && *factor < 1e6f)) {
+      return bad(p + "rope.scaling.factor", num(static_cast<double>(*factor)) + " must lie in [1, 1e6)");
+    }
+    set_yarn(c.rope, c.n_ctx_orig, *factor);
   } else if (scaling != "none") {
     return make_error(ErrorCode::unsupported, "metadata " + p + "rope.scaling.type: '" + scaling +
-                                                  "' is not supported yet (supported: none, linear)");
+                                                  "' is not supported yet (supported: none, linear; yarn for gpt-oss)");
   }
 
   if (traits->swa_period > 0) KVC_TRY(read_gemma(f, p, traits->swa_period, c));
   if (traits->moe) KVC_TRY(read_moe(f, p, c));
+  if (c.arch == "gpt-oss") KVC_TRY(read_gpt_oss(f, p, c));
 
   c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
   // Phi-3 files fuse Q, K, V into attn_qkv, and gate and up into ffn_up (which then has 2 n_ff rows).

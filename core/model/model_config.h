@@ -107,6 +107,13 @@ struct ModelConfig {
   bool layer_is_moe(int64_t l) const { return n_expert > 0 && l >= n_dense_lead; }
   int64_t n_moe_layers() const { return n_expert > 0 ? n_layer - n_dense_lead : 0; }
 
+  // gpt-oss: Q, K, V and output biases; a learned logit per query head in each attention
+  // softmax's denominator (attn_sinks, kernels::AttentionShape::sinks); post_attention_norm is
+  // the FFN's input norm (it has no ffn_norm); the experts' clamped SwiGLU; local layers (window
+  // local_window, 128) alternating with global ones from layer 0 (swa_period 2, as Gemma 2's),
+  // both with one YaRN rope (rope_local: rope.freq_base_swa where the file has it).
+  bool gpt_oss = false;
+
   bool tied_embeddings = false;  // no output.weight: logits use token_embd
   bool fused_qkv = false;        // attn_qkv.weight holds Q, K, V rows (Phi-3)
   bool fused_gate_up = false;    // ffn_up.weight holds gate then up rows, no ffn_gate (Phi-3)

@@ -27,6 +27,10 @@ MatrixView rows_of(const MatrixView& m, int64_t first, int64_t n) {
   return {m.type, static_cast<const uint8_t*>(m.data) + static_cast<size_t>(first) * rb, n, m.n_cols};
 }
 
+// gpt-oss's clamped SwiGLU (fixed in llama.cpp too: the GGUF carries neither).
+constexpr float k_oai_alpha = 1.702f;
+constexpr float k_oai_limit = 7.0f;
+
 // Elementwise work below this many floats runs on the calling thread.
 constexpr int64_t k_serial_floats = 1 << 15;
 
@@ -118,7 +122,7 @@ void moe_ffn(const MoeFfnWeights& w, const float* x, int64_t n_tokens, float* y,
   }
   matmul_many(s.jobs, pool);
 
-  // Biases and SwiGLU: act = silu(gate) * up, row by row.
+  // Biases and SwiGLU: act = silu(gate) * up (or the clamped variant), row by row.
   // (A decode step's few rows on one thread: a fork and join would cost more than they do.)
   float* act = sized(s.act, n_rows * n_ff);
   pool.parallel_for(n_rows, std::max<int64_t>(4, k_serial_floats / n_ff), [&](int64_t b, int64_t e_) {
@@ -127,7 +131,11 @@ void moe_ffn(const MoeFfnWeights& w, const float* x, int64_t n_tokens, float* y,
       const int64_t e = expert_of_row(row);
       if (w.gate_bias) add_inplace(g, w.gate_bias + e * (w.fused() ? gu_width : n_ff), w.fused() ? gu_width : n_ff);
       if (w.up_bias) add_inplace(g + n_ff, w.up_bias + e * n_ff, n_ff);
-      silu_mul(g, g + n_ff, n_ff, act + row * n_ff);
+      if (w.activation == MoeActivation::swiglu_oai) {
+        swiglu_oai_mul(g, g + n_ff, n_ff, k_oai_alpha, k_oai_limit, act + row * n_ff);
+      } else {
+        silu_mul(g, g + n_ff, n_ff, act + row * n_ff);
+      }
     }
   });
   float* sh_act = w.has_shared() ? sized(s.shared_act, n_tokens * n_ff_sh) : nullptr;

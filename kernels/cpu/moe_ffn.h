@@ -15,8 +15,13 @@ namespace kvc::kernels {
 //
 //   gate (split):  | e0: n_ff rows | e1: n_ff rows | ...      up likewise; down: n_embd rows each
 //   gate (fused):  | e0: n_ff gate rows, n_ff up rows | e1: ... |      (ffn_gate_up_exps; up empty)
+// The experts' gated activation: SwiGLU, silu(gate) * up; or gpt-oss's clamped variant
+// (ops.h swiglu_oai_mul, alpha 1.702, limit 7).
+enum class MoeActivation { silu, swiglu_oai };
+
 struct MoeFfnWeights {
   MoeRouting routing;
+  MoeActivation activation = MoeActivation::silu;
   int64_t n_ff = 0;                       // one expert's FFN width
   MatrixView router;                      // ffn_gate_inp: (n_expert, n_embd)
   const float* router_bias = nullptr;     // (n_expert): added to the logits, or null
@@ -60,7 +65,7 @@ struct MoeFfnScratch {
 
 // y = the MoE FFN of x, token by token (x, y: (n_tokens, n_embd), y not x):
 //   ids, w = moe_route(x router^T + router_bias)
-//   y = sum over j of w_j down_e(silu(gate_e x + gate_bias_e) * (up_e x + up_bias_e)) + down_bias_e
+//   y = sum over j of w_j down_e(act(gate_e x + gate_bias_e, up_e x + up_bias_e)) + down_bias_e
 //       (e = ids_j, best first), plus the shared experts' SwiGLU FFN of x
 // The batch's tokens are grouped by expert, so each chosen expert's rows are read once per call
 // and the unchosen ones not at all; every expert's products go to the pool as one matmul_many.

@@ -1,6 +1,7 @@
 // The ops of ops.h: run-time ISA dispatch, rope tables, and attention built from range loops.
 #include "kernels/cpu/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -46,7 +47,8 @@ struct RopeCache {
 
 bool same_params(const RopeParams& a, const RopeParams& b) {
   return a.n_rot == b.n_rot && a.freq_base == b.freq_base && a.freq_scale == b.freq_scale &&
-         a.interleaved == b.interleaved && a.freq_factors == b.freq_factors && a.attn_factor == b.attn_factor;
+         a.interleaved == b.interleaved && a.freq_factors == b.freq_factors && a.attn_factor == b.attn_factor &&
+         a.yarn == b.yarn && a.yarn_low == b.yarn_low && a.yarn_high == b.yarn_high;
 }
 
 }  // namespace
@@ -60,9 +62,15 @@ RopeTables rope_tables(const RopeParams& p, int64_t pos) {
     cache.inv_freq.resize(static_cast<size_t>(half));
     for (int k = 0; k < half; ++k) {
       const double exponent = -2.0 * k / p.n_rot;
-      cache.inv_freq[static_cast<size_t>(k)] =
-          static_cast<double>(p.freq_scale) * std::pow(static_cast<double>(p.freq_base), exponent);
-      if (p.freq_factors) cache.inv_freq[static_cast<size_t>(k)] /= static_cast<double>(p.freq_factors[k]);
+      double& inv = cache.inv_freq[static_cast<size_t>(k)];
+      inv = static_cast<double>(p.freq_scale) * std::pow(static_cast<double>(p.freq_base), exponent);
+      if (p.freq_factors) inv /= static_cast<double>(p.freq_factors[k]);
+      if (p.yarn) {  // blend in the unscaled frequency by the share `kept`
+        const double y = (k - static_cast<double>(p.yarn_low)) /
+                         std::max(0.001, static_cast<double>(p.yarn_high) - static_cast<double>(p.yarn_low));
+        const double kept = 1.0 - std::clamp(y, 0.0, 1.0);
+        inv = inv * (1.0 - kept) + inv / static_cast<double>(p.freq_scale) * kept;
+      }
     }
     cache.has_params = true;
     cache.has_tables = false;
@@ -96,7 +104,8 @@ void rope_with(const OpsTable& t, float* x, int n_heads, int head_dim, int64_t p
 
 void attention_f16_with(const OpsTable& t, const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
                         const AttentionShape& s, int kv_head_begin, int kv_head_end, float* out, float* scratch) {
-  KVC_KERNEL_CHECK(s.n_kv_head > 0 && s.n_head % s.n_kv_head == 0 && s.head_dim > 0 && s.softcap == 0.0f);
+  KVC_KERNEL_CHECK(s.n_kv_head > 0 && s.n_head % s.n_kv_head == 0 && s.head_dim > 0 && s.softcap == 0.0f &&
+                   s.sinks == nullptr);
   KVC_KERNEL_CHECK(0 <= kv_head_begin && kv_head_begin <= kv_head_end && kv_head_end <= s.n_kv_head && n_kv >= 0);
   const int n_group = s.n_head / s.n_kv_head;  // query heads per kv head
   const int64_t group_floats = static_cast<int64_t>(n_group) * s.head_dim;
@@ -118,6 +127,14 @@ void rmsnorm(const float* x, const float* w, int64_t n, float eps, float* out) {
 }
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* out) { ops_active().silu_mul(gate, up, n, out); }
+
+void swiglu_oai_mul(const float* gate, const float* up, int64_t n, float alpha, float limit, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = std::min(gate[i], limit);
+    const float y = std::clamp(up[i], -limit, limit);
+    out[i] = x / (1.0f + std::exp(-alpha * x)) * (y + 1.0f);
+  }
+}
 
 void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
   constexpr float k_sqrt_2_over_pi = 0.7978845608f;

@@ -2,6 +2,7 @@
 // loops of ops_impl.h (F16) and kv_ops.h (INT8 / INT4, groups of 32 or smaller) once per block.
 #include "kernels/cpu/paged_attention.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/ops_impl.h"
@@ -45,6 +46,19 @@ void score_block_per_channel(const KvOpsTable& t, const OpsTable& ops, const Pag
   for (int j = 0; j < n_group; ++j) {
     for (int64_t i = 0; i < t1 - t0; ++i) sb[j * n_att + i] += dots[j];
   }
+}
+
+// Softmax over n scores with one more logit, `sink`, in the denominator only:
+// x_t = exp(x_t) / (sum_u exp(x_u) + exp(sink)). After the plain softmax the largest score's
+// share is 1 / S (S = sum_u exp(x_u - m), m that score), so each share is scaled by
+// S / (S + exp(sink - m)) = 1 / (1 + exp(sink - m) x_max).
+void softmax_with_sink(const OpsTable& ops, float* x, int64_t n, float sink) {
+  int64_t top = 0;
+  for (int64_t i = 1; i < n; ++i) top = x[i] > x[top] ? i : top;
+  const float m = x[top];
+  ops.softmax_inplace(x, n);
+  const float f = 1.0f / (1.0f + std::exp(sink - m) * x[top]);
+  for (int64_t i = 0; i < n; ++i) x[i] *= f;
 }
 
 }  // namespace
@@ -174,7 +188,13 @@ void attention_paged_with(const KvOpsTable& t, const float* q, const PagedKvView
       }
     }
     if (s.softcap > 0.0f) softcap_inplace(scores, n_group * n_att, s.softcap);
-    for (int j = 0; j < n_group; ++j) ops.softmax_inplace(scores + j * n_att, n_att);
+    for (int j = 0; j < n_group; ++j) {
+      if (s.sinks != nullptr) {
+        softmax_with_sink(ops, scores + j * n_att, n_att, s.sinks[h * n_group + j]);
+      } else {
+        ops.softmax_inplace(scores + j * n_att, n_att);
+      }
+    }
     for (int64_t b = block_begin; b < block_end; ++b) {
       const int64_t t0 = b * B > begin ? b * B : begin;
       const int64_t t1 = (b + 1) * B < n_kv ? (b + 1) * B : n_kv;

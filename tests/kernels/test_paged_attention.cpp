@@ -539,3 +539,54 @@ TEST_CASE("query heads quantize to int8 within half a step, with per-lane sums",
     }
   }
 }
+
+TEST_CASE("attention sinks (gpt-oss): each query head's sink joins its softmax's denominator only", "[kernels]") {
+  // Sinks from strongly negative (no effect) to above every score (most weight on nothing),
+  // against exp(s_t) / (sum_u exp(s_u) + exp(sink)) in double, whole and windowed, every table.
+  PagedCase c = make_case(8, 2, 64, 150, 16, KvType::f16, KvType::f16, 2.0f, 71);
+  const std::vector<float> sinks = {-30.0f, -1.0f, 0.0f, 0.5f, 1.0f, 2.0f, 3.0f, 6.0f};
+  for (int64_t window : {int64_t{0}, int64_t{40}}) {
+    const int64_t begin = paged_window_begin(c.view(window), c.n_kv);
+    std::vector<double> plain_w;
+    const std::vector<double> plain = attention_double(c, c.q, c.kd, c.vd, begin, &plain_w);
+    // The sink scales head i's weights by S / (S + exp(sink)), S = sum exp(s_u).
+    std::vector<double> want(plain.size());
+    for (int i = 0; i < c.shape.n_head; ++i) {
+      const int h = i / (c.shape.n_head / c.shape.n_kv_head);
+      std::vector<double> s(static_cast<size_t>(c.n_kv - begin));
+      double max = -INFINITY;
+      for (int64_t t = begin; t < c.n_kv; ++t) {
+        double dot = 0;
+        for (int d = 0; d < c.shape.head_dim; ++d)
+          dot += static_cast<double>(c.q[static_cast<size_t>(i * c.shape.head_dim + d)]) *
+                 static_cast<double>(c.kd[static_cast<size_t>(t * c.row_elems() + h * c.shape.head_dim + d)]);
+        s[static_cast<size_t>(t - begin)] = dot * static_cast<double>(c.shape.scale);
+        max = std::max(max, s[static_cast<size_t>(t - begin)]);
+      }
+      double sum = 0;
+      for (double x : s) sum += std::exp(x - max);
+      const double f = sum / (sum + std::exp(static_cast<double>(sinks[static_cast<size_t>(i)]) - max));
+      for (int d = 0; d < c.shape.head_dim; ++d)
+        want[static_cast<size_t>(i * c.shape.head_dim + d)] = plain[static_cast<size_t>(i * c.shape.head_dim + d)] * f;
+    }
+    c.shape.sinks = sinks.data();
+    for (const KvOpsTable* t : test::all_kv_tables()) {
+      INFO("window " << window << " table " << isa_name(t->isa));
+      const std::vector<float> got = run_paged(*t, c, window);
+      for (size_t e = 0; e < got.size(); ++e) {
+        INFO("element " << e << " got " << got[e] << " want " << want[e]);
+        REQUIRE(std::fabs(static_cast<double>(got[e]) - want[e]) <= 1e-5 + 1e-4 * std::fabs(want[e]));
+      }
+      // The larger sinks take a visible share: without them the output differs.
+      c.shape.sinks = nullptr;
+      const std::vector<float> none = run_paged(*t, c, window);
+      c.shape.sinks = sinks.data();
+      const size_t last_head = static_cast<size_t>(7 * c.shape.head_dim);
+      double moved = 0;
+      for (size_t e = last_head; e < got.size(); ++e)
+        moved = std::max(moved, std::fabs(double{got[e]} - double{none[e]}));
+      CHECK(moved > 1e-3);
+    }
+    c.shape.sinks = nullptr;
+  }
+}
