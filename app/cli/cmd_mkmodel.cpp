@@ -62,6 +62,7 @@ struct Preset {
   float rope_scale = 0;                                   // 0: the architecture's default
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // qwen3moe's experts (0: not a MoE)
   float rms_eps = 0;                                      // 0: mkmodel's default
+  int64_t rope_orig_ctx = 0;                              // 0: mkmodel's default
 };
 
 constexpr Preset k_presets[] = {
@@ -78,6 +79,11 @@ constexpr Preset k_presets[] = {
     // per token (3.3B of 30.5B parameters active), GQA 32 / 4 heads of 128, separate output.
     {"qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 6144, 128, 151936, 40960, false, 1000000.0f, 0, 0, 128, 8, 768,
      1e-6f},
+    // gpt-oss-20b: 24 layers (local of window 128 and global alternating) of 32 experts of
+    // width 2880, 4 used per token, GQA 64 / 8 heads of 64, YaRN 32x over 4096 positions, the
+    // o200k vocabulary's size. Its files keep the experts in MXFP4 (--type mxfp4_moe).
+    {"gpt-oss-20b", "gpt-oss", 2880, 24, 64, 8, 2880, 64, 201088, 131072, false, 150000.0f, 128, 32.0f, 32, 4, 2880,
+     1e-5f, 4096},
 };
 
 const Preset* find_preset(const std::string& name) {
@@ -119,6 +125,7 @@ void apply_preset(const Preset& p, MkmodelArgs& a, const Given& given) {
     set("--expert-ffn", a.spec.n_ff_exp, p.n_ff_exp);
   }
   if (p.rms_eps > 0) a.spec.rms_eps = p.rms_eps;
+  if (p.rope_orig_ctx > 0) set("--rope-orig-ctx", a.spec.rope_orig_ctx, p.rope_orig_ctx);
 }
 
 // Appends unused tokens ("<unused_N>") until the vocabulary has n tokens: a model with the
@@ -199,7 +206,8 @@ void register_mkmodel(CLI::App& app) {
   auto a = std::make_shared<MkmodelArgs>();
   auto* cmd = app.add_subcommand(
       "mkmodel",
-      "write a llama-family GGUF (llama, llama3, qwen2, qwen3, qwen3moe, phi3, smollm3, gemma2, gemma3) with random "
+      "write a llama-family GGUF (llama, llama3, qwen2, qwen3, qwen3moe, gpt-oss, phi3, smollm3, gemma2, gemma3) with "
+      "random "
       "weights of any shape and type");
   cmd->add_option("-o,--output", a->out, "GGUF file to write (default: DATA_DIR/models/PRESET-TYPE.gguf)");
   add_data_dir_option(*cmd, a->data_dir);
@@ -209,7 +217,8 @@ void register_mkmodel(CLI::App& app) {
                       preset_list());
   cmd->add_option(
          "--type", a->type,
-         "weight type: q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, f16, bf16, f32")
+         "weight type: q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, f16, bf16, f32; "
+         "mxfp4_moe (experts MXFP4, the rest Q8_0)")
       ->capture_default_str();
   cmd->add_option("--dim", a->spec.n_embd, "model width")->capture_default_str();
   cmd->add_option("--layers", a->spec.n_layer, "transformer blocks")->capture_default_str();
@@ -221,15 +230,20 @@ void register_mkmodel(CLI::App& app) {
          "--arch", a->spec.arch,
          "architecture: llama; llama3 (llama with rope_freqs.weight); qwen2 (split-halves rope, Q/K/V "
          "biases); qwen3 (split halves, per-head Q/K norms); phi3 (fused QKV and gate/up, LongRoPE); "
-         "smollm3 (no rope in every fourth layer); qwen3moe (qwen3 with a mixture-of-experts FFN); gemma2 (scaled embeddings, post-norms, GeGLU, local "
+         "smollm3 (no rope in every fourth layer); qwen3moe (qwen3 with a mixture-of-experts FFN); gpt-oss (biases, "
+         "attention sinks, local and global layers, YaRN, biased experts with a clamped SwiGLU); gemma2 (scaled embeddings, post-norms, GeGLU, local "
          "layers alternating with global ones, soft-capping); gemma3 (gemma2 with Q/K norms, five local "
          "layers per global one, local rope base 10000, no caps)")
       ->capture_default_str();
   cmd->add_option("--head-dim", a->spec.head_dim,
-                  "qwen3, qwen3moe, gemma2, gemma3: the head size when it is not --dim / --heads");
-  cmd->add_option("--experts", a->spec.n_expert, "qwen3moe: experts per layer")->capture_default_str();
-  cmd->add_option("--experts-used", a->spec.n_expert_used, "qwen3moe: experts each token runs")->capture_default_str();
-  cmd->add_option("--expert-ffn", a->spec.n_ff_exp, "qwen3moe: one expert's feed-forward width")->capture_default_str();
+                  "qwen3, qwen3moe, gpt-oss, gemma2, gemma3: the head size when it is not --dim / --heads");
+  cmd->add_option("--experts", a->spec.n_expert, "qwen3moe, gpt-oss: experts per layer")->capture_default_str();
+  cmd->add_option("--experts-used", a->spec.n_expert_used, "qwen3moe, gpt-oss: experts each token runs")
+      ->capture_default_str();
+  cmd->add_option("--expert-ffn", a->spec.n_ff_exp, "qwen3moe, gpt-oss: one expert's feed-forward width")
+      ->capture_default_str();
+  cmd->add_option("--sink-std", a->spec.sink_std, "gpt-oss: standard deviation of the attention sinks around 0")
+      ->capture_default_str();
   cmd->add_option("--router-std", a->spec.router_std,
                   "qwen3moe: standard deviation of the router weights (F32); larger is more decisive routing")
       ->capture_default_str();
@@ -238,13 +252,13 @@ void register_mkmodel(CLI::App& app) {
                   "experts a larger share of each layer's output");
   cmd->add_option("--rope-scale-factor", a->spec.rope_scale_factor,
                   "llama3, phi3: the divisor of the low-frequency rope pairs (phi3: of its long factors); gemma3: "
-                  "the global layers' linear rope scaling (1: none)")
+                  "the global layers' linear rope scaling (1: none); gpt-oss: the YaRN factor")
       ->capture_default_str();
   cmd->add_option("--rope-orig-ctx", a->spec.rope_orig_ctx,
-                  "llama3, phi3: the original context the rope factors extend")
+                  "llama3, phi3, gpt-oss: the original context the rope factors (gpt-oss: YaRN) extend")
       ->capture_default_str();
   cmd->add_option("--window", a->spec.sliding_window,
-                  "attention.sliding_window to write (0: none; gemma2, gemma3: the local layers' window)")
+                  "attention.sliding_window to write (0: none; gemma2, gemma3, gpt-oss: the local layers' window)")
       ->capture_default_str();
   cmd->add_option("--attn-softcap", a->spec.attn_softcap, "gemma2: attn_logit_softcapping")->capture_default_str();
   cmd->add_option("--final-softcap", a->spec.final_softcap, "gemma2: final_logit_softcapping")->capture_default_str();
@@ -266,7 +280,8 @@ void register_mkmodel(CLI::App& app) {
   cmd->add_option("--qk-norm-mean", a->spec.qk_norm_mean,
                   "qwen3, gemma3: the Q/K norm weights' mean (larger: sharper attention)")
       ->capture_default_str();
-  cmd->add_option("--bias-std", a->spec.bias_std, "standard deviation of qwen2's Q/K/V biases")->capture_default_str();
+  cmd->add_option("--bias-std", a->spec.bias_std, "standard deviation of qwen2's Q/K/V biases (gpt-oss: every bias)")
+      ->capture_default_str();
   auto* vf = cmd->add_option("--vocab-from", a->vocab_from,
                              "copy the tokenizer of this GGUF (a model or a vocabulary-only file)");
   cmd->add_option("--corpus", a->corpus, "train the vocabulary on this text (default: assets/demo/corpus.txt)")

