@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # kvchat against llama.cpp on a mixture-of-experts file: kvchat-cli bench and llama-bench on the same
-# Qwen3-30B-A3B-shaped file (mkmodel --preset qwen3-30b-a3b, LAYERS of its 48, Q4_0), 2 threads,
+# Qwen3-30B-A3B-shaped file (mkmodel --preset qwen3-30b-a3b, LAYERS of its 48, Q4_0; PRESET=gpt-oss-20b
+# TYPE=mxfp4_moe: gpt-oss-20b's shape, experts MXFP4, LAYERS of its 24), 2 threads,
 # pp128 / tg32, 3 repetitions each (their median), the order flipped each round; prints each round
 # and the median of the rounds' ratios (kvchat / llama.cpp) with their range.
 #   usage: bench/moe-compare.sh LLAMA_CPP_BIN_DIR [ROUNDS]
@@ -11,10 +12,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -ge 1 ] || { sed -n '2,8p' "$0" >&2; exit 2; }
 lb=$1/llama-bench rounds=${2:-5}
 cli=$root/build/release/app/kvchat-cli
-work=${MOE_WORK:-/tmp/kvchat-moe} layers=${LAYERS:-12} type=${TYPE:-q4_0}
+work=${MOE_WORK:-/tmp/kvchat-moe} layers=${LAYERS:-12} type=${TYPE:-q4_0} preset=${PRESET:-qwen3-30b-a3b}
 mkdir -p "$work"
-m=$work/qwen3-30b-a3b-l$layers-$type.gguf
-[ -f "$m" ] || "$cli" mkmodel --preset qwen3-30b-a3b --layers "$layers" --type "$type" -q -o "$m"
+m=$work/$preset-l$layers-$type.gguf
+[ -f "$m" ] || "$cli" mkmodel --preset "$preset" --layers "$layers" --type "$type" -q -o "$m"
 kv() {
   "$cli" bench -m "$m" -t 2 --pp 128 --tg 32 -r 3 --json -q |
     python3 -c 'import json,sys; j=json.load(sys.stdin); print("%.2f %.2f" % (j["prefill_tok_s"], j["decode_tok_s"]))'
