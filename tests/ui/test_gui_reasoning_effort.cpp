@@ -1,5 +1,5 @@
-// The real kvchat app under Xvfb: Chat settings show a reasoning effort for a model whose template reads one (gpt-oss)
-// and not for others, and the effort set is the one the app uses.
+// The real kvchat app under Xvfb with gpt-oss's template: Chat settings show a reasoning effort for a model whose
+// template reads one and not for others, and a harmony reply's analysis shows as collapsed reasoning.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -19,13 +19,15 @@ json step_assert(const std::string& state, const std::string& op, json value) {
 }
 
 // The app on `model` with `steps`, under Xvfb; its output.
-std::string run_app(const kvc::test::TempDir& tmp, const std::string& model, const std::string& name, json steps) {
+std::string run_app(const kvc::test::TempDir& tmp, const std::string& model, const std::string& name, json steps,
+                    const std::string& extra = "") {
   steps.push_back(json{{"do", "quit"}});
   const std::string script = tmp.file(name + ".json");
   std::ofstream(script) << json{{"steps", steps}}.dump(1);
   std::string cmd = kvc::test::gui_command(300);
-  for (const std::string& piece : {std::string(" -m '"), model, std::string("' -t 2 --data-dir '"),
-                                   tmp.file(name + "-data"), std::string("' --script '"), script, std::string("'")}) {
+  for (const std::string& piece :
+       {std::string(" -m '"), model, std::string("' -t 2 --data-dir '"), tmp.file(name + "-data"),
+        std::string("' --script '"), script, std::string("'"), extra}) {
     cmd.append(piece);
   }
   std::string out;
@@ -76,4 +78,30 @@ TEST_CASE("kvchat GUI: Chat settings show a reasoning effort for gpt-oss's templ
   for (auto& s : open_settings()) other.push_back(s);
   other.push_back(step_assert("reasoning_effort_control", "==", "hidden"));
   run_app(tmp, kvc::test::model_path("stories260K.gguf"), "stories", other);
+}
+
+TEST_CASE("kvchat GUI: a gpt-oss reply's analysis channel shows as collapsed reasoning, and the next turn runs",
+          "[ui][e2e]") {
+  if (auto why = kvc::test::gui_unavailable()) KVC_SKIP(*why);
+  kvc::test::TempDir tmp;
+  const std::string gpt_oss = kvc::test::model_with_template(tmp, "openai-gpt-oss-120b.jinja").string();
+  // Every turn streams this reply, as gpt-oss's tokens decode (a random model writes no channels).
+  const std::string analysis = "The user greets me. Answer briefly.";
+  std::ofstream(tmp.file("reply.txt")) << "<|channel|>analysis<|message|>" << analysis
+                                       << "<|end|><|start|>assistant<|channel|>final<|message|>Hello, **friend**.";
+  json steps = json::array(
+      {json{{"do", "wait_model"}, {"timeout_s", 120}}, json{{"do", "wait_idle"}, {"timeout_s", 30}},
+       json{{"do", "type"}, {"widget", "chat.input"}, {"text", "Hi"}}, json{{"do", "click"}, {"widget", "chat.send"}},
+       json{{"do", "wait_idle"}, {"timeout_s", 120}}, json{{"do", "frames"}, {"n", 3}}, step_assert("error", "==", ""),
+       step_assert("reasoning_state", "==", "collapsed"),
+       // The answer is the final channel's: its bold, and no channel text.
+       step_assert("md_bold_spans", "==", 1), json{{"do", "click"}, {"widget", "chat.reasoning"}},
+       json{{"do", "frames"}, {"n", 2}}, step_assert("reasoning_state", "==", "expanded"),
+       step_assert("reasoning_shown_chars", "==", static_cast<double>(analysis.size())),
+       // The next turn renders the reply through the template (which refuses channels in
+       // content): it goes through, the analysis dropped.
+       json{{"do", "type"}, {"widget", "chat.input"}, {"text", "Again"}},
+       json{{"do", "click"}, {"widget", "chat.send"}}, json{{"do", "wait_idle"}, {"timeout_s", 120}},
+       step_assert("error", "==", ""), step_assert("n_assistant_messages", "==", 2)});
+  run_app(tmp, gpt_oss, "replay", steps, " --replay-answer '" + tmp.file("reply.txt") + "'");
 }
