@@ -81,7 +81,16 @@ bool is_harmony_reply(std::string_view reply) {
 
 ReasoningStream::Delta ReasoningStream::feed(std::string_view piece) {
   text_.append(piece);
-  const ReasoningSplit s = split_harmony(text_);
+  // Until the reply's start says whether it is written in channels ("<" alone could begin one),
+  // nothing; a reply that is not (a model that ignores the format) is all answer, as it is.
+  const size_t first = text_.find_first_not_of(" \n\r\t");
+  if (first == std::string::npos || text_.substr(first) == "<") return {};
+  ReasoningSplit s;
+  if (is_harmony_reply(text_)) {
+    s = split_harmony(text_);
+  } else {
+    s.answer = text_;
+  }
   Delta d;
   if (s.reasoning.size() > reasoning_sent_) {
     d.reasoning = s.reasoning.substr(reasoning_sent_);

@@ -39,7 +39,8 @@ ReasoningSplit split_reasoning(std::string_view reply);
 bool is_harmony_reply(std::string_view reply);
 
 // A harmony reply split as it streams: fed the text piece by piece, gives what each piece adds to
-// the reasoning and to the answer (the server's reasoning_content and content deltas).
+// the reasoning and to the answer (the server's reasoning_content and content deltas). A reply
+// that does not start with a channel is all answer.
 class ReasoningStream {
  public:
   struct Delta {

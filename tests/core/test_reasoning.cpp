@@ -99,4 +99,14 @@ TEST_CASE("reasoning: a harmony reply split at every byte gives prefixes of its 
   }
   CHECK(reasoning == whole.reasoning);
   CHECK(answer == whole.answer);
+  // A reply written without channels (a model that ignores the format) streams as it is, all answer.
+  const std::string plain = "<b>4</b>, plainly.";
+  for (size_t cut = 0; cut <= plain.size(); ++cut) {
+    INFO("plain, cut at " << cut);
+    kvc::chat::ReasoningStream stream;
+    const auto a = stream.feed(std::string_view(plain).substr(0, cut));
+    const auto b = stream.feed(std::string_view(plain).substr(cut));
+    CHECK(a.answer + b.answer == plain);
+    CHECK((a.reasoning + b.reasoning).empty());
+  }
 }
