@@ -28,6 +28,7 @@ struct ModelState {
   std::string weight_type;  // "Q8_0", "mixed: Q4_K, Q6_K"
   std::string backend;      // "cpu (avx512_vnni, 2 threads)"
   std::string chat_template;
+  bool uses_reasoning_effort = false;  // the model's template reads reasoning_effort (gpt-oss): Chat settings show it
   int64_t n_params = 0;
   int64_t n_ctx = 0;  // context the engine runs each conversation with
   int64_t n_ctx_train = 0;
@@ -97,7 +98,10 @@ struct ChatState {
   std::string title;
   std::string system_prompt;
   sampling::GenerateOptions generation;  // the Chat settings panel: max tokens, sampling (stored per conversation)
-  std::vector<MessageView> messages;     // the active branch, root first
+  // The Chat settings' reasoning effort (low, medium, high) for models whose template reads it;
+  // for this session, from the next conversation's start (it is in the system message).
+  std::string reasoning_effort = "medium";
+  std::vector<MessageView> messages;  // the active branch, root first
   bool generating = false;
   int64_t n_stream_tokens = 0;  // tokens in the conversation's stream
   // The context overflow policy's cut: the model's view begins at this message (0: at the
@@ -255,6 +259,8 @@ class AppCommands {
   // Shows the branch of `message_id` (a sibling of a message on the active branch).
   virtual void switch_branch(int64_t message_id) = 0;
   virtual void update_settings(std::string system_prompt, sampling::GenerateOptions generation) = 0;
+  // low, medium or high: the reasoning_effort of templates that read it (ChatState::reasoning_effort).
+  virtual void set_reasoning_effort(std::string effort) = 0;
   virtual void load_model(std::string path) = 0;
   virtual void dismiss_error() = 0;
   // Recreates the runner with these RAM tier budgets (0: default).

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/chat/chat_template.h"
 #include "core/chat/context_window.h"
 #include "core/chat/reasoning.h"
 #include "core/util/utf8.h"
@@ -113,7 +114,7 @@ void ChatView::draw_message(ViewContext& ctx, const MessageView& m, bool last) {
     const chat::ReasoningSplit split = chat::split_reasoning(m.text);
     if (split.has_reasoning) draw_reasoning(ctx, m, split.reasoning, split.open && streaming, last);
     if (last && !split.has_reasoning) ctx.hooks.set_fact("reasoning_state", std::string("none"));
-    const std::string& answer = split.has_reasoning ? split.answer : m.text;
+    const std::string& answer = split.answer;  // the whole text when it holds no reasoning (nor harmony channels)
     // SentencePiece replies start with the space of their first word; not worth showing.
     const size_t lead = std::min(answer.find_first_not_of(' '), answer.size());
     if (!split.has_reasoning || lead < answer.size()) {
@@ -218,6 +219,10 @@ void ChatView::draw_settings(ViewContext& ctx) {
   if (ImGui::IsWindowAppearing()) {
     settings_system_ = ctx.snap.chat.system_prompt;
     settings_generation_ = ctx.snap.chat.generation;
+    settings_effort_ = 1;
+    for (size_t i = 0; i < std::size(chat::k_reasoning_efforts); ++i) {
+      if (chat::k_reasoning_efforts[i] == ctx.snap.chat.reasoning_effort) settings_effort_ = static_cast<int>(i);
+    }
   }
   ImGui::TextUnformatted("System prompt (used when the conversation starts)");
   named_input(ctx.hooks, "chat.system", "##system", settings_system_, 0,
@@ -240,8 +245,19 @@ void ChatView::draw_settings(ViewContext& ctx) {
   int seed = static_cast<int>(s.seed);
   ImGui::SetNextItemWidth(260.0f);
   if (ImGui::InputInt("seed (-1: random)", &seed)) s.seed = std::max(-1, seed);
+  const bool effort_shown = ctx.snap.model.uses_reasoning_effort;
+  if (effort_shown) {
+    // gpt-oss's template reads it into its system message: low, medium (its default) or high.
+    const char* efforts[] = {"low", "medium", "high"};
+    ImGui::SetNextItemWidth(260.0f);
+    ImGui::Combo("reasoning effort", &settings_effort_, efforts, IM_ARRAYSIZE(efforts));
+    ctx.hooks.set_fact("reasoning_effort_control", std::string(efforts[settings_effort_]));
+  } else {
+    ctx.hooks.set_fact("reasoning_effort_control", std::string("hidden"));
+  }
   if (named_button(ctx.hooks, "chat.settings_apply", "Apply")) {
     ctx.cmd.update_settings(settings_system_, settings_generation_);
+    if (effort_shown) ctx.cmd.set_reasoning_effort(std::string(chat::k_reasoning_efforts[settings_effort_]));
     ImGui::CloseCurrentPopup();
   }
   ImGui::SameLine();

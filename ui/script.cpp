@@ -228,6 +228,12 @@ Result<ScriptStep> parse_step(const json& j, int index) {
           }
           s.temperature = it->get<double>();
         }
+        if (auto it = j.find("reasoning_effort"); it != j.end()) {
+          if (!it->is_string() || !(*it == "low" || *it == "medium" || *it == "high")) {
+            return step_error(index, kind, "\"reasoning_effort\" must be \"low\", \"medium\" or \"high\"");
+          }
+          s.reasoning_effort = it->get<std::string>();
+        }
         if (auto it = j.find("system_prompt"); it != j.end()) {
           if (!it->is_string()) return step_error(index, kind, "\"system_prompt\" must be a string");
           s.text = it->get<std::string>();

@@ -74,6 +74,7 @@ struct ScriptStep {
   int64_t ctx_kv_bytes = 0;  // set_tier_budgets: the context's KV budget (0: default)
   int64_t max_tokens = 0;    // command set_chat_settings (0: unchanged; its system_prompt: text, when value_is_string)
   double temperature = -1;   // set_chat_settings (< 0: unchanged; 0: greedy)
+  std::string reasoning_effort;  // set_chat_settings: low, medium or high ("": unchanged)
 };
 
 struct Script {

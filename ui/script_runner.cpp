@@ -51,6 +51,8 @@ std::map<std::string, StateValue> script_state(const AppSnapshot& s) {
   m["n_outside_context"] = static_cast<double>(s.chat.n_outside_context);
   m["context_marker"] = chat::outside_context_note(s.chat.n_outside_context);
   m["model_n_ctx"] = static_cast<double>(s.model.n_ctx);
+  m["model_uses_reasoning_effort"] = s.model.uses_reasoning_effort ? 1.0 : 0.0;
+  m["reasoning_effort"] = s.chat.reasoning_effort;
   // The Memory window: what its block map draws (cells per tier group, shared cells), the tree, timelines, exports.
   const BlockMapLayout map = layout_block_map(s.memory.kv.blocks, 300.0f, 9.0f, 2.0f);
   double n_shared_cells = 0;
@@ -348,6 +350,7 @@ void ScriptRunner::before_frame(const AppSnapshot& snap, AppCommands& cmd, Scrip
         if (s.max_tokens > 0) v.max_tokens = s.max_tokens;
         if (s.temperature >= 0) v.sampling.temperature = static_cast<float>(s.temperature);
         cmd.update_settings(s.value_is_string ? s.text : snap.chat.system_prompt, v);
+        if (!s.reasoning_effort.empty()) cmd.set_reasoning_effort(s.reasoning_effort);
       }
       // The open conversation, as its menu's Export items do.
       if (s.name == "export_conversation_md") cmd.export_conversation(snap.chat.conversation_id, true);

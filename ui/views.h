@@ -85,6 +85,7 @@ struct ChatView {
   WrappedText error_text_;    // the app's last error, above the history
   std::string settings_system_;
   sampling::GenerateOptions settings_generation_;
+  int settings_effort_ = 1;  // index in chat::k_reasoning_efforts
 };
 
 struct ModelView {

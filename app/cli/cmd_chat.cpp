@@ -210,6 +210,26 @@ int run_chat(ChatArgs a) {
     const std::string_view seg_text = std::string_view(prompt_end).substr(0, prompt_end.find_last_not_of('\n') + 1);
     const bool starts_open = seg_text.ends_with(chat::k_think_open);
     app::ReasoningMarker marker(out_tty, starts_open);
+    // gpt-oss's channels are shown as the reasoning and the answer they hold, marked alike.
+    const bool harmony = tmpl.family() == chat::ChatTemplate::Family::harmony;
+    chat::ReasoningStream channels;
+    bool in_analysis = false;
+    const auto shown = [&](std::string_view piece) {
+      if (!harmony) return std::string(piece);
+      const chat::ReasoningStream::Delta d = channels.feed(piece);
+      std::string text;
+      if (!d.reasoning.empty()) {
+        if (!in_analysis) text += std::string(chat::k_think_open) + "\n";
+        in_analysis = true;
+        text += d.reasoning;
+      }
+      if (!d.answer.empty()) {
+        if (in_analysis) text += "\n" + std::string(chat::k_think_close) + "\n\n";
+        in_analysis = false;
+        text += d.answer;
+      }
+      return text;
+    };
     // The question is saved before its answer is generated, and the answer as it streams.
     int64_t user_id = 0;
     if (saver) {
@@ -225,7 +245,7 @@ int run_chat(ChatArgs a) {
       if (saver) {
         if (Status st = saver->stream(piece); !st.ok()) stop_saving(saver, st.error());
       }
-      const std::string marked = marker.feed(piece);
+      const std::string marked = marker.feed(shown(piece));
       std::fwrite(marked.data(), 1, marked.size(), stdout);
       std::fflush(stdout);
       return true;

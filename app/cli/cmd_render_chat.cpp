@@ -24,6 +24,7 @@ struct RenderChatArgs {
   bool no_generation_prompt = false;
   bool no_thinking = false;
   std::string date;
+  std::string reasoning_effort;
   std::string data_dir;
 };
 
@@ -31,21 +32,63 @@ Error bad_messages(const std::string& file, const std::string& what) {
   return make_error(ErrorCode::invalid_argument, file + ": " + what);
 }
 
-// A JSON array of {"role", "content", "reasoning_content"?}, or an object holding one as "messages"
-// (an OpenAI chat request body).
-Result<std::vector<chat::ChatMessage>> read_messages(const std::string& file) {
+// An assistant's tool_calls: [{"id"?, "type": "function", "function": {"name", "arguments"}}], the
+// arguments a JSON text (OpenAI's) or a JSON value.
+Result<std::vector<chat::ToolCall>> read_tool_calls(const std::string& file, const std::string& at,
+                                                    const nlohmann::ordered_json& list) {
+  if (!list.is_array()) return bad_messages(file, at + " must be an array");
+  std::vector<chat::ToolCall> out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const nlohmann::ordered_json& c = list[i];
+    const std::string where = at + "[" + std::to_string(i) + "]";
+    const nlohmann::ordered_json* f = c.is_object() && c.contains("function") ? &c["function"] : nullptr;
+    if (!f || !f->is_object() || !f->contains("name") || !(*f)["name"].is_string()) {
+      return bad_messages(file, where + " needs a \"function\" with a \"name\" string");
+    }
+    chat::ToolCall call;
+    call.name = (*f)["name"].get<std::string>();
+    if (f->contains("arguments")) {
+      const nlohmann::ordered_json& args = (*f)["arguments"];
+      call.arguments = args.is_string() ? args.get<std::string>() : args.dump();
+    }
+    if (c.contains("id") && c["id"].is_string()) call.id = c["id"].get<std::string>();
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+struct MessagesFile {
+  std::vector<chat::ChatMessage> messages;
+  std::string tools_json;        // the body's "tools", if any
+  std::string reasoning_effort;  // the body's reasoning_effort or chat_template_kwargs.reasoning_effort
+};
+
+// A JSON array of {"role", "content", "reasoning_content"?, "tool_calls"?, "tool_call_id"?}, or an
+// object holding one as "messages" (an OpenAI chat request body, with "tools" and the reasoning
+// effort if it has them).
+Result<MessagesFile> read_messages(const std::string& file) {
   auto text = read_text_file(file, "messages file");
   if (!text.ok()) return text.error();
-  const nlohmann::json doc = nlohmann::json::parse(*text, nullptr, false);
+  // In the file's key order (a tool's parameters are listed in it).
+  const nlohmann::ordered_json doc = nlohmann::ordered_json::parse(*text, nullptr, false);
   if (doc.is_discarded()) return bad_messages(file, "not valid JSON");
-  const nlohmann::json& list = doc.is_object() && doc.contains("messages") ? doc["messages"] : doc;
+  const nlohmann::ordered_json& list = doc.is_object() && doc.contains("messages") ? doc["messages"] : doc;
   if (!list.is_array()) return bad_messages(file, "expected an array of messages, or an object with \"messages\"");
-  std::vector<chat::ChatMessage> out;
+  MessagesFile out;
+  if (doc.is_object()) {
+    if (doc.contains("tools") && !doc["tools"].is_null()) out.tools_json = doc["tools"].dump();
+    const nlohmann::ordered_json kwargs = doc.value("chat_template_kwargs", nlohmann::ordered_json::object());
+    for (const nlohmann::ordered_json* e : {&doc, &kwargs}) {
+      if (e->is_object() && e->contains("reasoning_effort") && (*e)["reasoning_effort"].is_string()) {
+        out.reasoning_effort = (*e)["reasoning_effort"].get<std::string>();
+      }
+    }
+  }
   for (size_t i = 0; i < list.size(); ++i) {
-    const nlohmann::json& m = list[i];
+    const nlohmann::ordered_json& m = list[i];
     const std::string at = "messages[" + std::to_string(i) + "]";
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-      return bad_messages(file, at + " needs a \"role\" string (system, user or assistant)");
+      return bad_messages(file, at + " needs a \"role\" string (system, user, assistant or tool)");
     }
     chat::ChatMessage c(m["role"].get<std::string>(), "");
     if (m.contains("content") && !m["content"].is_null()) {
@@ -56,7 +99,15 @@ Result<std::vector<chat::ChatMessage>> read_messages(const std::string& file) {
       if (!m["reasoning_content"].is_string()) return bad_messages(file, at + ".reasoning_content must be a string");
       c.reasoning_content = m["reasoning_content"].get<std::string>();
     }
-    out.push_back(std::move(c));
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+      auto calls = read_tool_calls(file, at + ".tool_calls", m["tool_calls"]);
+      if (!calls.ok()) return calls.error();
+      c.tool_calls = std::move(*calls);
+    }
+    if (m.contains("tool_call_id") && m["tool_call_id"].is_string()) {
+      c.tool_call_id = m["tool_call_id"].get<std::string>();
+    }
+    out.messages.push_back(std::move(c));
   }
   return out;
 }
@@ -87,12 +138,19 @@ Result<chat::ChatTemplate> template_of(const RenderChatArgs& a) {
 int run_render_chat(const RenderChatArgs& a) {
   auto messages = read_messages(a.messages_file);
   if (!messages.ok()) return report(messages.error());
+  const std::string effort = a.reasoning_effort.empty() ? messages->reasoning_effort : a.reasoning_effort;
+  if (!effort.empty() && !chat::is_reasoning_effort(effort)) {
+    return report(
+        make_error(ErrorCode::invalid_argument, "reasoning effort \"" + effort + "\": expected low, medium or high"));
+  }
   auto tmpl = template_of(a);
   if (!tmpl.ok()) return report(tmpl.error());
   std::fprintf(stderr, "chat template: %s\n", tmpl->describe().c_str());
   chat::RenderOptions opt;
   opt.add_generation_prompt = !a.no_generation_prompt;
   opt.enable_thinking = !a.no_thinking;
+  opt.tools_json = messages->tools_json;
+  if (!effort.empty()) opt.reasoning_effort = effort;
   if (!a.date.empty()) {
     std::tm tm{};
     const char* end = strptime(a.date.c_str(), "%Y-%m-%d", &tm);
@@ -102,7 +160,7 @@ int run_render_chat(const RenderChatArgs& a) {
     tm.tm_hour = 12;
     opt.now = tm;
   }
-  auto prompt = tmpl->render_prompt(*messages, opt);
+  auto prompt = tmpl->render_prompt(messages->messages, opt);
   if (!prompt.ok()) return report(prompt.error());
   std::fwrite(prompt->data(), 1, prompt->size(), stdout);
   std::fflush(stdout);
@@ -127,11 +185,16 @@ void register_render_chat(CLI::App& app) {
       ->needs(tmpl);
   cmd->add_option(
          "--messages", a->messages_file,
-         "JSON file: [{\"role\": \"system\"|\"user\"|\"assistant\", \"content\": \"...\", \"reasoning_content\"?}]")
+         "JSON file: [{\"role\": \"system\"|\"user\"|\"assistant\"|\"tool\", \"content\": \"...\", "
+         "\"reasoning_content\"?, \"tool_calls\"?, \"tool_call_id\"?}], or a chat request body with \"messages\" "
+         "(and \"tools\", \"reasoning_effort\" or \"chat_template_kwargs\")")
       ->required();
   cmd->add_flag("--no-generation-prompt", a->no_generation_prompt,
                 "do not end with the header of the assistant's reply");
   cmd->add_flag("--no-thinking", a->no_thinking, "render with enable_thinking false (Qwen 3, SmolLM3, DeepSeek-R1)");
+  cmd->add_option("--reasoning-effort", a->reasoning_effort,
+                  "low, medium or high: the template's reasoning_effort (gpt-oss); default: the body's, else the "
+                  "template's own");
   cmd->add_option("--date", a->date, "the date strftime_now and date_string show, YYYY-MM-DD (default: today)");
   add_data_dir_option(*cmd, a->data_dir);
   cmd->callback([a, cmd] {

@@ -61,7 +61,7 @@ std::optional<std::pair<std::string, std::string>> visible_reply(const chat::Cha
                                                                  const std::string& opening, const std::string& after,
                                                                  const chat::RenderOptions& opt) {
   static const std::string marker = "\x01kvchat-reply\x01";
-  if (!chat::split_reasoning(messages.back().content).has_reasoning && opening.empty()) return std::nullopt;
+  const bool reasoning = chat::split_reasoning(messages.back().content).has_reasoning;
   const size_t n_shown = before.size() - opening.size();  // the prompt as the template keeps it
   if (after.compare(0, n_shown, before, 0, n_shown) != 0) return std::nullopt;
   messages.back().content = marker;
@@ -70,7 +70,14 @@ std::optional<std::pair<std::string, std::string>> visible_reply(const chat::Cha
   auto marked = tmpl.render_prompt(messages, opt);
   if (!marked.ok()) return std::nullopt;
   const size_t at = marked->find(marker);
-  if (at == std::string::npos || at != n_shown || marked->compare(0, at, before, 0, at) != 0) return std::nullopt;
+  if (at == std::string::npos || at < n_shown || marked->compare(0, n_shown, before, 0, n_shown) != 0) {
+    return std::nullopt;
+  }
+  // gpt-oss's template writes a header of its own before the reply's answer
+  // ("<|channel|>final<|message|>"): the reply as shown starts with it.
+  const bool header = at > n_shown;
+  if (!reasoning && opening.empty() && !header) return std::nullopt;
+  if (header && after.compare(n_shown, at - n_shown, *marked, n_shown, at - n_shown) != 0) return std::nullopt;
   const std::string tail = marked->substr(at + marker.size());
   if (after.size() < n_shown + tail.size() || after.compare(after.size() - tail.size(), tail.size(), tail) != 0) {
     return std::nullopt;
@@ -78,8 +85,9 @@ std::optional<std::pair<std::string, std::string>> visible_reply(const chat::Cha
   return std::pair{after.substr(n_shown, after.size() - n_shown - tail.size()), tail};
 }
 
-chat::RenderOptions render_options() {
+chat::RenderOptions render_options(const std::optional<std::string>& reasoning_effort) {
   chat::RenderOptions opt;
+  opt.reasoning_effort = reasoning_effort;
   const std::time_t t = std::time(nullptr);
   std::tm now{};
   localtime_r(&t, &now);
@@ -91,11 +99,11 @@ chat::RenderOptions render_options() {
 
 Result<TurnSegment> build_user_turn(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl,
                                     std::string_view system, std::span<const chat::ChatMessage> history,
-                                    std::string_view user) {
+                                    std::string_view user, const std::optional<std::string>& reasoning_effort) {
   const bool first_turn = history.empty();
   if (!tmpl.runs_template()) return family_segment(tok, tmpl, system, user, first_turn);
 
-  const chat::RenderOptions opt = render_options();
+  const chat::RenderOptions opt = render_options(reasoning_effort);
   std::vector<chat::ChatMessage> messages;
   if (!system.empty()) messages.emplace_back("system", std::string(system));
   messages.insert(messages.end(), history.begin(), history.end());
@@ -152,10 +160,11 @@ Result<TurnSegment> build_user_turn(const tokenizer::Tokenizer& tok, const chat:
 }
 
 ReplyOpening reply_opening(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl, std::string_view system,
-                           std::span<const chat::ChatMessage> history) {
+                           std::span<const chat::ChatMessage> history,
+                           const std::optional<std::string>& reasoning_effort) {
   ReplyOpening o;
   if (!tmpl.runs_template() || history.empty() || history.back().role != "user") return o;
-  const chat::RenderOptions opt = render_options();
+  const chat::RenderOptions opt = render_options(reasoning_effort);
   std::vector<chat::ChatMessage> messages;
   if (!system.empty()) messages.emplace_back("system", std::string(system));
   messages.insert(messages.end(), history.begin(), history.end());

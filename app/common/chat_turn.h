@@ -36,6 +36,11 @@ namespace kvc::app {
 //   stream after:   ...<|im_start|>assistant\n | 4. | <|im_end|>\n<|im_start|>user\n...  (exact)
 //                   |<---- cached ------------>| reply_tokens | segment
 //
+// gpt-oss's template (harmony) drops a reply's analysis and shows its answer after a header of its own:
+//
+//   before:  ...assistant | <|channel|>analysis<|message|>..<|end|><|start|>assistant<|channel|>final<|message|>4.
+//   after:   ...assistant | <|channel|>final<|message|>4. | <|end|><|start|>user<|message|>...  (exact)
+//
 // DeepSeek-R1's generation prompt ends in "<think>\n", which its render of the reply drops: that
 // opening is the reply's (opening_tokens), so the same rewrite applies, opening included:
 //
@@ -75,13 +80,16 @@ struct ReplyOpening {
   std::vector<int32_t> tokens;
 };
 ReplyOpening reply_opening(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl, std::string_view system,
-                           std::span<const chat::ChatMessage> history);
+                           std::span<const chat::ChatMessage> history,
+                           const std::optional<std::string>& reasoning_effort = std::nullopt);
 
 // `history`: the user and assistant messages so far, replies as generated (the stream's text);
 // it ends with a reply, or is empty on the first turn. `system`: the system prompt ("" for none).
 // An error when the model's template rejects the conversation (raise_exception).
+// `reasoning_effort`: the template's reasoning_effort (gpt-oss: low, medium, high); unset, its default.
 Result<TurnSegment> build_user_turn(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl,
                                     std::string_view system, std::span<const chat::ChatMessage> history,
-                                    std::string_view user);
+                                    std::string_view user,
+                                    const std::optional<std::string>& reasoning_effort = std::nullopt);
 
 }  // namespace kvc::app

@@ -329,6 +329,7 @@ void ChatController::delete_conversation(int64_t id) {
     refresh_list();
     if (state_.chat.conversation_id == id) {
       state_.chat = ui::ChatState{};
+      state_.chat.reasoning_effort = reasoning_effort_;
       if (!state_.conversations.empty()) do_open(state_.conversations.front().id);
     }
   });
@@ -383,6 +384,17 @@ void ChatController::update_settings(std::string system_prompt, sampling::Genera
     s.system_prompt = sp;
     s.generation = generation;
     if (auto st = store_->update_settings(c->id, s); !st.ok()) fail(st.error());
+  });
+}
+
+void ChatController::set_reasoning_effort(std::string effort) {
+  post([this, effort = std::move(effort)] {
+    if (!chat::is_reasoning_effort(effort)) {
+      return (void)fail(
+          make_error(ErrorCode::invalid_argument, "reasoning effort \"" + effort + "\": expected low, medium or high"));
+    }
+    reasoning_effort_ = effort;
+    state_.chat.reasoning_effort = effort;
   });
 }
 
@@ -610,6 +622,7 @@ void ChatController::do_load_model(const std::string& requested) {
   ms.weight_type = model_->weight_type_summary();
   ms.backend = std::string(backend_->name());
   ms.chat_template = model_->chat_template().describe();
+  ms.uses_reasoning_effort = model_->chat_template().uses_reasoning_effort();
   ms.n_ctx_train = c.n_ctx_train;
   ms.n_layer = c.n_layer;
   ms.n_head = c.n_head;
@@ -669,6 +682,7 @@ void ChatController::reload_chat() {
   const bool generating = chat.generating;
   chat = ui::ChatState{};
   chat.generating = generating;
+  chat.reasoning_effort = reasoning_effort_;
   if (!store_ || id == 0) return;
   auto c = store_->conversation(id);
   if (!c.ok()) return (void)fail(c.error());
@@ -883,8 +897,9 @@ void ChatController::run_reply(int64_t conv, int64_t parent_id) {
   // reply shares them) ends the prompt and starts the reply's stored tokens.
   // A remote source has no local template: the server writes its own generation prompt.
   if (model_) {
-    req.segment =
-        reply_opening(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt, *messages).tokens;
+    req.segment = reply_opening(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt, *messages,
+                                reasoning_effort_)
+                      .tokens;
   }
   // A user message stored before openings were the reply's ends with the opening already.
   if (req.history.size() >= req.segment.size() &&

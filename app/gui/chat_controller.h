@@ -64,6 +64,7 @@ class ChatController final : public ui::AppCommands {
   void edit_message(int64_t message_id, std::string text) override;
   void switch_branch(int64_t message_id) override;
   void update_settings(std::string system_prompt, sampling::GenerateOptions generation) override;
+  void set_reasoning_effort(std::string effort) override;
   void load_model(std::string path) override;
   void dismiss_error() override;
   void set_tier_budgets(KvBudget budgets) override;
@@ -189,6 +190,8 @@ class ChatController final : public ui::AppCommands {
   ui::AppSnapshot state_;
   // Set in the Chat settings with no conversation open: the next new conversation starts with them.
   std::optional<storage::ConversationSettings> next_settings_;
+  // The Chat settings' reasoning effort (templates that read it), for every conversation of this run.
+  std::string reasoning_effort_ = "medium";
   std::map<int64_t, ui::TurnStats> stats_;               // assistant message id -> what its turn cost
   std::map<int64_t, std::string> interrupted_;           // assistant message id -> why it was cut off
   std::map<int64_t, std::vector<int32_t>> last_stream_;  // conversation -> the tokens last opened or answered

@@ -46,7 +46,8 @@ Result<TurnSegment> ChatController::user_segment(int64_t parent_id, const std::s
   if (auto st = check_local_ids(parent_id); !st.ok()) return st.error();
   auto messages = messages_until(parent_id);
   if (!messages.ok()) return messages.error();
-  return build_user_turn(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt, *messages, text);
+  return build_user_turn(model_->tokenizer(), model_->chat_template(), state_.chat.system_prompt, *messages, text,
+                         reasoning_effort_);
 }
 
 Status ChatController::check_local_ids(int64_t message_id) {

@@ -7,8 +7,9 @@ namespace kvc::server {
 
 Result<app::TurnSegment> render_user_segment(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl,
                                              std::string_view system, std::span<const chat::ChatMessage> history,
-                                             std::string_view user) {
-  return app::build_user_turn(tok, tmpl, system, history, user);
+                                             std::string_view user,
+                                             const std::optional<std::string>& reasoning_effort) {
+  return app::build_user_turn(tok, tmpl, system, history, user, reasoning_effort);
 }
 
 int64_t ConversationMapper::conversation_id(std::span<const chat::ChatMessage> messages) {
@@ -29,7 +30,8 @@ int64_t ConversationMapper::conversation_id(std::span<const chat::ChatMessage> m
   return id == 0 ? 1 : id;
 }
 
-Result<MappedPrompt> ConversationMapper::map(std::span<const chat::ChatMessage> messages) const {
+Result<MappedPrompt> ConversationMapper::map(std::span<const chat::ChatMessage> messages,
+                                             const std::optional<std::string>& reasoning_effort) const {
   if (messages.empty() || messages.back().role == "assistant" ||
       (messages.size() == 1 && messages[0].role == "system")) {
     return make_error(ErrorCode::invalid_argument,
@@ -46,7 +48,7 @@ Result<MappedPrompt> ConversationMapper::map(std::span<const chat::ChatMessage> 
   bool user_open = false;                  // a user turn was rendered and its reply has not come yet
   std::vector<int32_t> opening;            // that reply's opening (DeepSeek-R1's "<think>\n"): its tokens start it
   auto user_turn = [&](std::string_view text) -> Status {
-    auto seg = render_user_segment(tok, tmpl, system, history, text);
+    auto seg = render_user_segment(tok, tmpl, system, history, text, reasoning_effort);
     if (!seg.ok()) return seg.error();
     if (seg->reply_tokens && !out.messages.empty() && out.messages.back().role == "assistant") {
       // The template shows the previous answer without its reasoning: so does the prompt.

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,7 +33,8 @@ namespace kvc::server {
 // as the app renders it turn by turn.
 Result<app::TurnSegment> render_user_segment(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl,
                                              std::string_view system, std::span<const chat::ChatMessage> history,
-                                             std::string_view user);
+                                             std::string_view user,
+                                             const std::optional<std::string>& reasoning_effort = std::nullopt);
 
 // One rendered message of the history: its tokens are MappedPrompt::tokens[begin, end).
 struct MappedMessage {
@@ -55,7 +57,9 @@ class ConversationMapper {
 
   // messages: roles system / user / assistant. invalid_argument when there is no user message
   // or the last message is not one (there would be nothing to answer).
-  Result<MappedPrompt> map(std::span<const chat::ChatMessage> messages) const;
+  // reasoning_effort: the template's (gpt-oss), for the templates that read it.
+  Result<MappedPrompt> map(std::span<const chat::ChatMessage> messages,
+                           const std::optional<std::string>& reasoning_effort = std::nullopt) const;
   // After a reply: `ids` (the engine's) are what `text` maps back to after `prompt`.
   void remember(std::span<const int32_t> prompt, std::string_view text, std::span<const int32_t> ids) const;
 

@@ -276,6 +276,29 @@ MaybeError read_messages(const json& o, const RequestLimits& limits, std::vector
   return std::nullopt;
 }
 
+// reasoning_effort, at the top level (OpenAI's) or in chat_template_kwargs (llama.cpp's way of
+// passing template variables); the top level wins.
+MaybeError read_reasoning_effort(const json& o, std::optional<std::string>& out) {
+  std::string allowed;
+  for (const std::string_view e : chat::k_reasoning_efforts) allowed += (allowed.empty() ? "" : ", ") + std::string(e);
+  const auto read = [&](const json& from, const std::string& name) -> MaybeError {
+    const json* v = field(from, "reasoning_effort");
+    if (!v) return std::nullopt;
+    if (!v->is_string()) return wrong_type(name, ("one of " + allowed).c_str(), *v);
+    const std::string e = v->get<std::string>();
+    if (!chat::is_reasoning_effort(e)) {
+      return bad_request(name + " must be one of " + allowed + ", not \"" + ellipsize(e, 40) + "\"", name);
+    }
+    out = e;
+    return std::nullopt;
+  };
+  if (const json* kwargs = field(o, "chat_template_kwargs")) {
+    if (!kwargs->is_object()) return wrong_type("chat_template_kwargs", "an object", *kwargs);
+    if (auto e = read(*kwargs, "chat_template_kwargs.reasoning_effort")) return e;
+  }
+  return read(o, "reasoning_effort");
+}
+
 MaybeError read_prompt(const json& o, CompletionRequest& r) {
   const json* v = field(o, "prompt");
   if (!v) return bad_request("prompt is required", "prompt");
@@ -363,6 +386,7 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const RequestLimit
   if (auto e = read_model(j.value, r.model)) return Parsed<ChatRequest>::failure(*e);
   if (auto e = read_messages(j.value, limits, r.messages)) return Parsed<ChatRequest>::failure(*e);
   if (auto e = read_generation(j.value, limits, true, r.params)) return Parsed<ChatRequest>::failure(*e);
+  if (auto e = read_reasoning_effort(j.value, r.reasoning_effort)) return Parsed<ChatRequest>::failure(*e);
   return Parsed<ChatRequest>::success(std::move(r));
 }
 

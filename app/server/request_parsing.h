@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,9 @@ struct ChatRequest {
   std::string model;
   std::vector<chat::ChatMessage> messages;  // roles normalised to system / user / assistant
   GenerationParams params;
+  // reasoning_effort (or chat_template_kwargs.reasoning_effort): low, medium or high, passed to the
+  // templates that read it (gpt-oss); others ignore it.
+  std::optional<std::string> reasoning_effort;
 };
 
 struct CompletionRequest {

@@ -121,7 +121,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   if (cr.messages.size() > 1 && cr.messages[0].role == "system") n_kept_bytes += cr.messages[0].content.size();
   if (auto e = cannot_fit(ctx, n_kept_bytes, "the last message (with the system prompt)", "messages"))
     return send_error(res, *e);
-  auto mapped = ctx.mapper.map(cr.messages);
+  auto mapped = ctx.mapper.map(cr.messages, cr.reasoning_effort);
   if (!mapped.ok()) return send_error(res, bad_request(mapped.error().message, "messages"));
   auto window = context_window(ctx, cr, *mapped);
   if (!window.ok) return send_error(res, window.error);
@@ -131,6 +131,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
 
   GenerationJob job;
   job.endpoint = Endpoint::chat;
+  job.harmony = ctx.model.chat_template().family() == chat::ChatTemplate::Family::harmony;
   job.ids = ResponseIds{new_response_id("chatcmpl-"), unix_now(), ctx.options.model_id};
   job.n_prompt = static_cast<int64_t>(window.value.prompt.size());
   job.history = HistoryInfo{mapped->conversation, mapped->n_answers, mapped->n_answers_recalled,

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "app/server/connection_watch.h"
+#include "core/chat/reasoning.h"
 
 namespace kvc::server {
 
@@ -39,8 +40,16 @@ struct Stream {
   bool role_sent = false;
   bool concluded = false;
   bool shutting_down = false;
+  chat::ReasoningStream harmony;  // job.harmony: the reply split as it streams
 
-  std::string text_event(const std::string& text) const {
+  std::string text_event(const std::string& text) {
+    if (job.endpoint == Endpoint::chat && job.harmony) {
+      const chat::ReasoningStream::Delta d = harmony.feed(text);
+      std::string out;
+      if (!d.reasoning.empty()) out += sse_event(chat_chunk(job.ids, json{{"reasoning_content", d.reasoning}}, ""));
+      if (!d.answer.empty()) out += sse_event(chat_chunk(job.ids, json{{"content", d.answer}}, ""));
+      return out;
+    }
     if (job.endpoint == Endpoint::chat) return sse_event(chat_chunk(job.ids, json{{"content", text}}, ""));
     return sse_event(text_completion_chunk(job.ids, text, ""));
   }
@@ -70,7 +79,10 @@ struct Stream {
       if (!write(sse_event(chat_chunk(job.ids, json{{"role", "assistant"}, {"content", ""}}, "")))) return false;
     }
     const Generation::Update u = g->wait(k_poll);
-    if (!u.text.empty() && !write(text_event(u.text))) return false;
+    if (!u.text.empty()) {
+      const std::string event = text_event(u.text);
+      if (!event.empty() && !write(event)) return false;
+    }
     if (!u.done) {
       if (watch.closed()) return false;
       if (ctx.stopping.load() && !g->cancel_requested()) {
@@ -133,8 +145,14 @@ void respond_whole(ServerContext& ctx, httplib::Response& res, std::shared_ptr<G
   } else if (r.state != engine::RequestState::finished) {
     send_error(res, generation_error(r, shutting_down));
   } else {
-    const json body = job.endpoint == Endpoint::chat ? chat_completion(job.ids, r, job.n_prompt, job.history)
-                                                     : text_completion(job.ids, r, job.n_prompt);
+    json body = job.endpoint == Endpoint::chat ? chat_completion(job.ids, r, job.n_prompt, job.history)
+                                               : text_completion(job.ids, r, job.n_prompt);
+    if (job.endpoint == Endpoint::chat && job.harmony) {
+      const chat::ReasoningSplit split = chat::split_reasoning(r.text);
+      json& message = body["choices"][0]["message"];
+      message["content"] = split.answer;
+      if (split.has_reasoning) message["reasoning_content"] = split.reasoning;
+    }
     res.set_content(dump(body), "application/json");
   }
   ctx.end_active();

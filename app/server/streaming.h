@@ -21,6 +21,9 @@ struct GenerationJob {
   int64_t n_prompt = 0;
   HistoryInfo history;  // chat only
   bool include_usage = false;
+  // gpt-oss's harmony reply (chat only): its analysis channel is answered as reasoning_content, its
+  // final channel as content (llama.cpp's fields); the answer remembered is the whole text.
+  bool harmony = false;
   // Runs once when the generation finished (not cancelled, not failed): the mapper remembers
   // the answer's ids.
   std::function<void(const engine::RequestResult&)> on_finished;

@@ -16,6 +16,8 @@ std::string cat(std::initializer_list<std::string_view> parts) {
 }  // namespace
 
 ChatTemplate ChatTemplate::detect(std::string_view t) {
+  // gpt-oss's harmony format (as llama.cpp tells it: its template writes channels).
+  if (has(t, "<|channel|>")) return ChatTemplate(Family::harmony);
   if (has(t, "<|im_start|>")) return ChatTemplate(Family::chatml);
   if (has(t, "<|start_header_id|>")) return ChatTemplate(Family::llama3);
   if (has(t, "<start_of_turn>")) return ChatTemplate(Family::gemma);
@@ -37,6 +39,7 @@ std::string_view ChatTemplate::name() const {
     case Family::gemma: return "gemma";
     case Family::phi3: return "phi-3";
     case Family::deepseek: return "deepseek";
+    case Family::harmony: return "harmony";
     case Family::fallback: break;
   }
   return "fallback (plain 'User:/Assistant:')";
@@ -60,6 +63,15 @@ std::string ChatTemplate::user_part(std::string_view system, std::string_view us
     case Family::phi3:
       return cat({sys ? cat({"<|system|>\n", system, "<|end|>\n"}) : "", "<|user|>\n", user, "<|end|>\n"});
     case Family::deepseek: return cat({system, "<｜User｜>", user});
+    case Family::harmony:
+      // The header gpt-oss's template writes first, with its default effort; the system prompt
+      // as its developer message.
+      return cat({first
+                      ? "<|start|>system<|message|>Reasoning: medium\n\n# Valid channels: analysis, commentary, final. "
+                        "Channel must be included for every message.<|end|>"
+                      : "",
+                  sys ? cat({"<|start|>developer<|message|># Instructions\n\n", system, "\n\n<|end|>"}) : "",
+                  "<|start|>user<|message|>", user, "<|end|>"});
     case Family::fallback: return cat({sys ? cat({system, "\n\n"}) : "", "User: ", user, "\n"});
   }
   return {};
@@ -75,6 +87,7 @@ std::string ChatTemplate::assistant_header() const {
     case Family::phi3: return "<|assistant|>\n";
     case Family::gemma: return "<start_of_turn>model\n";
     case Family::deepseek: return "<｜Assistant｜>";
+    case Family::harmony: return "<|start|>assistant";
     case Family::fallback: return "Assistant:";
   }
   return {};
@@ -94,6 +107,7 @@ std::string ChatTemplate::assistant_suffix() const {
     case Family::gemma: return "<end_of_turn>\n";
     case Family::phi3: return "<|end|>\n";
     case Family::deepseek: return "<｜end▁of▁sentence｜>";
+    case Family::harmony: return "<|end|>";
     case Family::fallback: return "\n";
   }
   return {};
@@ -109,6 +123,9 @@ std::vector<std::string> ChatTemplate::stop_strings() const {
     case Family::gemma: return {"<end_of_turn>", "<start_of_turn>"};
     case Family::phi3: return {"<|end|>", "<|user|>", "<|endoftext|>"};
     case Family::deepseek: return {"<｜end▁of▁sentence｜>", "<｜User｜>"};
+    // <|end|> closes a message, not the reply (the answer follows the analysis); a reply ends at
+    // <|return|> or <|call|>, end-of-generation tokens the tokenizer stops at.
+    case Family::harmony: return {"<|return|>", "<|call|>"};
     // The model's own template with no known family: its end-of-generation tokens end replies.
     case Family::fallback: return jinja_ ? std::vector<std::string>{} : std::vector<std::string>{"\nUser:"};
   }
@@ -125,6 +142,7 @@ std::vector<std::string> ChatTemplate::end_of_turn_tokens() const {
     case Family::gemma: return {"<end_of_turn>"};
     case Family::phi3: return {"<|end|>"};
     case Family::deepseek: return {"<｜end▁of▁sentence｜>"};
+    case Family::harmony: return {"<|return|>", "<|call|>"};
     case Family::fallback: return {};
   }
   return {};

@@ -19,6 +19,14 @@ namespace jinja {
 class Template;
 }
 
+// A tool call an assistant made (OpenAI's tool_calls[i]): the function's name and its arguments as
+// JSON text.
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;
+};
+
 struct ChatMessage {
   ChatMessage() = default;
   ChatMessage(std::string r, std::string c, std::optional<std::string> reasoning = std::nullopt)
@@ -26,6 +34,8 @@ struct ChatMessage {
   std::string role;  // "system", "user" or "assistant"
   std::string content;
   std::optional<std::string> reasoning_content;  // an assistant's reasoning kept apart (OpenAI's field)
+  std::vector<ToolCall> tool_calls;              // an assistant's calls
+  std::string tool_call_id;                      // a "tool" message: the call it answers
 };
 
 // What the template sees of the vocabulary: the texts of its BOS and EOS tokens, and whether the
@@ -42,7 +52,16 @@ struct RenderOptions {
   bool enable_thinking = true;        // the template variable reasoning models read (Qwen 3, SmolLM3, R1)
   // The time strftime_now() and date_string show (Llama 3.x print today's date); default: now, local time.
   std::optional<std::tm> now;
+  // The tools the template describes: a JSON array of OpenAI tool definitions ("" for none).
+  std::string tools_json;
+  // "low", "medium" or "high" for templates that read reasoning_effort (gpt-oss); unset: the
+  // template's own default. Other templates ignore it.
+  std::optional<std::string> reasoning_effort;
 };
+
+// The reasoning efforts templates take (the variable reasoning_effort), and whether `s` is one.
+inline constexpr std::string_view k_reasoning_efforts[] = {"low", "medium", "high"};
+bool is_reasoning_effort(std::string_view s);
 
 // Two ways to render a conversation:
 //
@@ -72,7 +91,7 @@ struct RenderOptions {
 // renderings), so the header never ends in a space.
 class ChatTemplate {
  public:
-  enum class Family { chatml, llama2, llama3, mistral, zephyr, gemma, phi3, deepseek, fallback };
+  enum class Family { chatml, llama2, llama3, mistral, zephyr, gemma, phi3, deepseek, harmony, fallback };
 
   // The family from the text of tokenizer.chat_template, by characteristic markers; an empty or
   // unrecognised template gives the fallback family. Never runs the template.
@@ -95,6 +114,8 @@ class ChatTemplate {
   // Why the model's template is not used ("chat template, line 3: ..."); empty when it is, or
   // when there is none.
   const std::string& load_error() const { return load_error_; }
+  // The model's template reads reasoning_effort (gpt-oss's): the Chat settings show the control.
+  bool uses_reasoning_effort() const { return uses_reasoning_effort_; }
 
   // The prompt for a conversation: the model's template where it runs, else the family render.
   // An error only from the model's template (raise_exception, a limit, a bad value).
@@ -131,6 +152,7 @@ class ChatTemplate {
   TemplateTokens tokens_;
   bool system_role_ = true;  // false: the template rejects system messages; fold them into the first user message
   std::string load_error_;
+  bool uses_reasoning_effort_ = false;
 };
 
 }  // namespace kvc::chat

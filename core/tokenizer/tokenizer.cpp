@@ -165,6 +165,29 @@ bool is_end_of_turn_name(std::string_view piece) {
   return std::find(k_names.begin(), k_names.end(), piece) != k_names.end();
 }
 
+// gpt-oss's harmony tokens, as llama.cpp treats them: the control tokens that frame a message's
+// channel (<|start|>, <|channel|>, <|message|>, <|constrain|>) are written out when decoding, so a
+// reply's text shows its channels; and where <|return|> and <|call|> end a generation, <|end|>
+// only ends one message of the reply (its analysis, before the final answer): it is no
+// end-of-generation token, and is written out too.
+void harmony_tokens(const std::unordered_map<std::string_view, int32_t>& ids, std::vector<std::string>& bytes_of,
+                    std::vector<uint8_t>& end_of_generation) {
+  const auto id_of = [&](std::string_view piece) {
+    const auto it = ids.find(piece);
+    return it == ids.end() ? -1 : it->second;
+  };
+  for (const std::string_view piece : {"<|start|>", "<|channel|>", "<|message|>", "<|constrain|>"}) {
+    if (const int32_t id = id_of(piece); id >= 0) bytes_of[static_cast<size_t>(id)] = std::string(piece);
+  }
+  const int32_t ret = id_of("<|return|>");
+  const int32_t call = id_of("<|call|>");
+  const int32_t end = id_of("<|end|>");
+  if (ret < 0 || call < 0 || end < 0) return;
+  if (!end_of_generation[static_cast<size_t>(ret)] || !end_of_generation[static_cast<size_t>(call)]) return;
+  end_of_generation[static_cast<size_t>(end)] = 0;
+  bytes_of[static_cast<size_t>(end)] = "<|end|>";
+}
+
 // A part of the text to encode: plain text [begin, end), or a special token.
 struct Fragment {
   int32_t special_id = -1;
@@ -249,6 +272,7 @@ Result<Tokenizer> Tokenizer::create(const Vocabulary& vocab) {
       impl->end_of_generation[i] = 1;
     }
   }
+  harmony_tokens(impl->id_of, impl->bytes_of, impl->end_of_generation);
   // A piece is never shorter than the text it matches: SentencePiece spells a space as the
   // 3 bytes of U+2581, byte-level BPE a byte as 1 or 2, a byte piece "<0x41>" as 6.
   bool has_bytes = false;

@@ -138,3 +138,41 @@ TEST_CASE("chat turn: without a runnable template the family segments are used",
   REQUIRE_FALSE(seg.ok());
   CHECK_THAT(seg.error().message, Catch::Contains("roles must alternate"));
 }
+
+TEST_CASE("chat turn: gpt-oss's harmony replies lose their analysis from the next turn on, as its template does",
+          "[app]") {
+  const auto tok = tokenizer_of("ggml-vocab-llama-spm.gguf");
+  const ChatTemplate t = load("openai-gpt-oss-120b", tok);
+  REQUIRE(t.runs_template());
+  CHECK(t.family() == ChatTemplate::Family::harmony);
+  // Replies as gpt-oss writes them (its channel tokens decode to these texts): with an analysis,
+  // straight to the final channel, and an answer a client sent back without any channel.
+  const std::vector<std::pair<std::string, std::string>> turns = {
+      {"What is 2 + 2?",
+       "<|channel|>analysis<|message|>Add them.<|end|><|start|>assistant<|channel|>final<|message|>4."},
+      {"And 3 + 3?", "<|channel|>final<|message|>6."},
+      {"And 4 + 4?", "8."},
+      {"Thanks.",
+       "<|channel|>analysis<|message|>Polite.<|end|><|start|>assistant<|channel|>final<|message|>You're welcome."}};
+  const Conversation c = run_turns(tok, t, "Be brief.", turns);
+  CHECK(c.exact == std::vector<bool>{true, true, true, true});
+  std::vector<ChatMessage> prompt = {{"system", "Be brief."}};
+  prompt.insert(prompt.end(), c.history.begin(), c.history.end() - 1);
+  const auto expected = t.render_prompt(prompt, {});
+  REQUIRE(expected.ok());
+  CHECK(c.stream.substr(0, c.stream.size() - turns.back().second.size()) == *expected);
+  // The analysis is gone from the stream, every answer is in its final channel.
+  CHECK(c.stream.find("Add them.") == std::string::npos);
+  CHECK_THAT(c.stream, Catch::Contains("<|start|>user<|message|>What is 2 + 2?<|end|><|start|>assistant<|channel|>"
+                                       "final<|message|>4.<|end|><|start|>user<|message|>And 3 + 3?<|end|>"));
+  CHECK_THAT(c.stream, Catch::Contains("<|start|>assistant<|channel|>final<|message|>8.<|end|>"));
+  // The last reply, still being answered, keeps its analysis.
+  CHECK_THAT(c.stream, Catch::EndsWith("<|start|>assistant" + turns.back().second));
+  // The reasoning effort reaches the template's system message.
+  const auto high = kvc::app::build_user_turn(tok, t, "", {}, "Hi", std::string("high"));
+  REQUIRE(high.ok());
+  CHECK_THAT(high->text, Catch::Contains("Reasoning: high\n"));
+  const auto plain = kvc::app::build_user_turn(tok, t, "", {}, "Hi");
+  REQUIRE(plain.ok());
+  CHECK_THAT(plain->text, Catch::Contains("Reasoning: medium\n"));
+}

@@ -12,8 +12,8 @@ namespace test = kvc::test;
 
 namespace {
 
-nlohmann::json expected(const std::string& name) {
-  return nlohmann::json::parse(test::read_file(test::data_dir() / "templates" / (name + ".expected.json")));
+nlohmann::ordered_json expected(const std::string& name) {
+  return nlohmann::ordered_json::parse(test::read_file(test::data_dir() / "templates" / (name + ".expected.json")));
 }
 
 std::string write(const test::TempDir& tmp, const std::string& file, const std::string& text) {
@@ -34,8 +34,8 @@ std::string iso_date(const std::string& date_string) {
 
 TEST_CASE("cli: render-chat prints llama.cpp's prompt for a template file, byte for byte", "[app][e2e]") {
   test::TempDir tmp;
-  for (const std::string name :
-       {"meta-llama-Llama-3.2-3B-Instruct", "microsoft-Phi-3.5-mini-instruct", "Qwen-Qwen3-0.6B"}) {
+  for (const std::string name : {"meta-llama-Llama-3.2-3B-Instruct", "microsoft-Phi-3.5-mini-instruct",
+                                 "Qwen-Qwen3-0.6B", "openai-gpt-oss-120b"}) {
     const auto doc = expected(name);
     std::string common =
         "render-chat --template " + quoted((test::data_dir() / "templates" / (name + ".jinja")).string()) + " --bos " +
@@ -44,7 +44,15 @@ TEST_CASE("cli: render-chat prints llama.cpp's prompt for a template file, byte 
     if (doc["bos_stripped"].get<bool>()) common += " --add-bos";
     for (const auto& c : doc["cases"]) {
       INFO(name << ": " << c["name"].get<std::string>());
-      const std::string messages = write(tmp, "m.json", c["messages"].dump());
+      // gpt-oss's tool cases as a request body: its tools and chat_template_kwargs (reasoning_effort).
+      nlohmann::ordered_json body = c["messages"];
+      if (c.contains("tools") || c.contains("chat_template_kwargs")) {
+        body = nlohmann::ordered_json{{"messages", c["messages"]}};
+        for (const char* key : {"tools", "chat_template_kwargs"}) {
+          if (c.contains(key)) body[key] = c[key];
+        }
+      }
+      const std::string messages = write(tmp, "m.json", body.dump());
       std::string args = common + " --messages " + quoted(messages);
       if (!c["add_generation_prompt"].get<bool>()) args += " --no-generation-prompt";
       const auto r = cli(args, tmp);
@@ -90,6 +98,12 @@ TEST_CASE("cli: render-chat reports bad messages and templates clearly", "[app][
   auto parts = run("[{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]", tmpl);
   CHECK(parts.exit_code == 2);
   CHECK_THAT(parts.err, Catch::Contains("messages[0].content must be a string"));
+  auto calls = run("[{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\": \"1\"}]}]", tmpl);
+  CHECK(calls.exit_code == 2);
+  CHECK_THAT(calls.err, Catch::Contains("messages[0].tool_calls[0] needs a \"function\" with a \"name\" string"));
+  auto effort = run("{\"messages\": [{\"role\": \"user\", \"content\": \"U\"}], \"reasoning_effort\": \"max\"}", tmpl);
+  CHECK(effort.exit_code == 2);
+  CHECK_THAT(effort.err, Catch::Contains("reasoning effort \"max\": expected low, medium or high"));
   // The template's own check: Gemma's roles must alternate.
   auto rejected = run("[{\"role\": \"assistant\", \"content\": \"A\"}]", tmpl);
   CHECK(rejected.exit_code == 2);

@@ -27,13 +27,20 @@ const char* const k_templates[] = {
     "google-gemma-2-2b-it",
     "microsoft-Phi-3.5-mini-instruct",
     "HuggingFaceTB-SmolLM3-3B",
+    "openai-gpt-oss-120b",
 };
 
-std::vector<ChatMessage> messages_of(const nlohmann::json& list) {
+std::vector<ChatMessage> messages_of(const nlohmann::ordered_json& list) {
   std::vector<ChatMessage> out;
   for (const auto& m : list) {
     ChatMessage c{m.at("role").get<std::string>(), m.at("content").get<std::string>(), std::nullopt};
     if (m.contains("reasoning_content")) c.reasoning_content = m["reasoning_content"].get<std::string>();
+    if (m.contains("tool_call_id")) c.tool_call_id = m["tool_call_id"].get<std::string>();
+    for (const auto& call : m.value("tool_calls", nlohmann::ordered_json::array())) {
+      const auto& f = call.at("function");
+      c.tool_calls.push_back(
+          {call.value("id", std::string()), f.at("name").get<std::string>(), f.at("arguments").get<std::string>()});
+    }
     out.push_back(std::move(c));
   }
   return out;
@@ -52,7 +59,8 @@ std::tm day_of(const std::string& date_string) {
 TEST_CASE("chat render: model templates render byte for byte as llama.cpp renders them", "[core]") {
   for (const char* name : k_templates) {
     const auto dir = test::data_dir() / "templates";
-    const auto doc = nlohmann::json::parse(test::read_file(dir / (std::string(name) + ".expected.json")));
+    // In the file's key order, as llama.cpp reads it (the tools' properties are listed in it).
+    const auto doc = nlohmann::ordered_json::parse(test::read_file(dir / (std::string(name) + ".expected.json")));
     const std::string source = test::read_file(dir / doc.at("template").get<std::string>());
     kvc::chat::TemplateTokens tokens{doc.at("bos_token").get<std::string>(), doc.at("eos_token").get<std::string>(),
                                      doc.at("bos_stripped").get<bool>()};
@@ -64,6 +72,12 @@ TEST_CASE("chat render: model templates render byte for byte as llama.cpp render
     for (const auto& c : doc.at("cases")) {
       INFO(c.at("name").get<std::string>());
       opt.add_generation_prompt = c.at("add_generation_prompt").get<bool>();
+      // The tool cases (conversations-tools.json): the tools' definitions and chat_template_kwargs.
+      opt.tools_json = c.contains("tools") ? c["tools"].dump() : std::string();
+      opt.reasoning_effort.reset();
+      if (c.contains("chat_template_kwargs")) {
+        opt.reasoning_effort = c["chat_template_kwargs"].at("reasoning_effort").get<std::string>();
+      }
       const auto messages = messages_of(c.at("messages"));
       const auto r = t.render_prompt(messages, opt);
       REQUIRE(r.ok());
@@ -90,6 +104,7 @@ TEST_CASE("chat render: the family of each model template is recognised", "[core
       {"google-gemma-2-2b-it", Family::gemma},
       {"microsoft-Phi-3.5-mini-instruct", Family::phi3},
       {"HuggingFaceTB-SmolLM3-3B", Family::chatml},
+      {"openai-gpt-oss-120b", Family::harmony},
   };
   for (const auto& [name, family] : expected) {
     INFO(name);
@@ -167,4 +182,39 @@ TEST_CASE("chat render: unknown and malformed templates get a labelled fallback"
   const auto t = ChatTemplate::load("<|im_start|>" + deep, {});
   CHECK(t.family() == ChatTemplate::Family::chatml);
   CHECK_THAT(t.describe(), Catch::Contains("deeper than 128 levels"));
+}
+
+TEST_CASE("chat render: gpt-oss's template gets replies as generated split, and its last reply ends at <|end|>",
+          "[core]") {
+  const auto t = ChatTemplate::load(template_text("openai-gpt-oss-120b"), {"<|startoftext|>", "<|return|>", false});
+  REQUIRE(t.runs_template());
+  CHECK(t.uses_reasoning_effort());
+  CHECK_FALSE(ChatTemplate::load(template_text("Qwen-Qwen3-0.6B"), {"", "<|im_end|>", false}).uses_reasoning_effort());
+  kvc::chat::RenderOptions opt;
+  opt.add_generation_prompt = false;
+  // A reply kept as the model wrote it (its channels in the text; the template refuses those in
+  // content): its analysis goes to `thinking`, its final answer to `content`.
+  const std::vector<ChatMessage> m = {
+      {"user", "2 + 2?"},
+      {"assistant", "<|channel|>analysis<|message|>Add.<|end|><|start|>assistant<|channel|>final<|message|>4."}};
+  const auto r = t.render_prompt(m, opt);
+  REQUIRE(r.ok());
+  // Shown with its analysis (the last reply, no generation prompt), and ended with <|end|> as
+  // llama.cpp ends it at inference, not with the template's <|return|>.
+  CHECK_THAT(*r, Catch::EndsWith("<|start|>user<|message|>2 + 2?<|end|><|start|>assistant<|channel|>analysis"
+                                 "<|message|>Add.<|end|><|start|>assistant<|channel|>final<|message|>4.<|end|>"));
+  // An earlier reply loses its analysis.
+  std::vector<ChatMessage> more = m;
+  more.emplace_back("user", "3 + 3?");
+  opt.add_generation_prompt = true;
+  const auto r2 = t.render_prompt(more, opt);
+  REQUIRE(r2.ok());
+  CHECK(r2->find("Add.") == std::string::npos);
+  CHECK_THAT(*r2, Catch::EndsWith("<|start|>assistant<|channel|>final<|message|>4.<|end|><|start|>user<|message|>"
+                                  "3 + 3?<|end|><|start|>assistant"));
+  // A bad tools JSON is an error, not a crash.
+  opt.tools_json = "[{";
+  const auto bad = t.render_prompt(more, opt);
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.error().message, Catch::StartsWith("tools: not valid JSON"));
 }

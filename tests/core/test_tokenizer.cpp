@@ -2,6 +2,7 @@
 #include <sentencepiece_processor.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -214,6 +215,43 @@ TEST_CASE("tokenizer: parse_special turns control pieces in the text into ids", 
   const auto im_end_at = std::find(cont.begin(), cont.end(), im_end);
   REQUIRE(im_end_at != cont.end());
   CHECK(std::vector<int32_t>(im_end_at + 1, cont.end()) == s.reference("yo"));
+}
+
+TEST_CASE("tokenizer: gpt-oss's harmony tokens are written out, and <|end|> ends no generation there", "[core]") {
+  auto v = stories().vocab;
+  for (const char* piece : {"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>", "<|call|>"}) {
+    v.tokens.emplace_back(piece);
+    v.scores.push_back(0.0f);
+    v.types.push_back(3);  // control, as in gpt-oss's vocabulary
+  }
+  const auto tok = make(v);
+  const int32_t start = 512;
+  const int32_t channel = 513;
+  const int32_t message = 514;
+  const int32_t end = 515;
+  const int32_t ret = 516;
+  const int32_t call = 517;
+  // The reply's channels show in its text (llama.cpp writes these out for gpt-oss).
+  const std::string reply = "<|channel|>analysis<|message|>sum<|end|><|start|>assistant<|channel|>final<|message|>4";
+  const auto ids = tok.encode_continuation(reply, true);
+  CHECK(std::count(ids.begin(), ids.end(), end) == 1);
+  CHECK(std::count(ids.begin(), ids.end(), channel) == 2);
+  CHECK(tok.decode({std::vector<int32_t>{channel, message, end, start}}) == "<|channel|><|message|><|end|><|start|>");
+  CHECK_FALSE(tok.is_end_of_generation(start));
+  // <|end|> closes the analysis message; <|return|> and <|call|> end the reply.
+  CHECK_FALSE(tok.is_end_of_generation(end));
+  CHECK(tok.is_end_of_generation(ret));
+  CHECK(tok.is_end_of_generation(call));
+  CHECK(tok.decode({std::vector<int32_t>{ret}}).empty());
+
+  // Without <|return|> and <|call|> (Phi-3's vocabulary), <|end|> ends a reply and writes nothing.
+  auto phi = stories().vocab;
+  phi.tokens.emplace_back("<|end|>");
+  phi.scores.push_back(0.0f);
+  phi.types.push_back(3);
+  const auto phi_tok = make(phi);
+  CHECK(phi_tok.is_end_of_generation(512));
+  CHECK(phi_tok.decode({std::vector<int32_t>{512}}).empty());
 }
 
 TEST_CASE("tokenizer: unsupported model types and invalid vocabularies are clear errors", "[core]") {

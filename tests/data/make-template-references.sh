@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Renders chat templates with llama.cpp into tests/data/templates: run by a developer, never by the tests.
 #   usage: LLAMA_CPP=DIR tests/data/make-template-references.sh [BUILD_DIR]   (default build/release)
+#          ONLY="NAME..." renders only those templates (the others' references keep their date)
 # DIR is a llama.cpp build with bin/llama-server; the templates are read from DIR/templates or
 # DIR/models/templates (TEMPLATES=DIR overrides). BUILD_DIR is a kvchat build whose test-models/
 # holds the vocabularies (run `ctest --preset release -R test_vocabularies` first). Needs python3
@@ -12,6 +13,9 @@
 # made by `kvchat-cli mkmodel --vocab-from` on it), bos_token and eos_token, whether llama.cpp
 # drops a leading BOS text because its tokenizer adds the BOS token, enable_thinking and
 # date_string (llama.cpp defines both; the date is today's, so the tests render with it).
+# Templates marked "tools" also render the cases of conversations-tools.json: tool calls and their
+# results, reasoning (reasoning_content), the tools' definitions and chat_template_kwargs
+# (reasoning_effort), as a client sends them to /v1/chat/completions.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -40,6 +44,7 @@ templates=(
   "google-gemma-2-2b-it ggml-vocab-llama-spm"
   "microsoft-Phi-3.5-mini-instruct ggml-vocab-phi-3"
   "HuggingFaceTB-SmolLM3-3B ggml-vocab-llama-bpe"
+  "openai-gpt-oss-120b ggml-vocab-llama-spm tools"
 )
 
 work=$(mktemp -d)
@@ -76,17 +81,18 @@ stop_server() {
 # and without the generation prompt; without a system message; the first turn alone; an earlier
 # reply that holds reasoning. Whitespace, quotes, newlines and non-ASCII text are there on purpose.
 cp "$out/conversations.json" "$work/cases.json"
+cp "$out/conversations-tools.json" "$work/tool-cases.json"
 
 # Writes NAME.expected.json from the running server (template NAME, vocabulary VOCAB).
-render_cases() {  # NAME VOCAB PROBE_JSON
-  python3 - "$port" "$work/cases.json" "$out/$1.expected.json" "$1" "$2" "$3" <<'EOF'
+render_cases() {  # NAME VOCAB PROBE_JSON TOOLS
+  python3 - "$port" "$work/cases.json" "$out/$1.expected.json" "$1" "$2" "$3" "$4" "$work/tool-cases.json" <<'EOF'
 import json, sys, urllib.request
-port, cases_file, out_file, name, vocab, probe = sys.argv[1:7]
+port, cases_file, out_file, name, vocab, probe, tools, tool_cases_file = sys.argv[1:9]
 base = json.load(open(cases_file))
 probe = json.loads(probe)
 
-def apply(messages, add_generation_prompt):
-    body = json.dumps({"messages": messages, "add_generation_prompt": add_generation_prompt}).encode()
+def apply(messages, add_generation_prompt, extra={}):
+    body = json.dumps(dict({"messages": messages, "add_generation_prompt": add_generation_prompt}, **extra)).encode()
     req = urllib.request.Request("http://localhost:%s/apply-template" % port, body, {"Content-Type": "application/json"})
     return json.load(urllib.request.urlopen(req))["prompt"]
 
@@ -101,6 +107,18 @@ conversations = [
     ("system, reasoning in an earlier reply, generation prompt", [system] + reasoning, True),
 ]
 cases = [{"name": n, "add_generation_prompt": g, "messages": m, "prompt": apply(m, g)} for n, m, g in conversations]
+if tools == "tools":
+    tool_doc = json.load(open(tool_cases_file))
+    for c in tool_doc["cases"]:
+        extra = {}
+        if c.get("with_tools"):
+            extra["tools"] = tool_doc["tools"]
+        if "chat_template_kwargs" in c:
+            extra["chat_template_kwargs"] = c["chat_template_kwargs"]
+        case = {"name": c["name"], "add_generation_prompt": c["add_generation_prompt"], "messages": c["messages"]}
+        case.update(extra)
+        case["prompt"] = apply(c["messages"], c["add_generation_prompt"], extra)
+        cases.append(case)
 doc = {
     "template": name + ".jinja",
     "source": "llama.cpp models/templates/%s.jinja, rendered by llama-server --jinja (POST /apply-template), %s" % (name, props.get("build_info", "?")),
@@ -162,7 +180,8 @@ apply_one() {
 
 day_before=$(date +%F)
 for entry in "${templates[@]}"; do
-  read -r name vocab <<<"$entry"
+  read -r name vocab tools <<<"$entry"
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then continue; fi
   src=$TEMPLATES/$name.jinja
   [ -f "$src" ] || { echo "missing template: $src" >&2; exit 1; }
   vocab_file=$vocabs/$vocab.gguf
@@ -174,7 +193,7 @@ for entry in "${templates[@]}"; do
   cp "$src" "$out/$name.jinja"
   probed=$(probe "$name" "$model")
   start_server "$model" "$src"
-  render_cases "$name" "$vocab" "$probed"
+  render_cases "$name" "$vocab" "$probed" "${tools:-}"
   stop_server
 done
 [ "$(date +%F)" = "$day_before" ] || { echo "the date changed while rendering: run again" >&2; exit 1; }

@@ -183,3 +183,48 @@ TEST_CASE("conversation mapper: a DeepSeek-R1 template's prompt is its render, t
   REQUIRE(rendered.ok());
   CHECK(s0->text + s1->reply_text + s1->text + s1->opening_text == *rendered);
 }
+
+TEST_CASE(
+    "conversation mapper: gpt-oss's prompt has the request's reasoning effort and its answers in the final "
+    "channel",
+    "[server]") {
+  test::TempDir tmp;
+  const std::filesystem::path model = test::model_with_template(tmp, "openai-gpt-oss-120b.jinja");
+  auto be = backend::make_cpu_backend(1);
+  auto m = load(model, *be);
+  const tokenizer::Tokenizer& tok = m->tokenizer();
+  const chat::ChatTemplate& tmpl = m->chat_template();
+  REQUIRE(tmpl.runs_template());
+  CHECK(tmpl.uses_reasoning_effort());
+  auto store = storage::AnswerStore::open("");
+  REQUIRE(store.ok());
+  const ConversationMapper mapper(*m, **store);
+
+  const std::vector<ChatMessage> first = {{"user", "What is 2 + 2?"}};
+  auto high = mapper.map(first, std::string("high"));
+  REQUIRE(high.ok());
+  CHECK_THAT(tok.decode(high->tokens), Catch::Contains("Reasoning: high"));
+  auto plain = mapper.map(first);
+  REQUIRE(plain.ok());
+  CHECK_THAT(tok.decode(plain->tokens), Catch::Contains("Reasoning: medium"));
+
+  // The client resends the answer alone (content, as the server answered it): the prompt is the
+  // template's render, the answer in its final channel.
+  const std::vector<ChatMessage> second = {{"user", "What is 2 + 2?"}, {"assistant", "4."}, {"user", "And 3 + 3?"}};
+  auto p1 = mapper.map(second, std::string("low"));
+  REQUIRE(p1.ok());
+  chat::RenderOptions opt;
+  opt.reasoning_effort = "low";
+  auto rendered = tmpl.render_prompt(second, opt);
+  REQUIRE(rendered.ok());
+  CHECK_THAT(*rendered, Catch::Contains("<|start|>assistant<|channel|>final<|message|>4.<|end|><|start|>user"));
+  auto s0 = app::build_user_turn(tok, tmpl, "", {}, "What is 2 + 2?", std::string("low"));
+  auto s1 = app::build_user_turn(tok, tmpl, "", std::span(second).first(2), "And 3 + 3?", std::string("low"));
+  REQUIRE(s0.ok());
+  REQUIRE(s1.ok());
+  CHECK(s1->exact);
+  REQUIRE(s1->reply_tokens.has_value());
+  CHECK(s1->reply_text == "<|channel|>final<|message|>4.");
+  CHECK(s0->text + s1->reply_text + s1->text == *rendered);
+  CHECK(p1->tokens == cat(cat(s0->tokens, *s1->reply_tokens), s1->tokens));
+}

@@ -160,3 +160,32 @@ TEST_CASE("request parsing: completion prompts as text or token ids", "[server]"
     CHECK_FALSE(bad.error.param.empty());
   }
 }
+
+TEST_CASE("request parsing: reasoning_effort is low, medium or high, at the top or in chat_template_kwargs",
+          "[server]") {
+  CHECK_FALSE(parse_chat_request(chat().dump(), {}).value.reasoning_effort.has_value());
+  for (const char* e : {"low", "medium", "high"}) {
+    auto p = parse_chat_request(chat({{"reasoning_effort", e}}).dump(), {});
+    REQUIRE(p.ok);
+    CHECK(p.value.reasoning_effort == std::optional<std::string>(e));
+  }
+  auto kw = parse_chat_request(chat({{"chat_template_kwargs", {{"reasoning_effort", "low"}}}}).dump(), {});
+  REQUIRE(kw.ok);
+  CHECK(kw.value.reasoning_effort == std::optional<std::string>("low"));
+  // Other template variables are not ours to refuse; the top level wins over the kwargs.
+  auto both = parse_chat_request(
+      chat({{"reasoning_effort", "high"}, {"chat_template_kwargs", {{"reasoning_effort", "low"}, {"x", 1}}}}).dump(),
+      {});
+  REQUIRE(both.ok);
+  CHECK(both.value.reasoning_effort == std::optional<std::string>("high"));
+
+  auto bad = chat_error(chat({{"reasoning_effort", "extreme"}}));
+  CHECK(bad.param == "reasoning_effort");
+  CHECK(bad.message == "reasoning_effort must be one of low, medium, high, not \"extreme\"");
+  auto number = chat_error(chat({{"reasoning_effort", 2}}));
+  CHECK(number.message == "reasoning_effort must be one of low, medium, high, not number");
+  auto in_kwargs = chat_error(chat({{"chat_template_kwargs", {{"reasoning_effort", "max"}}}}));
+  CHECK(in_kwargs.param == "chat_template_kwargs.reasoning_effort");
+  CHECK_THAT(in_kwargs.message, Catch::Contains("one of low, medium, high"));
+  CHECK(chat_error(chat({{"chat_template_kwargs", "high"}})).param == "chat_template_kwargs");
+}

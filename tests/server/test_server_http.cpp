@@ -16,6 +16,7 @@
 
 #include "server/serve_process.h"
 #include "storage/sqlite_cold_store.h"
+#include "support/model_fixture.h"
 #include "support/test_support.h"
 
 using namespace kvc;
@@ -442,4 +443,55 @@ TEST_CASE("serve: without --cors-origin no response grants a browser origin acce
   REQUIRE(r);
   CHECK(r->status == 200);
   CHECK(s.stop() == 0);
+}
+
+TEST_CASE("serve: reasoning_effort is checked, reaches gpt-oss's template, and a reply without channels is all content",
+          "[app][server]") {
+  test::TempDir tmp;
+  const std::string gpt_oss = test::model_with_template(tmp, "openai-gpt-oss-120b.jinja").string();
+  test::ServeProcess s(gpt_oss, tmp.file("data"), "--alias kvchat-test", tmp);
+  auto c = client_for(s);
+  const auto body = [](json extra) {
+    json j = json::parse(chat_body("Hi", 6));
+    j.merge_patch(extra);
+    return j.dump();
+  };
+  auto bad = c.Post("/v1/chat/completions", body({{"reasoning_effort", "extreme"}}), "application/json");
+  REQUIRE(bad);
+  CHECK(bad->status == 400);
+  const json e = error_of(bad);
+  CHECK(e["param"] == "reasoning_effort");
+  CHECK(e["message"] == "reasoning_effort must be one of low, medium, high, not \"extreme\"");
+
+  // A random model writes no channels: its reply is all content, whole or streamed alike.
+  auto whole = c.Post("/v1/chat/completions", body({{"reasoning_effort", "high"}}), "application/json");
+  REQUIRE(whole);
+  REQUIRE(whole->status == 200);
+  const json w = json::parse(whole->body);
+  const json& message = w["choices"][0]["message"];
+  CHECK_FALSE(message.contains("reasoning_content"));
+  const std::string content = message["content"].get<std::string>();
+  CHECK_FALSE(content.empty());
+  auto streamed =
+      c.Post("/v1/chat/completions", body({{"chat_template_kwargs", {{"reasoning_effort", "high"}}}, {"stream", true}}),
+             "application/json");
+  REQUIRE(streamed);
+  REQUIRE(streamed->status == 200);
+  std::string deltas;
+  for (size_t at = streamed->body.find("data: {"); at != std::string::npos;
+       at = streamed->body.find("data: {", at + 1)) {
+    const json chunk = json::parse(streamed->body.substr(at + 6, streamed->body.find('\n', at) - at - 6));
+    const json& delta = chunk["choices"][0]["delta"];
+    CHECK_FALSE(delta.contains("reasoning_content"));
+    if (delta.contains("content")) deltas += delta["content"].get<std::string>();
+  }
+  CHECK(deltas == content);  // the same prompt (effort high both ways), greedy
+  CHECK(s.stop() == 0);
+
+  // Another model's template has no effort: a valid one is ignored.
+  test::ServeProcess other(test::model_path("stories260K.gguf"), tmp.file("data-other"), "--alias kvchat-test", tmp);
+  auto oc = client_for(other);
+  auto ignored = oc.Post("/v1/chat/completions", body({{"reasoning_effort", "low"}}), "application/json");
+  REQUIRE(ignored);
+  CHECK(ignored->status == 200);
 }
