@@ -111,7 +111,7 @@ void ChatView::draw_message(ViewContext& ctx, const MessageView& m, bool last) {
     }
   } else if (m.role == Role::assistant) {
     const bool streaming = m.streaming && chat.generating;
-    const chat::ReasoningSplit split = chat::split_reasoning(m.text);
+    const chat::ReasoningSplit split = chat::split_reasoning(m.text, /*finished=*/!streaming);
     if (split.has_reasoning) draw_reasoning(ctx, m, split.reasoning, split.open && streaming, last);
     if (last && !split.has_reasoning) ctx.hooks.set_fact("reasoning_state", std::string("none"));
     const std::string& answer = split.answer;  // the whole text when it holds no reasoning (nor harmony channels)

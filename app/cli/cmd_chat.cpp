@@ -214,9 +214,7 @@ int run_chat(ChatArgs a) {
     const bool harmony = tmpl.family() == chat::ChatTemplate::Family::harmony;
     chat::ReasoningStream channels;
     bool in_analysis = false;
-    const auto shown = [&](std::string_view piece) {
-      if (!harmony) return std::string(piece);
-      const chat::ReasoningStream::Delta d = channels.feed(piece);
+    const auto marked_delta = [&](const chat::ReasoningStream::Delta& d) {
       std::string text;
       if (!d.reasoning.empty()) {
         if (!in_analysis) text += std::string(chat::k_think_open) + "\n";
@@ -229,6 +227,9 @@ int run_chat(ChatArgs a) {
         text += d.answer;
       }
       return text;
+    };
+    const auto shown = [&](std::string_view piece) {
+      return harmony ? marked_delta(channels.feed(piece)) : std::string(piece);
     };
     // The question is saved before its answer is generated, and the answer as it streams.
     int64_t user_id = 0;
@@ -254,7 +255,8 @@ int run_chat(ChatArgs a) {
       report(r.error());
       return 1;
     }
-    const std::string rest = marker.finish();
+    // A reply that ends in "<" or "<|" held it back as a marker's possible start: it is text.
+    const std::string rest = (harmony ? marker.feed(marked_delta(channels.finish())) : std::string()) + marker.finish();
     std::fwrite(rest.data(), 1, rest.size(), stdout);
     std::fputc('\n', stdout);
     std::fflush(stdout);

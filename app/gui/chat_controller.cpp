@@ -705,7 +705,7 @@ void ChatController::reload_chat() {
     }
     if (m.role == storage::Role::assistant && model_ && !v.streaming) {
       // The message's stored tokens may be its answer only (chat_turn.h): count its reasoning afresh.
-      const chat::ReasoningSplit split = chat::split_reasoning(m.text);
+      const chat::ReasoningSplit split = chat::split_reasoning(m.text, /*finished=*/true);
       if (split.has_reasoning) {
         v.n_reasoning_tokens =
             static_cast<int64_t>(model_->tokenizer().encode_continuation(split.reasoning, false).size());

@@ -42,14 +42,15 @@ struct Stream {
   bool shutting_down = false;
   chat::ReasoningStream harmony;  // job.harmony: the reply split as it streams
 
+  std::string delta_events(const chat::ReasoningStream::Delta& d) const {
+    std::string out;
+    if (!d.reasoning.empty()) out += sse_event(chat_chunk(job.ids, json{{"reasoning_content", d.reasoning}}, ""));
+    if (!d.answer.empty()) out += sse_event(chat_chunk(job.ids, json{{"content", d.answer}}, ""));
+    return out;
+  }
+
   std::string text_event(const std::string& text) {
-    if (job.endpoint == Endpoint::chat && job.harmony) {
-      const chat::ReasoningStream::Delta d = harmony.feed(text);
-      std::string out;
-      if (!d.reasoning.empty()) out += sse_event(chat_chunk(job.ids, json{{"reasoning_content", d.reasoning}}, ""));
-      if (!d.answer.empty()) out += sse_event(chat_chunk(job.ids, json{{"content", d.answer}}, ""));
-      return out;
-    }
+    if (job.endpoint == Endpoint::chat && job.harmony) { return delta_events(harmony.feed(text)); }
     if (job.endpoint == Endpoint::chat) return sse_event(chat_chunk(job.ids, json{{"content", text}}, ""));
     return sse_event(text_completion_chunk(job.ids, text, ""));
   }
@@ -93,6 +94,10 @@ struct Stream {
     }
     concluded = true;
     conclude(ctx, *g, job);
+    if (job.endpoint == Endpoint::chat && job.harmony) {  // what was held back as a marker's possible start
+      const std::string rest = delta_events(harmony.finish());
+      if (!rest.empty() && !write(rest)) return false;
+    }
     const bool ok = write(closing_events());
     sink.done();
     return ok;
@@ -148,7 +153,7 @@ void respond_whole(ServerContext& ctx, httplib::Response& res, std::shared_ptr<G
     json body = job.endpoint == Endpoint::chat ? chat_completion(job.ids, r, job.n_prompt, job.history)
                                                : text_completion(job.ids, r, job.n_prompt);
     if (job.endpoint == Endpoint::chat && job.harmony) {
-      const chat::ReasoningSplit split = chat::split_reasoning(r.text);
+      const chat::ReasoningSplit split = chat::split_reasoning(r.text, /*finished=*/true);
       json& message = body["choices"][0]["message"];
       message["content"] = split.answer;
       if (split.has_reasoning) message["reasoning_content"] = split.reasoning;

@@ -49,7 +49,7 @@ jinja::Value message_value(const ChatMessage& m, bool harmony) {
   std::string content = m.content;
   std::optional<std::string> reasoning = m.reasoning_content;
   if (harmony && m.role == "assistant" && is_harmony_reply(content)) {
-    ReasoningSplit split = split_reasoning(content);
+    ReasoningSplit split = split_reasoning(content, /*finished=*/true);
     content = std::move(split.answer);
     if (split.has_reasoning && !reasoning) reasoning = std::move(split.reasoning);
   }

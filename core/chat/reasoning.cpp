@@ -24,8 +24,9 @@ size_t partial_suffix(std::string_view s, std::string_view marker) {
 }
 
 // Harmony messages: [<|start|>ROLE]<|channel|>CHANNEL[ to=...][ TYPE]<|message|>BODY<|end|>, one after
-// another. A header not finished yet adds nothing; an unfinished body is kept less a marker cut short.
-ReasoningSplit split_harmony(std::string_view reply) {
+// another. A header not finished yet adds nothing; an unfinished body is kept less a marker cut short
+// unless the reply has finished.
+ReasoningSplit split_harmony(std::string_view reply, bool finished) {
   ReasoningSplit out;
   size_t p = 0;
   while (p < reply.size()) {
@@ -47,7 +48,7 @@ ReasoningSplit split_harmony(std::string_view reply) {
       }
     }
     std::string_view text = reply.substr(body, end == std::string_view::npos ? std::string_view::npos : end - body);
-    if (end == std::string_view::npos) {
+    if (end == std::string_view::npos && !finished) {
       size_t held = 0;
       for (const std::string_view e : k_body_ends) held = std::max(held, partial_suffix(text, e));
       text.remove_suffix(held);
@@ -70,24 +71,35 @@ bool starts_with_part_of(std::string_view s, std::string_view marker) {
   return s.size() >= 2 && marker.substr(0, s.size()) == s;
 }
 
-}  // namespace
-
-bool is_harmony_reply(std::string_view reply) {
+// A reply still growing may be harmony while it starts with part of a marker; a finished one only
+// with a whole marker.
+bool harmony_reply(std::string_view reply, bool finished) {
   const size_t first = reply.find_first_not_of(" \n\r\t");
   if (first == std::string_view::npos) return false;
   const std::string_view body = reply.substr(first);
+  if (finished) return body.starts_with(k_channel) || body.starts_with(k_start);
   return starts_with_part_of(body, k_channel) || starts_with_part_of(body, k_start);
 }
 
+}  // namespace
+
+bool is_harmony_reply(std::string_view reply) { return harmony_reply(reply, false); }
+
 ReasoningStream::Delta ReasoningStream::feed(std::string_view piece) {
   text_.append(piece);
+  return advance(false);
+}
+
+ReasoningStream::Delta ReasoningStream::finish() { return advance(true); }
+
+ReasoningStream::Delta ReasoningStream::advance(bool finished) {
   // Until the reply's start says whether it is written in channels ("<" alone could begin one),
   // nothing; a reply that is not (a model that ignores the format) is all answer, as it is.
   const size_t first = text_.find_first_not_of(" \n\r\t");
-  if (first == std::string::npos || text_.substr(first) == "<") return {};
+  if (!finished && (first == std::string::npos || text_.substr(first) == "<")) return {};
   ReasoningSplit s;
-  if (is_harmony_reply(text_)) {
-    s = split_harmony(text_);
+  if (harmony_reply(text_, finished)) {
+    s = split_harmony(text_, finished);
   } else {
     s.answer = text_;
   }
@@ -103,8 +115,8 @@ ReasoningStream::Delta ReasoningStream::feed(std::string_view piece) {
   return d;
 }
 
-ReasoningSplit split_reasoning(std::string_view reply) {
-  if (is_harmony_reply(reply)) return split_harmony(reply);
+ReasoningSplit split_reasoning(std::string_view reply, bool finished) {
+  if (harmony_reply(reply, finished)) return split_harmony(reply, finished);
   ReasoningSplit out;
   // Leading whitespace before the tag (a SentencePiece space, a newline) does not count as answer.
   const size_t first = reply.find_first_not_of(" \n\r\t");

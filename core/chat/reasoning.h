@@ -24,7 +24,9 @@ namespace kvc::chat {
 //   "<|channel|>final<|message|>4."         no reasoning, answer "4."
 //
 // Every prefix of a harmony reply splits into prefixes of the whole reply's reasoning and answer
-// (a marker cut short is held back), so a stream can be split as it grows (ReasoningStream).
+// (a marker cut short is held back), so a stream can be split as it grows (ReasoningStream). A
+// finished reply holds nothing back: its text ending in "<" or "<|" (cut off there, or simply
+// written so) is kept as text.
 struct ReasoningSplit {
   bool has_reasoning = false;  // the reply holds a <think> block (or a closing </think>), or an analysis message
   bool open = false;           // the reasoning has not been closed yet (still streaming, or cut off)
@@ -32,7 +34,7 @@ struct ReasoningSplit {
   std::string answer;          // what follows </think>, leading newlines dropped
 };
 
-ReasoningSplit split_reasoning(std::string_view reply);
+ReasoningSplit split_reasoning(std::string_view reply, bool finished = false);
 
 // The reply is written in harmony's channels (it starts with <|channel|> or <|start|>, or a
 // beginning of one of them).
@@ -48,9 +50,13 @@ class ReasoningStream {
     std::string answer;
   };
   Delta feed(std::string_view piece);
+  // The reply has ended: what was held back as the possible start of a marker.
+  Delta finish();
   const std::string& text() const { return text_; }
 
  private:
+  Delta advance(bool finished);
+
   std::string text_;
   size_t reasoning_sent_ = 0;
   size_t answer_sent_ = 0;

@@ -110,3 +110,31 @@ TEST_CASE("reasoning: a harmony reply split at every byte gives prefixes of its 
     CHECK((a.reasoning + b.reasoning).empty());
   }
 }
+
+TEST_CASE("reasoning: a finished reply holds nothing back as a marker's possible start", "[core]") {
+  const std::string final_lt = "<|channel|>final<|message|>a <";
+  const std::string final_bar =
+      "<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>final<|message|>b <|";
+  const std::string analysis_cut = "<|channel|>analysis<|message|>still <|en";
+  // Growing, the ends are held back; finished, they are the reply's text.
+  CHECK(split_reasoning(final_lt).answer == "a ");
+  CHECK(split_reasoning(final_lt, true).answer == "a <");
+  CHECK(split_reasoning(final_bar, true).answer == "b <|");
+  CHECK(split_reasoning(analysis_cut, true).reasoning == "still <|en");
+  // A reply that is only the start of a marker is, once finished, no harmony reply but its text.
+  CHECK(split_reasoning("<|chan", true).answer == "<|chan");
+  CHECK_FALSE(split_reasoning("<|chan", true).has_reasoning);
+  // Streamed, finish() gives what was held back, and the deltas add up to the finished split.
+  for (const std::string& reply : {final_lt, final_bar, analysis_cut, std::string("<"), std::string("<|chan")}) {
+    const auto whole = split_reasoning(reply, true);
+    for (size_t cut = 0; cut <= reply.size(); ++cut) {
+      INFO(reply << " cut at " << cut);
+      kvc::chat::ReasoningStream stream;
+      const auto a = stream.feed(std::string_view(reply).substr(0, cut));
+      const auto b = stream.feed(std::string_view(reply).substr(cut));
+      const auto c = stream.finish();
+      CHECK(a.reasoning + b.reasoning + c.reasoning == whole.reasoning);
+      CHECK(a.answer + b.answer + c.answer == whole.answer);
+    }
+  }
+}
