@@ -418,12 +418,14 @@ Result<kernels::KvBlockLayout> ModelConfig::kv_group_layout(int g, int block_tok
   auto whole = kv_layout(block_tokens, k_format, v_format);
   const KvGroupMap map = kv_group_map();
   KVC_ASSERT(g >= 0 && g < map.n_storing());
-  if (!whole.ok() || map.n_storing() == 1) return whole;
+  if (!whole.ok() || map.groups.size() == 1) return whole;
   if (kernels::kv_k_per_channel(k_format)) {
     return make_error(ErrorCode::unsupported,
                       "int4c K holds its partly filled last block in F16 beside the cache, which a model with "
-                      "local-attention layers (a second KV group) does not support yet; use --kv-type int4h");
+                      "local-attention layers (a second KV group) or shared-KV layers does not support yet; use "
+                      "--kv-type int4h");
   }
+  if (map.n_storing() == 1) return whole;
   auto layout = kernels::make_kv_block_layout(map.groups[static_cast<size_t>(g)].n_layer, whole->n_kv_head,
                                               whole->head_dim, block_tokens, k_format, v_format);
   if (!layout) return make_error(ErrorCode::invalid_argument, "cannot lay out KV group " + std::to_string(g));
