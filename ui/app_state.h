@@ -135,10 +135,11 @@ struct MemoryState {
   double kv_bytes_per_token = 0;
   int64_t n_ctx = 0;
   int64_t n_session_tokens = 0;
-  std::vector<TurnPoint> turns;  // every answer of this run, oldest first
-  std::vector<TierView> tiers;   // T0, T1 and (with a disk tier) T2; empty before a model is loaded
-  std::string tier_warning;      // e.g. the disk tier is read-only or full: KV stays in RAM
-  KvPicture kv;                  // blocks, prefix tree, shares (memory_state.h)
+  std::vector<TurnPoint> turns;        // every answer of this run, oldest first
+  std::vector<TierView> tiers;         // T0, T1 and (with a disk tier) T2; empty before a model is loaded
+  std::vector<KvGroupLine> kv_groups;  // every KV group of the model (the local engine's), group 0 first
+  std::string tier_warning;            // e.g. the disk tier is read-only or full: KV stays in RAM
+  KvPicture kv;                        // blocks, prefix tree, shares (memory_state.h)
   KvTimelines timelines;
   std::string export_path;   // the last KV event export written, or
   std::string export_error;  // why it failed

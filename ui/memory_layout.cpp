@@ -5,6 +5,8 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "ui/format.h"
+
 namespace kvc::ui {
 
 namespace {
@@ -25,6 +27,27 @@ std::string kv_group_label(const KvPicture& g, bool only_group) {
   if (only_group) return "all layers" + n;
   if (g.window <= 0) return "global layers" + n;
   return "local layers" + n + ", window " + std::to_string(g.window);
+}
+
+std::string kv_group_line(size_t g, const KvGroupLine& line) {
+  std::string out = "group ";
+  out += std::to_string(g);
+  out += "  ·  ";
+  out += line.kind;
+  if (line.window > 0) {
+    out += ' ';
+    out += std::to_string(line.window);
+  }
+  if (line.source >= 0) {
+    out += ", reads group ";
+    out += std::to_string(line.source);
+  }
+  out += "  ·  ";
+  out += std::to_string(line.n_layers);
+  out += line.n_layers == 1 ? " layer  ·  " : " layers  ·  ";
+  out += format_bytes(line.bytes_per_token);
+  out += " per token";
+  return out;
 }
 
 std::vector<const KvPicture*> kv_groups(const KvPicture& kv) {

@@ -79,6 +79,9 @@ TimelineGrid timeline_grid(int n_charts, float width, float height, std::array<f
 // KV groups (docs/ARCHITECTURE.md §3.9). A group's heading: "global layers (4)", "local layers
 // (22), window 512"; a model of one group: "all layers (5)".
 std::string kv_group_label(const KvPicture& g, bool only_group);
+// A group's line in the list of every KV group: "group 2 · shared, reads group 1 · 1 layer · 0 B
+// per token", "group 1 · window 512 · 22 layers · 22.0 KiB per token".
+std::string kv_group_line(size_t g, const KvGroupLine& line);
 // Every group of the picture, group 0 (the picture itself) first.
 std::vector<const KvPicture*> kv_groups(const KvPicture& kv);
 

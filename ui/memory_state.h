@@ -147,4 +147,13 @@ struct KvTimelines {
   uint64_t n_events_lost = 0;          // overwritten before they were read
 };
 
+// One KV group of the loaded model as the Memory window lists it (docs/ARCHITECTURE.md §3.9).
+struct KvGroupLine {
+  std::string kind;  // kv::kv_group_kind_name: "full", "window", "shared", ...
+  int64_t n_layers = 0;
+  int64_t window = 0;          // kind window: the positions its layers attend to
+  int32_t source = -1;         // kind shared: the group whose K/V its layers read
+  double bytes_per_token = 0;  // 0: it stores nothing of its own
+};
+
 }  // namespace kvc::ui

@@ -121,6 +121,9 @@ void MemoryView::draw(ViewContext& ctx) {
   }
   if (ImGui::BeginTabBar("memory.tabs")) {
     if (named_tab(ctx.hooks, "memory.tab.blocks", "Blocks")) {
+      if (m.kv_groups.size() > 1) {  // every KV group with its kind, shared ones included
+        for (size_t g = 0; g < m.kv_groups.size(); ++g) text_disabled_wrapped(kv_group_line(g, m.kv_groups[g]).c_str());
+      }
       if (m.kv.more_groups.empty()) {
         draw_tier_shares(ctx.snap, m.kv, false, false);
         draw_share_legend(ctx.snap, m.kv);

@@ -173,6 +173,10 @@ int run_inspect(InspectArgs a) {
       features += ", YaRN rope " + num0(1.0f / c.rope.freq_scale) + "x over " + std::to_string(c.n_ctx_orig);
     }
   }
+  if (c.shared_kv_from_layer > 0) {
+    features +=
+        ", layers " + std::to_string(c.shared_kv_from_layer) + "+ read an earlier layer's K/V (kvchat test model)";
+  }
   if (!features.empty()) std::printf("           %s\n", features.substr(2).c_str());
   // A mixture of experts: every expert is in memory, a token reads the ones it is routed to.
   if (c.is_moe()) {
@@ -199,8 +203,13 @@ int run_inspect(InspectArgs a) {
                                      ? "; int8/int4 and their rotated h forms: one scale per " + std::to_string(group) +
                                            " elements; int4c K: one per channel and block of 16 positions"
                                      : "";
-  std::printf("\nKV cache per token (all %lld layers, K and V%s):\n", static_cast<long long>(c.n_layer),
-              scale_note.c_str());
+  if (c.n_layer_kv() < c.n_layer) {
+    std::printf("\nKV cache per token (%lld of %lld layers store K and V, the rest read theirs%s):\n",
+                static_cast<long long>(c.n_layer_kv()), static_cast<long long>(c.n_layer), scale_note.c_str());
+  } else {
+    std::printf("\nKV cache per token (all %lld layers, K and V%s):\n", static_cast<long long>(c.n_layer),
+                scale_note.c_str());
+  }
   const double f16 = c.kv_bytes_per_token(kv::KvFormat::f16);
   // Bytes as the cache lays them out (blocks of 16 positions: int4h's anchors, int4c's per-channel rows).
   constexpr int k_block_tokens = 16;
@@ -213,25 +222,40 @@ int run_inspect(InspectArgs a) {
       continue;
     }
     if (c.n_kv_groups() > 1 && !c.kv_group_layout(0, k_block_tokens, fmt, fmt).ok()) {
-      std::printf("  %-5s not available: this model's local-attention layers (a second KV group) cannot hold it yet\n",
-                  name.c_str());
+      std::printf("  %-5s not available: this model's %s cannot hold it yet\n", name.c_str(),
+                  c.n_kv_storing_groups() > 1 ? "local-attention layers (a second KV group)" : "shared-KV layers");
       continue;
     }
     const double b = static_cast<double>(layout->block_bytes) / k_block_tokens;
     std::printf("  %-5s %10.0f bytes/token  (%.3fx F16)   %lld tokens: %s\n", name.c_str(), b, b / f16,
                 static_cast<long long>(a.n_ctx), human_bytes(b * static_cast<double>(a.n_ctx)).c_str());
   }
+  // Each KV group with its kind and its bytes per token (docs/ARCHITECTURE.md §3.9).
+  const model::KvGroupMap map = c.kv_group_map();
+  if (map.groups.size() > 1) {
+    std::printf("  KV groups (f16):\n");
+    for (size_t g = 0; g < map.groups.size(); ++g) {
+      const kv::KvGroupSpec& spec = map.groups[g];
+      const double per_token = spec.stores() ? 2.0 * static_cast<double>(spec.n_layer * c.kv_width()) * 2.0 : 0.0;
+      std::string what = std::to_string(spec.n_layer) + (spec.n_layer == 1 ? " layer" : " layers");
+      if (spec.kind == kv::KvGroupKind::window) what += ", window " + std::to_string(spec.window);
+      if (spec.kind == kv::KvGroupKind::shared) what += ", reading group " + std::to_string(spec.source) + "'s K/V";
+      std::printf("    group %zu  %-9s %10.0f bytes/token  (%s)\n", g,
+                  std::string(kv::kv_group_kind_name(spec.kind)).c_str(), per_token, what.c_str());
+    }
+  }
   // Local and global layers apart: what each KV group costs, and what keeping only the window of
   // the local layers saves (kvchat's local group keeps its window per sequence, and on disk only
   // checkpoints at turn boundaries: docs/ARCHITECTURE.md §3.9).
-  const int64_t n_local = c.n_local_layers();
+  int64_t n_local = 0;  // of the layers that store K/V
+  for (int64_t l = 0; l < c.n_layer_kv(); ++l) n_local += c.layer_is_local(l) ? 1 : 0;
   if (n_local > 0) {
     const double local = c.kv_bytes_per_token_local(2.0), global = c.kv_bytes_per_token_global(2.0);
     const double full = f16 * static_cast<double>(a.n_ctx), aware = c.kv_bytes_window_aware(2.0, a.n_ctx);
     std::printf(
         "  by layer group (f16): %lld local + %lld global layers = %.0f + %.0f bytes/token (local window "
         "%lld)\n",
-        static_cast<long long>(n_local), static_cast<long long>(c.n_layer - n_local), local, global,
+        static_cast<long long>(n_local), static_cast<long long>(c.n_layer_kv() - n_local), local, global,
         static_cast<long long>(c.local_window));
     std::printf("  window-aware at %lld tokens: %s instead of %s (saves %.1f%%)\n", static_cast<long long>(a.n_ctx),
                 human_bytes(aware).c_str(), human_bytes(full).c_str(), full > 0 ? 100.0 * (1.0 - aware / full) : 0.0);

@@ -260,6 +260,10 @@ void register_mkmodel(CLI::App& app) {
   cmd->add_option("--window", a->spec.sliding_window,
                   "attention.sliding_window to write (0: none; gemma2, gemma3, gpt-oss: the local layers' window)")
       ->capture_default_str();
+  cmd->add_option("--shared-kv-from-layer", a->spec.shared_kv_from_layer,
+                  "kvchat-only test models (llama, gemma2, gemma3): layers from this one on store no K/V and "
+                  "read the last earlier layer's of their kind, as Gemma 3n does (0: none)")
+      ->capture_default_str();
   cmd->add_option("--attn-softcap", a->spec.attn_softcap, "gemma2: attn_logit_softcapping")->capture_default_str();
   cmd->add_option("--final-softcap", a->spec.final_softcap, "gemma2: final_logit_softcapping")->capture_default_str();
   cmd->add_option("--rope-base", a->spec.rope_freq_base, "rope frequency base")->capture_default_str();

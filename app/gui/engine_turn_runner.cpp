@@ -264,6 +264,17 @@ void EngineTurnRunner::fill_memory(ui::MemoryState& out) {
   for (const kernels::KvBlockLayout& layout : cache_->layouts()) {  // every KV group's layers
     out.kv_bytes_per_token += static_cast<double>(layout.block_bytes) / static_cast<double>(layout.block_tokens);
   }
+  out.kv_groups.clear();
+  const model::KvGroupMap map = m_.config().kv_group_map();
+  for (size_t g = 0; g < map.groups.size(); ++g) {
+    const kv::KvGroupSpec& spec = map.groups[g];
+    ui::KvGroupLine line{std::string(kv::kv_group_kind_name(spec.kind)), spec.n_layer, spec.window, spec.source, 0};
+    if (spec.stores()) {
+      const kernels::KvBlockLayout& layout = cache_->group(static_cast<kv::KvGroup>(g)).layout();
+      line.bytes_per_token = static_cast<double>(layout.block_bytes) / static_cast<double>(layout.block_tokens);
+    }
+    out.kv_groups.push_back(std::move(line));
+  }
   out.n_ctx = options_.n_ctx;
   out.n_session_tokens = n_turn_tokens_.load();
   out.kv_used_bytes = static_cast<size_t>(out.kv_bytes_per_token * static_cast<double>(out.n_session_tokens));

@@ -441,12 +441,15 @@ std::optional<std::vector<Engine::Entry>> Engine::schedule(bool& admissible) {
 
 std::span<const float> Engine::run(std::span<const Entry> batch, std::vector<model::SeqInput>& inputs) {
   inputs.reserve(batch.size());
-  for (const Entry& e : batch) {
+  const auto n_groups = static_cast<size_t>(cache_.n_groups());
+  tables_.clear();  // filled before any span of it is taken: it does not move below
+  for (const Entry& e : batch) cache_.block_tables(e.a->seq, tables_);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Entry& e = batch[i];
     const auto chunk =
         std::span<const int32_t>(e.a->tokens).subspan(static_cast<size_t>(e.a->n_in_kv), static_cast<size_t>(e.n));
-    inputs.push_back({chunk, cache_.block_table(e.a->seq), e.a->n_in_kv,
-                      cache_.n_groups() > 1 ? cache_.block_table(e.a->seq, 1) : std::span<uint8_t* const>{},
-                      cache_.kv_tail(e.a->seq)});
+    inputs.push_back({chunk, std::span<const std::span<uint8_t* const>>(tables_).subspan(i * n_groups, n_groups),
+                      e.a->n_in_kv, cache_.kv_tail(e.a->seq)});
   }
   auto logits = forward_.eval(inputs, model::Logits::last);
   KVC_ASSERT(logits.ok());  // inputs are built from validated tokens within reserved blocks

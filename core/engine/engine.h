@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -238,10 +239,11 @@ class Engine {
   bool staged_ready_ = false;       // guarded by mu_: a staging read finished
 
   // Engine-thread state.
-  std::deque<std::unique_ptr<Active>> waiting_;   // not admitted (new, or preempted)
-  std::vector<std::unique_ptr<Active>> staging_;  // reading their disk blocks
-  std::vector<std::unique_ptr<Active>> running_;  // admitted, in admission order
-  std::map<int64_t, kv::SeqId> conversations_;    // conversation -> its sequence
+  std::deque<std::unique_ptr<Active>> waiting_;    // not admitted (new, or preempted)
+  std::vector<std::unique_ptr<Active>> staging_;   // reading their disk blocks
+  std::vector<std::unique_ptr<Active>> running_;   // admitted, in admission order
+  std::map<int64_t, kv::SeqId> conversations_;     // conversation -> its sequence
+  std::vector<std::span<uint8_t* const>> tables_;  // run(): each entry's block table per KV group
 
   std::thread thread_;
   bool stopping_ = false;

@@ -97,6 +97,11 @@ class KvCache {
   std::span<uint8_t* const> block_table(SeqId id, KvGroup g = 0) const {
     return g == 0 ? seqs_->block_table(id, 0) : group(g).block_table(id, 0);
   }
+  // Appends every group's block table of the sequence to `out`, group 0 first (SeqInput::blocks).
+  void block_tables(SeqId id, std::vector<std::span<uint8_t* const>>& out) const {
+    out.push_back(seqs_->block_table(id, 0));
+    for (const auto& g : more_) out.push_back(g->seqs_->block_table(id, 0));
+  }
   int64_t n_tokens(SeqId id) const { return seqs_->n_tokens(id); }
   std::span<const int32_t> tokens(SeqId id) const { return seqs_->tokens(id); }
   // K per channel (int4c, group 0): the holding area of the sequence's partly filled last

@@ -16,16 +16,19 @@ Forward::Forward(const Model& m, std::vector<kernels::KvBlockLayout> layouts, in
     : m_(m), be_(m.backend()), layouts_(std::move(layouts)), max_batch_(max_batch) {
   KVC_ASSERT(max_batch > 0);
   const ModelConfig& c = m.config();
-  KVC_ASSERT(static_cast<int>(layouts_.size()) == c.n_kv_groups() && layouts_.size() <= 2);
+  const KvGroupMap map = c.kv_group_map();
+  KVC_ASSERT(static_cast<int>(layouts_.size()) == map.n_storing());
   for (int64_t l = 0; l < c.n_layer; ++l) {
-    layer_group_.push_back(c.kv_group(l));
-    layer_index_.push_back(c.kv_group_layer(l));
+    layer_group_.push_back(map.kv_group[static_cast<size_t>(l)]);
+    layer_index_.push_back(map.kv_layer[static_cast<size_t>(l)]);
+    layer_stores_.push_back(map.layer_stores(l));
   }
   for (size_t g = 0; g < layouts_.size(); ++g) {
     const kernels::KvBlockLayout& layout = layouts_[g];
-    KVC_ASSERT(layout.n_layer == c.n_kv_group_layers(static_cast<int>(g)) && layout.n_kv_head == c.n_head_kv &&
+    KVC_ASSERT(layout.n_layer == map.groups[g].n_layer && layout.n_kv_head == c.n_head_kv &&
                layout.head_dim == c.head_dim && layout.block_tokens == layouts_[0].block_tokens);
   }
+  slices_.resize(layouts_.size());
   auto buf = [&](int64_t width) {
     auto* p = static_cast<float*>(be_.alloc(static_cast<size_t>(max_batch * width) * sizeof(float)));
     if (!p) alloc_failed_ = true;  // reported by eval(): a device can run out of memory
@@ -59,18 +62,23 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
                                                     " tokens; use a smaller batch (-b) or context");
   }
   const int64_t B = layouts_[0].block_tokens;
-  const bool two_groups = layouts_.size() == 2;
-  slices_.clear();
-  group1_slices_.clear();
+  const size_t n_groups = layouts_.size();
+  for (auto& s : slices_) s.clear();
   batch_tokens_.clear();
   positions_.clear();
   for (const SeqInput& in : inputs) {
     const auto n = static_cast<int64_t>(in.tokens.size());
     if (n == 0) return make_error(ErrorCode::invalid_argument, "nothing to evaluate: a sequence has no tokens");
-    if (static_cast<int64_t>(in.blocks.size()) * B < in.pos0 + n ||
-        (two_groups && static_cast<int64_t>(in.group1_blocks.size()) * B < in.pos0 + n)) {
-      return make_error(ErrorCode::invalid_argument,
-                        "the KV blocks cannot hold positions up to " + std::to_string(in.pos0 + n));
+    if (in.blocks.size() != n_groups) {
+      return make_error(ErrorCode::invalid_argument, "a sequence gives " + std::to_string(in.blocks.size()) +
+                                                         " block tables for a KV cache of " + std::to_string(n_groups) +
+                                                         " groups");
+    }
+    for (const std::span<uint8_t* const> table : in.blocks) {
+      if (static_cast<int64_t>(table.size()) * B < in.pos0 + n) {
+        return make_error(ErrorCode::invalid_argument,
+                          "the KV blocks cannot hold positions up to " + std::to_string(in.pos0 + n));
+      }
     }
     const kernels::KvBlockLayout& l0 = layouts_[0];
     if (kernels::kv_k_per_channel(l0.k_type) &&
@@ -84,11 +92,10 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
             "token id " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(c.n_vocab));
       }
     }
-    slices_.push_back(backend::SeqSlice{in.blocks, in.pos0, n, static_cast<int64_t>(batch_tokens_.size()),
-                                        in.kv_tail.empty() ? nullptr : in.kv_tail.data()});
-    if (two_groups) {
-      group1_slices_.push_back(
-          backend::SeqSlice{in.group1_blocks, in.pos0, n, static_cast<int64_t>(batch_tokens_.size())});
+    slices_[0].push_back(backend::SeqSlice{in.blocks[0], in.pos0, n, static_cast<int64_t>(batch_tokens_.size()),
+                                           in.kv_tail.empty() ? nullptr : in.kv_tail.data()});
+    for (size_t g = 1; g < n_groups; ++g) {
+      slices_[g].push_back(backend::SeqSlice{in.blocks[g], in.pos0, n, static_cast<int64_t>(batch_tokens_.size())});
     }
     batch_tokens_.insert(batch_tokens_.end(), in.tokens.begin(), in.tokens.end());
     for (int64_t i = 0; i < n; ++i) positions_.push_back(in.pos0 + i);
@@ -115,23 +122,28 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
     const int group = layer_group_[static_cast<size_t>(l)];
     const int layer = layer_index_[static_cast<size_t>(l)];
     const kernels::KvBlockLayout& layout = layouts_[static_cast<size_t>(group)];
-    const std::vector<backend::SeqSlice>& slices = group == 0 ? slices_ : group1_slices_;
+    const std::vector<backend::SeqSlice>& slices = slices_[static_cast<size_t>(group)];
+    // A shared layer (kvchat's test models, as Gemma 3n's last layers) computes Q only and reads the
+    // K/V an earlier layer of its kind stored.
+    const bool stores = layer_stores_[static_cast<size_t>(l)];
     // Attention block: h = norm(x); q, k, v = h W^T (+ per-head norms); rope; store k, v;
     // x += attn(q) Wo^T (Gemma: x += post_norm(attn(q) Wo^T), a local layer's window in the mask).
     be_.rmsnorm(x_, lw.attn_norm, n, c.n_embd, c.rms_eps, h_);
     be_.matmul(lw.wq, h_, n, q_, lw.bq);
-    be_.matmul(lw.wk, h_, n, k_, lw.bk);
-    be_.matmul(lw.wv, h_, n, v_, lw.bv);
+    if (stores) {
+      be_.matmul(lw.wk, h_, n, k_, lw.bk);
+      be_.matmul(lw.wv, h_, n, v_, lw.bv);
+    }
     if (c.qk_norm) {  // qwen3: each head of Q and K normed on its own, before rope
       be_.rmsnorm(q_, lw.q_norm, n * c.n_head, c.head_dim, c.rms_eps, q_);
-      be_.rmsnorm(k_, lw.k_norm, n * c.n_head_kv, c.head_dim, c.rms_eps, k_);
+      if (stores) be_.rmsnorm(k_, lw.k_norm, n * c.n_head_kv, c.head_dim, c.rms_eps, k_);
     }
     if (c.layer_has_rope(l)) {                            // SmolLM3 leaves every fourth layer without positions (NoPE)
       const kernels::RopeParams& rope = c.layer_rope(l);  // Gemma's local layers have their own
       be_.rope(q_, n, positions_.data(), static_cast<int>(c.n_head), static_cast<int>(c.head_dim), rope);
-      be_.rope(k_, n, positions_.data(), static_cast<int>(c.n_head_kv), static_cast<int>(c.head_dim), rope);
+      if (stores) be_.rope(k_, n, positions_.data(), static_cast<int>(c.n_head_kv), static_cast<int>(c.head_dim), rope);
     }
-    be_.kv_store(layout, layer, slices, k_, v_);
+    if (stores) be_.kv_store(layout, layer, slices, k_, v_);
     kernels::AttentionShape layer_shape = shape;
     layer_shape.sinks = lw.attn_sinks;  // gpt-oss: each head's sink in its softmax
     be_.attention(layout, layer, slices, q_, layer_shape, c.layer_window(l), att_);
@@ -161,9 +173,10 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
   const float* rows = x_;
   int64_t n_out = n;
   if (which == Logits::last) {
-    n_out = static_cast<int64_t>(slices_.size());
-    for (size_t i = 0; i < slices_.size(); ++i) {
-      const int64_t src = slices_[i].row_begin + slices_[i].n_tokens - 1;
+    const std::vector<backend::SeqSlice>& seqs = slices_[0];
+    n_out = static_cast<int64_t>(seqs.size());
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const int64_t src = seqs[i].row_begin + seqs[i].n_tokens - 1;
       be_.copy(x_ + src * c.n_embd, out_rows_ + static_cast<int64_t>(i) * c.n_embd,
                static_cast<size_t>(c.n_embd) * sizeof(float));
     }

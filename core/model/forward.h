@@ -16,10 +16,9 @@ namespace kvc::model {
 // attending over its KV blocks, which must already hold [0, pos0) and have room for the rest.
 struct SeqInput {
   std::span<const int32_t> tokens;
-  std::span<uint8_t* const> blocks;
+  // One block table per storing KV group, group 0 first (KvCache::block_tables; one for most models).
+  std::span<const std::span<uint8_t* const>> blocks;
   int64_t pos0 = 0;
-  // KV group 1's block table (the local layers of a model with two groups, kv_cache.h).
-  std::span<uint8_t* const> group1_blocks = {};
   // K per channel (int4c, group 0): the sequence's holding area of its tail block's K and V
   // rows, (n_layer, layout.tail_layer_elems()) F16 (KvCache::kv_tail).
   std::span<uint16_t> kv_tail = {};
@@ -34,7 +33,7 @@ enum class Logits { last, all };
 class Forward {
  public:
   Forward(const Model& m, const kernels::KvBlockLayout& layout, int64_t max_batch);
-  // One layout per KV group (KvCache::layouts()): each layer stores its K/V in its group's.
+  // One layout per storing KV group (KvCache::layouts()): each layer keeps its K/V in its group's.
   Forward(const Model& m, std::vector<kernels::KvBlockLayout> layouts, int64_t max_batch);
   ~Forward();
   Forward(const Forward&) = delete;
@@ -52,7 +51,10 @@ class Forward {
   const Model& m_;
   backend::Backend& be_;
   std::vector<kernels::KvBlockLayout> layouts_;  // per KV group
-  std::vector<int> layer_group_, layer_index_;   // per layer: its group and index in the group
+  // Per layer: the storing group whose blocks hold its K/V, its index in that group's layout, and
+  // whether it writes them (a shared layer only reads another layer's).
+  std::vector<int> layer_group_, layer_index_;
+  std::vector<bool> layer_stores_;
   int64_t max_batch_;
   // Backend buffers, each sized for max_batch rows.
   float* x_ = nullptr;         // (max_batch, n_embd) residual stream
@@ -70,8 +72,7 @@ class Forward {
   bool alloc_failed_ = false;  // a buffer above could not be allocated; eval() reports it
   std::vector<int32_t> batch_tokens_;
   std::vector<int64_t> positions_;
-  std::vector<backend::SeqSlice> slices_;
-  std::vector<backend::SeqSlice> group1_slices_;
+  std::vector<std::vector<backend::SeqSlice>> slices_;  // per storing KV group: the batch's sequences
   std::vector<float> host_logits_;
 };
 

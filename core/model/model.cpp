@@ -560,10 +560,11 @@ kv::BlockKey kv_fingerprint(const Model& m, const kernels::KvBlockLayout& layout
 kv::BlockKey kv_group_fingerprint(const Model& m, const kernels::KvBlockLayout& layout, int g) {
   const ModelConfig& c = m.config();
   const kv::BlockKey key = kv_fingerprint(m, layout);
-  if (c.n_kv_groups() == 1) return key;
-  std::vector<int64_t> words = {g, g == 1 ? c.local_window : 0};
+  const KvGroupMap map = c.kv_group_map();
+  if (map.groups.size() == 1) return key;
+  std::vector<int64_t> words = {g, map.groups[static_cast<size_t>(g)].window};
   for (int64_t l = 0; l < c.n_layer; ++l) {
-    if (c.kv_group(l) == g) words.push_back(l);
+    if (map.layer_group[static_cast<size_t>(l)] == g) words.push_back(l);
   }
   return kv::hash_bytes({reinterpret_cast<const uint8_t*>(words.data()), words.size() * sizeof(int64_t)}, key);
 }

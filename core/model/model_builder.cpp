@@ -132,6 +132,21 @@ Status ModelSpec::validate(int64_t n_vocab) const {
                "' (choose llama, llama3, qwen2, qwen3, qwen3moe, gpt-oss, phi3, smollm3, gemma2 or gemma3)");
   }
   if (sliding_window < 0 || sliding_window > n_ctx) return bad("--window must lie in [0, --ctx]");
+  if (shared_kv_from_layer != 0) {
+    if (arch != "llama" && !gemma) return bad("--shared-kv-from-layer is for --arch llama, gemma2 and gemma3");
+    if (shared_kv_from_layer < 1 || shared_kv_from_layer >= n_layer)
+      return bad("--shared-kv-from-layer must lie in [1, --layers)");
+    const int64_t period = arch == "gemma2" ? 2 : arch == "gemma3" ? 6 : 0;
+    auto local = [&](int64_t l) {
+      return period > 0 && (sliding_window > 0 || arch == "gemma2") && l % period < period - 1;
+    };
+    for (int64_t l = shared_kv_from_layer; l < n_layer; ++l) {
+      bool found = false;
+      for (int64_t k = 0; k < shared_kv_from_layer; ++k) found = found || local(k) == local(l);
+      if (!found)
+        return bad("--shared-kv-from-layer: layer " + std::to_string(l) + " has no earlier layer of its kind");
+    }
+  }
   if (!(weight_std > 0 && weight_std < 10) || !(qk_std >= 0 && qk_std < 10) || !(norm_std >= 0 && norm_std < 10) ||
       !(bias_std >= 0 && bias_std < 10)) {
     return bad("standard deviations must lie in [0, 10) (and --std above 0)");
@@ -234,6 +249,9 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
     w.set_f32(a + "rope.scaling.attn_factor", static_cast<float>(std::round(attn * 4096.0) / 4096.0));
   }
   if (spec.sliding_window > 0) w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(spec.sliding_window));
+  if (spec.shared_kv_from_layer > 0) {  // kvchat's own key: no released model has it
+    w.set_u32("kvchat.shared_kv_from_layer", static_cast<uint32_t>(spec.shared_kv_from_layer));
+  }
   if (spec.arch == "gemma2") {
     w.set_f32(a + "attn_logit_softcapping", spec.attn_softcap);
     w.set_f32(a + "final_logit_softcapping", spec.final_softcap);

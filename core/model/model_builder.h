@@ -47,8 +47,12 @@ struct ModelSpec {
   float rope_scale_factor = 8.0f;  // llama3, phi3 (long factors): the low-frequency pairs' divisor
   int64_t rope_orig_ctx = 8192;    // llama3, phi3: the context the factors extend (original_max_position_embeddings)
   int64_t sliding_window = 0;      // attention.sliding_window (gemma: of its local layers); 0: none written
-  float attn_softcap = 50.0f;      // gemma2: attn_logit_softcapping
-  float final_softcap = 30.0f;     // gemma2: final_logit_softcapping
+  // kvchat-only test models (llama, gemma2, gemma3): layers >= this store no K/V and read the last
+  // earlier layer's of their kind (kvchat.shared_kv_from_layer, as Gemma 3n / 4); 0: none written.
+  // Their attn_k / attn_v weights are still written (unused).
+  int64_t shared_kv_from_layer = 0;
+  float attn_softcap = 50.0f;   // gemma2: attn_logit_softcapping
+  float final_softcap = 30.0f;  // gemma2: final_logit_softcapping
   FileType type = FileType::q8_0;
   uint64_t seed = 1;
   float weight_std = 0.02f;       // matrices: near-normal with this standard deviation, mean 0

@@ -8,6 +8,7 @@
 
 #include "core/gguf/gguf_file.h"
 #include "core/gguf/gguf_format.h"
+#include "core/util/assert.h"
 
 namespace kvc::model {
 
@@ -430,6 +431,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   if (traits->swa_period > 0) KVC_TRY(read_gemma(f, p, traits->swa_period, c));
   if (traits->moe) KVC_TRY(read_moe(f, p, c));
   if (c.arch == "gpt-oss") KVC_TRY(read_gpt_oss(f, p, c));
+  KVC_TRY(read_kv_sharing(f, c));
 
   c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
   // Phi-3 files fuse Q, K, V into attn_qkv, and gate and up into ffn_up (which then has 2 n_ff rows).
@@ -463,7 +465,7 @@ Result<kernels::KvBlockLayout> ModelConfig::kv_layout(int block_tokens, kv::KvFo
     return make_error(ErrorCode::invalid_argument,
                       "the KV block size must be positive, got " + std::to_string(block_tokens));
   }
-  auto layout = kernels::make_kv_block_layout(static_cast<int>(n_layer), static_cast<int>(n_head_kv),
+  auto layout = kernels::make_kv_block_layout(static_cast<int>(n_layer_kv()), static_cast<int>(n_head_kv),
                                               static_cast<int>(head_dim), block_tokens, k_format, v_format);
   if (!layout) {
     return make_error(ErrorCode::invalid_argument, "cannot lay out the KV cache for " + std::to_string(n_layer) +
@@ -476,14 +478,18 @@ Result<kernels::KvBlockLayout> ModelConfig::kv_layout(int block_tokens, kv::KvFo
 Result<kernels::KvBlockLayout> ModelConfig::kv_group_layout(int g, int block_tokens, kv::KvFormat k_format,
                                                             kv::KvFormat v_format) const {
   auto whole = kv_layout(block_tokens, k_format, v_format);
-  if (!whole.ok() || n_kv_groups() == 1) return whole;
+  const KvGroupMap map = kv_group_map();
+  KVC_ASSERT(g >= 0 && g < map.n_storing());
+  if (!whole.ok() || map.groups.size() == 1) return whole;
   if (kernels::kv_k_per_channel(k_format)) {
     return make_error(ErrorCode::unsupported,
                       "int4c K holds its partly filled last block in F16 beside the cache, which a model with "
-                      "local-attention layers (a second KV group) does not support yet; use --kv-type int4h");
+                      "local-attention layers (a second KV group) or shared-KV layers does not support yet; use "
+                      "--kv-type int4h");
   }
-  auto layout = kernels::make_kv_block_layout(static_cast<int>(n_kv_group_layers(g)), whole->n_kv_head, whole->head_dim,
-                                              block_tokens, k_format, v_format);
+  if (map.n_storing() == 1) return whole;
+  auto layout = kernels::make_kv_block_layout(map.groups[static_cast<size_t>(g)].n_layer, whole->n_kv_head,
+                                              whole->head_dim, block_tokens, k_format, v_format);
   if (!layout) return make_error(ErrorCode::invalid_argument, "cannot lay out KV group " + std::to_string(g));
   return *layout;
 }

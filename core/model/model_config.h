@@ -3,8 +3,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/kv/kv_format.h"
+#include "core/kv/kv_group_spec.h"
 #include "core/util/result.h"
 #include "kernels/cpu/kv_block.h"
 #include "kernels/cpu/moe_router.h"
@@ -15,6 +17,26 @@ class GgufFile;
 }
 
 namespace kvc::model {
+
+// A model's KV groups and where each layer's K/V live. Invariants: the storing groups come first
+// (their indices are the KV cache's groups), then the shared ones; every layer is in one group;
+// a storing layer l has kv_group == layer_group[l] and kv_layer == layer_index[l], a shared one
+// the group and index of the layer it reads (always a storing layer before it).
+struct KvGroupMap {
+  std::vector<kv::KvGroupSpec> groups;  // block_bytes 0 here: the layout gives them (kv_group_layout)
+  std::vector<int> layer_group;         // per layer: its group
+  std::vector<int> layer_index;         // per layer: its index among its group's layers
+  std::vector<int> kv_group;            // per layer: the storing group whose blocks it writes or reads
+  std::vector<int> kv_layer;            // per layer: the layer index in that group's block layout
+  int n_storing() const {
+    int n = 0;
+    for (const kv::KvGroupSpec& g : groups) n += g.stores() ? 1 : 0;
+    return n;
+  }
+  bool layer_stores(int64_t l) const {
+    return groups[static_cast<size_t>(layer_group[static_cast<size_t>(l)])].stores();
+  }
+};
 
 // Invariants (checked by from_gguf): n_head % n_head_kv == 0; n_embd % n_head == 0; n_rot <=
 // head_dim and even; every count positive and within bounds far above any released model
@@ -67,25 +89,25 @@ struct ModelConfig {
     for (int64_t l = 0; l < n_layer; ++l) n += layer_is_local(l) ? 1 : 0;
     return n;
   }
-  // KV groups (core/kv/kv_cache.h): layers whose K/V share one block chain. One group for a
-  // model whose layers all attend alike; two for local and global layers: group 0 the global
-  // layers, group 1 the local ones (their window local_window).
-  int n_kv_groups() const {
-    const int64_t n = n_local_layers();
-    return n > 0 && n < n_layer ? 2 : 1;
-  }
-  int kv_group(int64_t l) const { return n_kv_groups() == 2 && layer_is_local(l) ? 1 : 0; }
+  // kvchat-only test models (mkmodel --shared-kv-from-layer, key kvchat.shared_kv_from_layer):
+  // layers l >= shared_kv_from_layer store no K/V; each reads the K/V of the last layer before
+  // it of its own kind (local or global), as Gemma 3n / 4's last layers do. 0: every layer stores.
+  int64_t shared_kv_from_layer = 0;
+  // The layers that store K/V: [0, n_layer_kv()).
+  int64_t n_layer_kv() const { return shared_kv_from_layer > 0 ? shared_kv_from_layer : n_layer; }
+  // KV groups (core/kv/kv_cache.h, core/kv/kv_group_spec.h): layers whose state shares one block
+  // chain, built from the config by kv_group_map(). One full (or windowed) group for a model whose
+  // layers all attend alike; Gemma's local and global layers: group 0 the global layers (full),
+  // group 1 the local ones (window local_window); shared layers in groups of kind shared after the
+  // storing ones, one per group they read.
+  KvGroupMap kv_group_map() const;
+  int n_kv_groups() const { return static_cast<int>(kv_group_map().groups.size()); }
+  // The groups that keep blocks (the KV cache's groups 0 .. n - 1).
+  int n_kv_storing_groups() const { return kv_group_map().n_storing(); }
+  int kv_group(int64_t l) const { return kv_group_map().layer_group.at(static_cast<size_t>(l)); }
   // Layer l's index among its group's layers, and a group's layer count.
-  int kv_group_layer(int64_t l) const {
-    int i = 0;
-    for (int64_t k = 0; k < l; ++k) i += kv_group(k) == kv_group(l) ? 1 : 0;
-    return i;
-  }
-  int64_t n_kv_group_layers(int g) const {
-    int64_t n = 0;
-    for (int64_t l = 0; l < n_layer; ++l) n += kv_group(l) == g ? 1 : 0;
-    return n;
-  }
+  int kv_group_layer(int64_t l) const { return kv_group_map().layer_index.at(static_cast<size_t>(l)); }
+  int64_t n_kv_group_layers(int g) const { return kv_group_map().groups.at(static_cast<size_t>(g)).n_layer; }
   // Mixture of experts (qwen3moe). Layers from n_dense_lead on replace the FFN by n_expert
   // experts of width n_ff_exp, of which each token runs the n_expert_used that `routing` picks
   // (kernels/cpu/moe_router.h), plus the shared experts (width n_ff_shexp) where the file has
@@ -121,12 +143,15 @@ struct ModelConfig {
   int64_t q_width() const { return n_head * head_dim; }
   int64_t kv_width() const { return n_head_kv * head_dim; }
   // Bytes of K plus V per token over all layers for a KV element of `elem_bytes` (F16: 2).
+  // Layers that read another's K/V (shared_kv_from_layer) store none and count nothing here.
   double kv_bytes_per_token(double elem_bytes) const {
-    return 2.0 * static_cast<double>(n_layer * kv_width()) * elem_bytes;
+    return 2.0 * static_cast<double>(n_layer_kv() * kv_width()) * elem_bytes;
   }
   // The same for the local layers only, and for the global ones (all layers when none is local).
   double kv_bytes_per_token_local(double elem_bytes) const {
-    return 2.0 * static_cast<double>(n_local_layers() * kv_width()) * elem_bytes;
+    int64_t n = 0;
+    for (int64_t l = 0; l < n_layer_kv(); ++l) n += layer_is_local(l) ? 1 : 0;
+    return 2.0 * static_cast<double>(n * kv_width()) * elem_bytes;
   }
   double kv_bytes_per_token_global(double elem_bytes) const {
     return kv_bytes_per_token(elem_bytes) - kv_bytes_per_token_local(elem_bytes);
@@ -146,7 +171,7 @@ struct ModelConfig {
   // The KV block layout of this model (B = block_tokens), or an error naming the head size
   // when a quantized format has no group for it.
   Result<kernels::KvBlockLayout> kv_layout(int block_tokens, kv::KvFormat k_format, kv::KvFormat v_format) const;
-  // The layout of KV group g's blocks (its layers only).
+  // The layout of storing KV group g's blocks (its layers only).
   Result<kernels::KvBlockLayout> kv_group_layout(int g, int block_tokens, kv::KvFormat k_format,
                                                  kv::KvFormat v_format) const;
 
@@ -154,5 +179,9 @@ struct ModelConfig {
   // architectures and rope scalings included). The tensors are not looked at: check_tensors.
   static Result<ModelConfig> from_gguf(const gguf::GgufFile& file);
 };
+
+// Reads kvchat.shared_kv_from_layer into c (from_gguf, after the layer pattern), refusing a value
+// outside [1, n_layer) or a shared layer with no earlier storing layer of its kind.
+Status read_kv_sharing(const gguf::GgufFile& f, ModelConfig& c);
 
 }  // namespace kvc::model

@@ -93,9 +93,9 @@ Result<std::span<const float>> Session::run(std::span<const int32_t> tokens, Log
                                                       std::to_string(cache_->n_tokens(seq_) + static_cast<int64_t>(n)) +
                                                       " tokens; raise its budget or shorten the conversation");
     }
-    const model::SeqInput in{chunk, cache_->block_table(seq_), cache_->n_tokens(seq_),
-                             cache_->n_groups() > 1 ? cache_->block_table(seq_, 1) : std::span<uint8_t* const>{},
-                             cache_->kv_tail(seq_)};
+    tables_.clear();
+    cache_->block_tables(seq_, tables_);
+    const model::SeqInput in{chunk, tables_, cache_->n_tokens(seq_), cache_->kv_tail(seq_)};
     auto r = forward_->eval({&in, 1}, which);
     if (!r.ok()) return r.error();
     if (which == Logits::all) all_logits_.insert(all_logits_.end(), r->begin(), r->end());

@@ -69,6 +69,7 @@ class Session {
   kv::PrefixInfo last_prefix_;
   int64_t n_evaluated_ = 0;
   std::vector<float> all_logits_;
+  std::vector<std::span<uint8_t* const>> tables_;  // the sequence's block table per KV group
 };
 
 // What to generate: the one type with its defaults (core/sampling/generate_options.h).

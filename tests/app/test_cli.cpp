@@ -133,6 +133,33 @@ TEST_CASE("cli: inspect of a Gemma 3 model gives KV bytes per layer group and th
   CHECK_THAT(r.out, Catch::Contains("int4h        960 bytes/token"));
 }
 
+TEST_CASE("cli: inspect of a kvchat shared-KV test model lists its groups, and its cache stores only half the layers",
+          "[app][e2e]") {
+  kvc::test::TempDir tmp;
+  const std::string path = tmp.file("shared.gguf");
+  auto mk =
+      cli("mkmodel -q --dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 512 --type q8_0 "
+          "--shared-kv-from-layer 2 --vocab-from " +
+              quoted(kvc::test::model_path("stories260K.gguf")) + " -o " + quoted(path),
+          tmp);
+  INFO(mk.err);
+  REQUIRE(mk.exit_code == 0);
+  auto r = cli("inspect " + quoted(path), tmp);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("layers 2+ read an earlier layer's K/V (kvchat test model)"));
+  CHECK_THAT(r.out, Catch::Contains("2 of 4 layers store K and V"));
+  // 2 storing layers x 2 (K, V) x 2 kv heads x 32 dims x 2 bytes = 512 bytes per token in F16.
+  CHECK_THAT(r.out, Catch::Contains("f16          512 bytes/token"));
+  CHECK_THAT(r.out, Catch::Contains("group 0  full             512 bytes/token  (2 layers)"));
+  CHECK_THAT(r.out, Catch::Contains("group 1  shared             0 bytes/token  (2 layers, reading group 0's K/V)"));
+  CHECK_THAT(r.out, Catch::Contains("int4c not available: this model's shared-KV layers"));
+  // A value that leaves no layer storing is refused by name.
+  auto bad = cli("mkmodel -q --layers 4 --shared-kv-from-layer 4 -o " + quoted(tmp.file("bad.gguf")), tmp);
+  CHECK(bad.exit_code != 0);
+  CHECK_THAT(bad.err, Catch::Contains("--shared-kv-from-layer must lie in [1, --layers)"));
+}
+
 TEST_CASE("cli: inspect of a head size of 8 reports INT8 / INT4 with groups of 8", "[app][e2e]") {
   kvc::test::TempDir tmp;
   auto r = cli("inspect " + quoted(kvc::test::model_path("stories260K.gguf")), tmp);

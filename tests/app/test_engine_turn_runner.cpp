@@ -176,3 +176,26 @@ TEST_CASE("engine turn runner: a Gemma model's memory picture has each KV group,
   }
   CHECK(global.used_bytes[0] == global.group_used_bytes[0] + local.group_used_bytes[0]);
 }
+
+TEST_CASE("engine turn runner: the memory state lists every KV group with its kind and bytes per token",
+          "[app][engine]") {
+  auto be = backend::make_cpu_backend(1);
+  auto m = model::Model::load(test::model_path("tiny-gemma3-f16.gguf"), *be);
+  REQUIRE(m.ok());
+  app::EngineRunnerOptions o;
+  o.n_ctx = 256;
+  auto r = app::EngineTurnRunner::create(**m, o);
+  REQUIRE(r.ok());
+  ui::MemoryState ms;
+  (*r)->fill_memory(ms);
+  REQUIRE(ms.kv_groups.size() == 2);
+  CHECK(ms.kv_groups[0].kind == "full");
+  CHECK(ms.kv_groups[0].n_layers == 1);
+  CHECK(ms.kv_groups[1].kind == "window");
+  CHECK(ms.kv_groups[1].window == 64);
+  CHECK(ms.kv_groups[1].n_layers == 5);
+  // F16 K and V of 2 KV heads of 64 per layer: 512 bytes per token and layer.
+  CHECK(ms.kv_groups[0].bytes_per_token == 512.0);
+  CHECK(ms.kv_groups[1].bytes_per_token == 5 * 512.0);
+  CHECK(ms.kv_bytes_per_token == 6 * 512.0);
+}

@@ -319,3 +319,11 @@ TEST_CASE("prefix tree: each node says where its blocks live, keys without data 
   CHECK(t[2].n_on == std::array<int32_t, 3>{0, 4, 0});
   CHECK(t[2].tier == 1);
 }
+
+TEST_CASE("KV groups: each group's line names its kind, window or source, layers and bytes per token", "[ui]") {
+  CHECK(kv_group_line(0, KvGroupLine{"full", 1, 0, -1, 4096}) == "group 0  ·  full  ·  1 layer  ·  4.0 KiB per token");
+  CHECK(kv_group_line(1, KvGroupLine{"window", 22, 512, -1, 22528}) ==
+        "group 1  ·  window 512  ·  22 layers  ·  22.0 KiB per token");
+  CHECK(kv_group_line(2, KvGroupLine{"shared", 3, 0, 1, 0}) ==
+        "group 2  ·  shared, reads group 1  ·  3 layers  ·  0 B per token");
+}
