@@ -16,6 +16,13 @@ namespace kvc::cli {
 
 namespace {
 
+// "1 local layer (window 32) and 1 global": Gemma's and gpt-oss's layer kinds.
+std::string local_and_global(const model::ModelConfig& c, const std::string& window_note) {
+  const int64_t local = c.n_local_layers();
+  return std::to_string(local) + (local == 1 ? " local layer" : " local layers") + " (window " +
+         std::to_string(c.local_window) + window_note + ") and " + std::to_string(c.n_layer - local) + " global";
+}
+
 std::string num0(float v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
@@ -157,18 +164,14 @@ int run_inspect(InspectArgs a) {
   if (c.gemma) {
     features += ", scaled embeddings, post-norms, GeGLU";
     if (c.n_local_layers() > 0) {
-      features += ", " + std::to_string(c.n_local_layers()) + " local layers (window " +
-                  std::to_string(c.local_window) + ", rope base " + num0(c.rope_local.freq_base) + ") and " +
-                  std::to_string(c.n_layer - c.n_local_layers()) + " global";
+      features += ", " + local_and_global(c, ", rope base " + num0(c.rope_local.freq_base));
     }
     if (c.attn_softcap > 0) features += ", attention soft-cap " + num0(c.attn_softcap);
     if (c.final_softcap > 0) features += ", logit soft-cap " + num0(c.final_softcap);
     if (c.rope.freq_scale != 1.0f) features += ", global rope scaled 1/" + num0(1.0f / c.rope.freq_scale);
   }
   if (c.gpt_oss) {
-    features += ", attention sinks, output bias, " + std::to_string(c.n_local_layers()) + " local layers (window " +
-                std::to_string(c.local_window) + ") and " + std::to_string(c.n_layer - c.n_local_layers()) +
-                " global, clamped SwiGLU experts";
+    features += ", attention sinks, output bias, " + local_and_global(c, "") + ", clamped SwiGLU experts";
     if (c.rope.yarn) {
       features += ", YaRN rope " + num0(1.0f / c.rope.freq_scale) + "x over " + std::to_string(c.n_ctx_orig);
     }

@@ -23,7 +23,7 @@ TEST_CASE("kvchat-cli: a gpt-oss MXFP4 model is inspected, generates and chats",
   CHECK_THAT(inspect.out, Catch::Contains("gpt-oss"));
   CHECK_THAT(inspect.out, Catch::Contains("MXFP4"));
   CHECK_THAT(inspect.out, Catch::Contains("attention sinks"));
-  CHECK_THAT(inspect.out, Catch::Contains("1 local layers (window 32) and 1 global"));
+  CHECK_THAT(inspect.out, Catch::Contains("1 local layer (window 32) and 1 global"));
   CHECK_THAT(inspect.out, Catch::Contains("YaRN rope 32x over 4096"));
   CHECK_THAT(inspect.out, Catch::Contains("experts:   8 per layer, 2 per token"));
   const auto gen = test::cli("generate -m " + test::quoted(oss_model()) + " -t 2 -p 'Once upon a time' -n 12", tmp);
