@@ -16,6 +16,7 @@
 #include "core/model/model_builder.h"
 #include "core/model/session.h"
 #include "storage/sqlite_cold_store.h"
+#include "support/model_fixture.h"
 #include "support/test_support.h"
 
 using namespace kvc;
@@ -24,32 +25,9 @@ namespace {
 
 constexpr int64_t k_block = 16;
 
-std::vector<int32_t> token_stream(size_t n, int salt) {
-  std::vector<int32_t> t = {1};
-  for (size_t i = 1; i < n; ++i)
-    t.push_back(2 + static_cast<int32_t>((i * 131 + static_cast<size_t>(salt) * 17) % 500));
-  return t;
-}
-
-double last_row_diff(std::span<const float> got, const std::vector<float>& want, size_t n, int64_t n_vocab) {
-  REQUIRE(got.size() >= static_cast<size_t>(n_vocab));
-  REQUIRE(want.size() >= n * static_cast<size_t>(n_vocab));
-  double d = 0;
-  for (int64_t v = 0; v < n_vocab; ++v) {
-    const double a = got[got.size() - static_cast<size_t>(n_vocab) + static_cast<size_t>(v)];
-    const double b = want[(n - 1) * static_cast<size_t>(n_vocab) + static_cast<size_t>(v)];
-    d = std::max(d, std::abs(a - b));
-  }
-  return d;
-}
-
-std::vector<float> uncached_logits(const model::Model& m, std::span<const int32_t> tokens) {
-  auto s = model::Session::create(m, 1024);
-  REQUIRE(s.ok());
-  auto all = s->evaluate_all(tokens);
-  REQUIRE(all.ok());
-  return {all->begin(), all->end()};
-}
+using test::last_row_diff;
+using test::token_stream;
+using test::uncached_logits;
 
 // A kvchat-only shared-KV test model on stories260K's vocabulary, F16, sharp attention: "llama"
 // (4 layers, all global) or "gemma2" (6 layers, local and global alternating, window 64).

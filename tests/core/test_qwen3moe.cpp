@@ -13,6 +13,7 @@
 #include "core/model/model.h"
 #include "core/model/model_config.h"
 #include "core/model/session.h"
+#include "support/model_fixture.h"
 #include "support/test_support.h"
 
 using namespace kvc;
@@ -400,43 +401,7 @@ TEST_CASE("qwen3moe: cached logits equal uncached ones across turns and through 
       auto be = backend::make_cpu_backend(2);
       auto m = model::Model::load(test::model_path(file), *be);
       REQUIRE(m.ok());
-      const int64_t n_vocab = (*m)->config().n_vocab;
-      std::vector<int32_t> stream = {1};
-      for (int i = 1; i < 200; ++i) stream.push_back(2 + (i * 131) % 500);
-      auto fresh = model::Session::create(**m, 256);
-      REQUIRE(fresh.ok());
-      auto all = fresh->evaluate_all(stream);
-      REQUIRE(all.ok());
-      const std::vector<float> want(all->begin(), all->end());
-      model::SessionOptions o;
-      o.n_ctx = 256;
-      o.n_batch = 16;
-      o.budget.t1_bytes = 64 * fresh->cache().layout().block_bytes;
-      auto s = model::Session::create(**m, o);
-      REQUIRE(s.ok());
-      auto check_last = [&](std::span<const float> got, size_t n) {
-        REQUIRE(got.size() >= static_cast<size_t>(n_vocab));
-        double max_diff = 0;
-        for (int64_t v = 0; v < n_vocab; ++v) {
-          const double a = got[got.size() - static_cast<size_t>(n_vocab) + static_cast<size_t>(v)];
-          const double b = want[(n - 1) * static_cast<size_t>(n_vocab) + static_cast<size_t>(v)];
-          max_diff = std::max(max_diff, std::abs(a - b));
-        }
-        CHECK(max_diff == 0.0);
-      };
-      for (size_t n = 50; n <= stream.size(); n += 50) {
-        auto l = s->evaluate(std::span(stream).first(n));
-        INFO("after " << n << " tokens");
-        REQUIRE(l.ok());
-        CHECK(s->n_reused() == static_cast<int64_t>(n - 50));
-        check_last(*l, n);
-      }
-      s->clear();
-      s->cache().demote_all_unpinned(kv::Tier::t1);
-      auto back = s->evaluate(stream);
-      REQUIRE(back.ok());
-      CHECK(s->n_reused() == 192);
-      check_last(*back, stream.size());
+      test::check_turns_equal_uncached(**m);
     }
   }
 }

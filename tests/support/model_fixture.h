@@ -3,9 +3,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +17,7 @@
 #include "core/gguf/gguf_file.h"
 #include "core/model/model.h"
 #include "core/model/model_builder.h"
+#include "core/model/session.h"
 #include "support/test_support.h"
 
 namespace kvc::test {
@@ -52,6 +56,67 @@ inline std::filesystem::path model_with_template(const TempDir& dir, const std::
   INFO(made.err);
   REQUIRE(made.exit_code == 0);
   return out;
+}
+
+// A stream of n token ids in [2, 502) after BOS; `salt` makes a different one.
+inline std::vector<int32_t> token_stream(size_t n, int salt = 0) {
+  std::vector<int32_t> t = {1};
+  for (size_t i = 1; i < n; ++i)
+    t.push_back(2 + static_cast<int32_t>((i * 131 + static_cast<size_t>(salt) * 17) % 500));
+  return t;
+}
+
+// The largest difference between got's last row and row n - 1 of want (rows of n_vocab).
+inline double last_row_diff(std::span<const float> got, const std::vector<float>& want, size_t n, int64_t n_vocab) {
+  REQUIRE(got.size() >= static_cast<size_t>(n_vocab));
+  REQUIRE(want.size() >= n * static_cast<size_t>(n_vocab));
+  double d = 0;
+  for (int64_t v = 0; v < n_vocab; ++v) {
+    const double a = got[got.size() - static_cast<size_t>(n_vocab) + static_cast<size_t>(v)];
+    const double b = want[(n - 1) * static_cast<size_t>(n_vocab) + static_cast<size_t>(v)];
+    d = std::max(d, std::abs(a - b));
+  }
+  return d;
+}
+
+// Every position's logits of one uncached pass over `tokens`.
+inline std::vector<float> uncached_logits(const model::Model& m, std::span<const int32_t> tokens) {
+  auto s = model::Session::create(m, 1024);
+  REQUIRE(s.ok());
+  auto all = s->evaluate_all(tokens);
+  REQUIRE(all.ok());
+  return {all->begin(), all->end()};
+}
+
+// A 200-token stream evaluated in turns of 50 (prefill chunks of 16, which group a batch's tokens
+// otherwise than one whole pass) gives each turn's last logits bit for bit as one uncached pass
+// does (F16 KV, the same kernels), reusing every earlier turn; and again after every block went
+// to T1 and came back.
+inline void check_turns_equal_uncached(model::Model& m) {
+  const int64_t n_vocab = m.config().n_vocab;
+  const std::vector<int32_t> stream = token_stream(200);
+  const std::vector<float> want = uncached_logits(m, stream);
+  auto probe = model::Session::create(m, 256);
+  REQUIRE(probe.ok());
+  model::SessionOptions o;
+  o.n_ctx = 256;
+  o.n_batch = 16;
+  o.budget.t1_bytes = 64 * probe->cache().layout().block_bytes;  // room in T1 for every block
+  auto s = model::Session::create(m, o);
+  REQUIRE(s.ok());
+  for (size_t n = 50; n <= stream.size(); n += 50) {
+    auto l = s->evaluate(std::span(stream).first(n));
+    INFO("after " << n << " tokens");
+    REQUIRE(l.ok());
+    CHECK(s->n_reused() == static_cast<int64_t>(n - 50));
+    CHECK(last_row_diff(*l, want, n, n_vocab) == 0.0);
+  }
+  s->clear();
+  s->cache().demote_all_unpinned(kv::Tier::t1);
+  auto back = s->evaluate(stream);
+  REQUIRE(back.ok());
+  CHECK(s->n_reused() == 192);
+  CHECK(last_row_diff(*back, want, stream.size(), n_vocab) == 0.0);
 }
 
 }  // namespace kvc::test
