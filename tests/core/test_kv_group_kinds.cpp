@@ -23,8 +23,6 @@ using namespace kvc;
 
 namespace {
 
-constexpr int64_t k_block = 16;
-
 using test::last_row_diff;
 using test::token_stream;
 using test::uncached_logits;
