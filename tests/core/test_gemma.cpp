@@ -13,6 +13,7 @@
 #include "core/model/model.h"
 #include "core/model/model_config.h"
 #include "core/model/session.h"
+#include "support/model_fixture.h"
 #include "support/test_support.h"
 
 using namespace kvc;
@@ -52,19 +53,13 @@ gguf::GgufWriter gemma_metadata(const Shape& s) {
   return w;
 }
 
-Result<model::ModelConfig> config_of(const gguf::GgufWriter& w) {
-  auto bytes = w.write_to_memory();
-  REQUIRE(bytes.ok());
-  auto f = gguf::GgufFile::from_memory(std::move(*bytes));
-  REQUIRE(f.ok());
-  return model::ModelConfig::from_gguf(*f);
-}
-
 // Real hyperparameters (the models' config.json on Hugging Face, as their GGUF conversions
 // carry them): Gemma 3 1B and 4B, Gemma 2 2B.
 const Shape k_gemma3_1b{"gemma3", 26, 1152, 4, 1, 256, 6912, 512, 32768, 1e6f, 0};
 const Shape k_gemma3_4b{"gemma3", 34, 2560, 8, 4, 256, 10240, 1024, 131072, 1e6f, 8};
 const Shape k_gemma2_2b{"gemma2", 26, 2304, 8, 4, 256, 9216, 4096, 8192, 1e4f, 0};
+
+using test::config_of;
 
 }  // namespace
 

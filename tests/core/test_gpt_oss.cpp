@@ -50,87 +50,9 @@ gguf::GgufWriter gpt_oss_20b() {
   return w;
 }
 
-Result<model::ModelConfig> config_of(const gguf::GgufWriter& w) {
-  auto bytes = w.write_to_memory();
-  REQUIRE(bytes.ok());
-  auto f = gguf::GgufFile::from_memory(std::move(*bytes));
-  REQUIRE(f.ok());
-  return model::ModelConfig::from_gguf(*f);
-}
-
-// A copy of a test model with `edit_meta` applied to its metadata and `edit_data` to each
-// tensor's bytes (given its name), written into tmp.
-std::string variant(const std::string& model, const test::TempDir& tmp,
-                    const std::function<void(gguf::GgufWriter&)>& edit_meta,
-                    const std::function<void(const std::string&, std::vector<uint8_t>&)>& edit_data = {}) {
-  auto src = gguf::GgufFile::open(test::model_path(model + ".gguf"));
-  REQUIRE(src.ok());
-  gguf::GgufWriter w;
-  for (const auto& e : src->metadata()) {
-    if (e.key != "general.alignment") w.set(e.key, e.value);
-  }
-  edit_meta(w);
-  for (const auto& t : src->tensors()) {
-    std::vector<uint8_t> bytes(src->tensor_data(t), src->tensor_data(t) + t.n_bytes);
-    if (edit_data) edit_data(t.name, bytes);
-    w.add_tensor(t.name, t.shape, t.type, std::move(bytes));
-  }
-  const std::string path = tmp.file(model + "-variant.gguf");
-  REQUIRE(w.write(path).ok());
-  return path;
-}
-
-struct Agreement {
-  double worst_rel_rms = 0;  // the worst row's RMS difference over that row's spread
-  int top1_checked = 0;      // rows whose reference top-1 leads by more than twice our largest error
-  int top1_agree = 0;        // of those, rows where ours has the same top-1
-  int rows = 0;
-};
-
-// The file's logits at the reference's prompt positions (512-token context, as
-// llama-dump-logits ran it) against llama.cpp's.
-Agreement against_llama(const std::string& reference_of, const std::string& path) {
-  auto be = backend::make_cpu_backend(2);
-  auto m = model::Model::load(path, *be);
-  INFO((m.ok() ? std::string() : m.error().what()));
-  REQUIRE(m.ok());
-  const auto ids = test::read_reference_ids(test::reference_path(reference_of + ".reference.txt"), "prompt");
-  const std::vector<int32_t> prompt(ids.begin(), ids.end());
-  auto s = model::Session::create(**m, 512);
-  REQUIRE(s.ok());
-  auto all = s->evaluate_all(prompt);
-  REQUIRE(all.ok());
-  const int64_t n_vocab = (*m)->config().n_vocab;
-  const auto ref = test::reference_logits(reference_of);
-  const std::vector<float> ours = ref.same_rows(*all, n_vocab);
-  Agreement a;
-  for (size_t r = 0; r < ref.rows.size(); ++r) {
-    double mean = 0, var = 0, d2 = 0, dmax = 0;
-    const float* e = ref.values.data() + r * static_cast<size_t>(n_vocab);
-    const float* o = ours.data() + r * static_cast<size_t>(n_vocab);
-    for (int64_t v = 0; v < n_vocab; ++v) mean += static_cast<double>(e[v]);
-    mean /= static_cast<double>(n_vocab);
-    for (int64_t v = 0; v < n_vocab; ++v) {
-      const double ev = e[v], d = static_cast<double>(o[v]) - ev;
-      var += (ev - mean) * (ev - mean);
-      d2 += d * d;
-      dmax = std::max(dmax, std::abs(d));
-    }
-    a.worst_rel_rms = std::max(a.worst_rel_rms, std::sqrt(d2 / var));
-    double best = -INFINITY, second = -INFINITY;  // the reference's two largest logits
-    for (int64_t v = 0; v < n_vocab; ++v) {
-      const double ev = e[v];
-      second = std::max(second, std::min(best, ev));
-      best = std::max(best, ev);
-    }
-    if (best - second > 2 * dmax) {
-      ++a.top1_checked;
-      a.top1_agree += std::max_element(e, e + n_vocab) - e == std::max_element(o, o + n_vocab) - o ? 1 : 0;
-    }
-    ++a.rows;
-  }
-  return a;
-}
+using test::against_llama;
+using test::Agreement;
+using test::config_of;
 
 }  // namespace
 
@@ -238,7 +160,8 @@ TEST_CASE("gpt-oss: without its sinks, window or YaRN the logits miss llama.cpp'
   test::TempDir tmp;
   for (const Variant& v : variants) {
     DYNAMIC_SECTION(v.what) {
-      const Agreement a = against_llama("tiny-gpt-oss-f16", variant("tiny-gpt-oss-f16", tmp, v.edit_meta, v.edit_data));
+      const Agreement a =
+          against_llama("tiny-gpt-oss-f16", test::variant("tiny-gpt-oss-f16", tmp, v.edit_meta, {}, v.edit_data));
       INFO(v.what << ": worst rel_rms " << a.worst_rel_rms);
       CHECK(a.worst_rel_rms > 0.1);
     }

@@ -45,66 +45,9 @@ gguf::GgufWriter qwen3_30b_a3b() {
   return w;
 }
 
-Result<model::ModelConfig> config_of(const gguf::GgufWriter& w) {
-  auto bytes = w.write_to_memory();
-  REQUIRE(bytes.ok());
-  auto f = gguf::GgufFile::from_memory(std::move(*bytes));
-  REQUIRE(f.ok());
-  return model::ModelConfig::from_gguf(*f);
-}
-
-// A copy of a test model with `edit` applied to its metadata and tensor list (name, shape),
-// the tensors' bytes as they are, written into tmp.
-std::string variant(const std::string& model, const test::TempDir& tmp,
-                    const std::function<void(gguf::GgufWriter&)>& edit_meta,
-                    const std::function<void(const std::string&, std::vector<int64_t>&)>& edit_shape = {}) {
-  auto src = gguf::GgufFile::open(test::model_path(model + ".gguf"));
-  REQUIRE(src.ok());
-  gguf::GgufWriter w;
-  for (const auto& e : src->metadata()) {
-    if (e.key != "general.alignment") w.set(e.key, e.value);
-  }
-  edit_meta(w);
-  for (const auto& t : src->tensors()) {
-    std::vector<int64_t> shape = t.shape;
-    if (edit_shape) edit_shape(t.name, shape);
-    w.add_tensor_view(t.name, shape, t.type, {src->tensor_data(t), t.n_bytes});
-  }
-  const std::string path = tmp.file(model + "-variant.gguf");
-  REQUIRE(w.write(path).ok());
-  return path;
-}
-
 // The worst row's RMS difference from llama.cpp's logits over that row's spread.
 double worst_rel_rms(const std::string& reference_of, const std::string& path) {
-  auto be = backend::make_cpu_backend(2);
-  auto m = model::Model::load(path, *be);
-  INFO((m.ok() ? std::string() : m.error().what()));
-  REQUIRE(m.ok());
-  const auto ids = test::read_reference_ids(test::reference_path(reference_of + ".reference.txt"), "prompt");
-  const std::vector<int32_t> prompt(ids.begin(), ids.end());
-  auto s = model::Session::create(**m, 512);
-  REQUIRE(s.ok());
-  auto all = s->evaluate_all(prompt);
-  REQUIRE(all.ok());
-  const int64_t n_vocab = (*m)->config().n_vocab;
-  const auto ref = test::reference_logits(reference_of);
-  const std::vector<float> ours = ref.same_rows(*all, n_vocab);
-  double worst = 0;
-  for (size_t r = 0; r < ref.rows.size(); ++r) {
-    double mean = 0, var = 0, d2 = 0;
-    const float* e = ref.values.data() + r * static_cast<size_t>(n_vocab);
-    const float* o = ours.data() + r * static_cast<size_t>(n_vocab);
-    for (int64_t v = 0; v < n_vocab; ++v) mean += static_cast<double>(e[v]);
-    mean /= static_cast<double>(n_vocab);
-    for (int64_t v = 0; v < n_vocab; ++v) {
-      const double ev = e[v], d = static_cast<double>(o[v]) - ev;
-      var += (ev - mean) * (ev - mean);
-      d2 += d * d;
-    }
-    worst = std::max(worst, std::sqrt(d2 / var));
-  }
-  return worst;
+  return test::against_llama(reference_of, path).worst_rel_rms;
 }
 
 // The CPU backend with its mixture-of-experts op hidden, as a backend without one (CUDA) shows.
@@ -143,6 +86,9 @@ class NoMoeBackend final : public backend::Backend {
  private:
   std::unique_ptr<backend::Backend> cpu_;
 };
+
+using test::config_of;
+using test::variant;
 
 }  // namespace
 
