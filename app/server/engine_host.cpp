@@ -110,6 +110,11 @@ void EngineHost::observe(const kv::KvCache& cache, bool idle) {
 void EngineHost::snapshot_now(const kv::KvCache& cache) {
   CacheSnapshot s;
   for (kv::Tier t : {kv::Tier::t0, kv::Tier::t1, kv::Tier::t2}) s.tiers[kv::tier_index(t)] = cache.tier_usage(t);
+  for (kv::KvGroup g = 0; g < cache.n_groups(); ++g) {
+    CacheSnapshot::Group& group = s.groups.emplace_back();
+    group.window = cache.group(g).window();
+    for (kv::Tier t : {kv::Tier::t0, kv::Tier::t1}) group.tiers[kv::tier_index(t)] = cache.tier_usage(t, g);
+  }
   s.counters = cache.counters();
   s.n_fragmented_tokens = cache.internal_fragmentation_tokens();
   if (cold_view_) {

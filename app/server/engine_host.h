@@ -39,7 +39,13 @@ struct EngineHostOptions {
 
 // The cache as the last engine step left it, for /metrics.
 struct CacheSnapshot {
-  kv::TierUsageBytes tiers[3];
+  // One KV group's own pools (docs/ARCHITECTURE.md §3.9); T2 is the one cold store, counted in `tiers`.
+  struct Group {
+    int64_t window = 0;  // positions its layers attend to (0: every position)
+    kv::TierUsageBytes tiers[2];
+  };
+  kv::TierUsageBytes tiers[3];  // every group together
+  std::vector<Group> groups;    // group 0 first
   kv::KvCounters counters;
   int64_t n_fragmented_tokens = 0;
   bool cold_healthy = true;

@@ -146,6 +146,22 @@ std::string ServerMetrics::render(const CacheSnapshot& c, const engine::EngineSt
            [&](int t) { return c.tiers[t].used_bytes; });
   per_tier(out, "kvchat_kv_capacity_bytes", "gauge", "KV byte budget of each tier.",
            [&](int t) { return c.tiers[t].capacity_bytes; });
+  // Per KV group: a Gemma-style model's windowed layers hold far fewer bytes per token than its
+  // global ones, and a shared group (layers reading another's K/V) holds none.
+  for (auto [name, help, used] :
+       {std::tuple{"kvchat_kv_group_used_bytes", "KV bytes each layer group holds on T0 and T1.", true},
+        std::tuple{"kvchat_kv_group_capacity_bytes", "KV byte budget of each layer group on T0 and T1.", false}}) {
+    header(out, name, "gauge", help);
+    for (size_t g = 0; g < c.groups.size(); ++g) {
+      for (int t = 0; t < 2; ++t) {
+        const kv::TierUsageBytes& u = c.groups[g].tiers[t];
+        sample(out, name,
+               "group=\"" + std::to_string(g) + "\",window=\"" + std::to_string(c.groups[g].window) + "\",tier=\"" +
+                   k_tiers[t] + "\"",
+               static_cast<double>(used ? u.used_bytes : u.capacity_bytes));
+      }
+    }
+  }
   per_tier(out, "kvchat_kv_used_blocks", "gauge", "KV blocks held on each tier.",
            [&](int t) { return c.tiers[t].used_blocks; });
   per_tier(out, "kvchat_kv_capacity_blocks", "gauge", "KV blocks each tier can hold.",

@@ -65,6 +65,11 @@ TEST_CASE("metrics: requests, generations, tokens and the cache's tiers", "[serv
   server::CacheSnapshot c;
   c.tiers[0].used_bytes = 4096;
   c.tiers[2].used_blocks = 7;
+  c.groups.resize(2);  // a Gemma-style model: global layers, then windowed ones
+  c.groups[0].tiers[0].used_bytes = 3072;
+  c.groups[1].window = 512;
+  c.groups[1].tiers[0].used_bytes = 1024;
+  c.groups[1].tiers[1].capacity_bytes = 65536;
   c.counters.n_hit_tokens[2] = 8;
   c.counters.n_evictions[1] = 2;
   c.counters.n_promotions[2][0] = 3;
@@ -85,6 +90,9 @@ TEST_CASE("metrics: requests, generations, tokens and the cache's tiers", "[serv
   CHECK_THAT(out, Catch::Contains("kvchat_requests_in_flight 1\n"));
   CHECK_THAT(out, Catch::Contains("kvchat_kv_used_bytes{tier=\"t0\"} 4096\n"));
   CHECK_THAT(out, Catch::Contains("kvchat_kv_used_blocks{tier=\"t2\"} 7\n"));
+  CHECK_THAT(out, Catch::Contains("kvchat_kv_group_used_bytes{group=\"0\",window=\"0\",tier=\"t0\"} 3072\n"));
+  CHECK_THAT(out, Catch::Contains("kvchat_kv_group_used_bytes{group=\"1\",window=\"512\",tier=\"t0\"} 1024\n"));
+  CHECK_THAT(out, Catch::Contains("kvchat_kv_group_capacity_bytes{group=\"1\",window=\"512\",tier=\"t1\"} 65536\n"));
   CHECK_THAT(out, Catch::Contains("kvchat_kv_hit_tokens_total{tier=\"t2\"} 8\n"));
   CHECK_THAT(out, Catch::Contains("kvchat_kv_evictions_total{tier=\"t1\"} 2\n"));
   CHECK_THAT(out, Catch::Contains("kvchat_kv_promotions_total{from=\"t2\",to=\"t0\"} 3\n"));

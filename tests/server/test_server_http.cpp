@@ -313,6 +313,28 @@ TEST_CASE("serve: --kv-type int4 holds the same conversation in 0.375x of F16's 
   CHECK_THAT(bad.err, Catch::Contains("--kv-type must be"));
 }
 
+TEST_CASE("serve: /metrics reports each KV layer group's bytes, a windowed group beside the global one",
+          "[app][server]") {
+  test::TempDir tmp;
+  // tiny-gemma2: layers alternate local (window 64) and global, so the cache keeps two groups.
+  test::ServeProcess s(test::model_path("tiny-gemma2-f16.gguf"), tmp.file("data"), "--alias kvchat-test", tmp);
+  httplib::Client c = client_for(s);
+  auto r = c.Post("/v1/chat/completions", chat_body("Once upon a time there was a little dog", 16), "application/json");
+  REQUIRE(r);
+  REQUIRE(r->status == 200);
+  auto m = c.Get("/metrics");
+  REQUIRE(m);
+  INFO(m->body);
+  const double global = metric(m->body, "kvchat_kv_group_used_bytes{group=\"0\",window=\"0\",tier=\"t0\"}");
+  const double local = metric(m->body, "kvchat_kv_group_used_bytes{group=\"1\",window=\"64\",tier=\"t0\"}");
+  CHECK(global > 0);
+  CHECK(local > 0);
+  // The two groups are the whole cache: the total is their sum.
+  CHECK(global + local == metric(m->body, "kvchat_kv_used_bytes{tier=\"t0\"}"));
+  CHECK(metric(m->body, "kvchat_kv_group_capacity_bytes{group=\"1\",window=\"64\",tier=\"t0\"}") > 0);
+  CHECK(s.stop() == 0);
+}
+
 TEST_CASE("serve: a client that hangs up on a whole (non-streamed) answer cancels it", "[app][server]") {
   test::TempDir tmp;
   test::ServeProcess s(test::model_path("tiny-gqa-q8_0.gguf"), tmp.file("data"), "--alias kvchat-test", tmp);
