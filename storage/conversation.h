@@ -32,6 +32,9 @@ struct ConversationSettings {
   // Stored: max_tokens and sampling's temperature, top_k, top_p, min_p, repeat_penalty, seed
   // (the rest keeps GenerateOptions' defaults; the model's template sets the stop strings).
   sampling::GenerateOptions generation;
+  // How hard a reasoning model thinks (low, medium, high) for templates that read it (gpt-oss);
+  // empty: the app's current choice.
+  std::string reasoning_effort;
   friend bool operator==(const ConversationSettings&, const ConversationSettings&) = default;
 };
 

@@ -88,6 +88,10 @@ std::string export_json(const Conversation& c, const std::vector<Message>& path)
   o += ", \"repeat_penalty\": ";
   json_number(o, p.repeat_penalty);
   o += ", \"seed\": " + std::to_string(p.seed) + ", \"max_tokens\": " + std::to_string(s.generation.max_tokens);
+  if (!s.reasoning_effort.empty()) {
+    o += ", \"reasoning_effort\": ";
+    json_string(o, s.reasoning_effort);
+  }
   o += "},\n  \"messages\": [";
   for (size_t i = 0; i < path.size(); ++i) {
     const Message& m = path[i];

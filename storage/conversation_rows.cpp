@@ -31,6 +31,7 @@ Conversation read_conversation(const Statement& st) {
   c.settings.generation.max_tokens = st.column_int64(13);
   c.active_leaf = st.column_int64(14);  // NULL reads as 0
   c.context_cut = st.column_int64(15);
+  c.settings.reasoning_effort = st.column_text(16);
   return c;
 }
 

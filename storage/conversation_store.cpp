@@ -69,6 +69,8 @@ const Migration k_schema[] = {
     // 1: an answer cut off by a kill or crash while it streamed (MessageState::interrupted); its
     // state is 'complete' then, so that it takes no more chunks. Set by mark_interrupted().
     {3, "ALTER TABLE messages ADD COLUMN interrupted INTEGER NOT NULL DEFAULT 0;"},
+    // ConversationSettings::reasoning_effort; '' in conversations made before it.
+    {4, "ALTER TABLE conversations ADD COLUMN reasoning_effort TEXT NOT NULL DEFAULT '';"},
 };
 
 void bind_settings(Statement& st, int first, const ConversationSettings& s) {
@@ -81,7 +83,8 @@ void bind_settings(Statement& st, int first, const ConversationSettings& s) {
       .bind(first + 6, static_cast<double>(s.generation.sampling.min_p))
       .bind(first + 7, static_cast<double>(s.generation.sampling.repeat_penalty))
       .bind(first + 8, s.generation.sampling.seed)
-      .bind(first + 9, s.generation.max_tokens);
+      .bind(first + 9, s.generation.max_tokens)
+      .bind(first + 10, std::string_view(s.reasoning_effort));
 }
 
 Error no_conversation(int64_t id) {
@@ -275,7 +278,8 @@ Result<int64_t> ConversationStore::create_conversation(std::string_view title, c
   KVC_TRY(set_sync_locked(SyncMode::full));
   auto st = db_.prepare(
       "INSERT INTO conversations(title, created_ms, updated_ms, system_prompt, model_path, model_name, temperature,"
-      " top_k, top_p, min_p, repeat_penalty, seed, max_tokens) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      " top_k, top_p, min_p, repeat_penalty, seed, max_tokens, reasoning_effort)"
+      " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!st) return st.error();
   const int64_t t = now();
   st->bind(1, title).bind(2, t).bind(3, t);
@@ -367,10 +371,11 @@ Status ConversationStore::update_settings(int64_t id, const ConversationSettings
   KVC_TRY(set_sync_locked(SyncMode::full));
   auto st = db_.prepare(
       "UPDATE conversations SET system_prompt = ?, model_path = ?, model_name = ?, temperature = ?, top_k = ?,"
-      " top_p = ?, min_p = ?, repeat_penalty = ?, seed = ?, max_tokens = ?, updated_ms = ? WHERE id = ?");
+      " top_p = ?, min_p = ?, repeat_penalty = ?, seed = ?, max_tokens = ?, reasoning_effort = ?, updated_ms = ?"
+      " WHERE id = ?");
   if (!st) return st.error();
   bind_settings(*st, 1, settings);
-  KVC_TRY(st->bind(11, now()).bind(12, id).run());
+  KVC_TRY(st->bind(12, now()).bind(13, id).run());
   if (db_.changes() == 0) return no_conversation(id);
   return {};
 }

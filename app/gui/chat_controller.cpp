@@ -395,6 +395,14 @@ void ChatController::set_reasoning_effort(std::string effort) {
     }
     reasoning_effort_ = effort;
     state_.chat.reasoning_effort = effort;
+    // Kept with the open conversation, which reopens (after a restart too) with it.
+    if (!store_ || state_.chat.conversation_id == 0) return;
+    auto c = store_->conversation(state_.chat.conversation_id);
+    if (!c.ok()) return (void)fail(c.error());
+    if (c->settings.reasoning_effort == effort) return;
+    storage::ConversationSettings s = c->settings;
+    s.reasoning_effort = effort;
+    if (auto st = store_->update_settings(c->id, s); !st.ok()) fail(st.error());
   });
 }
 
@@ -655,6 +663,7 @@ void ChatController::do_new_conversation() {
     settings.generation = next_settings_->generation;
     next_settings_.reset();
   }
+  settings.reasoning_effort = reasoning_effort_;
   auto id = store_->create_conversation(k_new_title, settings);
   if (!id.ok()) return (void)fail(id.error());
   refresh_list();
@@ -690,6 +699,9 @@ void ChatController::reload_chat() {
   chat.title = c->title;
   chat.system_prompt = c->settings.system_prompt;
   chat.generation = c->settings.generation;
+  // A conversation answers with the effort it was last given (none stored: the current choice).
+  if (chat::is_reasoning_effort(c->settings.reasoning_effort)) reasoning_effort_ = c->settings.reasoning_effort;
+  chat.reasoning_effort = reasoning_effort_;
   if (c->active_leaf == 0) return;
   auto path = store_->path_to(c->active_leaf);
   if (!path.ok()) return (void)fail(path.error());

@@ -52,6 +52,7 @@ TEST_CASE("conversations: create, read, rename, settings, list recent first and 
   settings.generation.sampling.top_k = 7;
   settings.generation.sampling.seed = 42;
   settings.generation.max_tokens = 99;
+  settings.reasoning_effort = "high";
   auto a = f.store->create_conversation("first", settings);
   REQUIRE(a.ok());
   const int64_t b = f.create("second");
@@ -75,8 +76,11 @@ TEST_CASE("conversations: create, read, rename, settings, list recent first and 
   CHECK((*page2)[0].id == b);
 
   settings.generation.sampling.top_p = 0.5f;
+  settings.reasoning_effort = "low";
   REQUIRE(f.store->update_settings(b, settings).ok());
   CHECK(f.store->conversation(b)->settings.generation.sampling.top_p == 0.5f);
+  CHECK(f.store->conversation(b)->settings.reasoning_effort == "low");
+  CHECK(f.store->conversation(*a)->settings.reasoning_effort == "high");
   CHECK_FALSE(f.store->rename_conversation(999, "x").ok());
   CHECK_THAT(f.store->conversation(999).error().message, Catch::Contains("no conversation"));
 }
@@ -284,7 +288,7 @@ TEST_CASE("conversations: the context cut is kept per conversation and across re
     o.mode = kvc::storage::OpenMode::read_only;
     auto db = kvc::storage::Database::open(f.store->path(), o);
     REQUIRE(db.ok());
-    CHECK(*db->query_int("PRAGMA user_version") == 3);  // 2 added context_cut, 3 the interrupted flag
+    CHECK(*db->query_int("PRAGMA user_version") == 4);  // 2 context_cut, 3 the interrupted flag, 4 reasoning_effort
   }
   // 0 clears it.
   REQUIRE(f.store->set_context_cut(a, 0).ok());

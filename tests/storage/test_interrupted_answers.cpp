@@ -39,8 +39,10 @@ TEST_CASE("interrupted answers: a schema-2 database is upgraded and its cut-off 
   REQUIRE(user_version(db) == 2);
   auto store = storage::ConversationStore::open_in(tmp.path() / "data");
   REQUIRE(store.ok());
-  CHECK(user_version(db) == 3);
+  CHECK(user_version(db) == 4);
   CHECK((*store)->notice().empty());
+  CHECK(
+      (*store)->conversation((*store)->message(2)->conversation_id)->settings.reasoning_effort.empty());  // version 4's
   // The fixture's ids (see tests/data/README.md): 1 user, 2 the cut-off answer, 3 and 4 a finished turn.
   CHECK((*store)->message(2)->state == MessageState::streaming);  // nobody said it was cut off yet
   auto n = (*store)->mark_interrupted();
@@ -68,7 +70,7 @@ TEST_CASE("interrupted answers: a schema-2 database is upgraded and its cut-off 
   CHECK(*(*store)->mark_interrupted() == 0);
   store = Error{};
   CHECK(integrity(db) == "ok");
-  // Opened again: still version 3, still marked.
+  // Opened again: still version 4, still marked.
   auto again = storage::ConversationStore::open_in(tmp.path() / "data");
   REQUIRE(again.ok());
   CHECK((*again)->message(2)->state == MessageState::interrupted);

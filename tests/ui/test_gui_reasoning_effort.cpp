@@ -70,6 +70,14 @@ TEST_CASE("kvchat GUI: Chat settings show a reasoning effort for gpt-oss's templ
   for (auto& s : open_settings()) steps.push_back(s);
   steps.push_back(step_assert("reasoning_effort_control", "==", "high"));
   run_app(tmp, gpt_oss, "gpt-oss", steps);
+  // The conversation keeps its effort: the app started again on the same data directory reopens
+  // it with "high" (the app's default is "medium").
+  json reopened =
+      json::array({json{{"do", "wait_model"}, {"timeout_s", 120}}, json{{"do", "wait_idle"}, {"timeout_s", 30}},
+                   step_assert("reasoning_effort", "==", "high")});
+  for (auto& s : open_settings()) reopened.push_back(s);
+  reopened.push_back(step_assert("reasoning_effort_control", "==", "high"));
+  run_app(tmp, gpt_oss, "gpt-oss", reopened);
 
   // A model whose template has no reasoning effort: no control.
   json other =
