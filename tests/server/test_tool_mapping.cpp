@@ -107,3 +107,8 @@ TEST_CASE("tool mapping: Llama 3.1's agent loop renders byte-exact and each requ
 TEST_CASE("tool mapping: gpt-oss's agent loop renders byte-exact and each request extends the last", "[server]") {
   check_agent_loop("openai-gpt-oss-120b.jinja", true, false);
 }
+
+TEST_CASE("tool mapping: Qwen 3's and Llama 3.2's agent loops render byte-exact too", "[server]") {
+  check_agent_loop("Qwen-Qwen3-0.6B.jinja", true, true);
+  check_agent_loop("meta-llama-Llama-3.2-3B-Instruct.jinja", false, false);
+}
