@@ -542,11 +542,14 @@ ParsedReply parse_reply(std::string_view reply, ToolFormat format, bool finished
     out.content = std::string(reply);
   } else {
     // Calls are looked for after a <think> block (kept in content, as the server shows it), never in it.
+    // A reply that opens <think> is searched after its </think> only; one that does not (DeepSeek-R1's
+    // prompt opens it) after a </think> that no call precedes, so that a prefix parses as the whole does.
     size_t from = 0;
-    if (const size_t close = reply.find(k_think_close); close != npos) {
+    const size_t close = reply.find(k_think_close);
+    if (trim(reply).starts_with(k_think_open)) {
+      from = close == npos ? reply.size() : close + k_think_close.size();
+    } else if (close != npos && next_marker(format, reply.substr(0, close), 0, true).at == npos) {
       from = close + k_think_close.size();
-    } else if (trim(reply).starts_with(k_think_open)) {
-      from = reply.size();
     }
     out.content = std::string(reply.substr(0, from));
     scan_calls(format, reply.substr(from), 0, finished, out.content, out.tool_calls);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "core/chat/tool_calls.h"
@@ -79,6 +80,53 @@ TEST_CASE("tool calls: each family's recorded replies parse to their calls and t
     const ToolFormat f = format_of(doc["format"]);
     SECTION(family) {
       for (const json& c : doc["cases"]) check_case(f, c);
+    }
+  }
+}
+
+TEST_CASE("tool calls: mangled replies never throw, and stream to what they parse to whole", "[core]") {
+  std::mt19937 rng(51);
+  const std::string noise[] = {"<tool_call>",
+                               "</tool_call>",
+                               "{",
+                               "}",
+                               "[",
+                               "\"",
+                               ";",
+                               "<|call|>",
+                               "<|channel|>",
+                               "```",
+                               "[TOOL_CALLS]",
+                               "<｜tool▁call▁end｜>",
+                               "\n",
+                               "<|python_tag|>",
+                               "</think>"};
+  for (const char* family : {"hermes", "llama3", "mistral", "harmony", "deepseek", "gemma"}) {
+    const json doc = fixture(family);
+    const ToolFormat f = format_of(doc["format"]);
+    for (const json& c : doc["cases"]) {
+      const std::string reply = c["reply"];
+      for (int n = 0; n < 300; ++n) {
+        std::string text = reply.substr(0, std::uniform_int_distribution<size_t>(0, reply.size())(rng));
+        const size_t at = std::uniform_int_distribution<size_t>(0, text.size())(rng);
+        text.insert(at, noise[std::uniform_int_distribution<size_t>(0, std::size(noise) - 1)(rng)]);
+        INFO(family << ": " << text);
+        const ParsedReply whole = parse_reply(text, f, true, "s");
+        ToolCallStream s(f, "s");
+        std::string content, reasoning;
+        size_t n_calls = 0;
+        const size_t step = std::uniform_int_distribution<size_t>(1, 9)(rng);
+        auto take = [&](const ToolCallStream::Delta& d) {
+          content += d.content;
+          reasoning += d.reasoning;
+          n_calls += d.calls.size();
+        };
+        for (size_t p = 0; p < text.size(); p += step) take(s.feed(std::string_view(text).substr(p, step)));
+        take(s.finish());
+        CHECK(content == whole.content);
+        CHECK(reasoning == whole.reasoning);
+        CHECK(n_calls == whole.tool_calls.size());
+      }
     }
   }
 }
