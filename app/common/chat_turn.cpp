@@ -11,7 +11,9 @@ namespace kvc::app {
 namespace {
 
 TurnSegment family_segment(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl, std::string_view system,
-                           std::string_view user, bool first_turn) {
+                           std::span<const chat::ChatMessage> turn, bool first_turn) {
+  std::string user;  // a family renderer has no tool role: the turn's texts as one user message
+  for (const chat::ChatMessage& m : turn) user += (user.empty() ? "" : "\n") + m.content;
   TurnSegment s;
   if (!first_turn) s.text = tmpl.assistant_suffix();
   s.text += tmpl.render_user_turn(first_turn ? system : "", user, first_turn);
@@ -55,18 +57,16 @@ std::string opening_of(const chat::ChatTemplate& tmpl, std::vector<chat::ChatMes
 // it was generated from less that prompt's `opening` (the reply's: its tokens start the reply's in
 // the stream): {the reply as shown, what follows it}, cut from `after` with the reply replaced by
 // a marker. Nothing for a reply without reasoning and no opening, or any other rewrite.
-std::optional<std::pair<std::string, std::string>> visible_reply(const chat::ChatTemplate& tmpl,
-                                                                 std::vector<chat::ChatMessage> messages,
-                                                                 std::string_view user, const std::string& before,
-                                                                 const std::string& opening, const std::string& after,
-                                                                 const chat::RenderOptions& opt) {
+std::optional<std::pair<std::string, std::string>> visible_reply(
+    const chat::ChatTemplate& tmpl, std::vector<chat::ChatMessage> messages, std::span<const chat::ChatMessage> turn,
+    const std::string& before, const std::string& opening, const std::string& after, const chat::RenderOptions& opt) {
   static const std::string marker = "\x01kvchat-reply\x01";
   const bool reasoning = chat::split_reasoning(messages.back().content).has_reasoning;
   const size_t n_shown = before.size() - opening.size();  // the prompt as the template keeps it
   if (after.compare(0, n_shown, before, 0, n_shown) != 0) return std::nullopt;
   messages.back().content = marker;
   messages.back().reasoning_content.reset();
-  messages.emplace_back("user", std::string(user));
+  messages.insert(messages.end(), turn.begin(), turn.end());
   auto marked = tmpl.render_prompt(messages, opt);
   if (!marked.ok()) return std::nullopt;
   const size_t at = marked->find(marker);
@@ -85,8 +85,10 @@ std::optional<std::pair<std::string, std::string>> visible_reply(const chat::Cha
   return std::pair{after.substr(n_shown, after.size() - n_shown - tail.size()), tail};
 }
 
-chat::RenderOptions render_options(const std::optional<std::string>& reasoning_effort) {
+chat::RenderOptions render_options(const std::optional<std::string>& reasoning_effort,
+                                   const std::string& tools_json = "") {
   chat::RenderOptions opt;
+  opt.tools_json = tools_json;
   opt.reasoning_effort = reasoning_effort;
   const std::time_t t = std::time(nullptr);
   std::tm now{};
@@ -100,15 +102,22 @@ chat::RenderOptions render_options(const std::optional<std::string>& reasoning_e
 Result<TurnSegment> build_user_turn(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl,
                                     std::string_view system, std::span<const chat::ChatMessage> history,
                                     std::string_view user, const std::optional<std::string>& reasoning_effort) {
-  const bool first_turn = history.empty();
-  if (!tmpl.runs_template()) return family_segment(tok, tmpl, system, user, first_turn);
+  const chat::ChatMessage turn[] = {{"user", std::string(user)}};
+  return build_turn(tok, tmpl, system, history, turn, reasoning_effort, "");
+}
 
-  const chat::RenderOptions opt = render_options(reasoning_effort);
+Result<TurnSegment> build_turn(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl, std::string_view system,
+                               std::span<const chat::ChatMessage> history, std::span<const chat::ChatMessage> turn,
+                               const std::optional<std::string>& reasoning_effort, const std::string& tools_json) {
+  const bool first_turn = history.empty();
+  if (!tmpl.runs_template()) return family_segment(tok, tmpl, system, turn, first_turn);
+
+  const chat::RenderOptions opt = render_options(reasoning_effort, tools_json);
   std::vector<chat::ChatMessage> messages;
   if (!system.empty()) messages.emplace_back("system", std::string(system));
   messages.insert(messages.end(), history.begin(), history.end());
   std::vector<chat::ChatMessage> next = messages;
-  next.emplace_back("user", std::string(user));
+  next.insert(next.end(), turn.begin(), turn.end());
   auto after = tmpl.render_prompt(next, opt);
   if (!after.ok()) return after.error();
 
@@ -136,7 +145,7 @@ Result<TurnSegment> build_user_turn(const tokenizer::Tokenizer& tok, const chat:
   if (starts_with(*after, stream_text)) {
     s.text = after->substr(stream_text.size());
     s.exact = true;
-  } else if (auto visible = visible_reply(tmpl, messages, user, *before, opening, *after, opt)) {
+  } else if (auto visible = visible_reply(tmpl, messages, turn, *before, opening, *after, opt)) {
     // The template shows the reply as its answer, right after the generation prompt the reply
     // was generated from (less its opening): the reply's tokens, opening included, are replaced,
     // and the stream is the template's render.
@@ -151,7 +160,7 @@ Result<TurnSegment> build_user_turn(const tokenizer::Tokenizer& tok, const chat:
     closed.add_generation_prompt = false;
     auto history_closed = tmpl.render_prompt(messages, closed);
     if (!history_closed.ok()) return history_closed.error();
-    if (!starts_with(*after, *history_closed)) return family_segment(tok, tmpl, system, user, false);
+    if (!starts_with(*after, *history_closed)) return family_segment(tok, tmpl, system, turn, false);
     s.text = closing_text(tmpl, messages, opt) + after->substr(history_closed->size());
   }
   cut_opening();

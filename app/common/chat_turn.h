@@ -92,4 +92,12 @@ Result<TurnSegment> build_user_turn(const tokenizer::Tokenizer& tok, const chat:
                                     std::string_view user,
                                     const std::optional<std::string>& reasoning_effort = std::nullopt);
 
+// The same for a turn of several messages: the results of an assistant's tool calls ("tool"
+// messages, one per call; a user message may follow them), rendered together after the reply
+// that made the calls. `tools_json`: the tools the template describes (RenderOptions::tools_json),
+// the same on every turn of a conversation for its renders to extend each other.
+Result<TurnSegment> build_turn(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl, std::string_view system,
+                               std::span<const chat::ChatMessage> history, std::span<const chat::ChatMessage> turn,
+                               const std::optional<std::string>& reasoning_effort, const std::string& tools_json);
+
 }  // namespace kvc::app

@@ -7,9 +7,10 @@ namespace kvc::server {
 
 Result<app::TurnSegment> render_user_segment(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl,
                                              std::string_view system, std::span<const chat::ChatMessage> history,
-                                             std::string_view user,
-                                             const std::optional<std::string>& reasoning_effort) {
-  return app::build_user_turn(tok, tmpl, system, history, user, reasoning_effort);
+                                             std::span<const chat::ChatMessage> turn,
+                                             const std::optional<std::string>& reasoning_effort,
+                                             const std::string& tools_json) {
+  return app::build_turn(tok, tmpl, system, history, turn, reasoning_effort, tools_json);
 }
 
 int64_t ConversationMapper::conversation_id(std::span<const chat::ChatMessage> messages) {
@@ -31,11 +32,12 @@ int64_t ConversationMapper::conversation_id(std::span<const chat::ChatMessage> m
 }
 
 Result<MappedPrompt> ConversationMapper::map(std::span<const chat::ChatMessage> messages,
-                                             const std::optional<std::string>& reasoning_effort) const {
+                                             const std::optional<std::string>& reasoning_effort,
+                                             const std::string& tools_json) const {
   if (messages.empty() || messages.back().role == "assistant" ||
       (messages.size() == 1 && messages[0].role == "system")) {
     return make_error(ErrorCode::invalid_argument,
-                      "the last message must be a user message: it is what the reply answers");
+                      "the last message must be a user (or tool) message: it is what the reply answers");
   }
   const tokenizer::Tokenizer& tok = m_.tokenizer();
   const chat::ChatTemplate& tmpl = m_.chat_template();
@@ -47,8 +49,8 @@ Result<MappedPrompt> ConversationMapper::map(std::span<const chat::ChatMessage> 
   std::vector<chat::ChatMessage> history;  // the user and assistant messages rendered so far
   bool user_open = false;                  // a user turn was rendered and its reply has not come yet
   std::vector<int32_t> opening;            // that reply's opening (DeepSeek-R1's "<think>\n"): its tokens start it
-  auto user_turn = [&](std::string_view text) -> Status {
-    auto seg = render_user_segment(tok, tmpl, system, history, text, reasoning_effort);
+  auto user_turn = [&](std::span<const chat::ChatMessage> turn) -> Status {
+    auto seg = render_user_segment(tok, tmpl, system, history, turn, reasoning_effort, tools_json);
     if (!seg.ok()) return seg.error();
     if (seg->reply_tokens && !out.messages.empty() && out.messages.back().role == "assistant") {
       // The template shows the previous answer without its reasoning: so does the prompt.
@@ -57,10 +59,12 @@ Result<MappedPrompt> ConversationMapper::map(std::span<const chat::ChatMessage> 
       out.tokens.insert(out.tokens.end(), seg->reply_tokens->begin(), seg->reply_tokens->end());
       answer.end = out.tokens.size();
     }
-    out.messages.push_back({"user", std::string(text), out.tokens.size(), out.tokens.size() + seg->tokens.size()});
+    std::string text;  // the turn's texts (a tool turn's results, one a line), for the context window
+    for (const chat::ChatMessage& m : turn) text += (text.empty() ? "" : "\n") + m.content;
+    out.messages.push_back({"user", std::move(text), out.tokens.size(), out.tokens.size() + seg->tokens.size()});
     out.tokens.insert(out.tokens.end(), seg->tokens.begin(), seg->tokens.end());
     opening = std::move(seg->opening_tokens);
-    history.emplace_back("user", std::string(text));
+    history.insert(history.end(), turn.begin(), turn.end());
     user_open = true;
     return {};
   };
@@ -68,17 +72,29 @@ Result<MappedPrompt> ConversationMapper::map(std::span<const chat::ChatMessage> 
     const chat::ChatMessage& msg = messages[i];
     if (msg.role != "assistant") {
       // Two user messages in a row: the first one's reply is empty, as ChatTemplate::render
-      // writes it (the next segment starts with the suffix that closes it).
+      // writes it (the next segment starts with the suffix that closes it). Tool messages, and a
+      // user message after them, join the turn they follow.
+      size_t end = i + 1;
+      while (end < messages.size() && messages[end].role != "assistant" &&
+             (messages[end].role == "tool" || messages[end - 1].role == "tool")) {
+        ++end;
+      }
       if (user_open) history.emplace_back("assistant", "");
-      KVC_TRY(user_turn(msg.content));
+      KVC_TRY(user_turn(messages.subspan(i, end - i)));
+      i = end - 1;
       continue;
     }
-    if (!user_open) KVC_TRY(user_turn(""));  // an answer with no question before it
-    history.emplace_back("assistant", msg.content);
+    if (!user_open) {  // an answer with no question before it
+      const chat::ChatMessage empty[] = {{"user", ""}};
+      KVC_TRY(user_turn(empty));
+    }
+    history.push_back(msg);
     ++out.n_answers;
     const size_t begin = out.tokens.size();
     out.tokens.insert(out.tokens.end(), opening.begin(), opening.end());
-    if (auto ids = answers_.recall(storage::AnswerStore::key_of(out.tokens, msg.content))) {
+    std::optional<std::vector<int32_t>> recalled;
+    if (msg.tool_calls.empty()) recalled = answers_.recall(storage::AnswerStore::key_of(out.tokens, msg.content));
+    if (auto& ids = recalled) {
       ++out.n_answers_recalled;
       out.tokens.insert(out.tokens.end(), ids->begin(), ids->end());
     } else {

@@ -33,8 +33,9 @@ namespace kvc::server {
 // as the app renders it turn by turn.
 Result<app::TurnSegment> render_user_segment(const tokenizer::Tokenizer& tok, const chat::ChatTemplate& tmpl,
                                              std::string_view system, std::span<const chat::ChatMessage> history,
-                                             std::string_view user,
-                                             const std::optional<std::string>& reasoning_effort = std::nullopt);
+                                             std::span<const chat::ChatMessage> turn,
+                                             const std::optional<std::string>& reasoning_effort = std::nullopt,
+                                             const std::string& tools_json = "");
 
 // One rendered message of the history: its tokens are MappedPrompt::tokens[begin, end).
 struct MappedMessage {
@@ -55,11 +56,23 @@ class ConversationMapper {
  public:
   ConversationMapper(const model::Model& m, storage::AnswerStore& answers) : m_(m), answers_(answers) {}
 
-  // messages: roles system / user / assistant. invalid_argument when there is no user message
-  // or the last message is not one (there would be nothing to answer).
-  // reasoning_effort: the template's (gpt-oss), for the templates that read it.
+  // messages: roles system / user / assistant / tool. invalid_argument when there is no user
+  // message or the last message is an assistant's (there would be nothing to answer).
+  // reasoning_effort: the template's (gpt-oss), for the templates that read it. tools_json: the
+  // request's tools, rendered by the template on every turn.
+  //
+  // Tool calls: an assistant message with tool_calls is rendered as the template writes calls
+  // (its content tokenized afresh, never recalled: the calls' text follows in the next segment),
+  // and the tool messages after it (with a user message that follows them) are one turn:
+  //
+  //   ... user_turn(u1) | "Let me look." | <tool_call>{..}</tool_call><|im_end|> tool results, gen prompt
+  //                      content afresh   |<------------- segment: the template's render ------------->|
+  //
+  // The engine's sampled call text is not reused: the cache hits up to the reply and again on
+  // the next turn, which extends this same render.
   Result<MappedPrompt> map(std::span<const chat::ChatMessage> messages,
-                           const std::optional<std::string>& reasoning_effort = std::nullopt) const;
+                           const std::optional<std::string>& reasoning_effort = std::nullopt,
+                           const std::string& tools_json = "") const;
   // After a reply: `ids` (the engine's) are what `text` maps back to after `prompt`.
   void remember(std::span<const int32_t> prompt, std::string_view text, std::span<const int32_t> ids) const;
 

@@ -76,6 +76,40 @@ json usage_chunk(const ResponseIds& ids, const char* object, const engine::Reque
               {"kvchat", kvchat_json(r, h)}};
 }
 
+json tool_call_json(const chat::ToolCall& c) {
+  return json{{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+
+void set_tool_reply(json& body, const chat::ParsedReply& reply) {
+  json& choice = body["choices"][0];
+  json& message = choice["message"];
+  message["content"] = reply.content.empty() && !reply.tool_calls.empty() ? json(nullptr) : json(reply.content);
+  if (reply.has_reasoning) message["reasoning_content"] = reply.reasoning;
+  if (reply.tool_calls.empty()) return;
+  json calls = json::array();
+  for (const chat::ToolCall& c : reply.tool_calls) calls.push_back(tool_call_json(c));
+  message["tool_calls"] = std::move(calls);
+  choice["finish_reason"] = "tool_calls";
+}
+
+std::vector<json> tool_call_deltas(size_t index, const chat::ToolCall& c) {
+  return {json{{"tool_calls", json::array({json{{"index", index},
+                                                {"id", c.id},
+                                                {"type", "function"},
+                                                {"function", {{"name", c.name}, {"arguments", ""}}}}})}},
+          json{{"tool_calls", json::array({json{{"index", index}, {"function", {{"arguments", c.arguments}}}}})}}};
+}
+
+std::string tool_stream_events(const ResponseIds& ids, const chat::ToolCallStream::Delta& d) {
+  std::string out;
+  if (!d.reasoning.empty()) out += sse_event(chat_chunk(ids, json{{"reasoning_content", d.reasoning}}, ""));
+  if (!d.content.empty()) out += sse_event(chat_chunk(ids, json{{"content", d.content}}, ""));
+  for (const auto& [index, call] : d.calls) {
+    for (json& delta : tool_call_deltas(index, call)) out += sse_event(chat_chunk(ids, std::move(delta), ""));
+  }
+  return out;
+}
+
 json text_completion(const ResponseIds& ids, const engine::RequestResult& r, int64_t n_prompt) {
   json choice{{"index", 0}, {"text", r.text}, {"logprobs", nullptr}, {"finish_reason", finish_reason(r.reason)}};
   return json{{"id", ids.id},

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "core/chat/tool_calls.h"
 #include "core/engine/engine.h"
 
 namespace kvc::server {
@@ -45,6 +47,18 @@ nlohmann::json chat_chunk(const ResponseIds& ids, nlohmann::json delta, std::str
 // The last chunk when stream_options.include_usage: no choices, the usage.
 nlohmann::json usage_chunk(const ResponseIds& ids, const char* object, const engine::RequestResult& r, int64_t n_prompt,
                            const HistoryInfo& h);
+
+// An assistant message's tool_calls[i]: {"id", "type": "function", "function": {"name", "arguments"}}.
+nlohmann::json tool_call_json(const chat::ToolCall& c);
+// A whole reply read for tool calls into choices[0].message (content null when only calls, reasoning_content
+// when there is some, tool_calls) and its finish_reason ("tool_calls" when it made calls).
+void set_tool_reply(nlohmann::json& body, const chat::ParsedReply& reply);
+// The two deltas OpenAI streams a call as: {"tool_calls": [{index, id, type, function: {name, arguments: ""}}]},
+// then {"tool_calls": [{index, function: {arguments}}]}.
+std::vector<nlohmann::json> tool_call_deltas(size_t index, const chat::ToolCall& c);
+// The server-sent events a piece of a streamed reply read for tool calls adds: its reasoning_content, its content,
+// then each call that completed with it (tool_call_deltas).
+std::string tool_stream_events(const ResponseIds& ids, const chat::ToolCallStream::Delta& d);
 
 nlohmann::json text_completion(const ResponseIds& ids, const engine::RequestResult& r, int64_t n_prompt);
 nlohmann::json text_completion_chunk(const ResponseIds& ids, std::string_view text, std::string_view finish);

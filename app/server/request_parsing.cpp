@@ -1,6 +1,8 @@
 // Request bodies to typed requests: JSON parsed once, each field checked for type and range.
 #include "app/server/request_parsing.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -122,10 +124,9 @@ MaybeError refuse_unsupported(const json& o, bool chat) {
     return bad_request("logprobs are not supported by kvchat serve", "logprobs");
   }
   if (field(o, "top_logprobs")) return bad_request("top_logprobs are not supported by kvchat serve", "top_logprobs");
-  for (const char* name : {"tools", "functions"}) {
-    if (const json* v = field(o, name); v && !(v->is_array() && v->empty())) {
-      return bad_request(std::string(name) + " are not supported by kvchat serve: it has no tool calling", name);
-    }
+  if (const json* v = field(o, "functions"); v && !(v->is_array() && v->empty())) {
+    return bad_request("functions (OpenAI's deprecated form) are not supported by kvchat serve; send tools",
+                       "functions");
   }
   if (const json* v = field(o, "logit_bias"); v && !(v->is_object() && v->empty())) {
     return bad_request("logit_bias is not supported by kvchat serve", "logit_bias");
@@ -242,6 +243,40 @@ MaybeError read_content(const json& m, size_t i, bool assistant, std::string& ou
   return std::nullopt;
 }
 
+// An assistant message's tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}].
+MaybeError read_tool_calls(const json& m, const std::string& param, std::vector<chat::ToolCall>& out) {
+  const json* v = field(m, "tool_calls");
+  if (!v) return std::nullopt;
+  const std::string p = param + ".tool_calls";
+  if (!v->is_array()) return wrong_type(p, "an array", *v);
+  for (size_t j = 0; j < v->size(); ++j) {
+    const json& c = (*v)[j];
+    const std::string pc = p + "[" + std::to_string(j) + "]";
+    if (!c.is_object()) return wrong_type(pc, "an object", c);
+    if (const json* type = field(c, "type"); type && !(type->is_string() && type->get<std::string>() == "function")) {
+      return bad_request(pc + ".type must be \"function\"", pc + ".type");
+    }
+    chat::ToolCall call;
+    if (const json* id = field(c, "id")) {
+      if (!id->is_string()) return wrong_type(pc + ".id", "a string", *id);
+      call.id = id->get<std::string>();
+    }
+    const json* f = field(c, "function");
+    if (!f || !f->is_object()) return bad_request(pc + ".function must be an object", pc + ".function");
+    const json* name = field(*f, "name");
+    if (!name || !name->is_string()) return bad_request(pc + ".function.name must be a string", pc + ".function.name");
+    call.name = name->get<std::string>();
+    const json* args = field(*f, "arguments");
+    if (!args || !args->is_string()) {
+      return bad_request(pc + ".function.arguments must be a string (the arguments as JSON text)",
+                         pc + ".function.arguments");
+    }
+    call.arguments = args->get<std::string>();
+    out.push_back(std::move(call));
+  }
+  return std::nullopt;
+}
+
 MaybeError read_messages(const json& o, const RequestLimits& limits, std::vector<chat::ChatMessage>& out) {
   const json* v = field(o, "messages");
   if (!v) return bad_request("messages is required", "messages");
@@ -260,17 +295,28 @@ MaybeError read_messages(const json& o, const RequestLimits& limits, std::vector
     if (!role || !role->is_string()) return bad_request(param + ".role must be a string", param + ".role");
     std::string r = role->get<std::string>();
     if (r == "developer") r = "system";
-    if (r == "tool" || r == "function") {
-      return bad_request(param + ".role \"" + r + "\": tool messages are not supported by kvchat serve",
+    if (r == "function") {
+      return bad_request(param + ".role \"function\" (OpenAI's deprecated form) is not supported; send \"tool\"",
                          param + ".role");
     }
-    if (r != "system" && r != "user" && r != "assistant") {
-      return bad_request(param + ".role must be system, developer, user or assistant, not \"" + r + "\"",
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool") {
+      return bad_request(param + ".role must be system, developer, user, assistant or tool, not \"" + r + "\"",
                          param + ".role");
     }
     chat::ChatMessage msg;
     msg.role = r;
     if (auto e = read_content(m, i, r == "assistant", msg.content)) return e;
+    if (r == "assistant") {
+      if (auto e = read_tool_calls(m, param, msg.tool_calls)) return e;
+    }
+    if (r == "tool") {
+      const json* id = field(m, "tool_call_id");
+      if (!id)
+        return bad_request(param + ".tool_call_id is required: the id of the call this answers",
+                           param + ".tool_call_id");
+      if (!id->is_string()) return wrong_type(param + ".tool_call_id", "a string", *id);
+      msg.tool_call_id = id->get<std::string>();
+    }
     out.push_back(std::move(msg));
   }
   return std::nullopt;
@@ -297,6 +343,100 @@ MaybeError read_reasoning_effort(const json& o, std::optional<std::string>& out)
     if (auto e = read(*kwargs, "chat_template_kwargs.reasoning_effort")) return e;
   }
   return read(o, "reasoning_effort");
+}
+
+// tools: [{"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}].
+MaybeError read_tools(const json& o, ChatRequest& r) {
+  const json* v = field(o, "tools");
+  if (!v) return std::nullopt;
+  if (!v->is_array()) return wrong_type("tools", "an array", *v);
+  if (v->empty()) return std::nullopt;
+  if (v->size() > 128)
+    return bad_request("tools holds " + std::to_string(v->size()) + " tools; at most 128 are allowed", "tools");
+  json clean = json::array();
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& t = (*v)[i];
+    const std::string p = "tools[" + std::to_string(i) + "]";
+    if (!t.is_object()) return wrong_type(p, "an object", t);
+    const json* type = field(t, "type");
+    if (!type || !type->is_string() || type->get<std::string>() != "function") {
+      return bad_request(p + ".type must be \"function\" (the only kind of tool kvchat serve takes)", p + ".type");
+    }
+    const json* f = field(t, "function");
+    if (!f || !f->is_object()) return bad_request(p + ".function must be an object", p + ".function");
+    const json* name = field(*f, "name");
+    if (!name || !name->is_string()) return bad_request(p + ".function.name must be a string", p + ".function.name");
+    const std::string n = name->get<std::string>();
+    const bool valid = !n.empty() && n.size() <= 64 && std::all_of(n.begin(), n.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+    });
+    if (!valid) {
+      return bad_request(p + ".function.name must be 1 to 64 letters, digits, _ or -, not \"" + ellipsize(n, 40) + "\"",
+                         p + ".function.name");
+    }
+    if (std::find(r.tool_names.begin(), r.tool_names.end(), n) != r.tool_names.end()) {
+      return bad_request(p + ".function.name \"" + n + "\" is given twice", p + ".function.name");
+    }
+    json fn{{"name", n}};
+    if (const json* d = field(*f, "description")) {
+      if (!d->is_string()) return wrong_type(p + ".function.description", "a string", *d);
+      fn["description"] = *d;
+    }
+    if (const json* params = field(*f, "parameters")) {
+      if (!params->is_object()) return wrong_type(p + ".function.parameters", "a JSON Schema object", *params);
+      fn["parameters"] = *params;
+    }
+    if (const json* strict = field(*f, "strict")) {
+      if (!strict->is_boolean()) return wrong_type(p + ".function.strict", "true or false", *strict);
+      fn["strict"] = *strict;
+    }
+    r.tool_names.push_back(n);
+    clean.push_back(json{{"type", "function"}, {"function", std::move(fn)}});
+  }
+  r.tools_json = clean.dump();
+  return std::nullopt;
+}
+
+// tool_choice: "auto", "none", "required" or {"type": "function", "function": {"name"}}; and
+// parallel_tool_calls.
+MaybeError read_tool_choice(const json& o, ChatRequest& r) {
+  if (auto e = read_bool(o, "parallel_tool_calls", r.parallel_tool_calls)) return e;
+  const json* v = field(o, "tool_choice");
+  if (!v) return std::nullopt;
+  const char* expected = "\"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\"}}";
+  if (v->is_string()) {
+    const std::string c = v->get<std::string>();
+    if (c == "auto") {
+      r.tool_choice = ToolChoice::automatic;
+    } else if (c == "none") {
+      r.tool_choice = ToolChoice::none;
+    } else if (c == "required") {
+      r.tool_choice = ToolChoice::required;
+    } else {
+      return bad_request(std::string("tool_choice must be ") + expected + ", not \"" + ellipsize(c, 40) + "\"",
+                         "tool_choice");
+    }
+  } else if (v->is_object()) {
+    const json* type = field(*v, "type");
+    const json* f = field(*v, "function");
+    const json* name = f && f->is_object() ? field(*f, "name") : nullptr;
+    if (!type || !type->is_string() || type->get<std::string>() != "function" || !name || !name->is_string()) {
+      return bad_request(std::string("tool_choice must be ") + expected, "tool_choice");
+    }
+    r.tool_choice = ToolChoice::named;
+    r.tool_choice_name = name->get<std::string>();
+    if (std::find(r.tool_names.begin(), r.tool_names.end(), r.tool_choice_name) == r.tool_names.end()) {
+      return bad_request(
+          "tool_choice names the function \"" + ellipsize(r.tool_choice_name, 64) + "\", which is not among tools",
+          "tool_choice.function.name");
+    }
+  } else {
+    return wrong_type("tool_choice", expected, *v);
+  }
+  if (r.tool_names.empty() && r.tool_choice == ToolChoice::required) {
+    return bad_request("tool_choice \"required\" needs tools", "tool_choice");
+  }
+  return std::nullopt;
 }
 
 MaybeError read_prompt(const json& o, CompletionRequest& r) {
@@ -387,6 +527,8 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const RequestLimit
   if (auto e = read_messages(j.value, limits, r.messages)) return Parsed<ChatRequest>::failure(*e);
   if (auto e = read_generation(j.value, limits, true, r.params)) return Parsed<ChatRequest>::failure(*e);
   if (auto e = read_reasoning_effort(j.value, r.reasoning_effort)) return Parsed<ChatRequest>::failure(*e);
+  if (auto e = read_tools(j.value, r)) return Parsed<ChatRequest>::failure(*e);
+  if (auto e = read_tool_choice(j.value, r)) return Parsed<ChatRequest>::failure(*e);
   return Parsed<ChatRequest>::success(std::move(r));
 }
 

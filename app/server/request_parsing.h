@@ -36,13 +36,26 @@ struct GenerationParams {
   double frequency_penalty = 0;
 };
 
+// tool_choice: auto (the model decides), none (no tools: rendered without them, the reply read as
+// text), required (some call) or named (that function's call).
+enum class ToolChoice { automatic, none, required, named };
+
 struct ChatRequest {
   std::string model;
-  std::vector<chat::ChatMessage> messages;  // roles normalised to system / user / assistant
+  // Roles normalised to system / user / assistant / tool; an assistant's tool_calls and a tool
+  // message's tool_call_id kept.
+  std::vector<chat::ChatMessage> messages;
   GenerationParams params;
   // reasoning_effort (or chat_template_kwargs.reasoning_effort): low, medium or high, passed to the
   // templates that read it (gpt-oss); others ignore it.
   std::optional<std::string> reasoning_effort;
+  // The request's tools as a JSON array of {"type": "function", "function": {name, description?,
+  // parameters?, strict?}} ("" for none), checked field by field.
+  std::string tools_json;
+  std::vector<std::string> tool_names;
+  ToolChoice tool_choice = ToolChoice::automatic;
+  std::string tool_choice_name;     // ToolChoice::named
+  bool parallel_tool_calls = true;  // OpenAI's default
 };
 
 struct CompletionRequest {

@@ -121,7 +121,22 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   if (cr.messages.size() > 1 && cr.messages[0].role == "system") n_kept_bytes += cr.messages[0].content.size();
   if (auto e = cannot_fit(ctx, n_kept_bytes, "the last message (with the system prompt)", "messages"))
     return send_error(res, *e);
-  auto mapped = ctx.mapper.map(cr.messages, cr.reasoning_effort);
+  // Tools: rendered by the model's template and its reply read for calls, unless tool_choice is
+  // "none" (then neither: the model sees no tools, as OpenAI's none means no call). A forced call
+  // ("required", a named function) needs constrained decoding (core/chat/tool_constraint.h says
+  // what it must produce per format); until the sampler has it, refused rather than hoped for.
+  const bool tools = !cr.tools_json.empty() && cr.tool_choice != ToolChoice::none;
+  if (tools && (cr.tool_choice == ToolChoice::required || cr.tool_choice == ToolChoice::named)) {
+    ApiError e = bad_request(
+        std::string("tool_choice ") +
+            (cr.tool_choice == ToolChoice::required ? "\"required\"" : "naming \"" + cr.tool_choice_name + "\"") +
+            " needs constrained decoding, which this kvchat serve does not have yet; send "
+            "tool_choice \"auto\" (the model decides whether to call)",
+        "tool_choice");
+    e.code = "unsupported_tool_choice";
+    return send_error(res, e);
+  }
+  auto mapped = ctx.mapper.map(cr.messages, cr.reasoning_effort, tools ? cr.tools_json : std::string());
   if (!mapped.ok()) return send_error(res, bad_request(mapped.error().message, "messages"));
   auto window = context_window(ctx, cr, *mapped);
   if (!window.ok) return send_error(res, window.error);
@@ -132,6 +147,8 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   GenerationJob job;
   job.endpoint = Endpoint::chat;
   job.harmony = ctx.model.chat_template().family() == chat::ChatTemplate::Family::harmony;
+  job.tool_format = chat::tool_format_of(ctx.model.chat_template().family());
+  job.tools = tools && job.tool_format != chat::ToolFormat::none;
   job.ids = ResponseIds{new_response_id("chatcmpl-"), unix_now(), ctx.options.model_id};
   job.n_prompt = static_cast<int64_t>(window.value.prompt.size());
   job.history = HistoryInfo{mapped->conversation, mapped->n_answers, mapped->n_answers_recalled,

@@ -2,6 +2,7 @@
 #include "app/server/streaming.h"
 
 #include <chrono>
+#include <optional>
 
 #include "app/server/connection_watch.h"
 #include "core/chat/reasoning.h"
@@ -40,7 +41,14 @@ struct Stream {
   bool role_sent = false;
   bool concluded = false;
   bool shutting_down = false;
-  chat::ReasoningStream harmony;  // job.harmony: the reply split as it streams
+  chat::ReasoningStream harmony;              // job.harmony: the reply split as it streams
+  std::optional<chat::ToolCallStream> calls;  // job.tools: the reply read for tool calls as it streams
+  bool called = false;                        // a call was streamed: finish_reason "tool_calls"
+
+  std::string call_events(const chat::ToolCallStream::Delta& d) {
+    called = called || !d.calls.empty();
+    return tool_stream_events(job.ids, d);
+  }
 
   std::string delta_events(const chat::ReasoningStream::Delta& d) const {
     std::string out;
@@ -50,6 +58,10 @@ struct Stream {
   }
 
   std::string text_event(const std::string& text) {
+    if (job.endpoint == Endpoint::chat && job.tools) {
+      if (!calls) calls.emplace(job.tool_format, job.ids.id);
+      return call_events(calls->feed(text));
+    }
     if (job.endpoint == Endpoint::chat && job.harmony) { return delta_events(harmony.feed(text)); }
     if (job.endpoint == Endpoint::chat) return sse_event(chat_chunk(job.ids, json{{"content", text}}, ""));
     return sse_event(text_completion_chunk(job.ids, text, ""));
@@ -61,7 +73,7 @@ struct Stream {
     if (r.state != engine::RequestState::finished) return sse_event(generation_error(r, shutting_down).to_json());
     std::string out;
     if (job.endpoint == Endpoint::chat) {
-      out += sse_event(chat_chunk(job.ids, json::object(), finish_reason(r.reason)));
+      out += sse_event(chat_chunk(job.ids, json::object(), called ? "tool_calls" : finish_reason(r.reason)));
       if (job.include_usage)
         out += sse_event(usage_chunk(job.ids, "chat.completion.chunk", r, job.n_prompt, job.history));
     } else {
@@ -94,7 +106,11 @@ struct Stream {
     }
     concluded = true;
     conclude(ctx, *g, job);
-    if (job.endpoint == Endpoint::chat && job.harmony) {  // what was held back as a marker's possible start
+    if (job.endpoint == Endpoint::chat && job.tools) {  // what was held back as a call's possible start
+      if (!calls) calls.emplace(job.tool_format, job.ids.id);
+      const std::string rest = call_events(calls->finish());
+      if (!rest.empty() && !write(rest)) return false;
+    } else if (job.endpoint == Endpoint::chat && job.harmony) {  // what was held back as a marker's possible start
       const std::string rest = delta_events(harmony.finish());
       if (!rest.empty() && !write(rest)) return false;
     }
@@ -152,7 +168,9 @@ void respond_whole(ServerContext& ctx, httplib::Response& res, std::shared_ptr<G
   } else {
     json body = job.endpoint == Endpoint::chat ? chat_completion(job.ids, r, job.n_prompt, job.history)
                                                : text_completion(job.ids, r, job.n_prompt);
-    if (job.endpoint == Endpoint::chat && job.harmony) {
+    if (job.endpoint == Endpoint::chat && job.tools) {
+      set_tool_reply(body, chat::parse_reply(r.text, job.tool_format, /*finished=*/true, job.ids.id));
+    } else if (job.endpoint == Endpoint::chat && job.harmony) {
       const chat::ReasoningSplit split = chat::split_reasoning(r.text, /*finished=*/true);
       json& message = body["choices"][0]["message"];
       message["content"] = split.answer;

@@ -24,6 +24,10 @@ struct GenerationJob {
   // gpt-oss's harmony reply (chat only): its analysis channel is answered as reasoning_content, its
   // final channel as content (llama.cpp's fields); the answer remembered is the whole text.
   bool harmony = false;
+  // The request has tools (tool_choice not none): the reply is read for calls in this format
+  // (core/chat/tool_calls.h), answered as tool_calls with finish_reason "tool_calls".
+  bool tools = false;
+  chat::ToolFormat tool_format = chat::ToolFormat::none;
   // Runs once when the generation finished (not cancelled, not failed): the mapper remembers
   // the answer's ids.
   std::function<void(const engine::RequestResult&)> on_finished;

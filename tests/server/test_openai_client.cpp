@@ -1,7 +1,9 @@
 // kvchat-cli serve driven by the official openai npm client (tests/server/openai_client.mjs):
 // chat whole and streamed, completions, models, stop strings, errors, a mid-stream abort, and
-// resent histories hitting the cache turn by turn and after a restart, from disk; and a bounded
-// load of 16 concurrent streamed conversations (tests/server/load_driver.mjs).
+// resent histories hitting the cache turn by turn and after a restart, from disk; a bounded
+// load of 16 concurrent streamed conversations (tests/server/load_driver.mjs); and function
+// calling (tests/server/openai_tools.mjs): tools in an agent loop against serve, and recorded
+// model replies with calls answered as the server answers them, read back by the client.
 #include <catch2/catch.hpp>
 
 #include <httplib.h>
@@ -11,6 +13,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "app/server/openai_json.h"
+#include "core/chat/tool_calls.h"
 #include "server/serve_process.h"
 #include "support/test_support.h"
 
@@ -36,12 +40,14 @@ std::string client_missing() {
 
 // Runs a Node script of tests/server against `s` with ARGS after its client arguments
 // (node_modules, base URL, model); its last output line, as JSON (the test fails on none).
-json run_node(const test::ServeProcess& s, const std::string& script, const std::string& args, int timeout_s = 120) {
+// base_url: the server's, or one the script's own fetch answers (no server: s null).
+json run_node_at(const std::string& base_url, const std::string& script, const std::string& args, int timeout_s = 120,
+                 const test::ServeProcess* s = nullptr) {
   std::string cmd = "timeout ";
   cmd += std::to_string(timeout_s);
   cmd += " node ";
   cmd += test::quoted(std::string(KVC_TEST_SERVER_DIR) + "/" + script);
-  for (const std::string& arg : {(k_npm_dir / "node_modules").string(), s.base_url(), k_model_id}) {
+  for (const std::string& arg : {(k_npm_dir / "node_modules").string(), base_url, k_model_id}) {
     cmd += ' ';
     cmd += test::quoted(arg);
   }
@@ -54,7 +60,7 @@ json run_node(const test::ServeProcess& s, const std::string& script, const std:
   std::array<char, 4096> buf{};
   for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), p)) > 0;) out.append(buf.data(), n);
   ::pclose(p);
-  INFO("node printed: " << out << "\nserver log: " << s.log());
+  INFO("node printed: " << out << "\nserver log: " << (s ? s->log() : std::string("(no server)")));
   // The last line is the result (anything before it: Node's warnings).
   const size_t end = out.find_last_not_of('\n');
   REQUIRE(end != std::string::npos);
@@ -63,6 +69,10 @@ json run_node(const test::ServeProcess& s, const std::string& script, const std:
   REQUIRE(!j.is_discarded());
   REQUIRE(!j.contains("failed"));
   return j;
+}
+
+json run_node(const test::ServeProcess& s, const std::string& script, const std::string& args, int timeout_s = 120) {
+  return run_node_at(s.base_url(), script, args, timeout_s, &s);
 }
 
 // One scenario of openai_client.mjs.
@@ -230,4 +240,123 @@ TEST_CASE("serve: 16 concurrent streamed conversations of 4 turns: no errors, ev
   CHECK(r["itl_n"].get<int64_t>() <= n_gaps);  // a chunk holds one token or more
   INFO(s.log());
   CHECK(s.stop() == 0);
+}
+
+// An agent loop through the openai client: tools accepted whole and streamed, tool calls and
+// tool results resent, each request's cached tokens covering the one before (less one partial
+// block), tool_choice none answered, required / named refused until constrained decoding.
+TEST_CASE("serve: the openai client sends tools and tool results in an agent loop, the cache hits every turn",
+          "[app][e2e][server]") {
+  if (const std::string why = client_missing(); !why.empty()) KVC_SKIP(why);
+  Fixture f;
+  test::ServeProcess s(f.model, f.data, "", f.tmp);
+  const json r = run_node(s, "openai_tools.mjs", "loop");
+  INFO(r.dump());
+  // Random weights write no call: a plain answer, finish stop or length, with tools accepted.
+  CHECK((r["whole"]["finish_reason"] == "stop" || r["whole"]["finish_reason"] == "length"));
+  CHECK(r["whole"]["message"]["role"] == "assistant");
+  CHECK((r["streamed"]["finish_reason"] == "stop" || r["streamed"]["finish_reason"] == "length"));
+  CHECK(!r["helper"]["finish_reason"].is_null());
+  const json& turns = r["turns"];
+  REQUIRE(turns.size() == 3);
+  for (size_t n = 1; n < turns.size(); ++n) {
+    const int64_t prev_prompt = turns[n - 1]["prompt_tokens"].get<int64_t>();
+    const int64_t cached = turns[n]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+    INFO("turn " << n + 1 << ": prompt " << turns[n]["prompt_tokens"] << ", cached " << cached);
+    CHECK(turns[n]["prompt_tokens"].get<int64_t>() > prev_prompt);
+    CHECK(cached >= prev_prompt - 16);
+  }
+  CHECK(!r["none"].is_null());
+  CHECK(r["required"]["status"] == 400);
+  CHECK(r["required"]["code"] == "unsupported_tool_choice");
+  CHECK(r["named"]["status"] == 400);
+  CHECK(r["unknown_name"]["param"] == "tool_choice.function.name");
+  CHECK(r["bad_tool"]["param"] == "tools[0].function.name");
+  CHECK(r["no_call_id"]["param"] == "messages[7].tool_call_id");
+  CHECK(s.stop() == 0);
+}
+
+// Model replies with calls (tests/data/tool-calls), answered by the server's own response code,
+// whole and as the stream it sends (pieces of 3 bytes), and read back by the openai client: its
+// raw stream, its accumulating stream helper and its parse of the whole answer agree on the calls.
+TEST_CASE("serve: recorded replies with tool calls reach the openai client as tool_calls, whole and streamed",
+          "[app][e2e][server]") {
+  if (const std::string why = client_missing(); !why.empty()) KVC_SKIP(why);
+  struct Pick {
+    const char* family;
+    chat::ToolFormat format;
+    const char* name;
+  };
+  const Pick picks[] = {{"hermes", chat::ToolFormat::hermes, "two parallel calls"},
+                        {"hermes", chat::ToolFormat::hermes, "text before the call"},
+                        {"hermes", chat::ToolFormat::hermes, "malformed JSON stays text"},
+                        {"llama3", chat::ToolFormat::llama3, "python_tag built-in tool"},
+                        {"mistral", chat::ToolFormat::mistral, "name[ARGS] form (Small 3.2)"},
+                        {"harmony", chat::ToolFormat::harmony, "analysis then a call"},
+                        {"deepseek", chat::ToolFormat::deepseek, "R1 call"},
+                        {"gemma", chat::ToolFormat::gemma, "two calls, text before"}};
+  json cases = json::array(), expected = json::array();
+  for (const Pick& p : picks) {
+    const json doc = json::parse(test::read_file(test::data_dir() / "tool-calls" / (std::string(p.family) + ".json")));
+    json c;
+    for (const json& x : doc["cases"]) {
+      if (x["name"] == p.name) c = x;
+    }
+    REQUIRE(c.is_object());
+    const std::string reply = c["reply"];
+    const server::ResponseIds ids{"chatcmpl-recorded-" + std::to_string(cases.size()), 1700000000, k_model_id};
+    engine::RequestResult r;
+    r.state = engine::RequestState::finished;
+    r.reason = model::StopReason::end_of_generation;
+    r.text = reply;
+    json whole = server::chat_completion(ids, r, 10, {});
+    server::set_tool_reply(whole, chat::parse_reply(reply, p.format, true, ids.id));
+    // The stream as Stream::pump writes it.
+    chat::ToolCallStream stream(p.format, ids.id);
+    std::string sse = server::sse_event(server::chat_chunk(ids, json{{"role", "assistant"}, {"content", ""}}, ""));
+    for (size_t at = 0; at < reply.size(); at += 3) {
+      sse += server::tool_stream_events(ids, stream.feed(std::string_view(reply).substr(at, 3)));
+    }
+    sse += server::tool_stream_events(ids, stream.finish());
+    const bool called = !stream.parsed().tool_calls.empty();
+    sse += server::sse_event(server::chat_chunk(ids, json::object(), called ? "tool_calls" : "stop"));
+    sse += server::k_sse_done;
+    cases.push_back(json{{"name", p.name}, {"whole", server::dump(whole)}, {"sse", sse}});
+    expected.push_back(c);
+  }
+  test::TempDir tmp;
+  const std::string file = tmp.file("recorded.json");
+  {
+    std::FILE* out = std::fopen(file.c_str(), "w");
+    REQUIRE(out);
+    const std::string text = cases.dump();
+    std::fwrite(text.data(), 1, text.size(), out);
+    std::fclose(out);
+  }
+  // No server: the client reads the recorded responses through its fetch.
+  const json r = run_node_at("http://recorded.invalid/v1", "openai_tools.mjs", "recorded " + test::quoted(file));
+  INFO(r.dump());
+  REQUIRE(r["cases"].size() == expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const json& want = expected[i];
+    const json& got = r["cases"][i];
+    INFO(want["name"]);
+    const bool calls = !want["calls"].empty();
+    for (const char* how : {"whole", "stream", "helper"}) {
+      INFO(how);
+      const json& g = got[how];
+      CHECK(g["finish_reason"] == (calls ? "tool_calls" : "stop"));
+      const std::string content = g["content"].is_null() ? "" : g["content"].get<std::string>();
+      CHECK(content == want["content"].get<std::string>());
+      REQUIRE(g["tool_calls"].size() == want["calls"].size());
+      for (size_t k = 0; k < want["calls"].size(); ++k) {
+        const json& call = g["tool_calls"][k];
+        CHECK(call["id"] == chat::tool_call_id("chatcmpl-recorded-" + std::to_string(i), k));
+        CHECK(call["type"] == "function");
+        CHECK(call["function"]["name"] == want["calls"][k][0]);
+        CHECK(call["function"]["arguments"] == want["calls"][k][1]);
+      }
+    }
+    if (calls) CHECK(got["whole"]["content"].is_null() == want["content"].get<std::string>().empty());
+  }
 }

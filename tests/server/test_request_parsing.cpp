@@ -91,6 +91,8 @@ TEST_CASE("request parsing: bad chat requests name the field at fault", "[server
   CHECK(chat_error(chat(json{{"messages", json::array()}})).param == "messages");
   CHECK(chat_error(chat(json{{"messages", json::array({"hi"})}})).param == "messages[0]");
   CHECK(chat_error(chat(json{{"messages", json::array({json{{"role", "tool"}, {"content", "x"}}})}})).param ==
+        "messages[0].tool_call_id");
+  CHECK(chat_error(chat(json{{"messages", json::array({json{{"role", "function"}, {"content", "x"}}})}})).param ==
         "messages[0].role");
   CHECK(chat_error(chat(json{{"messages", json::array({json{{"role", "user"}}})}})).param == "messages[0].content");
   CHECK(chat_error(chat(json{{"temperature", 2.5}})).param == "temperature");
@@ -188,4 +190,93 @@ TEST_CASE("request parsing: reasoning_effort is low, medium or high, at the top 
   CHECK(in_kwargs.param == "chat_template_kwargs.reasoning_effort");
   CHECK_THAT(in_kwargs.message, Catch::Contains("one of low, medium, high"));
   CHECK(chat_error(chat({{"chat_template_kwargs", "high"}})).param == "chat_template_kwargs");
+}
+
+namespace {
+
+json weather_tool(const std::string& name = "get_weather") {
+  return json{{"type", "function"},
+              {"function",
+               {{"name", name},
+                {"description", "The weather now"},
+                {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}};
+}
+
+}  // namespace
+
+TEST_CASE("request parsing: tools, tool_choice, assistant tool_calls and tool messages", "[server]") {
+  const json messages = json::array(
+      {json{{"role", "user"}, {"content", "Weather in Paris?"}},
+       json{{"role", "assistant"},
+            {"content", nullptr},
+            {"tool_calls",
+             json::array({json{{"id", "call_1"},
+                               {"type", "function"},
+                               {"function", {{"name", "get_weather"}, {"arguments", "{\"city\":\"Paris\"}"}}}}})}},
+       json{{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "21 C"}}});
+  auto p = parse_chat_request(chat(json{{"messages", messages},
+                                        {"tools", json::array({weather_tool(), weather_tool("get_time")})},
+                                        {"tool_choice", "auto"},
+                                        {"parallel_tool_calls", false}})
+                                  .dump(),
+                              {});
+  REQUIRE(p.ok);
+  const ChatRequest& r = p.value;
+  REQUIRE(r.messages.size() == 3);
+  CHECK(r.messages[1].content.empty());
+  REQUIRE(r.messages[1].tool_calls.size() == 1);
+  CHECK(r.messages[1].tool_calls[0].id == "call_1");
+  CHECK(r.messages[1].tool_calls[0].name == "get_weather");
+  CHECK(r.messages[1].tool_calls[0].arguments == "{\"city\":\"Paris\"}");
+  CHECK(r.messages[2].role == "tool");
+  CHECK(r.messages[2].tool_call_id == "call_1");
+  CHECK(r.messages[2].content == "21 C");
+  CHECK(r.tool_names == std::vector<std::string>{"get_weather", "get_time"});
+  CHECK(json::parse(r.tools_json)[0]["function"]["parameters"]["properties"].contains("city"));
+  CHECK(r.tool_choice == ToolChoice::automatic);
+  CHECK_FALSE(r.parallel_tool_calls);
+
+  for (const auto& [choice, expected] :
+       {std::pair{json("none"), ToolChoice::none}, std::pair{json("required"), ToolChoice::required},
+        std::pair{json{{"type", "function"}, {"function", {{"name", "get_weather"}}}}, ToolChoice::named}}) {
+    auto q =
+        parse_chat_request(chat(json{{"tools", json::array({weather_tool()})}, {"tool_choice", choice}}).dump(), {});
+    REQUIRE(q.ok);
+    CHECK(q.value.tool_choice == expected);
+  }
+  CHECK(parse_chat_request(chat(json{{"tools", json::array()}}).dump(), {}).value.tools_json.empty());
+}
+
+TEST_CASE("request parsing: bad tools and tool messages name the field at fault", "[server]") {
+  const json tool = weather_tool();
+  const std::vector<std::pair<json, std::string>> cases = {
+      {json{{"tools", "get_weather"}}, "tools"},
+      {json{{"tools", json::array({1})}}, "tools[0]"},
+      {json{{"tools", json::array({json{{"type", "retrieval"}}})}}, "tools[0].type"},
+      {json{{"tools", json::array({json{{"type", "function"}}})}}, "tools[0].function"},
+      {json{{"tools", json::array({json{{"type", "function"}, {"function", {{"name", "get weather"}}}}})}},
+       "tools[0].function.name"},
+      {json{{"tools", json::array({tool, tool})}}, "tools[1].function.name"},
+      {json{{"tools", json::array({json{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", "x"}}}}})}},
+       "tools[0].function.parameters"},
+      {json{{"tools", json::array({tool})}, {"tool_choice", "sometimes"}}, "tool_choice"},
+      {json{{"tools", json::array({tool})},
+            {"tool_choice", json{{"type", "function"}, {"function", {{"name", "nope"}}}}}},
+       "tool_choice.function.name"},
+      {json{{"tool_choice", "required"}}, "tool_choice"},
+      {json{{"tools", json::array({tool})}, {"parallel_tool_calls", "yes"}}, "parallel_tool_calls"},
+      {json{{"functions", json::array({json::object()})}}, "functions"},
+      {json{{"messages", json::array({json{{"role", "assistant"}, {"tool_calls", json::object()}},
+                                      json{{"role", "user"}, {"content", "x"}}})}},
+       "messages[0].tool_calls"},
+      {json{{"messages",
+             json::array({json{{"role", "assistant"},
+                               {"tool_calls",
+                                json::array({json{{"function", {{"name", "f"}, {"arguments", json::object()}}}}})}},
+                          json{{"role", "user"}, {"content", "x"}}})}},
+       "messages[0].tool_calls[0].function.arguments"},
+      {json{{"messages", json::array({json{{"role", "tool"}, {"tool_call_id", 7}, {"content", "x"}}})}},
+       "messages[0].tool_call_id"},
+  };
+  for (const auto& [patch, param] : cases) CHECK(chat_error(chat(patch)).param == param);
 }

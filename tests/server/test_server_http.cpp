@@ -108,7 +108,7 @@ TEST_CASE("serve: malformed, mistyped, oversized and misrouted requests get 4xx"
         {json{{"stop", json::array({"a", "b", "c", "d", "e"})}}, "stop"},
         {json{{"n", 3}}, "n"},
         {json{{"model", 42}}, "model"},
-        {json{{"tools", json::array({json{{"type", "function"}}})}}, "tools"},
+        {json{{"tools", json::array({json{{"type", "function"}}})}}, "tools[0].function"},
     };
     for (const auto& [patch, param] : cases) {
       json body = base;
