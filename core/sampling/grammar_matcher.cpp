@@ -109,43 +109,61 @@ bool GrammarMatcher::accept_bytes(std::string_view bytes) {
   return true;
 }
 
-bool GrammarMatcher::accept_token(int32_t id) {
+bool GrammarMatcher::advance_token(int32_t id, GrammarState& out) const {
   if (id < 0 || id >= vocab_->n_vocab()) return false;
   switch (vocab_->kind(id)) {
-    case TokenKind::text: return !vocab_->bytes(id).empty() && accept_bytes(vocab_->bytes(id));
-    case TokenKind::end_of_generation: return is_complete();
-    case TokenKind::special: {
-      GrammarState next;
+    case TokenKind::text: {
+      const std::string_view bytes = vocab_->bytes(id);
+      if (bytes.empty()) return false;
+      GrammarState cur = state_;
+      for (const char c : bytes) {
+        advance(cur, static_cast<uint8_t>(c), out);
+        if (out.stacks.empty()) return false;
+        std::swap(cur, out);
+      }
+      out = std::move(cur);
+      return true;
+    }
+    case TokenKind::end_of_generation: out = state_; return is_complete();
+    case TokenKind::special:
+      out.stacks.clear();
       for (const std::vector<uint32_t>& stack : state_.stacks) {
         if (stack.empty()) continue;
         const Grammar::Element& e = g_->at(stack.back());
         if (e.kind != Grammar::Kind::special || static_cast<int32_t>(e.value) != id) continue;
         std::vector<uint32_t> s = stack;
         s.back() += 1;
-        expand(s, next);
+        expand(s, out);
       }
-      if (next.stacks.empty()) return false;
-      normalize(next);
-      state_ = std::move(next);
-      current_ = nullptr;
-      return true;
-    }
+      normalize(out);
+      return !out.stacks.empty();
   }
   return false;
+}
+
+bool GrammarMatcher::accept_token(int32_t id) {
+  GrammarState next;
+  if (!advance_token(id, next)) return false;
+  if (next == state_) return true;  // an end token, or a loop back to the same state: the mask stays
+  state_ = std::move(next);
+  current_ = nullptr;
+  return true;
 }
 
 bool GrammarMatcher::can_accept_token(int32_t id) const {
   if (id < 0 || id >= vocab_->n_vocab()) return false;
   if (current_) return ((*current_)[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1u;
-  GrammarMatcher probe = *this;
-  return probe.accept_token(id);
+  GrammarState next;
+  return advance_token(id, next);
 }
 
 bool GrammarMatcher::is_complete() const { return !state_.stacks.empty() && state_.stacks.front().empty(); }
 
 bool GrammarMatcher::is_finished() const { return state_.stacks.size() == 1 && state_.stacks.front().empty(); }
 
-std::string GrammarMatcher::key_of(const GrammarState& s) const {
+namespace {
+
+std::string key_of(const GrammarState& s) {
   std::string key;
   for (const std::vector<uint32_t>& stack : s.stacks) {
     for (const uint32_t p : stack) key.append(reinterpret_cast<const char*>(&p), sizeof p);
@@ -154,26 +172,53 @@ std::string GrammarMatcher::key_of(const GrammarState& s) const {
   return key;
 }
 
+}  // namespace
+
+int32_t GrammarMatcher::intern(const GrammarState& s) {
+  std::string key = key_of(s);
+  if (const auto it = ids_.find(key); it != ids_.end()) return it->second;
+  const auto id = static_cast<int32_t>(states_.size());
+  states_.push_back(s);
+  next_.emplace_back().fill(k_unknown);
+  masks_.emplace_back();
+  ids_.emplace(std::move(key), id);
+  return id;
+}
+
+int32_t GrammarMatcher::step(int32_t state, uint8_t byte) {
+  int32_t t = next_[static_cast<size_t>(state)][byte];
+  if (t != k_unknown) return t;
+  advance(states_[static_cast<size_t>(state)], byte, scratch_);
+  t = scratch_.stacks.empty() ? k_dead : intern(scratch_);
+  next_[static_cast<size_t>(state)][byte] = t;
+  return t;
+}
+
 const std::vector<uint64_t>& GrammarMatcher::allowed() {
   if (current_) return *current_;
-  std::string key = key_of(state_);
-  auto it = cache_.find(key);
-  if (it == cache_.end()) {
-    if (cache_.size() >= 4096) cache_.clear();  // a bound on memory; states seen again are rare past this
-    std::vector<uint64_t> mask;
-    compute_mask(mask);
-    it = cache_.emplace(std::move(key), std::move(mask)).first;
+  if (states_.size() >= k_max_states) {  // a bound on memory: start the tables afresh
+    states_.clear();
+    ids_.clear();
+    next_.clear();
+    masks_.clear();
   }
-  current_ = &it->second;
+  const int32_t id = intern(state_);
+  if (masks_[static_cast<size_t>(id)].empty()) {
+    std::vector<uint64_t> mask;
+    compute_mask(id, mask);
+    masks_[static_cast<size_t>(id)] = std::move(mask);  // compute_mask may have grown masks_
+    ++n_masks_;
+  }
+  current_ = &masks_[static_cast<size_t>(id)];
   return *current_;
 }
 
-void GrammarMatcher::compute_mask(std::vector<uint64_t>& mask) {
+void GrammarMatcher::compute_mask(int32_t root, std::vector<uint64_t>& mask) {
   const TokenVocabulary& v = *vocab_;
   mask.assign((static_cast<size_t>(v.n_vocab()) + 63) / 64, 0);
   const auto set_bit = [&mask](int32_t id) { mask[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63); };
-  if (levels_.size() < v.max_len_ + 1) levels_.resize(v.max_len_ + 1);
-  levels_[0] = state_;
+  levels_.assign(v.max_len_ + 1, k_dead);
+  levels_[0] = root;
   // levels_[d]: the state after the first d bytes of the token at i; valid up to `valid`.
   size_t valid = 0;
   for (size_t i = 0; i < v.sorted_.size();) {
@@ -182,8 +227,8 @@ void GrammarMatcher::compute_mask(std::vector<uint64_t>& mask) {
     size_t d = std::min<size_t>(v.lcp_[i], valid);
     bool ok = true;
     for (; d < bytes.size(); ++d) {
-      advance(levels_[d], static_cast<uint8_t>(bytes[d]), levels_[d + 1]);
-      if (levels_[d + 1].stacks.empty()) {
+      levels_[d + 1] = step(levels_[d], static_cast<uint8_t>(bytes[d]));
+      if (levels_[d + 1] == k_dead) {
         ok = false;
         break;
       }
@@ -198,14 +243,15 @@ void GrammarMatcher::compute_mask(std::vector<uint64_t>& mask) {
     valid = d;
     for (++i; i < v.sorted_.size() && v.lcp_[i] > d; ++i) {}
   }
+  const GrammarState& st = states_[static_cast<size_t>(root)];
   for (const int32_t id : v.specials_) {
-    for (const std::vector<uint32_t>& stack : state_.stacks) {
+    for (const std::vector<uint32_t>& stack : st.stacks) {
       if (stack.empty()) continue;
       const Grammar::Element& e = g_->at(stack.back());
       if (e.kind == Grammar::Kind::special && static_cast<int32_t>(e.value) == id) set_bit(id);
     }
   }
-  if (is_complete()) {
+  if (!st.stacks.empty() && st.stacks.front().empty()) {
     for (const int32_t id : v.end_tokens_) set_bit(id);
   }
 }

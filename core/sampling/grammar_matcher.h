@@ -2,6 +2,7 @@
 // index (token bytes sorted, so tokens sharing a prefix share work) it masks logits with.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -66,7 +67,8 @@ class GrammarMatcher {
   bool accept_token(int32_t id);
   bool can_accept_token(int32_t id) const;
 
-  // (ceil(n_vocab / 64)) bit i set: token i may come next. Cached per state.
+  // (ceil(n_vocab / 64)) bit i set: token i may come next. Cached per state; valid until the
+  // next accept.
   const std::vector<uint64_t>& allowed();
   // Sets the logits of disallowed tokens to -inf. False (logits untouched) when no token at
   // all is allowed.
@@ -79,22 +81,37 @@ class GrammarMatcher {
   int32_t end_token() const { return vocab_->end_tokens_.empty() ? -1 : vocab_->end_tokens_.front(); }
   const GrammarState& state() const { return state_; }
 
-  size_t n_cached_masks() const { return cache_.size(); }
+  size_t n_cached_masks() const { return n_masks_; }
   // Deepest stack allowed (nesting of recursive rules); deeper paths are dropped.
   static constexpr size_t k_max_depth = 512;
+  // States remembered with their byte transitions and masks; past this the tables restart.
+  static constexpr size_t k_max_states = 4096;
 
  private:
+  static constexpr int32_t k_dead = -1;     // a transition to no state: the byte is rejected
+  static constexpr int32_t k_unknown = -2;  // a transition not computed yet
+
   void expand(std::vector<uint32_t>& stack, GrammarState& out) const;
   void advance(const GrammarState& in, uint8_t byte, GrammarState& out) const;
   void normalize(GrammarState& s) const;
-  std::string key_of(const GrammarState& s) const;
-  void compute_mask(std::vector<uint64_t>& mask);
+  bool advance_token(int32_t id, GrammarState& out) const;
+  int32_t intern(const GrammarState& s);
+  int32_t step(int32_t state, uint8_t byte);
+  void compute_mask(int32_t state, std::vector<uint64_t>& mask);
 
   std::shared_ptr<const Grammar> g_;
   std::shared_ptr<const TokenVocabulary> vocab_;
   GrammarState state_;
-  std::vector<GrammarState> levels_;  // (max token length + 1) scratch states of the trie walk
-  std::unordered_map<std::string, std::vector<uint64_t>> cache_;
+  // A lazily built DFA over the states seen: states_[id], its transitions by byte and its
+  // token mask (empty until computed). Tokens sharing a prefix share transitions, and a
+  // state seen again (inside a string, after each member) reuses its mask.
+  std::vector<GrammarState> states_;
+  std::unordered_map<std::string, int32_t> ids_;  // key_of(state) -> id
+  std::vector<std::array<int32_t, 256>> next_;    // (n_states, 256) transitions
+  std::vector<std::vector<uint64_t>> masks_;      // (n_states) masks, empty: not computed
+  std::vector<int32_t> levels_;                   // (max token length + 1) trie-walk states
+  GrammarState scratch_;
+  size_t n_masks_ = 0;
   const std::vector<uint64_t>* current_ = nullptr;  // the mask of state_, once computed
 };
 

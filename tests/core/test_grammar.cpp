@@ -8,6 +8,7 @@
 
 #include "core/sampling/grammar.h"
 #include "core/sampling/grammar_matcher.h"
+#include "core/sampling/sampler.h"
 
 namespace kvc::sampling {
 namespace {
@@ -177,6 +178,35 @@ TEST_CASE("grammar: mask_logits leaves only allowed tokens finite, and nothing w
   CHECK_FALSE(stuck.mask_logits(untouched));
   CHECK(untouched == std::vector<float>(k_tokens.size(), 1.0f));
   CHECK(stuck.end_token() == 10);
+}
+
+TEST_CASE("grammar: a constrained sampler draws only allowed tokens, greedy or sampled, and stops when done",
+          "[core]") {
+  for (const float temperature : {0.0f, 1.0f}) {
+    for (int seed = 0; seed < 50; ++seed) {
+      SamplingParams p;
+      p.temperature = temperature;
+      p.top_k = 3;  // more than the tokens allowed after "{": the rest must not fill the top-k
+      p.min_p = 0.0f;
+      p.top_p = 1.0f;
+      p.seed = seed;
+      Sampler s(p);
+      s.constrain(std::make_unique<GrammarMatcher>(braces(), vocab()));
+      std::string text;
+      for (int step = 0; step < 20 && !s.constraint_done(); ++step) {
+        std::vector<float> logits(k_tokens.size(), 0.0f);
+        logits[3] = 9.0f;   // "abc": never allowed
+        logits[5] = -2.0f;  // "}": allowed after "{", unlikely
+        const int32_t id = s.sample(logits, {});
+        INFO("temperature " << temperature << " seed " << seed << " text " << text);
+        REQUIRE(id != 3);
+        REQUIRE(id != 9);
+        if (id != 10) text += k_tokens[static_cast<size_t>(id)];
+      }
+      CHECK(text.front() == '{');
+      if (s.constraint_done()) CHECK(text.back() == '}');
+    }
+  }
 }
 
 }  // namespace kvc::sampling
