@@ -287,7 +287,10 @@ Result<Seq> Compiler::object(const json& s, const std::string& path) {
   std::vector<std::string> keys;
   std::vector<Seq> values;
   for (const auto& [k, v] : props->items()) {
-    auto value = schema(v, path + "/properties/" + k);
+    std::string at = path;
+    at += "/properties/";
+    at += k;
+    auto value = schema(v, at);
     if (!value.ok()) return value.error();
     keys.push_back(k);
     values.push_back(Seq{Grammar::ref(g.add_rule("prop", {*value}))});
