@@ -5,6 +5,7 @@
 
 #include "app/cli/cli_common.h"
 #include "app/cli/cli_engine.h"
+#include "core/sampling/json_schema_grammar.h"
 
 namespace kvc::cli {
 
@@ -17,6 +18,8 @@ struct GenerateArgs {
   bool special = false;
   bool no_bos = false;
   std::string kv_type = "f16";
+  std::string json_schema_file;  // --json-schema: constrain the output to this schema
+  bool json_object = false;      // --grammar-json: constrain the output to a JSON object
   sampling::GenerateOptions generation;
 };
 
@@ -26,6 +29,15 @@ int run_generate(const GenerateArgs& a) {
     auto text = read_text_file(a.prompt_file, "prompt file");
     if (!text.ok()) return report(text.error());
     prompt = std::move(*text);
+  }
+  sampling::GenerateOptions options = a.generation;
+  if (a.json_object) options.grammar = sampling::json_object_grammar();
+  if (!a.json_schema_file.empty()) {
+    auto schema = read_text_file(a.json_schema_file, "JSON schema file");
+    if (!schema.ok()) return report(schema.error());
+    auto grammar = sampling::json_schema_grammar(*schema);
+    if (!grammar.ok()) return report(grammar.error());
+    options.grammar = *grammar;
   }
   auto kv_format = parse_kv_type("--kv-type", a.kv_type);
   if (!kv_format.ok()) return report(kv_format.error());
@@ -38,7 +50,7 @@ int run_generate(const GenerateArgs& a) {
   const std::vector<int32_t> ids = m.tokenizer().encode(prompt, !a.no_bos && m.tokenizer().wants_bos(), a.special);
   if (ids.empty())
     return report(make_error(ErrorCode::invalid_argument, "the prompt is empty: give one with -p or -f"));
-  auto r = engine->run(0, ids, a.generation, [](std::string_view piece) {
+  auto r = engine->run(0, ids, options, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
     return true;
@@ -69,6 +81,9 @@ void register_generate(CLI::App& app) {
       "--ignore-eos", [a] { a->generation.stop_at_eog = false; },
       "go on past the end-of-text token until -n tokens (benchmarks: answers of a known length)");
   add_kv_type_option(*cmd, a->kv_type);
+  auto* schema = cmd->add_option("--json-schema", a->json_schema_file,
+                                 "constrain the output to JSON valid against this JSON Schema file (strict subset)");
+  cmd->add_flag("--grammar-json", a->json_object, "constrain the output to a JSON object")->excludes(schema);
   add_generate_options(*cmd, a->generation, "tokens to generate; -1 = until end of text");
   cmd->callback([a] {
     if (int rc = run_generate(*a); rc != 0) throw CLI::RuntimeError(rc);

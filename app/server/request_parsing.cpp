@@ -8,6 +8,8 @@
 #include <limits>
 #include <optional>
 
+#include "app/server/response_format.h"
+
 namespace kvc::server {
 
 namespace {
@@ -131,12 +133,6 @@ MaybeError refuse_unsupported(const json& o, bool chat) {
   if (const json* v = field(o, "logit_bias"); v && !(v->is_object() && v->empty())) {
     return bad_request("logit_bias is not supported by kvchat serve", "logit_bias");
   }
-  if (const json* v = field(o, "response_format")) {
-    const json* type = v->is_object() ? field(*v, "type") : nullptr;
-    if (!type || !type->is_string() || type->get<std::string>() != "text") {
-      return bad_request("response_format: only {\"type\": \"text\"} is supported by kvchat serve", "response_format");
-    }
-  }
   if (!chat) {
     bool echo = false;
     if (auto e = read_bool(o, "echo", echo)) return e;
@@ -210,6 +206,7 @@ MaybeError read_generation(const json& o, const RequestLimits& limits, bool chat
       return e;
     }
   }
+  if (auto e = read_response_format(o, p.grammar)) return e;  // json_object / json_schema: constrained
   return refuse_unsupported(o, chat);
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -10,6 +11,7 @@
 
 #include "app/server/api_error.h"
 #include "core/chat/chat_template.h"
+#include "core/sampling/generate_options.h"
 #include "core/sampling/sampler.h"
 
 namespace kvc::server {
@@ -34,6 +36,8 @@ struct GenerationParams {
   // Accepted (range-checked) but not applied: the sampler has no OpenAI-style penalties.
   double presence_penalty = 0;
   double frequency_penalty = 0;
+  // response_format json_object / json_schema: the grammar sampling is held to (null: text).
+  std::shared_ptr<const sampling::Grammar> grammar;
 };
 
 // tool_choice: auto (the model decides), none (no tools: rendered without them, the reply read as

@@ -33,6 +33,7 @@ Parsed<engine::RequestOptions> request_options(const ServerContext& ctx, const G
   engine::RequestOptions o;
   o.max_tokens = std::min(p.max_tokens > 0 ? p.max_tokens : ctx.options.limits.max_tokens, n_ctx - n_prompt);
   o.sampling = p.sampling;
+  o.grammar = p.grammar;
   o.stop_strings = std::move(stops);
   o.stop_strings.insert(o.stop_strings.end(), p.stop.begin(), p.stop.end());
   o.stop_at_eog = true;

@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "core/model/grammar_vocabulary.h"
 #include "core/util/assert.h"
 #include "core/util/clock.h"
 #include "core/util/thread_name.h"
@@ -286,6 +287,10 @@ Status Engine::admit(Active& a) {
   if (!info.ok()) return info.error();
   if (first) {
     a.sampler = std::make_unique<sampling::Sampler>(a.request.options.sampling);
+    if (a.request.options.grammar) {
+      a.sampler->constrain(
+          std::make_unique<sampling::GrammarMatcher>(a.request.options.grammar, model::grammar_vocabulary(m_)));
+    }
     a.text = std::make_unique<model::OutputText>(m_.tokenizer(), a.request.options.stop_strings,
                                                  a.request.options.stop_at_eog);
     a.result.prefix = *info;  // by the tier each block was found on (before a prefetch or staging moved it)
@@ -496,6 +501,9 @@ void Engine::sample_and_stop(std::span<const Entry> batch, std::span<const model
     const bool go_on = st.ready.empty() || !a.request.on_text || a.request.on_text(st.ready);
     if (st.stop) {
       a.result.reason = st.reason;
+      done.push_back(&a);
+    } else if (a.sampler->constraint_done()) {  // the grammar is complete: nothing may follow
+      a.result.reason = model::StopReason::end_of_generation;
       done.push_back(&a);
     } else if (!go_on) {
       a.result.reason = model::StopReason::cancelled;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/model/grammar_vocabulary.h"
 #include "core/model/kv_setup.h"
 #include "core/util/clock.h"
 
@@ -121,6 +122,9 @@ Result<GenerateResult> generate(Session& s, std::span<const int32_t> prompt, con
   out.prefill_ms = ms_since(t0);
 
   sampling::Sampler sampler(opt.sampling);
+  if (opt.grammar) {
+    sampler.constrain(std::make_unique<sampling::GrammarMatcher>(opt.grammar, grammar_vocabulary(s.model())));
+  }
   std::vector<float> work(logits->begin(), logits->end());
   OutputText text(s.model().tokenizer(), opt.stop_strings, opt.stop_at_eog);
   auto emit = [&](const std::string& piece) {
@@ -146,6 +150,10 @@ Result<GenerateResult> generate(Session& s, std::span<const int32_t> prompt, con
     if (!go_on) {
       out.reason = StopReason::cancelled;
       ended = true;
+      break;
+    }
+    if (sampler.constraint_done()) {  // the grammar is complete: nothing may follow
+      out.reason = StopReason::end_of_generation;
       break;
     }
     if (static_cast<int64_t>(s.tokens().size()) >= s.n_ctx()) {

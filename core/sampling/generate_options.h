@@ -8,12 +8,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/sampling/sampler.h"
 
 namespace kvc::sampling {
+
+class Grammar;  // core/sampling/grammar.h
 
 // A reply of a readable length: the CLI's -n, a new conversation's max tokens, the app's.
 constexpr int64_t k_default_max_tokens = 256;
@@ -23,6 +26,9 @@ struct GenerateOptions {
   SamplingParams sampling;
   std::vector<std::string> stop_strings;  // generation ends before any of these (the template's; not stored)
   bool stop_at_eog = true;                // end at EOS / end-of-turn tokens
+  // Constrained output (response_format json_schema, --json-schema): only text the grammar
+  // matches, ending when it is complete. Null: free text. Not stored with a conversation.
+  std::shared_ptr<const Grammar> grammar;
   friend bool operator==(const GenerateOptions&, const GenerateOptions&) = default;
 };
 

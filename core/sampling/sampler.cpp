@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 
+#include "core/sampling/grammar_matcher.h"
 #include "core/util/assert.h"
 
 namespace kvc::sampling {
@@ -98,6 +99,14 @@ Sampler::Sampler(const SamplingParams& params) : params_(params), seed_(seed_of(
   if (params.top_k > 0) candidates_.reserve(static_cast<size_t>(params.top_k));
 }
 
+Sampler::~Sampler() = default;
+Sampler::Sampler(Sampler&&) noexcept = default;
+Sampler& Sampler::operator=(Sampler&&) noexcept = default;
+
+void Sampler::constrain(std::unique_ptr<GrammarMatcher> matcher) { matcher_ = std::move(matcher); }
+
+bool Sampler::constraint_done() const { return matcher_ && (matcher_->is_finished() || stuck_); }
+
 void Sampler::reset(uint64_t seed) {
   seed_ = seed;
   rng_.seed_with(seed);
@@ -151,6 +160,21 @@ void Sampler::select_top_k(std::span<const float> logits) {
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> recent_tokens) {
   KVC_ASSERT(!logits.empty());
+  if (!matcher_) return sample_unconstrained(logits, recent_tokens);
+  if (!matcher_->mask_logits(logits)) {
+    // No token continues the grammar: end the text with an end-of-generation token where the
+    // vocabulary has one (the caller also sees constraint_done()).
+    stuck_ = true;
+    const int32_t end = matcher_->end_token();
+    return end >= 0 && static_cast<size_t>(end) < logits.size() ? end : sample_unconstrained(logits, recent_tokens);
+  }
+  const int32_t id = sample_unconstrained(logits, recent_tokens);
+  // Only allowed tokens are left, unless all of them had -inf or NaN logits from the model.
+  if (!matcher_->accept_token(id)) stuck_ = true;
+  return id;
+}
+
+int32_t Sampler::sample_unconstrained(std::span<float> logits, std::span<const int32_t> recent_tokens) {
   apply_repetition_penalty(logits, recent_tokens);
   if (params_.temperature <= 0.0f) return argmax(logits);
   const float m = max_logit(logits);
@@ -195,7 +219,10 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> recent
       if (logits[i] >= cut) candidates_.push_back(Candidate{logits[i], static_cast<int32_t>(i), weight_of(logits[i])});
     }
   }
-  std::erase_if(candidates_, [threshold](const Candidate& c) { return static_cast<double>(c.weight) < threshold; });
+  // Weight 0 (a -inf logit: a token the grammar forbids) is never drawn, even with no threshold.
+  std::erase_if(candidates_, [threshold](const Candidate& c) {
+    return !(c.weight > 0.0f) || static_cast<double>(c.weight) < threshold;
+  });
 
   if (params_.top_p < 1.0f) {
     if (!use_top_k) {

@@ -8,26 +8,28 @@
 #               release build's kvchat-cli), and tests/fuzz/seeds/ (CTest replays both)
 #   fuzz_jinja  the chat template interpreter. Seeds: the model templates in tests/data/templates
 #   fuzz_request  the server's request head scan and body parsers. Seeds: tests/fuzz/request-seeds
-#   usage: tests/fuzz/run_fuzz.sh SECONDS [gguf|model|jinja|request]
+#   fuzz_grammar  the JSON-schema compiler and the grammar matcher's token masks. Seeds:
+#               tests/fuzz/grammar-seeds (a schema, a NUL, then text for the matcher)
+#   usage: tests/fuzz/run_fuzz.sh SECONDS [gguf|model|jinja|request|grammar]
 # Exits non-zero, printing the crash input's path (kept in a temp dir) and the log's end, if a
 # fuzzer finds a crash; on success the temp dir is removed.
 set -euo pipefail
 
-seconds="${1:?usage: tests/fuzz/run_fuzz.sh SECONDS [gguf|model|jinja|request]}"
+seconds="${1:?usage: tests/fuzz/run_fuzz.sh SECONDS [gguf|model|jinja|request|grammar]}"
 only="${2:-}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 jobs="${KVC_FUZZ_BUILD_JOBS:-2}"
-case "$only" in "" | gguf | model | jinja | request) ;; *) echo "run_fuzz: unknown target $only (gguf, model, jinja or request)" >&2; exit 2 ;; esac
+case "$only" in "" | gguf | model | jinja | request | grammar) ;; *) echo "run_fuzz: unknown target $only (gguf, model, jinja, request or grammar)" >&2; exit 2 ;; esac
 
 cd "$root"
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j"$jobs" --target fuzz_gguf fuzz_gguf_seeds fuzz_model fuzz_jinja fuzz_request
+cmake --build --preset fuzz -j"$jobs" --target fuzz_gguf fuzz_gguf_seeds fuzz_model fuzz_jinja fuzz_request fuzz_grammar
 cli=build/release/app/kvchat-cli
 [ -x "$cli" ] || { cmake --preset release >/dev/null && cmake --build --preset release -j"$jobs" --target kvchat-cli; }
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/kvchat-fuzz.XXXXXX")"
 artifacts="$work/artifacts"
-mkdir -p "$work/gguf" "$work/model" "$work/jinja" "$work/request" "$artifacts"
+mkdir -p "$work/gguf" "$work/model" "$work/jinja" "$work/request" "$work/grammar" "$artifacts"
 
 ./build/fuzz/tests/fuzz/fuzz_gguf_seeds "$work/gguf"
 shopt -s nullglob
@@ -37,8 +39,9 @@ cp tests/fuzz/seeds/* "$work/model"/
 cp "$work/model"/* "$work/gguf"/
 cp tests/data/templates/*.jinja "$work/jinja"/
 cp tests/fuzz/request-seeds/* "$work/request"/
+cp tests/fuzz/grammar-seeds/* "$work/grammar"/
 
-targets=(gguf model jinja request)
+targets=(gguf model jinja request grammar)
 [ -n "$only" ] && targets=("$only")
 each=$(((seconds + ${#targets[@]} - 1) / ${#targets[@]}))
 status=0

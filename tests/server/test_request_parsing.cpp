@@ -104,7 +104,7 @@ TEST_CASE("request parsing: bad chat requests name the field at fault", "[server
   CHECK(chat_error(chat(json{{"stop", std::string(300, 's')}})).param == "stop");
   CHECK(chat_error(chat(json{{"stream_options", {{"include_usage", 1}}}})).param == "stream_options.include_usage");
   CHECK(chat_error(chat(json{{"logprobs", true}})).param == "logprobs");
-  CHECK(chat_error(chat(json{{"response_format", {{"type", "json_object"}}}})).param == "response_format");
+  CHECK(chat_error(chat(json{{"response_format", {{"type", "xml"}}}})).param == "response_format");
   RequestLimits limits;
   limits.max_messages = 2;
   limits.max_tokens = 100;
