@@ -10,7 +10,6 @@
 #include "core/model/model.h"
 #include "core/model/model_config.h"
 #include "core/model/session.h"
-#include "kernels/cpu/quant.h"
 #include "storage/sqlite_cold_store.h"
 #include "support/model_fixture.h"
 #include "support/no_moe_backend.h"
