@@ -202,7 +202,8 @@ int run_inspect(InspectArgs a) {
                 human_bytes(static_cast<double>(model::active_expert_bytes(experts, c))).c_str());
   }
   const int group = kv::kv_group_for_head_dim(c.head_dim);
-  const std::string scale_note = group > 0
+  const std::string scale_note = c.mla && group > 0 ? "; int8: one scale per " + std::to_string(group) + " elements"
+                                 : group > 0
                                      ? "; int8/int4 and their rotated h forms: one scale per " + std::to_string(group) +
                                            " elements; int4c K: one per channel and block of 16 positions"
                                      : "";
