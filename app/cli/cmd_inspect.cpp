@@ -202,13 +202,18 @@ int run_inspect(InspectArgs a) {
                 human_bytes(static_cast<double>(model::active_expert_bytes(experts, c))).c_str());
   }
   const int group = kv::kv_group_for_head_dim(c.head_dim);
-  const std::string scale_note = group > 0
+  const std::string scale_note = c.mla && group > 0 ? "; int8: one scale per " + std::to_string(group) + " elements"
+                                 : group > 0
                                      ? "; int8/int4 and their rotated h forms: one scale per " + std::to_string(group) +
                                            " elements; int4c K: one per channel and block of 16 positions"
                                      : "";
   if (c.n_layer_kv() < c.n_layer) {
     std::printf("\nKV cache per token (%lld of %lld layers store K and V, the rest read theirs%s):\n",
                 static_cast<long long>(c.n_layer_kv()), static_cast<long long>(c.n_layer), scale_note.c_str());
+  } else if (c.mla) {
+    std::printf("\nKV cache per token (all %lld layers, one latent row of %lld + %lld rope values each, no V%s):\n",
+                static_cast<long long>(c.n_layer), static_cast<long long>(c.kv_lora_rank),
+                static_cast<long long>(c.rope.n_rot), scale_note.c_str());
   } else {
     std::printf("\nKV cache per token (all %lld layers, K and V%s):\n", static_cast<long long>(c.n_layer),
                 scale_note.c_str());
@@ -220,8 +225,12 @@ int run_inspect(InspectArgs a) {
     const std::string name(kv::kv_format_name(fmt));
     const auto layout = c.kv_layout(k_block_tokens, fmt, fmt);
     if (!layout.ok()) {
-      std::printf("  %-5s not available: head size %lld is not a multiple of 8 (use f16)\n", name.c_str(),
-                  static_cast<long long>(c.head_dim));
+      if (c.mla) {
+        std::printf("  %-5s not available for a latent (MLA) cache yet (use f16 or int8)\n", name.c_str());
+      } else {
+        std::printf("  %-5s not available: head size %lld is not a multiple of 8 (use f16)\n", name.c_str(),
+                    static_cast<long long>(c.head_dim));
+      }
       continue;
     }
     if (c.n_kv_groups() > 1 && !c.kv_group_layout(0, k_block_tokens, fmt, fmt).ok()) {
@@ -232,6 +241,14 @@ int run_inspect(InspectArgs a) {
     const double b = static_cast<double>(layout->block_bytes) / k_block_tokens;
     std::printf("  %-5s %10.0f bytes/token  (%.3fx F16)   %lld tokens: %s\n", name.c_str(), b, b / f16,
                 static_cast<long long>(a.n_ctx), human_bytes(b * static_cast<double>(a.n_ctx)).c_str());
+  }
+  if (c.mla) {  // what multi-head attention with the same heads would keep: K and V per head
+    const double mha = c.kv_bytes_per_token_mha(2.0);
+    std::printf(
+        "  as MHA  %10.0f bytes/token  (%.2fx the latent; %lld heads x (%lld + %lld) x 2 bytes a layer, "
+        "what a cache without MLA keeps)\n",
+        mha, mha / f16, static_cast<long long>(c.n_head), static_cast<long long>(c.mla_key_head),
+        static_cast<long long>(c.mla_value_head));
   }
   // Each KV group with its kind and its bytes per token (docs/ARCHITECTURE.md §3.9).
   const model::KvGroupMap map = c.kv_group_map();

@@ -63,6 +63,11 @@ struct Preset {
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // qwen3moe's experts (0: not a MoE)
   float rms_eps = 0;                                      // 0: mkmodel's default
   int64_t rope_orig_ctx = 0;                              // 0: mkmodel's default
+  // deepseek2 (multi-head latent attention): kv_lora_rank, q_lora_rank (0: none), the query
+  // heads' nope / rope parts, the value head, dense leading layers, shared experts, YaRN's log
+  // multiplier (0.1 mscale_all_dim), the routed weights' scale.
+  int64_t kv_lora = 0, q_lora = 0, mla_nope = 0, mla_rope = 0, mla_value = 0, dense_lead = 0, shared = 0;
+  float yarn_log_mul = 0, weights_scale = 0;
 };
 
 constexpr Preset k_presets[] = {
@@ -84,6 +89,38 @@ constexpr Preset k_presets[] = {
     // o200k vocabulary's size. Its files keep the experts in MXFP4 (--type mxfp4_moe).
     {"gpt-oss-20b", "gpt-oss", 2880, 24, 64, 8, 2880, 64, 201088, 131072, false, 150000.0f, 128, 32.0f, 32, 4, 2880,
      1e-5f, 4096},
+    // DeepSeek-V2-Lite (and Coder-V2-Lite): 27 layers, the first dense (10944 wide), then 64
+    // experts of 1408, 6 used, 2 shared; 16 heads, a latent of 512 + 64 rope values a token,
+    // query heads of 128 + 64 without a Q latent, values of 128; YaRN 40x over 4096 with
+    // mscale_all_dim 0.707; softmax routing, weights not normalised, scale 1.
+    {"deepseek-v2-lite",
+     "deepseek2",
+     2048,
+     27,
+     16,
+     1,
+     10944,
+     0,
+     102400,
+     163840,
+     false,
+     10000.0f,
+     0,
+     40.0f,
+     64,
+     6,
+     1408,
+     1e-6f,
+     4096,
+     512,
+     0,
+     128,
+     64,
+     128,
+     1,
+     2,
+     0.0707f,
+     1.0f},
 };
 
 const Preset* find_preset(const std::string& name) {
@@ -125,6 +162,17 @@ void apply_preset(const Preset& p, MkmodelArgs& a, const Given& given) {
     set("--expert-ffn", a.spec.n_ff_exp, p.n_ff_exp);
   }
   if (p.rms_eps > 0) a.spec.rms_eps = p.rms_eps;
+  if (p.kv_lora > 0) {
+    set("--kv-lora-rank", a.spec.kv_lora_rank, p.kv_lora);
+    set("--q-lora-rank", a.spec.q_lora_rank, p.q_lora);
+    set("--mla-nope", a.spec.mla_nope, p.mla_nope);
+    set("--rope-dim", a.spec.mla_rope, p.mla_rope);
+    set("--mla-value", a.spec.mla_value, p.mla_value);
+    set("--dense-layers", a.spec.n_dense_lead, p.dense_lead);
+    set("--shared-experts", a.spec.n_expert_shared, p.shared);
+    set("--yarn-log-mul", a.spec.yarn_log_mul, p.yarn_log_mul);
+    set("--expert-weights-scale", a.spec.expert_weights_scale, p.weights_scale);
+  }
   if (p.rope_orig_ctx > 0) set("--rope-orig-ctx", a.spec.rope_orig_ctx, p.rope_orig_ctx);
 }
 
@@ -206,7 +254,8 @@ void register_mkmodel(CLI::App& app) {
   auto a = std::make_shared<MkmodelArgs>();
   auto* cmd = app.add_subcommand(
       "mkmodel",
-      "write a llama-family GGUF (llama, llama3, qwen2, qwen3, qwen3moe, gpt-oss, phi3, smollm3, gemma2, gemma3) with "
+      "write a llama-family GGUF (llama, llama3, qwen2, qwen3, qwen3moe, gpt-oss, deepseek2, phi3, smollm3, gemma2, "
+      "gemma3) with "
       "random "
       "weights of any shape and type");
   cmd->add_option("-o,--output", a->out, "GGUF file to write (default: DATA_DIR/models/PRESET-TYPE.gguf)");
@@ -231,7 +280,8 @@ void register_mkmodel(CLI::App& app) {
          "architecture: llama; llama3 (llama with rope_freqs.weight); qwen2 (split-halves rope, Q/K/V "
          "biases); qwen3 (split halves, per-head Q/K norms); phi3 (fused QKV and gate/up, LongRoPE); "
          "smollm3 (no rope in every fourth layer); qwen3moe (qwen3 with a mixture-of-experts FFN); gpt-oss (biases, "
-         "attention sinks, local and global layers, YaRN, biased experts with a clamped SwiGLU); gemma2 (scaled embeddings, post-norms, GeGLU, local "
+         "attention sinks, local and global layers, YaRN, biased experts with a clamped SwiGLU); deepseek2 (multi-head "
+         "latent attention, dense leading layers, shared experts); gemma2 (scaled embeddings, post-norms, GeGLU, local "
          "layers alternating with global ones, soft-capping); gemma3 (gemma2 with Q/K norms, five local "
          "layers per global one, local rope base 10000, no caps)")
       ->capture_default_str();
@@ -241,6 +291,33 @@ void register_mkmodel(CLI::App& app) {
   cmd->add_option("--experts-used", a->spec.n_expert_used, "qwen3moe, gpt-oss: experts each token runs")
       ->capture_default_str();
   cmd->add_option("--expert-ffn", a->spec.n_ff_exp, "qwen3moe, gpt-oss: one expert's feed-forward width")
+      ->capture_default_str();
+  cmd->add_option("--kv-lora-rank", a->spec.kv_lora_rank, "deepseek2: the K/V latent's width")->capture_default_str();
+  cmd->add_option("--q-lora-rank", a->spec.q_lora_rank, "deepseek2: the Q latent's width (0: attn_q directly)")
+      ->capture_default_str();
+  cmd->add_option("--mla-nope", a->spec.mla_nope, "deepseek2: a query head's part without rope")->capture_default_str();
+  cmd->add_option("--rope-dim", a->spec.mla_rope, "deepseek2: the rope part of a query head and of the latent row")
+      ->capture_default_str();
+  cmd->add_option("--mla-value", a->spec.mla_value, "deepseek2: a head's value width after v_b")->capture_default_str();
+  cmd->add_option("--dense-layers", a->spec.n_dense_lead, "deepseek2: leading layers with a dense FFN (--ffn wide)")
+      ->capture_default_str();
+  cmd->add_option("--shared-experts", a->spec.n_expert_shared, "deepseek2: shared experts (each --expert-ffn wide)")
+      ->capture_default_str();
+  cmd->add_option("--gating", a->spec.gating, "deepseek2: expert gating, 1 softmax or 2 sigmoid")
+      ->capture_default_str();
+  cmd->add_option("--selection-bias-std", a->spec.selection_bias_std,
+                  "deepseek2: exp_probs_b (the selection-only bias) near-normal with this deviation (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--expert-weights-scale", a->spec.expert_weights_scale, "deepseek2: the routed weights' scale")
+      ->capture_default_str();
+  cmd->add_flag("--expert-weights-norm", a->spec.expert_weights_norm, "deepseek2: normalise the chosen weights");
+  cmd->add_option("--expert-groups", a->spec.expert_groups,
+                  "deepseek2: expert groups for group-limited routing (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--expert-groups-used", a->spec.expert_groups_used, "deepseek2: groups a token's experts come from")
+      ->capture_default_str();
+  cmd->add_option("--yarn-log-mul", a->spec.yarn_log_mul,
+                  "deepseek2: rope.scaling.yarn_log_multiplier (0.1 mscale_all_dim; with --rope-scale-factor > 1)")
       ->capture_default_str();
   cmd->add_option("--sink-std", a->spec.sink_std, "gpt-oss: standard deviation of the attention sinks around 0")
       ->capture_default_str();

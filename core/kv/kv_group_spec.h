@@ -11,8 +11,9 @@
 //   shared j    nothing: reads group j's K/V     nothing of its own          nothing
 //   recurrent   nothing; a state per sequence    the state at exactly P      state snapshots
 //
-// full, window and shared run end to end; latent and recurrent are declared with their rules so
-// that a model needing them is refused by name (kv_group_kind_supported) until their kernels land.
+// full, window, latent and shared run end to end; recurrent is declared with its rules so that a
+// model needing it is refused by name (kv_group_kind_supported) until its kernels land. A latent
+// group's blocks hold one row a position per layer and no V rows (kernels::KvBlockLayout::v_in_k).
 // A shared group holds no blocks: its layers read the blocks of the group `source` names, so the
 // KV cache makes a group (a block chain, tiers, an index) only for the groups that store.
 #pragma once
@@ -37,7 +38,7 @@ constexpr std::string_view kv_group_kind_name(KvGroupKind k) {
 
 // Whether kvchat can run a group of this kind today (the others are refused by name).
 constexpr bool kv_group_kind_supported(KvGroupKind k) {
-  return k == KvGroupKind::full || k == KvGroupKind::window || k == KvGroupKind::shared;
+  return k == KvGroupKind::full || k == KvGroupKind::window || k == KvGroupKind::latent || k == KvGroupKind::shared;
 }
 
 // Whether a group of this kind keeps blocks of its own (a shared group reads another's).

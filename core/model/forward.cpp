@@ -44,13 +44,24 @@ Forward::Forward(const Model& m, std::vector<kernels::KvBlockLayout> layouts, in
   up_ = buf(c.n_ff);
   out_rows_ = buf(c.n_embd);
   if (c.is_moe()) moe_out_ = buf(c.n_embd);
+  if (c.mla) {
+    const int64_t scratch = std::max({c.q_lora_rank, c.kv_lora_rank + c.rope.n_rot, c.mla_nope(), c.mla_value_head});
+    mla_q_ = buf(c.n_head * c.head_dim);
+    mla_a_ = buf(scratch);
+    mla_b_ = buf(scratch);
+    mla_o_ = buf(c.n_head * c.mla_value_head);
+    mla_pe_ = buf(c.n_head * c.rope.n_rot);
+  }
   logits_ = buf(c.n_vocab);
   tokens_ = static_cast<int32_t*>(be_.alloc(static_cast<size_t>(max_batch) * sizeof(int32_t)));
   if (!tokens_) alloc_failed_ = true;
 }
 
 Forward::~Forward() {
-  for (float* p : {x_, h_, q_, k_, v_, att_, gate_, up_, out_rows_, logits_, moe_out_}) be_.free(p);
+  for (float* p :
+       {x_, h_, q_, k_, v_, att_, gate_, up_, out_rows_, logits_, moe_out_, mla_q_, mla_a_, mla_b_, mla_o_, mla_pe_}) {
+    be_.free(p);
+  }
   be_.free(tokens_);
 }
 
@@ -129,25 +140,30 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
     // Attention block: h = norm(x); q, k, v = h W^T (+ per-head norms); rope; store k, v;
     // x += attn(q) Wo^T (Gemma: x += post_norm(attn(q) Wo^T), a local layer's window in the mask).
     be_.rmsnorm(x_, lw.attn_norm, n, c.n_embd, c.rms_eps, h_);
-    be_.matmul(lw.wq, h_, n, q_, lw.bq);
-    if (stores) {
-      be_.matmul(lw.wk, h_, n, k_, lw.bk);
-      be_.matmul(lw.wv, h_, n, v_, lw.bv);
+    if (c.mla) {  // deepseek2: attention in the latent space (forward_mla.cpp)
+      mla_attention(l, n, layout, layer, slices, shape);
+    } else {
+      be_.matmul(lw.wq, h_, n, q_, lw.bq);
+      if (stores) {
+        be_.matmul(lw.wk, h_, n, k_, lw.bk);
+        be_.matmul(lw.wv, h_, n, v_, lw.bv);
+      }
+      if (c.qk_norm) {  // qwen3: each head of Q and K normed on its own, before rope
+        be_.rmsnorm(q_, lw.q_norm, n * c.n_head, c.head_dim, c.rms_eps, q_);
+        if (stores) be_.rmsnorm(k_, lw.k_norm, n * c.n_head_kv, c.head_dim, c.rms_eps, k_);
+      }
+      if (c.layer_has_rope(l)) {  // SmolLM3 leaves every fourth layer without positions (NoPE)
+        const kernels::RopeParams& rope = c.layer_rope(l);  // Gemma's local layers have their own
+        be_.rope(q_, n, positions_.data(), static_cast<int>(c.n_head), static_cast<int>(c.head_dim), rope);
+        if (stores)
+          be_.rope(k_, n, positions_.data(), static_cast<int>(c.n_head_kv), static_cast<int>(c.head_dim), rope);
+      }
+      if (stores) be_.kv_store(layout, layer, slices, k_, v_);
+      kernels::AttentionShape layer_shape = shape;
+      layer_shape.sinks = lw.attn_sinks;  // gpt-oss: each head's sink in its softmax
+      be_.attention(layout, layer, slices, q_, layer_shape, c.layer_window(l), att_);
+      be_.matmul(lw.wo, att_, n, h_, lw.bo);
     }
-    if (c.qk_norm) {  // qwen3: each head of Q and K normed on its own, before rope
-      be_.rmsnorm(q_, lw.q_norm, n * c.n_head, c.head_dim, c.rms_eps, q_);
-      if (stores) be_.rmsnorm(k_, lw.k_norm, n * c.n_head_kv, c.head_dim, c.rms_eps, k_);
-    }
-    if (c.layer_has_rope(l)) {                            // SmolLM3 leaves every fourth layer without positions (NoPE)
-      const kernels::RopeParams& rope = c.layer_rope(l);  // Gemma's local layers have their own
-      be_.rope(q_, n, positions_.data(), static_cast<int>(c.n_head), static_cast<int>(c.head_dim), rope);
-      if (stores) be_.rope(k_, n, positions_.data(), static_cast<int>(c.n_head_kv), static_cast<int>(c.head_dim), rope);
-    }
-    if (stores) be_.kv_store(layout, layer, slices, k_, v_);
-    kernels::AttentionShape layer_shape = shape;
-    layer_shape.sinks = lw.attn_sinks;  // gpt-oss: each head's sink in its softmax
-    be_.attention(layout, layer, slices, q_, layer_shape, c.layer_window(l), att_);
-    be_.matmul(lw.wo, att_, n, h_, lw.bo);
     if (c.gemma) be_.rmsnorm(h_, lw.attn_post_norm, n, c.n_embd, c.rms_eps, h_);
     be_.add(x_, h_, n * c.n_embd);
     // Feed-forward block: x += (silu(h Wg^T) * (h Wu^T)) Wd^T with h = norm(x) (Gemma: gelu,

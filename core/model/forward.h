@@ -55,6 +55,10 @@ class Forward {
   // whether it writes them (a shared layer only reads another layer's).
   std::vector<int> layer_group_, layer_index_;
   std::vector<bool> layer_stores_;
+  // deepseek2's attention block (forward_mla.cpp): from h_ (the normed input) to h_ (after
+  // attn_output), storing the layer's latent rows into its blocks.
+  void mla_attention(int64_t l, int64_t n, const kernels::KvBlockLayout& layout, int layer,
+                     const std::vector<backend::SeqSlice>& slices, const kernels::AttentionShape& shape);
   int64_t max_batch_;
   // Backend buffers, each sized for max_batch rows.
   float* x_ = nullptr;         // (max_batch, n_embd) residual stream
@@ -67,6 +71,13 @@ class Forward {
   float* up_ = nullptr;        // (max_batch, n_ff)
   float* out_rows_ = nullptr;  // (max_batch, n_embd) rows whose logits are wanted
   float* moe_out_ = nullptr;   // (max_batch, n_embd) a mixture-of-experts layer's FFN output, else null
+  // deepseek2 only, else null: the absorbed queries (max_batch, n_head * head_dim), two scratch
+  // buffers (max_batch, mla_scratch_width()) and the heads' outputs after v_b (max_batch, n_head * mla_value_head).
+  float* mla_q_ = nullptr;
+  float* mla_a_ = nullptr;
+  float* mla_b_ = nullptr;
+  float* mla_o_ = nullptr;
+  float* mla_pe_ = nullptr;    // (max_batch, n_head * n_rot): the query heads' rope parts, rotated together
   float* logits_ = nullptr;    // (max_batch, n_vocab)
   int32_t* tokens_ = nullptr;  // (max_batch) host staging of the batch's token ids
   bool alloc_failed_ = false;  // a buffer above could not be allocated; eval() reports it

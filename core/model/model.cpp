@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/model/model_check.h"
+#include "core/model/weight_loader.h"
 #include "core/tokenizer/pre_tokenizer.h"
 #include "core/util/assert.h"
 #include "kernels/cpu/quant.h"
@@ -16,137 +17,6 @@
 namespace kvc::model {
 
 namespace {
-
-class Loader {
- public:
-  Loader(const gguf::GgufFile& f, backend::Backend& be, std::vector<void*>& owned) : f_(f), be_(be), owned_(owned) {}
-
-  // A 2-D weight with exactly (n_rows, n_cols).
-  Result<backend::Weight> matrix(const std::string& name, int64_t n_rows, int64_t n_cols) {
-    auto info = matrix_info(name, n_rows, n_cols);
-    if (!info.ok()) return info.error();
-    const gguf::TensorInfo* t = *info;
-    kernels::MatrixView v{t->type, f_.tensor_data(*t), n_rows, n_cols};
-    bytes_ += t->n_bytes;
-    types_.insert(kernels::dtype_name(t->type));
-    return be_.upload_weight(v);
-  }
-
-  // Rows [row_begin, row_begin + n_rows) of a 2-D weight of exactly (total_rows, n_cols): one
-  // part of a fused tensor (Phi-3's attn_qkv, its gate-and-up ffn_up). Rows are contiguous in
-  // every GGUF type, so the part is a view, not a copy.
-  Result<backend::Weight> matrix_part(const std::string& name, int64_t total_rows, int64_t n_cols, int64_t row_begin,
-                                      int64_t n_rows) {
-    auto whole = matrix_info(name, total_rows, n_cols);
-    if (!whole.ok()) return whole.error();
-    const gguf::TensorInfo& t = **whole;
-    if (row_begin == 0) {  // count the tensor's bytes once, with its first part
-      bytes_ += t.n_bytes;
-      types_.insert(kernels::dtype_name(t.type));
-    }
-    const uint8_t* data = f_.tensor_data(t) + kernels::row_bytes(t.type, n_cols) * static_cast<size_t>(row_begin);
-    return be_.upload_weight(kernels::MatrixView{t.type, data, n_rows, n_cols});
-  }
-
-  bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
-
-  // A 1-D float vector of n elements (any float or quantized type, dequantized); with n_mats > 0
-  // one per expert, [n, n_mats], n * n_mats floats.
-  Result<const float*> vector(const std::string& name, int64_t n, bool optional = false, int64_t n_mats = 0) {
-    std::vector<float> host;
-    auto found = host_vector(name, n, optional, host, n_mats);
-    if (!found.ok()) return found.error();
-    if (!*found) return static_cast<const float*>(nullptr);
-    auto dev = be_.upload_floats(host.data(), static_cast<int64_t>(host.size()));
-    if (!dev.ok()) return dev.error();
-    owned_.push_back(*dev);
-    return static_cast<const float*>(*dev);
-  }
-
-  // n_mats matrices of (n_rows, n_cols) stacked in one 3-D tensor [n_cols, n_rows, n_mats] (a
-  // mixture of experts' ffn_*_exps), as one weight of n_mats * n_rows rows: expert e's matrix is
-  // its rows [e n_rows, (e + 1) n_rows).
-  Result<backend::Weight> experts(const std::string& name, int64_t n_rows, int64_t n_cols, int64_t n_mats) {
-    auto info = matrix_info(name, n_rows, n_cols, n_mats);
-    if (!info.ok()) return info.error();
-    const gguf::TensorInfo* t = *info;
-    bytes_ += t->n_bytes;
-    expert_bytes_ += t->n_bytes;
-    types_.insert(kernels::dtype_name(t->type));
-    return be_.upload_weight(kernels::MatrixView{t->type, f_.tensor_data(*t), n_rows * n_mats, n_cols});
-  }
-
-  // The tensor `name`, checked to be a weight matrix of exactly (n_rows, n_cols), or with
-  // n_mats > 0 a stack of n_mats of them, [n_cols, n_rows, n_mats].
-  Result<const gguf::TensorInfo*> matrix_info(const std::string& name, int64_t n_rows, int64_t n_cols,
-                                              int64_t n_mats = 0) {
-    const gguf::TensorInfo* t = f_.find_tensor(name);
-    if (!t) return make_error(ErrorCode::invalid_file, "tensor " + name + " is missing");
-    used_.insert(name);
-    std::vector<int64_t> want{n_cols, n_rows};
-    if (n_mats > 0) want.push_back(n_mats);
-    if (t->shape != want) {
-      return make_error(ErrorCode::invalid_file,
-                        "tensor " + name + " has shape " + shape_str(*t) + ", expected " + shape_str(want));
-    }
-    if (!is_matrix_type(t->type)) {
-      return make_error(ErrorCode::unsupported,
-                        "tensor " + name + ": type " + kernels::dtype_name(t->type) + " cannot be a weight matrix");
-    }
-    return t;
-  }
-
-  // A 1-D vector of n elements (n_mats > 0: n_mats of them, [n, n_mats]) into host memory; false
-  // when it is optional and absent.
-  Result<bool> host_vector(const std::string& name, int64_t n, bool optional, std::vector<float>& host,
-                           int64_t n_mats = 0) {
-    const gguf::TensorInfo* t = f_.find_tensor(name);
-    if (!t) {
-      if (optional) return false;
-      return make_error(ErrorCode::invalid_file, "tensor " + name + " is missing");
-    }
-    std::vector<int64_t> want{n};
-    if (n_mats > 0) want.push_back(n_mats);
-    if (t->shape != want) {
-      return make_error(ErrorCode::invalid_file,
-                        "tensor " + name + " has shape " + shape_str(*t) + ", expected " + shape_str(want));
-    }
-    used_.insert(name);
-    const int64_t total = n * std::max<int64_t>(1, n_mats);
-    host.resize(static_cast<size_t>(total));
-    kernels::dequantize_row(t->type, f_.tensor_data(*t), host.data(), total);
-    bytes_ += t->n_bytes;
-    return true;
-  }
-
-  // The first tensor of the file that no call above asked for, or null.
-  const gguf::TensorInfo* first_unused() const {
-    for (const gguf::TensorInfo& t : f_.tensors()) {
-      if (!used_.count(t.name)) return &t;
-    }
-    return nullptr;
-  }
-
-  size_t bytes() const { return bytes_; }
-  size_t expert_bytes() const { return expert_bytes_; }
-  const std::set<std::string>& types() const { return types_; }
-
- private:
-  static std::string shape_str(const std::vector<int64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-  }
-  static std::string shape_str(const gguf::TensorInfo& t) { return shape_str(t.shape); }
-
-  const gguf::GgufFile& f_;
-  backend::Backend& be_;
-  std::vector<void*>& owned_;
-  size_t bytes_ = 0;
-  size_t expert_bytes_ = 0;  // of the routed experts' 3-D tensors
-  std::set<std::string> types_;
-  std::set<std::string> used_;  // names of the tensors handed out
-};
 
 // A mixture-of-experts layer's FFN (b: "blk.N."): router, experts, shared experts.
 Status load_moe(Loader& ld, const ModelConfig& c, const std::string& b, kernels::MoeFfnWeights& m) {
@@ -194,6 +64,42 @@ Status load_moe(Loader& ld, const ModelConfig& c, const std::string& b, kernels:
     KVC_TRY(floats(gate_inp, "ffn_gate_inp_shexp.weight", c.n_embd, 0));
     if (gate_inp) m.shared_gate_inp = {kernels::DType::f32, gate_inp, 1, c.n_embd};
   }
+  return {};
+}
+
+// deepseek2's attention (b: "blk.N."): Q (directly, or through the Q latent and its norm), the
+// K/V latent with its norm, and the per-head k_b / v_b; attn_output is loaded with the others.
+Status load_mla(Loader& ld, const ModelConfig& c, const std::string& b, LayerWeights& w) {
+  auto matrix = [&](backend::Weight& dst, const std::string& name, int64_t rows, int64_t cols) -> Status {
+    auto r = ld.matrix(b + name, rows, cols);
+    if (!r.ok()) return r.error();
+    dst = *r;
+    return {};
+  };
+  auto vec = [&](const float*& dst, const std::string& name, int64_t n) -> Status {
+    auto r = ld.vector(b + name, n);
+    if (!r.ok()) return r.error();
+    dst = *r;
+    return {};
+  };
+  auto heads = [&](std::vector<backend::Weight>& dst, const std::string& name, int64_t rows, int64_t cols) -> Status {
+    auto r = ld.stacked(b + name, rows, cols, c.n_head);
+    if (!r.ok()) return r.error();
+    dst = std::move(*r);
+    return {};
+  };
+  const int64_t q_rows = c.n_head * c.mla_key_head;
+  if (c.q_lora_rank > 0) {
+    KVC_TRY(matrix(w.wq_a, "attn_q_a.weight", c.q_lora_rank, c.n_embd));
+    KVC_TRY(vec(w.q_a_norm, "attn_q_a_norm.weight", c.q_lora_rank));
+    KVC_TRY(matrix(w.wq_b, "attn_q_b.weight", q_rows, c.q_lora_rank));
+  } else {
+    KVC_TRY(matrix(w.wq, "attn_q.weight", q_rows, c.n_embd));
+  }
+  KVC_TRY(matrix(w.wkv_a, "attn_kv_a_mqa.weight", c.kv_lora_rank + c.rope.n_rot, c.n_embd));
+  KVC_TRY(vec(w.kv_a_norm, "attn_kv_a_norm.weight", c.kv_lora_rank));
+  KVC_TRY(heads(w.wk_b, "attn_k_b.weight", c.kv_lora_rank, c.mla_nope()));
+  KVC_TRY(heads(w.wv_b, "attn_v_b.weight", c.mla_value_head, c.kv_lora_rank));
   return {};
 }
 
@@ -349,6 +255,12 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
   Loader ld(m->file_, be, m->owned_);
   auto fail = [&](const Error& e) { return make_error(e.code, path + ": " + e.message); };
 
+  if (c.mla && !be.has_moe_ops()) {  // the CPU backend: its per-head k_b / v_b are views of the mapped file
+    return fail(make_error(ErrorCode::unsupported, "architecture " + c.arch +
+                                                       " (multi-head latent attention and a mixture of experts) "
+                                                       "is not supported by the " +
+                                                       std::string(be.name()) + " backend yet; use --backend cpu"));
+  }
   if (c.is_moe() && !be.has_moe_ops()) {
     return fail(make_error(ErrorCode::unsupported, "architecture " + c.arch +
                                                        " (a mixture of experts: the expert router and the experts' "
@@ -392,15 +304,18 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
     const int64_t qkv_rows = c.q_width() + 2 * c.kv_width();
     for (const Status& s :
          {assign_v(w.attn_norm, "attn_norm.weight", c.n_embd, false),
-          fused_qkv ? part(w.wq, "attn_qkv.weight", qkv_rows, c.n_embd, 0, c.q_width())
-                    : assign_m(w.wq, "attn_q.weight", c.q_width(), c.n_embd),
-          fused_qkv ? part(w.wk, "attn_qkv.weight", qkv_rows, c.n_embd, c.q_width(), c.kv_width())
-                    : assign_m(w.wk, "attn_k.weight", c.kv_width(), c.n_embd),
-          fused_qkv ? part(w.wv, "attn_qkv.weight", qkv_rows, c.n_embd, c.q_width() + c.kv_width(), c.kv_width())
-                    : assign_m(w.wv, "attn_v.weight", c.kv_width(), c.n_embd),
-          assign_m(w.wo, "attn_output.weight", c.n_embd, c.q_width()), assign_v(w.bq, "attn_q.bias", c.q_width(), true),
-          assign_v(w.bk, "attn_k.bias", c.kv_width(), true), assign_v(w.bv, "attn_v.bias", c.kv_width(), true),
-          assign_v(w.bo, "attn_output.bias", c.n_embd, true),
+          c.mla       ? load_mla(ld, c, b, w)
+          : fused_qkv ? part(w.wq, "attn_qkv.weight", qkv_rows, c.n_embd, 0, c.q_width())
+                      : assign_m(w.wq, "attn_q.weight", c.q_width(), c.n_embd),
+          c.mla       ? Status{}
+          : fused_qkv ? part(w.wk, "attn_qkv.weight", qkv_rows, c.n_embd, c.q_width(), c.kv_width())
+                      : assign_m(w.wk, "attn_k.weight", c.kv_width(), c.n_embd),
+          c.mla       ? Status{}
+          : fused_qkv ? part(w.wv, "attn_qkv.weight", qkv_rows, c.n_embd, c.q_width() + c.kv_width(), c.kv_width())
+                      : assign_m(w.wv, "attn_v.weight", c.kv_width(), c.n_embd),
+          assign_m(w.wo, "attn_output.weight", c.n_embd, c.mla ? c.n_head * c.mla_value_head : c.q_width()),
+          assign_v(w.bq, "attn_q.bias", c.q_width(), true), assign_v(w.bk, "attn_k.bias", c.kv_width(), true),
+          assign_v(w.bv, "attn_v.bias", c.kv_width(), true), assign_v(w.bo, "attn_output.bias", c.n_embd, true),
           assign_v(w.attn_sinks, "attn_sinks.weight", c.n_head, !c.gpt_oss),
           assign_v(w.q_norm, "attn_q_norm.weight", c.head_dim, !c.qk_norm),
           assign_v(w.k_norm, "attn_k_norm.weight", c.head_dim, !c.qk_norm),
@@ -547,6 +462,12 @@ kv::BlockKey kv_fingerprint(const Model& m, const kernels::KvBlockLayout& layout
                           static_cast<double>(c.rope.yarn_low), static_cast<double>(c.rope.yarn_high),
                           static_cast<double>(c.rope_local.freq_base)};
     key = kv::hash_bytes({reinterpret_cast<const uint8_t*>(oss), sizeof oss}, key);
+  }
+  if (c.mla) {
+    // deepseek2's latent rows depend on its YaRN bounds (other models' keys are unchanged by this).
+    const double mla[] = {static_cast<double>(c.kv_lora_rank), static_cast<double>(c.rope.yarn_low),
+                          static_cast<double>(c.rope.yarn_high), c.rope.yarn ? 1.0 : 0.0};
+    key = kv::hash_bytes({reinterpret_cast<const uint8_t*>(mla), sizeof mla}, key);
   }
   if (!c.gemma) return key;
   // Gemma's K and V depend on its layer pattern, window, local rope and caps too (the keys of

@@ -37,6 +37,14 @@ struct LayerWeights {
   backend::Weight w_gate;                 // (n_ff, n_embd)
   backend::Weight w_up;                   // (n_ff, n_embd)
   backend::Weight w_down;                 // (n_embd, n_ff)
+  // deepseek2 (ModelConfig::mla) has these instead of wq (or with it, without q_lora), wk, wv:
+  backend::Weight wq_a;               // (q_lora_rank, n_embd)
+  const float* q_a_norm = nullptr;    // (q_lora_rank)
+  backend::Weight wq_b;               // (n_head * mla_key_head, q_lora_rank)
+  backend::Weight wkv_a;              // (kv_lora_rank + n_rot, n_embd): the latent, then k_pe
+  const float* kv_a_norm = nullptr;   // (kv_lora_rank)
+  std::vector<backend::Weight> wk_b;  // per head (kv_lora_rank, mla_nope): q_nope into the latent space
+  std::vector<backend::Weight> wv_b;  // per head (mla_value_head, kv_lora_rank): the latent out
   // A mixture-of-experts layer (ModelConfig::layer_is_moe) has these instead of the three above:
   // the router, the experts' 3-D tensors as views of n_expert stacked matrices, the shared experts.
   kernels::MoeFfnWeights moe;

@@ -91,13 +91,15 @@ Status ModelSpec::validate(int64_t n_vocab) const {
   if (n_embd <= 0 || n_layer <= 0 || n_head <= 0 || n_head_kv <= 0 || n_ff <= 0 || n_ctx <= 0) {
     return bad("every dimension must be positive");
   }
-  if (head_dim == 0 && n_embd % n_head != 0) return bad("--dim must be a multiple of --heads (or give --head-dim)");
+  if (head_dim == 0 && n_embd % n_head != 0 && arch != "deepseek2")
+    return bad("--dim must be a multiple of --heads (or give --head-dim)");
   if (n_head % n_head_kv != 0) return bad("--heads must be a multiple of --kv-heads");
-  if (head_size() <= 0 || head_size() % 2 != 0 || head_size() > 1024) {
+  if (arch != "deepseek2" && (head_size() <= 0 || head_size() % 2 != 0 || head_size() > 1024)) {
     return bad("the head size (--head-dim, or --dim / --heads) must be even and at most 1024 for rotary embeddings");
   }
   const bool gemma = arch == "gemma2" || arch == "gemma3";
-  const bool moe = arch == "qwen3moe" || arch == "gpt-oss";
+  const bool moe = arch == "qwen3moe" || arch == "gpt-oss" || arch == "deepseek2";
+  if (arch == "deepseek2") KVC_TRY(check_deepseek2_spec(*this));
   if (head_dim != 0 && arch != "qwen3" && !moe && !gemma)
     return bad(
         "--head-dim is for --arch qwen3, qwen3moe, gpt-oss, gemma2 and gemma3 (other architectures use --dim / --heads)");
@@ -129,7 +131,7 @@ Status ModelSpec::validate(int64_t n_vocab) const {
   if (arch != "llama" && arch != "llama3" && arch != "qwen2" && arch != "qwen3" && !moe && arch != "phi3" &&
       arch != "smollm3" && !gemma) {
     return bad("unknown architecture '" + arch +
-               "' (choose llama, llama3, qwen2, qwen3, qwen3moe, gpt-oss, phi3, smollm3, gemma2 or gemma3)");
+               "' (choose llama, llama3, qwen2, qwen3, qwen3moe, gpt-oss, deepseek2, phi3, smollm3, gemma2 or gemma3)");
   }
   if (sliding_window < 0 || sliding_window > n_ctx) return bad("--window must lie in [0, --ctx]");
   if (shared_kv_from_layer != 0) {
@@ -222,7 +224,7 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(head_dim));
   const bool gemma = spec.arch == "gemma2" || spec.arch == "gemma3";
   const bool oss = spec.arch == "gpt-oss";
-  const bool moe = spec.arch == "qwen3moe" || oss;
+  const bool moe = spec.arch == "qwen3moe" || oss || spec.arch == "deepseek2";
   const bool qwen3 = spec.arch == "qwen3" || spec.arch == "qwen3moe";  // Q/K norms and key_length
   if (moe) {
     w.set_u32(a + "expert_count", static_cast<uint32_t>(spec.n_expert));
@@ -260,6 +262,7 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
     w.set_string(a + "rope.scaling.type", "linear");
     w.set_f32(a + "rope.scaling.factor", spec.rope_scale_factor);
   }
+  if (spec.arch == "deepseek2") add_deepseek2_metadata(spec, w);
   w.set_f32(a + "attention.layer_norm_rms_epsilon", spec.rms_eps);
   w.set_u32(a + "vocab_size", static_cast<uint32_t>(n_vocab));
   add_vocabulary(w, vocab);
@@ -329,6 +332,10 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
                      llama3_rope_factors(head_dim / 2, spec.rope_freq_base, 1.25f, spec.rope_orig_ctx)});
   }
   for (int64_t l = 0; l < spec.n_layer; ++l) {
+    if (spec.arch == "deepseek2") {
+      plan_deepseek2_layer(spec, l, plans);
+      continue;
+    }
     const std::string b = "blk." + std::to_string(l) + ".";
     vector(b + "attn_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
     if (spec.arch == "phi3") {  // Q, K and V rows in one tensor; V's rows keep the plain deviation

@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/gguf/gguf_writer.h"
 #include "core/model/quant_policy.h"
+#include "core/model/tensor_plan.h"
 #include "core/tokenizer/tokenizer.h"
 #include "core/util/result.h"
 
@@ -42,6 +44,21 @@ struct ModelSpec {
   float expert_std = 0.0f;    // qwen3moe: the experts' matrices' deviation (0: weight_std); larger
                               // gives the experts a larger share of each layer's output
   float sink_std = 1.0f;      // gpt-oss: attn_sinks near-normal around 0 with this deviation
+  // deepseek2 (multi-head latent attention, model_builder_deepseek2.cpp): n_head_kv is 1; every
+  // layer after the first n_dense_lead is a MoE one with n_expert_shared shared experts.
+  int64_t kv_lora_rank = 512;
+  int64_t q_lora_rank = 0;  // 0: attn_q, else attn_q_a / attn_q_a_norm / attn_q_b
+  int64_t mla_rope = 64;    // rope.dimension_count: the rope part of a query head and of the cached row
+  int64_t mla_nope = 128;   // a query head's part without rope
+  int64_t mla_value = 128;  // a head's value width after v_b
+  int64_t n_dense_lead = 1;
+  int64_t n_expert_shared = 2;
+  int gating = 1;                   // expert_gating_func: 1 softmax, 2 sigmoid
+  float selection_bias_std = 0.0f;  // exp_probs_b near-normal around 0 with this deviation (0: none)
+  float expert_weights_scale = 1.0f;
+  bool expert_weights_norm = false;
+  int64_t expert_groups = 0, expert_groups_used = 0;  // group-limited routing (0: none)
+  float yarn_log_mul = 0.0f;  // rope.scaling.yarn_log_multiplier (0.1 mscale_all_dim; DeepSeek-V2: 0.0707)
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
   float rope_scale_factor = 8.0f;  // llama3, phi3 (long factors): the low-frequency pairs' divisor
@@ -80,6 +97,11 @@ struct ModelSpec {
 // progress(done, total) counts tensors' bytes.
 Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vocab, const std::string& path,
                           const std::function<void(size_t done, size_t total)>& progress = {});
+
+// deepseek2: its metadata keys, and the tensors of layer l (model_builder_deepseek2.cpp).
+Status check_deepseek2_spec(const ModelSpec& spec);
+void add_deepseek2_metadata(const ModelSpec& spec, gguf::GgufWriter& w);
+void plan_deepseek2_layer(const ModelSpec& spec, int64_t l, std::vector<TensorPlan>& plans);
 
 // Writes the vocabulary's tokenizer.ggml.* keys (SentencePiece or byte-level BPE).
 void add_vocabulary(gguf::GgufWriter& w, const tokenizer::Vocabulary& vocab);

@@ -69,14 +69,26 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     vector(b + "attn_norm.weight", c.n_embd, false);
-    if (c.fused_qkv) {
+    if (c.mla) {  // deepseek2: Q (or its latent), the K/V latent, per-head k_b and v_b
+      if (c.q_lora_rank > 0) {
+        matrix(b + "attn_q_a.weight", c.q_lora_rank, c.n_embd);
+        vector(b + "attn_q_a_norm.weight", c.q_lora_rank, false);
+        matrix(b + "attn_q_b.weight", c.n_head * c.mla_key_head, c.q_lora_rank);
+      } else {
+        matrix(b + "attn_q.weight", c.n_head * c.mla_key_head, c.n_embd);
+      }
+      matrix(b + "attn_kv_a_mqa.weight", c.kv_lora_rank + c.rope.n_rot, c.n_embd);
+      vector(b + "attn_kv_a_norm.weight", c.kv_lora_rank, false);
+      out.push_back({b + "attn_k_b.weight", c.kv_lora_rank, c.mla_nope(), true, false, c.n_head});
+      out.push_back({b + "attn_v_b.weight", c.mla_value_head, c.kv_lora_rank, true, false, c.n_head});
+    } else if (c.fused_qkv) {
       matrix(b + "attn_qkv.weight", c.q_width() + 2 * c.kv_width(), c.n_embd);
     } else {
       matrix(b + "attn_q.weight", c.q_width(), c.n_embd);
       matrix(b + "attn_k.weight", c.kv_width(), c.n_embd);
       matrix(b + "attn_v.weight", c.kv_width(), c.n_embd);
     }
-    matrix(b + "attn_output.weight", c.n_embd, c.q_width());
+    matrix(b + "attn_output.weight", c.n_embd, c.mla ? c.n_head * c.mla_value_head : c.q_width());
     if (c.gemma) {  // the norms after attention and after the FFN
       vector(b + "post_attention_norm.weight", c.n_embd, false);
       vector(b + "post_ffw_norm.weight", c.n_embd, false);

@@ -26,11 +26,17 @@ struct ArchTraits {
   bool moe = false;   // mixture-of-experts FFN layers (read_moe)
 };
 constexpr ArchTraits k_archs[] = {
-    {"llama", true, false, false, true, 0, 0},           {"mistral", true, false, false, true, 0, 0},
-    {"qwen2", false, true, false, false, 0, 0},          {"qwen3", false, false, true, true, 0, 0},
-    {"phi3", false, false, false, false, 0, 0},          {"smollm3", true, false, false, true, 4, 0},
-    {"gemma2", false, false, false, false, 0, 2},        {"gemma3", false, false, true, false, 0, 6},
-    {"qwen3moe", false, false, true, false, 0, 0, true}, {"gpt-oss", false, true, false, false, 0, 0, true},
+    {"llama", true, false, false, true, 0, 0},
+    {"mistral", true, false, false, true, 0, 0},
+    {"qwen2", false, true, false, false, 0, 0},
+    {"qwen3", false, false, true, true, 0, 0},
+    {"phi3", false, false, false, false, 0, 0},
+    {"smollm3", true, false, false, true, 4, 0},
+    {"gemma2", false, false, false, false, 0, 2},
+    {"gemma3", false, false, true, false, 0, 6},
+    {"qwen3moe", false, false, true, false, 0, 0, true},
+    {"gpt-oss", false, true, false, false, 0, 0, true},
+    {"deepseek2", true, false, false, false, 0, 0, true},
 };
 
 // Bounds on the hyperparameters: far above any released model, low enough that every size
@@ -311,7 +317,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   if (!traits) {
     return make_error(ErrorCode::unsupported, "metadata general.architecture: '" + gguf::printable(c.arch) +
                                                   "' is not supported yet (supported: llama, mistral, qwen2, qwen3, "
-                                                  "qwen3moe, gpt-oss, phi3, smollm3, gemma2, gemma3)");
+                                                  "qwen3moe, gpt-oss, deepseek2, phi3, smollm3, gemma2, gemma3)");
   }
   if (f.find("general.name")) {
     if (auto n = f.get_string("general.name"); n.ok()) c.name = *n;
@@ -362,7 +368,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   if (f.find(p + "attention.value_length")) {
     auto vl = required_count(f, p + "attention.value_length", k_max_head_dim);
     if (!vl.ok()) return vl.error();
-    if (*vl != c.head_dim) {
+    if (*vl != c.head_dim && c.arch != "deepseek2") {  // MLA: read_deepseek2 checks it
       return make_error(ErrorCode::unsupported, "metadata " + p + "attention.value_length " + std::to_string(*vl) +
                                                     " differs from key_length " + std::to_string(c.head_dim) +
                                                     "; kvchat needs K and V heads of one size");
@@ -416,7 +422,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
     if (!factor.ok()) return factor.error();
     if (!(*factor >= 1.0f)) return bad(p + "rope.scaling.factor", num(static_cast<double>(*factor)) + " is below 1");
     c.rope.freq_scale = 1.0f / *factor;
-  } else if (scaling == "yarn" && c.arch == "gpt-oss") {
+  } else if (scaling == "yarn" && (c.arch == "gpt-oss" || c.arch == "deepseek2")) {
     auto factor = optional_float(f, p + "rope.scaling.factor", 1.0f);
     if (!factor.ok()) return factor.error();
     if (!(*factor >= 1.0f && *factor < 1e6f)) {
@@ -424,13 +430,15 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
     }
     set_yarn(c.rope, c.n_ctx_orig, *factor);
   } else if (scaling != "none") {
-    return make_error(ErrorCode::unsupported, "metadata " + p + "rope.scaling.type: '" + scaling +
-                                                  "' is not supported yet (supported: none, linear; yarn for gpt-oss)");
+    return make_error(ErrorCode::unsupported,
+                      "metadata " + p + "rope.scaling.type: '" + scaling +
+                          "' is not supported yet (supported: none, linear; yarn for gpt-oss and deepseek2)");
   }
 
   if (traits->swa_period > 0) KVC_TRY(read_gemma(f, p, traits->swa_period, c));
   if (traits->moe) KVC_TRY(read_moe(f, p, c));
   if (c.arch == "gpt-oss") KVC_TRY(read_gpt_oss(f, p, c));
+  if (c.arch == "deepseek2") KVC_TRY(read_deepseek2(f, c));
   KVC_TRY(read_kv_sharing(f, c));
 
   c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
@@ -464,6 +472,15 @@ Result<kernels::KvBlockLayout> ModelConfig::kv_layout(int block_tokens, kv::KvFo
   if (block_tokens <= 0) {
     return make_error(ErrorCode::invalid_argument,
                       "the KV block size must be positive, got " + std::to_string(block_tokens));
+  }
+  if (mla) {  // one latent row a token and layer, no V (kernels::make_latent_block_layout)
+    auto latent = kernels::make_latent_block_layout(static_cast<int>(n_layer_kv()), static_cast<int>(head_dim),
+                                                    block_tokens, k_format);
+    if (!latent) {
+      return make_error(ErrorCode::unsupported, "KV format " + std::string(kv::kv_format_name(k_format)) +
+                                                    " cannot hold a latent (MLA) cache yet; use --kv-type f16 or int8");
+    }
+    return *latent;
   }
   auto layout = kernels::make_kv_block_layout(static_cast<int>(n_layer_kv()), static_cast<int>(n_head_kv),
                                               static_cast<int>(head_dim), block_tokens, k_format, v_format);

@@ -136,6 +136,20 @@ struct ModelConfig {
   // both with one YaRN rope (rope_local: rope.freq_base_swa where the file has it).
   bool gpt_oss = false;
 
+  // deepseek2: multi-head latent attention (MLA) in its absorbed form, as llama.cpp runs it. Each
+  // token's K/V is one row of kv_lora_rank latent values and n_rot rope values (attn_kv_a_mqa,
+  // the latent RMS-normed, the rope part rotated), so the cache has n_head_kv 1 and head_dim
+  // kv_lora_rank + n_rot (attention.key_length); kvchat keeps the rope part first in the row:
+  //   K row = | k_pe (n_rot) | latent (kv_lora_rank) |      a query head = | q_pe | q_nope k_b |
+  // A head's value is the latent part of the same rows; v_b maps its attention output to
+  // mla_value_head values before attn_output. query_scale carries DeepSeek's YaRN mscale.
+  bool mla = false;
+  int64_t kv_lora_rank = 0;    // attention.kv_lora_rank (512 in DeepSeek-V2-Lite)
+  int64_t q_lora_rank = 0;     // attention.q_lora_rank: Q through attn_q_a, its norm, attn_q_b; 0: attn_q
+  int64_t mla_key_head = 0;    // attention.key_length_mla: a query head's nope + rope part (192)
+  int64_t mla_value_head = 0;  // attention.value_length_mla: a head's output after v_b (128)
+  int64_t mla_nope() const { return mla_key_head - rope.n_rot; }
+
   bool tied_embeddings = false;  // no output.weight: logits use token_embd
   bool fused_qkv = false;        // attn_qkv.weight holds Q, K, V rows (Phi-3)
   bool fused_gate_up = false;    // ffn_up.weight holds gate then up rows, no ffn_gate (Phi-3)
@@ -144,8 +158,14 @@ struct ModelConfig {
   int64_t kv_width() const { return n_head_kv * head_dim; }
   // Bytes of K plus V per token over all layers for a KV element of `elem_bytes` (F16: 2).
   // Layers that read another's K/V (shared_kv_from_layer) store none and count nothing here.
+  // MLA (mla): one latent row a token and layer, no V.
   double kv_bytes_per_token(double elem_bytes) const {
-    return 2.0 * static_cast<double>(n_layer_kv() * kv_width()) * elem_bytes;
+    return (mla ? 1.0 : 2.0) * static_cast<double>(n_layer_kv() * kv_width()) * elem_bytes;
+  }
+  // MLA: what the same model would keep as multi-head attention, K and V per head
+  // (n_head (key_length_mla + value_length_mla) a layer); 0 for other models.
+  double kv_bytes_per_token_mha(double elem_bytes) const {
+    return mla ? static_cast<double>(n_layer * n_head * (mla_key_head + mla_value_head)) * elem_bytes : 0.0;
   }
   // The same for the local layers only, and for the global ones (all layers when none is local).
   double kv_bytes_per_token_local(double elem_bytes) const {
@@ -183,5 +203,10 @@ struct ModelConfig {
 // Reads kvchat.shared_kv_from_layer into c (from_gguf, after the layer pattern), refusing a value
 // outside [1, n_layer) or a shared layer with no earlier storing layer of its kind.
 Status read_kv_sharing(const gguf::GgufFile& f, ModelConfig& c);
+
+// Reads deepseek2's MLA keys into c (from_gguf, after rope and the MoE keys): the ranks, the MLA
+// head sizes, and the query scale with DeepSeek's YaRN mscale as llama.cpp computes it. A file
+// converted before attn_kv_b was split into attn_k_b / attn_v_b is refused, saying how to reconvert.
+Status read_deepseek2(const gguf::GgufFile& f, ModelConfig& c);
 
 }  // namespace kvc::model

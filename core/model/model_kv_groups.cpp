@@ -30,6 +30,8 @@ KvGroupMap ModelConfig::kv_group_map() const {
   if (split) {
     m.groups.push_back({kv::KvGroupKind::full, 0, 0, -1, 0, 0});
     m.groups.push_back({kv::KvGroupKind::window, 0, local_window, -1, 0, 0});
+  } else if (mla) {  // deepseek2: every layer keeps one latent row a token
+    m.groups.push_back({kv::KvGroupKind::latent, 0, 0, -1, 0, 0});
   } else {
     m.groups.push_back(
         {sliding_window > 0 ? kv::KvGroupKind::window : kv::KvGroupKind::full, 0, sliding_window, -1, 0, 0});

@@ -19,10 +19,34 @@ bool KvBlockLayout::check_invariants() const {
   const bool per_channel = kv_k_per_channel(k_type);
   const int64_t k_row = per_channel ? kv_k_per_channel_row_bytes(n_elems) : row_bytes(k_type, group, n_elems);
   const int64_t k_anchor = kv_type_anchored(k_type) ? 2 * n_elems : per_channel ? 4 * n_elems : 0;
+  if (v_in_k) {  // latent: K rows only, V read from them
+    return v_type == k_type && (k_type == KvType::f16 || k_type == KvType::q8) && n_kv_head == 1 &&
+           k_row_bytes == k_row && v_row_bytes == k_row_bytes && k_row_bytes % 2 == 0 && k_anchor_bytes == 0 &&
+           layer_bytes == block_tokens * k_row_bytes && block_bytes == n_layer * layer_bytes;
+  }
   return k_row_bytes == k_row && v_row_bytes == row_bytes(v_type, group, n_elems) && k_row_bytes % 2 == 0 &&
          v_row_bytes % 2 == 0 && k_anchor_bytes == k_anchor &&
          layer_bytes == k_anchor_bytes + block_tokens * (k_row_bytes + v_row_bytes) &&
          block_bytes == n_layer * layer_bytes;
+}
+
+std::optional<KvBlockLayout> make_latent_block_layout(int n_layer, int row_elems, int block_tokens, KvType type) {
+  if (type != KvType::f16 && type != KvType::q8) return std::nullopt;
+  if (n_layer <= 0 || row_elems <= 0 || block_tokens <= 0) return std::nullopt;
+  KvBlockLayout l;
+  l.n_layer = n_layer;
+  l.n_kv_head = 1;
+  l.head_dim = row_elems;
+  l.block_tokens = block_tokens;
+  l.k_type = l.v_type = type;
+  l.group = kv_group_for_head_dim(row_elems);
+  if (type != KvType::f16 && l.group == 0) return std::nullopt;
+  l.v_in_k = true;
+  l.k_row_bytes = l.v_row_bytes = row_bytes(type, l.group, row_elems);
+  l.layer_bytes = block_tokens * l.k_row_bytes;
+  l.block_bytes = n_layer * l.layer_bytes;
+  if (!l.check_invariants()) return std::nullopt;
+  return l;
 }
 
 std::optional<KvBlockLayout> make_kv_block_layout(int n_layer, int n_kv_head, int head_dim, int block_tokens,
@@ -93,6 +117,7 @@ void store(const KvBlockLayout& layout, uint8_t* block, int layer, int row, cons
   uint8_t* anchor = layout.k_anchor_bytes > 0 ? block + layout.k_anchor_offset(layer) : nullptr;
   store_row(layout.k_type, layout.group, k, n, row == 0 && !anchor_set, anchor,
             block + layout.k_row_offset(layer, row));
+  if (layout.v_in_k) return;  // latent: the K row is the V row
   store_row(layout.v_type, layout.group, v, n, false, nullptr, block + layout.v_row_offset(layer, row));
 }
 

@@ -35,6 +35,11 @@ namespace kvc::kernels {
 //   kv_tail, per layer = | K row 0 .. K row B-1 | V row 0 .. V row B-1 |   F16, n elements each
 //                        row r = position i B + r of the tail block i
 
+// A latent layout (MLA, make_latent_block_layout; v_in_k) has no V rows: a position's V is its
+// K row itself, read at stride v_row_bytes = k_row_bytes (the model uses the part of it it needs):
+//
+//   latent layer = | K row 0 .. K row B-1 |        (v_offset(layer) == k_offset(layer))
+//
 // Other formats, and V, have no rows before their K rows (anchor bytes 0).
 // Invariants (make_kv_block_layout establishes them): all counts > 0; group =
 // kv_group_for_head_dim(head_dim) (kv_format.h; 0 when no group fits), and group > 0 when
@@ -56,10 +61,13 @@ struct KvBlockLayout {
   int64_t k_anchor_bytes = 0;  // F16 rows before the K rows: q4h's anchor, q4c's minima and scales
   int64_t layer_bytes = 0;
   int64_t block_bytes = 0;
+  bool v_in_k = false;  // latent: no V rows, V is the K row (k_type == v_type, neither anchored nor per channel)
 
   // Byte offset of layer `layer`'s K (V) rows inside a block (after its anchor).
   int64_t k_offset(int layer) const { return layer * layer_bytes + k_anchor_bytes; }
-  int64_t v_offset(int layer) const { return layer * layer_bytes + k_anchor_bytes + block_tokens * k_row_bytes; }
+  int64_t v_offset(int layer) const {
+    return layer * layer_bytes + k_anchor_bytes + (v_in_k ? 0 : block_tokens * k_row_bytes);
+  }
   // Byte offset of layer `layer`'s K anchor: F16, n_kv_head * head_dim (anchored K only); for K
   // per channel its minima, followed by its scales.
   int64_t k_anchor_offset(int layer) const { return layer * layer_bytes; }
@@ -87,6 +95,10 @@ struct KvBlockLayout {
 // caller reports it; a model file can have such a head_dim, so it is not a bug here).
 std::optional<KvBlockLayout> make_kv_block_layout(int n_layer, int n_kv_head, int head_dim, int block_tokens,
                                                   KvType k_type, KvType v_type);
+
+// The layout of a latent cache (MLA): n_layer layers of one row of row_elems elements a position
+// in `type` (f16 or int8), no V rows (v_in_k); nullopt for another type or a count <= 0.
+std::optional<KvBlockLayout> make_latent_block_layout(int n_layer, int row_elems, int block_tokens, KvType type);
 
 // Where position t of a sequence lives, given its block table (block i holds [i B, (i+1) B)).
 struct KvSlot {

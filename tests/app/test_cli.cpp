@@ -133,6 +133,20 @@ TEST_CASE("cli: inspect of a Gemma 3 model gives KV bytes per layer group and th
   CHECK_THAT(r.out, Catch::Contains("int4h        960 bytes/token"));
 }
 
+TEST_CASE("cli: inspect of a deepseek2 model gives its latent bytes per token beside what MHA would keep",
+          "[app][e2e]") {
+  kvc::test::TempDir tmp;
+  auto r = cli("inspect " + quoted(kvc::test::model_path("tiny-deepseek2-f16.gguf")), tmp);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("one latent row of 128 + 32 rope values each, no V"));
+  // 3 layers x (128 + 32) x 2 bytes; as MHA 3 layers x 4 heads x (96 + 64) x 2 bytes.
+  CHECK_THAT(r.out, Catch::Contains("f16          960 bytes/token"));
+  CHECK_THAT(r.out, Catch::Contains("int8         510 bytes/token"));
+  CHECK_THAT(r.out, Catch::Contains("as MHA        3840 bytes/token  (4.00x the latent"));
+  CHECK_THAT(r.out, Catch::Contains("int4  not available for a latent (MLA) cache yet"));
+}
+
 TEST_CASE("cli: inspect of a kvchat shared-KV test model lists its groups, and its cache stores only half the layers",
           "[app][e2e]") {
   kvc::test::TempDir tmp;

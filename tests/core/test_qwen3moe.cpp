@@ -14,6 +14,7 @@
 #include "core/model/model_config.h"
 #include "core/model/session.h"
 #include "support/model_fixture.h"
+#include "support/no_moe_backend.h"
 #include "support/test_support.h"
 
 using namespace kvc;
@@ -49,43 +50,6 @@ gguf::GgufWriter qwen3_30b_a3b() {
 double worst_rel_rms(const std::string& reference_of, const std::string& path) {
   return test::against_llama(reference_of, path).worst_rel_rms;
 }
-
-// The CPU backend with its mixture-of-experts op hidden, as a backend without one (CUDA) shows.
-class NoMoeBackend final : public backend::Backend {
- public:
-  NoMoeBackend() : cpu_(backend::make_cpu_backend(1)) {}
-  std::string_view name() const override { return "test-no-moe"; }
-  void* alloc(size_t n) override { return cpu_->alloc(n); }
-  void free(void* p) override { cpu_->free(p); }
-  void copy_to_host(const void* s, void* d, size_t n) override { cpu_->copy_to_host(s, d, n); }
-  void copy_from_host(const void* s, void* d, size_t n) override { cpu_->copy_from_host(s, d, n); }
-  void copy(const void* s, void* d, size_t n) override { cpu_->copy(s, d, n); }
-  Result<backend::Weight> upload_weight(const kernels::MatrixView& h) override { return cpu_->upload_weight(h); }
-  Result<float*> upload_floats(const float* h, int64_t n) override { return cpu_->upload_floats(h, n); }
-  void embed(const backend::Weight& t, const int32_t* tok, int64_t n, float* x) override { cpu_->embed(t, tok, n, x); }
-  void rmsnorm(const float* x, const float* w, int64_t nt, int64_t n, float eps, float* out) override {
-    cpu_->rmsnorm(x, w, nt, n, eps, out);
-  }
-  void matmul(const backend::Weight& w, const float* x, int64_t n, float* y, const float* b) override {
-    cpu_->matmul(w, x, n, y, b);
-  }
-  void rope(float* x, int64_t n, const int64_t* pos, int nh, int hd, const kernels::RopeParams& p) override {
-    cpu_->rope(x, n, pos, nh, hd, p);
-  }
-  void kv_store(const kernels::KvBlockLayout& l, int layer, std::span<const backend::SeqSlice> s, const float* k,
-                const float* v) override {
-    cpu_->kv_store(l, layer, s, k, v);
-  }
-  void attention(const kernels::KvBlockLayout& l, int layer, std::span<const backend::SeqSlice> s, const float* q,
-                 const kernels::AttentionShape& sh, int64_t window, float* out) override {
-    cpu_->attention(l, layer, s, q, sh, window, out);
-  }
-  void silu_mul(float* g, const float* u, int64_t n) override { cpu_->silu_mul(g, u, n); }
-  void add(float* x, const float* y, int64_t n) override { cpu_->add(x, y, n); }
-
- private:
-  std::unique_ptr<backend::Backend> cpu_;
-};
 
 using test::config_of;
 using test::variant;
@@ -285,7 +249,7 @@ TEST_CASE("qwen3moe: fused gate/up experts and zero biases give the split file's
 }
 
 TEST_CASE("qwen3moe: a backend without the expert FFN refuses the model, saying what is missing", "[core]") {
-  NoMoeBackend be;
+  test::NoMoeBackend be;
   auto m = model::Model::load(test::model_path("tiny-qwen3moe-q8_0.gguf"), be);
   REQUIRE_FALSE(m.ok());
   CHECK(m.error().code == ErrorCode::unsupported);

@@ -84,6 +84,15 @@ models=(
   # has such a row in each file, a miss of 0.3); seed 3 has none on either side.
   "tiny-gpt-oss-f16   --seed 3 --type f16       --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch gpt-oss --experts 8 --experts-used 2 --expert-ffn 128 --router-std 0.2 --expert-std 0.3 --window 32 --rope-base 150000 --rope-scale-factor 32 --rope-orig-ctx 4096"
   "tiny-gpt-oss-mxfp4 --seed 3 --type mxfp4_moe --qk-std 0.02 --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch gpt-oss --experts 8 --experts-used 2 --expert-ffn 128 --router-std 0.2 --window 32 --rope-base 150000 --rope-scale-factor 32 --rope-orig-ctx 4096"
+  # deepseek2 (multi-head latent attention): 3 layers, the first dense, then 8 experts of 128, 2
+  # per token, 1 shared; 4 heads whose queries are 64 + 32 rope values, a latent of 128 + 32 a
+  # token, values of 64. "f16": no Q latent, softmax routing, DeepSeek's YaRN 8x over 128 with
+  # yarn_log_multiplier 0.0707 (its mscale moves every score). "qlora": a Q latent of 96,
+  # sigmoid gating with a selection bias (std 0.5), 4 groups of which 2 are used, normalised
+  # weights scaled 2.5, rope base 1e6 without scaling. Seeds 5 and 3: no row whose experts nearly
+  # tie (seeds 1, 2 and 6 have one such row, a miss of 0.1-1.2 on that row alone).
+  "tiny-deepseek2-f16       --seed 5 --type f16 --qk-std 0.1 --vocab-from=$stories --arch deepseek2 --dim 256 --layers 3 --heads 4 --kv-heads 1 --ffn 512 --kv-lora-rank 128 --rope-dim 32 --mla-nope 64 --mla-value 64 --dense-layers 1 --experts 8 --experts-used 2 --expert-ffn 128 --shared-experts 1 --router-std 0.2 --expert-std 0.05 --rope-scale-factor 8 --rope-orig-ctx 128 --yarn-log-mul 0.0707"
+  "tiny-deepseek2-qlora-f16 --seed 3 --type f16 --qk-std 0.1 --vocab-from=$stories --arch deepseek2 --dim 256 --layers 3 --heads 4 --kv-heads 1 --ffn 512 --kv-lora-rank 128 --q-lora-rank 96 --rope-dim 32 --mla-nope 64 --mla-value 64 --dense-layers 1 --experts 8 --experts-used 2 --expert-ffn 128 --shared-experts 1 --router-std 0.2 --expert-std 0.05 --gating 2 --selection-bias-std 0.5 --expert-weights-norm --expert-weights-scale 2.5 --expert-groups 4 --expert-groups-used 2 --rope-base 1000000 --rope-scale-factor 1"
   "tiny-qwen3moe-e128-q4_0 --type q4_0 --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch qwen3moe --experts 128 --experts-used 8 --expert-ffn 64 --router-std 0.2"
 )
 
