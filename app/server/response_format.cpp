@@ -2,6 +2,7 @@
 #include "app/server/response_format.h"
 
 #include <string>
+#include <vector>
 
 #include "core/sampling/json_schema_grammar.h"
 
@@ -16,7 +17,33 @@ const nlohmann::json* member(const nlohmann::json& o, const char* name) {
   return it == o.end() || it->is_null() ? nullptr : &*it;
 }
 
+// `text` as grammar pieces: the control tokens the tokenizer finds in it, and the text between.
+std::vector<sampling::GrammarPiece> pieces_of(std::string_view text, const tokenizer::Tokenizer& tok) {
+  std::vector<sampling::GrammarPiece> out;
+  size_t pos = 0;
+  for (const int32_t id : tok.encode_continuation(text, /*parse_special=*/true)) {
+    if (!tok.is_control(id)) continue;
+    const std::string_view spelled = tok.piece(id);
+    const size_t at = text.find(spelled, pos);
+    if (spelled.empty() || at == std::string_view::npos) continue;
+    if (at > pos) out.push_back({std::string(text.substr(pos, at - pos)), -1});
+    out.push_back({"", id});
+    pos = at + spelled.size();
+  }
+  if (pos < text.size()) out.push_back({std::string(text.substr(pos)), -1});
+  return out;
+}
+
 }  // namespace
+
+Result<std::shared_ptr<const sampling::Grammar>> tool_call_grammar(const chat::ToolConstraints& constraints,
+                                                                   const tokenizer::Tokenizer& tok) {
+  std::vector<sampling::FramedSchema> alternatives;
+  for (const chat::ToolConstraint& c : constraints.alternatives)
+    alternatives.push_back({pieces_of(c.prefix, tok), c.schema_json, pieces_of(c.suffix, tok)});
+  const std::vector<sampling::GrammarPiece> separator = pieces_of(constraints.separator, tok);
+  return sampling::json_schema_choice_grammar(alternatives, constraints.repeat, separator);
+}
 
 std::optional<ApiError> read_response_format(const nlohmann::json& body,
                                              std::shared_ptr<const sampling::Grammar>& grammar) {

@@ -4,6 +4,7 @@
 
 #include "app/common/chat_window.h"
 #include "app/server/openai_json.h"
+#include "app/server/response_format.h"
 #include "app/server/server_context.h"
 #include "app/server/streaming.h"
 
@@ -110,6 +111,33 @@ void run(ServerContext& ctx, httplib::Response& res, GenerationRequest gr, const
   }
 }
 
+// Sets the request's grammar to a call of its tools (or of the named one) in the model's format.
+std::optional<ApiError> force_tool_call(const ServerContext& ctx, ChatRequest& cr) {
+  const char* param = "tool_choice";
+  if (cr.params.grammar)
+    return bad_request(
+        "tool_choice \"required\" or a named function cannot be combined with a "
+        "response_format other than text: the reply is a tool call",
+        "response_format");
+  const chat::ToolFormat format = chat::tool_format_of(ctx.model.chat_template().family());
+  if (format == chat::ToolFormat::none) {
+    ApiError e = bad_request(
+        "this model's chat template has no tool-call format kvchat knows, so a call cannot be "
+        "forced; send tool_choice \"auto\"",
+        param);
+    e.code = "unsupported_tool_choice";
+    return e;
+  }
+  std::optional<std::string> only;
+  if (cr.tool_choice == ToolChoice::named) only = cr.tool_choice_name;
+  auto constraints = chat::tool_constraints(format, cr.tools_json, only, cr.parallel_tool_calls);
+  if (!constraints.ok()) return bad_request(constraints.error().message, "tools");
+  auto grammar = tool_call_grammar(*constraints, ctx.model.tokenizer());
+  if (!grammar.ok()) return bad_request("a tool's parameters: " + grammar.error().message, "tools");
+  cr.params.grammar = std::move(*grammar);
+  return std::nullopt;
+}
+
 }  // namespace
 
 void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
@@ -124,18 +152,11 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
     return send_error(res, *e);
   // Tools: rendered by the model's template and its reply read for calls, unless tool_choice is
   // "none" (then neither: the model sees no tools, as OpenAI's none means no call). A forced call
-  // ("required", a named function) needs constrained decoding (core/chat/tool_constraint.h says
-  // what it must produce per format); until the sampler has it, refused rather than hoped for.
+  // ("required", a named function) is held by grammar-constrained sampling to the shape of a call
+  // in the template's format (core/chat/tool_constraint.h), with arguments its schema allows.
   const bool tools = !cr.tools_json.empty() && cr.tool_choice != ToolChoice::none;
   if (tools && (cr.tool_choice == ToolChoice::required || cr.tool_choice == ToolChoice::named)) {
-    ApiError e = bad_request(
-        std::string("tool_choice ") +
-            (cr.tool_choice == ToolChoice::required ? "\"required\"" : "naming \"" + cr.tool_choice_name + "\"") +
-            " needs constrained decoding, which this kvchat serve does not have yet; send "
-            "tool_choice \"auto\" (the model decides whether to call)",
-        "tool_choice");
-    e.code = "unsupported_tool_choice";
-    return send_error(res, e);
+    if (auto e = force_tool_call(ctx, cr)) return send_error(res, *e);
   }
   auto mapped = ctx.mapper.map(cr.messages, cr.reasoning_effort, tools ? cr.tools_json : std::string());
   if (!mapped.ok()) return send_error(res, bad_request(mapped.error().message, "messages"));

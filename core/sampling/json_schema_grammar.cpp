@@ -28,10 +28,11 @@ Error invalid(const std::string& what, const std::string& path) {
 
 class Compiler {
  public:
-  explicit Compiler(const json& root) : root_(root) {}
+  // Adds rules to `grammar`; several compilers (one per schema) may share one grammar.
+  Compiler(const json& root, Grammar& grammar) : g(grammar), root_(root) {}
 
   Result<Seq> schema(const json& s, const std::string& path);
-  Grammar g;
+  Grammar& g;
 
  private:
   // Between tokens: nothing or one space (a bound, so generation cannot loop on spaces).
@@ -494,28 +495,39 @@ Result<Seq> Compiler::pattern(const std::string& p, const std::string& path) {
   return out;
 }
 
-Result<std::shared_ptr<const Grammar>> finish(Compiler& c, const Seq& body, std::span<const GrammarPiece> prefix,
-                                              std::span<const GrammarPiece> suffix) {
-  Seq root;
-  const auto pieces = [&](std::span<const GrammarPiece> ps) {
-    for (const GrammarPiece& piece : ps) {
-      if (piece.special_token >= 0) {
-        root.push_back(Grammar::special(piece.special_token));
-      } else {
-        c.g.append_literal(root, piece.text);
-      }
+void append_pieces(Grammar& g, Seq& seq, std::span<const GrammarPiece> pieces) {
+  for (const GrammarPiece& piece : pieces) {
+    if (piece.special_token >= 0) {
+      seq.push_back(Grammar::special(piece.special_token));
+    } else {
+      g.append_literal(seq, piece.text);
     }
-  };
-  pieces(prefix);
-  root.insert(root.end(), body.begin(), body.end());
-  pieces(suffix);
-  if (root.empty()) return make_error(ErrorCode::invalid_argument, "json schema: the grammar matches nothing");
-  c.g.set_root(c.g.add_rule("root", {root}));
-  if (Status st = c.g.validate(); !st.ok()) {
+  }
+}
+
+// prefix, then the JSON the schema allows, then suffix, as one sequence of `g`.
+Result<Seq> framed_schema(Grammar& g, std::string_view schema_json, std::span<const GrammarPiece> prefix,
+                          std::span<const GrammarPiece> suffix) {
+  json root = json::parse(schema_json, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return make_error(ErrorCode::invalid_argument, "json schema: the schema is not valid JSON");
+  Compiler c(root, g);
+  auto body = c.schema(root, "");
+  if (!body.ok()) return body.error();
+  Seq seq;
+  append_pieces(g, seq, prefix);
+  seq.insert(seq.end(), body->begin(), body->end());
+  append_pieces(g, seq, suffix);
+  if (seq.empty()) return make_error(ErrorCode::invalid_argument, "json schema: the grammar matches nothing");
+  return seq;
+}
+
+Result<std::shared_ptr<const Grammar>> finish(Grammar&& g, const Seq& root) {
+  g.set_root(g.add_rule("root", {root}));
+  if (Status st = g.validate(); !st.ok()) {
     return make_error(ErrorCode::unsupported, "json schema: a $ref that reaches itself before any text (" +
                                                   st.error().message + ") is not supported");
   }
-  return std::shared_ptr<const Grammar>(std::make_shared<Grammar>(std::move(c.g)));
+  return std::shared_ptr<const Grammar>(std::make_shared<Grammar>(std::move(g)));
 }
 
 }  // namespace
@@ -523,12 +535,31 @@ Result<std::shared_ptr<const Grammar>> finish(Compiler& c, const Seq& body, std:
 Result<std::shared_ptr<const Grammar>> json_schema_grammar(std::string_view schema_json,
                                                            std::span<const GrammarPiece> prefix,
                                                            std::span<const GrammarPiece> suffix) {
-  json root = json::parse(schema_json, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return make_error(ErrorCode::invalid_argument, "json schema: the schema is not valid JSON");
-  Compiler c(root);
-  auto body = c.schema(root, "");
-  if (!body.ok()) return body.error();
-  return finish(c, *body, prefix, suffix);
+  Grammar g;
+  auto seq = framed_schema(g, schema_json, prefix, suffix);
+  if (!seq.ok()) return seq.error();
+  return finish(std::move(g), *seq);
+}
+
+Result<std::shared_ptr<const Grammar>> json_schema_choice_grammar(std::span<const FramedSchema> alternatives,
+                                                                  bool repeat,
+                                                                  std::span<const GrammarPiece> separator) {
+  if (alternatives.empty()) return make_error(ErrorCode::invalid_argument, "json schema: no alternatives");
+  Grammar g;
+  std::vector<Seq> alts;
+  for (const FramedSchema& a : alternatives) {
+    auto seq = framed_schema(g, a.schema_json, a.prefix, a.suffix);
+    if (!seq.ok()) return seq.error();
+    alts.push_back(std::move(*seq));
+  }
+  Seq root{Grammar::ref(g.add_rule("alternatives", alts))};
+  if (repeat) {  // one, then any number of (separator, one)
+    Seq more;
+    append_pieces(g, more, separator);
+    more.insert(more.end(), root.begin(), root.end());
+    root.push_back(Grammar::ref(g.repeat(more, 0, -1)));
+  }
+  return finish(std::move(g), root);
 }
 
 std::shared_ptr<const Grammar> json_object_grammar() {

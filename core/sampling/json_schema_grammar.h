@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/sampling/grammar.h"
 #include "core/util/result.h"
@@ -32,6 +33,20 @@ struct GrammarPiece {
 Result<std::shared_ptr<const Grammar>> json_schema_grammar(std::string_view schema_json,
                                                            std::span<const GrammarPiece> prefix = {},
                                                            std::span<const GrammarPiece> suffix = {});
+
+// One way a constrained output may go: prefix, JSON the schema allows, suffix.
+struct FramedSchema {
+  std::vector<GrammarPiece> prefix;
+  std::string schema_json;
+  std::vector<GrammarPiece> suffix;
+};
+
+// Output that is one of `alternatives` (a forced tool call: one per function the model may call),
+// and with `repeat`, any number more after `separator` each (parallel calls). Errors as
+// json_schema_grammar's.
+Result<std::shared_ptr<const Grammar>> json_schema_choice_grammar(std::span<const FramedSchema> alternatives,
+                                                                  bool repeat = false,
+                                                                  std::span<const GrammarPiece> separator = {});
 
 // Any JSON object (response_format json_object).
 std::shared_ptr<const Grammar> json_object_grammar();

@@ -122,6 +122,30 @@ TEST_CASE("json schema: prefix and suffix text and special tokens around the JSO
   CHECK(m.is_finished());
 }
 
+TEST_CASE("json schema: a choice of framed schemas, repeated after a separator (forced tool calls)", "[core]") {
+  // Two tools, each call framed as the Hermes format frames it.
+  const std::vector<FramedSchema> calls = {
+      {{{"<call>", -1}}, R"({"type":"object","properties":{"n":{"const":"a"}},"required":["n"]})", {{"</call>", -1}}},
+      {{{"<call>", -1}}, R"({"type":"object","properties":{"n":{"const":"b"}},"required":["n"]})", {{"</call>", -1}}}};
+  const std::vector<GrammarPiece> separator = {{"\n", -1}};
+  const auto run = [&](bool repeat, const std::string& text) {
+    auto g = json_schema_choice_grammar(calls, repeat, separator);
+    REQUIRE(g.ok());
+    GrammarMatcher m(*g, byte_vocab());
+    return m.accept_bytes(text) && m.is_complete();
+  };
+  CHECK(run(false, R"(<call>{"n":"a"}</call>)"));
+  CHECK(run(false, R"(<call>{"n":"b"}</call>)"));
+  CHECK_FALSE(run(false, R"(<call>{"n":"c"}</call>)"));
+  CHECK_FALSE(run(false, "<call>{\"n\":\"a\"}</call>\n<call>{\"n\":\"b\"}</call>"));  // one call only
+  CHECK(run(true, "<call>{\"n\":\"a\"}</call>\n<call>{\"n\":\"b\"}</call>\n<call>{\"n\":\"a\"}</call>"));
+  CHECK_FALSE(run(true, "<call>{\"n\":\"a\"}</call><call>{\"n\":\"b\"}</call>"));  // no separator
+  CHECK_FALSE(run(true, ""));
+  CHECK_FALSE(json_schema_choice_grammar({}).ok());
+  const std::vector<FramedSchema> bad = {{{}, R"({"oneOf":[]})", {}}};
+  CHECK_FALSE(json_schema_choice_grammar(bad).ok());
+}
+
 TEST_CASE("json schema: unsupported keywords and bad schemas are refused by name", "[core]") {
   const auto error_of = [](const std::string& schema) {
     auto g = json_schema_grammar(schema);

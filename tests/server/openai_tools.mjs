@@ -88,11 +88,48 @@ const scenarios = {
       helper: { finish_reason: helper.choices[0].finish_reason },
       turns: [whole.usage, t2.usage, t3.usage],
       none: (await ask({ tool_choice: 'none' })).choices[0].finish_reason,
-      required: await apiError(ask({ tool_choice: 'required' })),
-      named: await apiError(ask({ tool_choice: { type: 'function', function: { name: 'get_weather' } } })),
+      required_with_schema: await apiError(ask({
+        tool_choice: 'required', response_format: { type: 'json_object' },
+      })),
       unknown_name: await apiError(ask({ tool_choice: { type: 'function', function: { name: 'nope' } } })),
       bad_tool: await apiError(ask({ tools: [{ type: 'function', function: { name: 'has space' } }] })),
       no_call_id: await apiError(ask({ messages: [...messages, { role: 'tool', content: 'x' }] })),
+    };
+  },
+  // tool_choice required / named: grammar-constrained sampling makes even random weights call.
+  async forced() {
+    const enumTool = (name, key, values) => ({
+      type: 'function',
+      function: {
+        name, parameters: {
+          type: 'object', properties: { [key]: { type: 'string', enum: values } }, required: [key],
+          additionalProperties: false,
+        },
+      },
+    });
+    const forcedTools = [enumTool('get_weather', 'city', ['Paris', 'Lyon', 'Nice']), enumTool('get_time', 'zone', ['UTC', 'CET'])];
+    const base = {
+      model, tools: forcedTools, max_tokens: 200, temperature: 0, parallel_tool_calls: false,
+      messages: [system, { role: 'user', content: 'What is the weather in Paris?' }],
+    };
+    const summary = (finish, calls) => ({ finish_reason: finish, tool_calls: (calls ?? []).map((c) => ({
+      id: c.id, type: c.type, name: c.function.name, arguments: c.function.arguments,
+    })) });
+    const whole = await client.chat.completions.create({ ...base, tool_choice: 'required' });
+    const streamed = await readStream(await client.chat.completions.create({ ...base, tool_choice: 'required', stream: true }));
+    const named = await client.chat.completions.create({
+      ...base, tool_choice: { type: 'function', function: { name: 'get_time' } },
+    });
+    const seeded = [];
+    for (let seed = 1; seed <= 4; ++seed) {
+      const r = await client.chat.completions.create({ ...base, tool_choice: 'required', temperature: 1, seed });
+      seeded.push(summary(r.choices[0].finish_reason, r.choices[0].message.tool_calls));
+    }
+    return {
+      whole: summary(whole.choices[0].finish_reason, whole.choices[0].message.tool_calls),
+      streamed: summary(streamed.finish_reason, streamed.tool_calls),
+      named: summary(named.choices[0].finish_reason, named.choices[0].message.tool_calls),
+      seeded,
     };
   },
   async recorded() {

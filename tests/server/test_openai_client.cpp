@@ -244,7 +244,7 @@ TEST_CASE("serve: 16 concurrent streamed conversations of 4 turns: no errors, ev
 
 // An agent loop through the openai client: tools accepted whole and streamed, tool calls and
 // tool results resent, each request's cached tokens covering the one before (less one partial
-// block), tool_choice none answered, required / named refused until constrained decoding.
+// block), tool_choice none answered, a forced call with a response_format refused.
 TEST_CASE("serve: the openai client sends tools and tool results in an agent loop, the cache hits every turn",
           "[app][e2e][server]") {
   if (const std::string why = client_missing(); !why.empty()) KVC_SKIP(why);
@@ -267,12 +267,51 @@ TEST_CASE("serve: the openai client sends tools and tool results in an agent loo
     CHECK(cached >= prev_prompt - 16);
   }
   CHECK(!r["none"].is_null());
-  CHECK(r["required"]["status"] == 400);
-  CHECK(r["required"]["code"] == "unsupported_tool_choice");
-  CHECK(r["named"]["status"] == 400);
+  CHECK(r["required_with_schema"]["status"] == 400);
+  CHECK(r["required_with_schema"]["param"] == "response_format");
   CHECK(r["unknown_name"]["param"] == "tool_choice.function.name");
   CHECK(r["bad_tool"]["param"] == "tools[0].function.name");
   CHECK(r["no_call_id"]["param"] == "messages[7].tool_call_id");
+  CHECK(s.stop() == 0);
+}
+
+// tool_choice required and a named function: grammar-constrained sampling holds even a random-weight
+// model to a call in its template's format (Hermes: <tool_call> JSON </tool_call>), which comes back
+// as tool_calls with arguments the tool's schema allows, whole, streamed and with random seeds.
+TEST_CASE("serve: tool_choice required or named makes the model call, through the openai client",
+          "[app][e2e][server]") {
+  if (const std::string why = client_missing(); !why.empty()) KVC_SKIP(why);
+  Fixture f;
+  test::ServeProcess s(f.model, f.data, "", f.tmp);
+  const json r = run_node(s, "openai_tools.mjs", "forced");
+  INFO(r.dump());
+  REQUIRE(!r.contains("failed"));
+  const auto check_call = [](const json& answer, const std::string& only) {
+    INFO(answer.dump());
+    CHECK(answer["finish_reason"] == "tool_calls");
+    REQUIRE(answer["tool_calls"].size() == 1);  // parallel_tool_calls false
+    const json& c = answer["tool_calls"][0];
+    CHECK(c["type"] == "function");
+    CHECK(c["id"].get<std::string>().rfind("call_", 0) == 0);
+    const std::string name = c["name"];
+    if (!only.empty()) CHECK(name == only);
+    const json args = json::parse(c["arguments"].get<std::string>(), nullptr, false);
+    REQUIRE(args.is_object());
+    CHECK(args.size() == 1);
+    if (name == "get_weather") {
+      const std::string city = args.value("city", "");
+      CHECK((city == "Paris" || city == "Lyon" || city == "Nice"));
+    } else {
+      CHECK(name == "get_time");
+      const std::string zone = args.value("zone", "");
+      CHECK((zone == "UTC" || zone == "CET"));
+    }
+  };
+  check_call(r["whole"], "");
+  check_call(r["streamed"], "");
+  check_call(r["named"], "get_time");
+  REQUIRE(r["seeded"].size() == 4);
+  for (const json& a : r["seeded"]) check_call(a, "");
   CHECK(s.stop() == 0);
 }
 
