@@ -9,12 +9,11 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include <array>
 #include <cstdio>
-#include <filesystem>
 
 #include "app/server/openai_json.h"
 #include "core/chat/tool_calls.h"
+#include "server/npm_client.h"
 #include "server/serve_process.h"
 #include "support/test_support.h"
 
@@ -23,57 +22,11 @@ using nlohmann::json;
 
 namespace {
 
-const std::filesystem::path k_npm_dir = KVC_TEST_NPM_DIR;
-const std::string k_model_id = "chat-qwen";  // make_chat_model's file name
+const std::string k_model_id = test::k_chat_model_id;
+using test::run_node;
+using test::run_node_at;
 
-// Why the client cannot run here ("" when it can).
-std::string client_missing() {
-  if (const std::string v = test::qwen_vocab_missing(); !v.empty()) return v;
-  const auto why = k_npm_dir / "openai-missing.txt";
-  if (std::filesystem::exists(why)) return "the openai npm client was not fetched: " + test::read_file(why);
-  if (!std::filesystem::exists(k_npm_dir / "node_modules" / "openai")) {
-    return "the openai npm client is not installed in " + k_npm_dir.string() +
-           " (CTest's test_openai_client fixture runs tests/server/fetch-openai-client.sh)";
-  }
-  return "";
-}
-
-// Runs a Node script of tests/server against `s` with ARGS after its client arguments
-// (node_modules, base URL, model); its last output line, as JSON (the test fails on none).
-// base_url: the server's, or one the script's own fetch answers (no server: s null).
-json run_node_at(const std::string& base_url, const std::string& script, const std::string& args, int timeout_s = 120,
-                 const test::ServeProcess* s = nullptr) {
-  std::string cmd = "timeout ";
-  cmd += std::to_string(timeout_s);
-  cmd += " node ";
-  cmd += test::quoted(std::string(KVC_TEST_SERVER_DIR) + "/" + script);
-  for (const std::string& arg : {(k_npm_dir / "node_modules").string(), base_url, k_model_id}) {
-    cmd += ' ';
-    cmd += test::quoted(arg);
-  }
-  cmd += ' ';
-  cmd += args;
-  cmd += " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  std::string out;
-  std::array<char, 4096> buf{};
-  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), p)) > 0;) out.append(buf.data(), n);
-  ::pclose(p);
-  INFO("node printed: " << out << "\nserver log: " << (s ? s->log() : std::string("(no server)")));
-  // The last line is the result (anything before it: Node's warnings).
-  const size_t end = out.find_last_not_of('\n');
-  REQUIRE(end != std::string::npos);
-  const size_t begin = out.rfind('\n', end);
-  json j = json::parse(out.substr(begin == std::string::npos ? 0 : begin + 1, end + 1), nullptr, false);
-  REQUIRE(!j.is_discarded());
-  REQUIRE(!j.contains("failed"));
-  return j;
-}
-
-json run_node(const test::ServeProcess& s, const std::string& script, const std::string& args, int timeout_s = 120) {
-  return run_node_at(s.base_url(), script, args, timeout_s, &s);
-}
+std::string client_missing() { return test::openai_client_missing(); }
 
 // One scenario of openai_client.mjs.
 json run_client(const test::ServeProcess& s, const std::string& scenario, const std::string& file = "") {

@@ -6,10 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <array>
-#include <cstdio>
-#include <filesystem>
-
+#include "server/npm_client.h"
 #include "server/serve_process.h"
 #include "support/json_schema_check.h"
 #include "support/test_support.h"
@@ -18,19 +15,6 @@ using namespace kvc;
 using nlohmann::json;
 
 namespace {
-
-const std::filesystem::path k_npm_dir = KVC_TEST_NPM_DIR;
-
-std::string client_missing() {
-  if (const std::string v = test::qwen_vocab_missing(); !v.empty()) return v;
-  const auto why = k_npm_dir / "openai-missing.txt";
-  if (std::filesystem::exists(why)) return "the openai npm client was not fetched: " + test::read_file(why);
-  if (!std::filesystem::exists(k_npm_dir / "node_modules" / "openai")) {
-    return "the openai npm client is not installed in " + k_npm_dir.string() +
-           " (CTest's test_openai_client fixture runs tests/server/fetch-openai-client.sh)";
-  }
-  return "";
-}
 
 // Bounded everywhere, so the random-weight model finishes every answer within max_tokens.
 const char* const k_schema = R"({"type":"object","properties":{
@@ -42,29 +26,11 @@ const char* const k_schema = R"({"type":"object","properties":{
 }  // namespace
 
 TEST_CASE("serve: the openai client gets JSON valid against its response_format schema", "[app][e2e][server]") {
-  if (const std::string why = client_missing(); !why.empty()) KVC_SKIP(why);
+  if (const std::string why = test::openai_client_missing(); !why.empty()) KVC_SKIP(why);
   test::TempDir tmp;
   const std::string model = test::make_chat_model(tmp);
   test::ServeProcess s(model, tmp.file("data"), "", tmp);
-  std::string cmd = "timeout 300 node " + test::quoted(std::string(KVC_TEST_SERVER_DIR) + "/openai_structured.mjs");
-  for (const std::string& arg :
-       {(k_npm_dir / "node_modules").string(), s.base_url(), std::string("chat-qwen"), json::parse(k_schema).dump()}) {
-    cmd += ' ' + test::quoted(arg);
-  }
-  cmd += " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  std::string out;
-  std::array<char, 4096> buf{};
-  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), p)) > 0;) out.append(buf.data(), n);
-  ::pclose(p);
-  INFO("node printed: " << out << "\nserver log: " << s.log());
-  const size_t end = out.find_last_not_of('\n');
-  REQUIRE(end != std::string::npos);
-  const size_t begin = out.rfind('\n', end);
-  const json r = json::parse(out.substr(begin == std::string::npos ? 0 : begin + 1, end + 1), nullptr, false);
-  REQUIRE(!r.is_discarded());
-  REQUIRE(!r.contains("failed"));
+  const json r = test::run_node(s, "openai_structured.mjs", test::quoted(json::parse(k_schema).dump()), 300);
 
   const json schema = json::parse(k_schema);
   REQUIRE(r["parsed"].size() == 5);
