@@ -39,10 +39,21 @@ std::vector<sampling::GrammarPiece> pieces_of(std::string_view text, const token
 Result<std::shared_ptr<const sampling::Grammar>> tool_call_grammar(const chat::ToolConstraints& constraints,
                                                                    const tokenizer::Tokenizer& tok) {
   std::vector<sampling::FramedSchema> alternatives;
-  for (const chat::ToolConstraint& c : constraints.alternatives)
-    alternatives.push_back({pieces_of(c.prefix, tok), c.schema_json, pieces_of(c.suffix, tok)});
+  bool ends_generation = false;
+  for (const chat::ToolConstraint& c : constraints.alternatives) {
+    std::vector<sampling::GrammarPiece> suffix = pieces_of(c.suffix, tok);
+    // A call closed by an end-of-generation token (harmony's <|call|>): the grammar ends before
+    // it, and the sampler allows end tokens only once the grammar is complete, so the reply ends
+    // right after the call (the matcher never takes an end token as a grammar element).
+    if (!suffix.empty() && suffix.back().special_token >= 0 && tok.is_end_of_generation(suffix.back().special_token)) {
+      suffix.pop_back();
+      ends_generation = true;
+    }
+    alternatives.push_back({pieces_of(c.prefix, tok), c.schema_json, std::move(suffix)});
+  }
   const std::vector<sampling::GrammarPiece> separator = pieces_of(constraints.separator, tok);
-  return sampling::json_schema_choice_grammar(alternatives, constraints.repeat, separator);
+  // Nothing follows an end token: one call (harmony's parallel calls are separate replies).
+  return sampling::json_schema_choice_grammar(alternatives, constraints.repeat && !ends_generation, separator);
 }
 
 std::optional<ApiError> read_response_format(const nlohmann::json& body,
