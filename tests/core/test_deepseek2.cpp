@@ -13,6 +13,7 @@
 #include "storage/sqlite_cold_store.h"
 #include "support/model_fixture.h"
 #include "support/no_moe_backend.h"
+#include "support/restart_check.h"
 #include "support/test_support.h"
 
 using namespace kvc;
@@ -207,48 +208,5 @@ TEST_CASE("deepseek2: the latent cache serves four turns, T1 and a restart from 
   auto be = backend::make_cpu_backend(2);
   auto m = model::Model::load(test::model_path("tiny-deepseek2-qlora-f16.gguf"), *be);
   REQUIRE(m.ok());
-  const int64_t n_vocab = (*m)->config().n_vocab;
-  const std::vector<int32_t> stream = test::token_stream(440, 1);
-  const std::vector<float> want = test::uncached_logits(**m, stream);
-  model::SessionOptions o;
-  o.n_ctx = 1024;
-  o.n_batch = 16;
-  o.budget.t1_bytes = 8 << 20;
-  const std::string store = (tmp.path() / "kv").string();
-  {
-    auto cold = storage::SqliteColdStore::open(store);
-    REQUIRE(cold.ok());
-    o.cold = cold->get();
-    auto s = model::Session::create(**m, o);
-    REQUIRE(s.ok());
-    kv::KvCache& kc = s->cache();
-    for (size_t n = 100; n <= 400; n += 100) {
-      INFO("turn ending at " << n);
-      auto l = s->evaluate(std::span(stream).first(n));
-      REQUIRE(l.ok());
-      CHECK(s->n_reused() == static_cast<int64_t>(n - 100));
-      CHECK(test::last_row_diff(*l, want, n, n_vocab) == 0.0);
-      REQUIRE(kc.check_invariants().ok());
-    }
-    s->clear();
-    kc.demote_all_unpinned(kv::Tier::t1);
-    CHECK(kc.tier_usage(kv::Tier::t0, 0).used_blocks == 0);
-    auto t1 = s->evaluate(std::span(stream).first(400));
-    REQUIRE(t1.ok());
-    CHECK(s->n_reused() == 399);
-    CHECK(s->last_prefix().n_from_tier[1] > 0);
-    CHECK(test::last_row_diff(*t1, want, 400, n_vocab) == 0.0);
-  }  // the cache closes, the store drains to disk
-  auto cold = storage::SqliteColdStore::open(store);
-  REQUIRE(cold.ok());
-  o.cold = cold->get();
-  auto s = model::Session::create(**m, o);
-  REQUIRE(s.ok());
-  auto r = s->evaluate(stream);
-  REQUIRE(r.ok());
-  CHECK(s->n_reused() == 400);
-  CHECK(s->last_prefix().n_from_tier[2] == 400);
-  CHECK(s->last_prefix().n_recomputed == 0);
-  CHECK(test::last_row_diff(*r, want, stream.size(), n_vocab) == 0.0);
-  REQUIRE(s->cache().check_invariants().ok());
+  test::check_turns_t1_and_restart(**m, (tmp.path() / "kv").string());
 }

@@ -17,6 +17,7 @@
 #include "core/model/session.h"
 #include "storage/sqlite_cold_store.h"
 #include "support/model_fixture.h"
+#include "support/restart_check.h"
 #include "support/test_support.h"
 
 using namespace kvc;
@@ -167,58 +168,16 @@ TEST_CASE("KV group kinds: cached logits equal uncached ones for full + shared a
   auto m = model::Model::load(path, *be);
   REQUIRE(m.ok());
   const int64_t n_vocab = (*m)->config().n_vocab;
-  const std::vector<int32_t> stream = token_stream(440, 1);
-  const std::vector<float> want = uncached_logits(**m, stream);
+  const std::vector<int32_t> head = token_stream(440, 1);
+  const std::vector<float> want = uncached_logits(**m, std::span(head).first(100));
   {
     // The same weights without sharing give other logits: the shared layers do read other K/V.
     auto plain = model::Model::load(write_model(tmp, arch, 0), *be);
     REQUIRE(plain.ok());
     REQUIRE((*plain)->config().shared_kv_from_layer == 0);
-    CHECK(last_row_diff(uncached_logits(**plain, std::span(stream).first(100)), want, 100, n_vocab) > 1e-3);
+    CHECK(last_row_diff(uncached_logits(**plain, std::span(head).first(100)), want, 100, n_vocab) > 1e-3);
   }
-  model::SessionOptions o;
-  o.n_ctx = 1024;
-  o.n_batch = 16;
-  o.budget.t1_bytes = 8 << 20;
-  const std::string store = (tmp.path() / ("kv-" + arch)).string();
-  {
-    auto cold = storage::SqliteColdStore::open(store);
-    REQUIRE(cold.ok());
-    o.cold = cold->get();
-    auto s = model::Session::create(**m, o);
-    REQUIRE(s.ok());
-    kv::KvCache& kc = s->cache();
-    for (size_t n = 100; n <= 400; n += 100) {
-      INFO("turn ending at " << n);
-      auto l = s->evaluate(std::span(stream).first(n));
-      REQUIRE(l.ok());
-      CHECK(s->n_reused() == static_cast<int64_t>(n - 100));
-      CHECK(s->last_prefix().n_recomputed == 0);
-      CHECK(last_row_diff(*l, want, n, n_vocab) == 0.0);
-      REQUIRE(kc.check_invariants().ok());
-    }
-    s->clear();
-    kc.demote_all_unpinned(kv::Tier::t1);
-    CHECK(kc.tier_usage(kv::Tier::t0, 0).used_blocks == 0);
-    auto t1 = s->evaluate(std::span(stream).first(400));
-    REQUIRE(t1.ok());
-    CHECK(s->n_reused() == 399);
-    CHECK(s->last_prefix().n_from_tier[1] > 0);
-    CHECK(last_row_diff(*t1, want, 400, n_vocab) == 0.0);
-    REQUIRE(kc.check_invariants().ok());
-  }  // the cache closes (a checkpoint at 400 for the windowed group), then the store drains to disk
-  auto cold = storage::SqliteColdStore::open(store);
-  REQUIRE(cold.ok());
-  o.cold = cold->get();
-  auto s = model::Session::create(**m, o);
-  REQUIRE(s.ok());
-  auto r = s->evaluate(stream);
-  REQUIRE(r.ok());
-  CHECK(s->n_reused() == 400);
-  CHECK(s->last_prefix().n_from_tier[2] == 400);
-  CHECK(s->last_prefix().n_recomputed == 0);
-  CHECK(last_row_diff(*r, want, stream.size(), n_vocab) == 0.0);
-  REQUIRE(s->cache().check_invariants().ok());
+  test::check_turns_t1_and_restart(**m, (tmp.path() / ("kv-" + arch)).string());
 }
 
 // Two conversations in one batch: each sequence's block table per group goes to its own rows.
