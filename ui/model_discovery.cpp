@@ -116,7 +116,7 @@ Result<ModelInfo> read_model_info(const fs::path& path) {
   if (cfg->is_moe()) {
     info.n_expert = cfg->n_expert;
     info.n_expert_used = cfg->n_expert_used;
-    info.expert_bytes = model::expert_bytes(*file);
+    info.expert_bytes = model::expert_bytes(*file, *cfg);
     info.active_expert_bytes = model::active_expert_bytes(info.expert_bytes, *cfg);
     info.moe_act_floats_per_token = cfg->n_expert_used * (2 * cfg->n_embd + 3 * cfg->n_ff_exp) + cfg->n_expert;
   }

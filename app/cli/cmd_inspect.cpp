@@ -192,7 +192,7 @@ int run_inspect(InspectArgs a) {
     if (r.n_group > 1)
       how += ", best " + std::to_string(r.n_group_used) + " of " + std::to_string(r.n_group) + " groups";
     if (c.n_ff_shexp > 0) how += ", shared experts of width " + std::to_string(c.n_ff_shexp);
-    const size_t experts = model::expert_bytes(f);
+    const size_t experts = model::expert_bytes(f, c);
     std::printf("experts:   %lld per layer, %lld per token (width %lld; %s) in %lld of %lld layers\n",
                 static_cast<long long>(c.n_expert), static_cast<long long>(c.n_expert_used),
                 static_cast<long long>(c.n_ff_exp), how.c_str(), static_cast<long long>(c.n_moe_layers()),
@@ -200,6 +200,14 @@ int run_inspect(InspectArgs a) {
     std::printf("           %s of routed experts, %s of them active per token (all must be in memory)\n",
                 human_bytes(static_cast<double>(experts)).c_str(),
                 human_bytes(static_cast<double>(model::active_expert_bytes(experts, c))).c_str());
+  }
+  if (c.n_layer_nextn > 0) {
+    std::printf(
+        "MTP:       %lld multi-token-prediction %s after the layers (blk.%lld%s), kept in the file and not "
+        "run (speculative decoding does not use them yet)\n",
+        static_cast<long long>(c.n_layer_nextn), c.n_layer_nextn == 1 ? "block" : "blocks",
+        static_cast<long long>(c.n_layer),
+        c.n_layer_nextn == 1 ? "" : ("-" + std::to_string(c.n_layer + c.n_layer_nextn - 1)).c_str());
   }
   const int group = kv::kv_group_for_head_dim(c.head_dim);
   const std::string scale_note = c.mla && group > 0 ? "; int8: one scale per " + std::to_string(group) + " elements"

@@ -68,6 +68,11 @@ struct Preset {
   // multiplier (0.1 mscale_all_dim), the routed weights' scale.
   int64_t kv_lora = 0, q_lora = 0, mla_nope = 0, mla_rope = 0, mla_value = 0, dense_lead = 0, shared = 0;
   float yarn_log_mul = 0, weights_scale = 0;
+  // deepseek2's routing (0: mkmodel's default) and its MTP blocks.
+  int gating = 0;
+  float selection_bias_std = 0;
+  bool weights_norm = false;
+  int64_t nextn = 0;
 };
 
 constexpr Preset k_presets[] = {
@@ -121,6 +126,43 @@ constexpr Preset k_presets[] = {
      2,
      0.0707f,
      1.0f},
+    // GLM-4.7-Flash (Glm4MoeLiteForCausalLM, converted as deepseek2): 47 layers, the first dense
+    // (10240 wide), then 64 experts of 1536, 4 used, 1 shared; 20 heads, a latent of 512 + 64
+    // rope values a token, a Q latent of 768, query heads of 192 + 64, values of 256; rope base
+    // 1e6 without scaling; sigmoid routing with a selection bias, weights normalised and scaled
+    // 1.8; one MTP block after the layers (block_count 48).
+    {"glm-4.7-flash",
+     "deepseek2",
+     2048,
+     47,
+     20,
+     1,
+     10240,
+     0,
+     154880,
+     202752,
+     false,
+     1000000.0f,
+     0,
+     1.0f,
+     64,
+     4,
+     1536,
+     1e-5f,
+     0,
+     512,
+     768,
+     192,
+     64,
+     256,
+     1,
+     1,
+     0.0f,
+     1.8f,
+     2,
+     0.5f,
+     true,
+     1},
 };
 
 const Preset* find_preset(const std::string& name) {
@@ -172,6 +214,10 @@ void apply_preset(const Preset& p, MkmodelArgs& a, const Given& given) {
     set("--shared-experts", a.spec.n_expert_shared, p.shared);
     set("--yarn-log-mul", a.spec.yarn_log_mul, p.yarn_log_mul);
     set("--expert-weights-scale", a.spec.expert_weights_scale, p.weights_scale);
+    if (p.gating > 0) set("--gating", a.spec.gating, p.gating);
+    if (p.selection_bias_std > 0) set("--selection-bias-std", a.spec.selection_bias_std, p.selection_bias_std);
+    if (p.weights_norm && !given("--expert-weights-norm")) a.spec.expert_weights_norm = true;
+    set("--nextn-layers", a.spec.n_nextn, p.nextn);
   }
   if (p.rope_orig_ctx > 0) set("--rope-orig-ctx", a.spec.rope_orig_ctx, p.rope_orig_ctx);
 }
@@ -311,6 +357,10 @@ void register_mkmodel(CLI::App& app) {
   cmd->add_option("--expert-weights-scale", a->spec.expert_weights_scale, "deepseek2: the routed weights' scale")
       ->capture_default_str();
   cmd->add_flag("--expert-weights-norm", a->spec.expert_weights_norm, "deepseek2: normalise the chosen weights");
+  cmd->add_option("--nextn-layers", a->spec.n_nextn,
+                  "deepseek2: multi-token-prediction blocks after the layers (nextn_predict_layers; kvchat "
+                  "keeps them unread)")
+      ->capture_default_str();
   cmd->add_option("--expert-groups", a->spec.expert_groups,
                   "deepseek2: expert groups for group-limited routing (0: none)")
       ->capture_default_str();

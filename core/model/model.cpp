@@ -386,7 +386,7 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
     if (!out.ok()) return fail(out.error());
     m->weights_.output = *out;
   }
-  KVC_ASSERT(ld.first_unused() == nullptr);  // check_model_file refuses unread tensors
+  KVC_ASSERT(ld.first_unused(c) == nullptr);  // check_model_file refuses unread tensors
   m->weight_bytes_ = ld.bytes();
   m->expert_bytes_ = ld.expert_bytes();
   return m;

@@ -100,6 +100,7 @@ Status ModelSpec::validate(int64_t n_vocab) const {
   const bool gemma = arch == "gemma2" || arch == "gemma3";
   const bool moe = arch == "qwen3moe" || arch == "gpt-oss" || arch == "deepseek2";
   if (arch == "deepseek2") KVC_TRY(check_deepseek2_spec(*this));
+  if (n_nextn != 0 && arch != "deepseek2") return bad("--nextn-layers is for --arch deepseek2");
   if (head_dim != 0 && arch != "qwen3" && !moe && !gemma)
     return bad(
         "--head-dim is for --arch qwen3, qwen3moe, gpt-oss, gemma2 and gemma3 (other architectures use --dim / --heads)");
@@ -217,7 +218,7 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   w.set_u32("general.file_type", gguf_file_type(spec.type));
   w.set_u32(a + "context_length", static_cast<uint32_t>(spec.n_ctx));
   w.set_u32(a + "embedding_length", static_cast<uint32_t>(spec.n_embd));
-  w.set_u32(a + "block_count", static_cast<uint32_t>(spec.n_layer));
+  w.set_u32(a + "block_count", static_cast<uint32_t>(spec.n_layer + spec.n_nextn));
   w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(spec.n_ff));
   w.set_u32(a + "attention.head_count", static_cast<uint32_t>(spec.n_head));
   w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(spec.n_head_kv));
@@ -393,6 +394,7 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   }
   vector("output_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
   if (!spec.tied && !gemma) matrix("output.weight", n_vocab, spec.n_embd, spec.weight_std);  // Gemma: always tied
+  for (int64_t l = spec.n_layer; l < spec.n_layer + spec.n_nextn; ++l) plan_deepseek2_mtp_block(spec, l, plans);
   if (!spec.broken.empty()) KVC_TRY(apply_broken_variant(spec.broken, spec, vocab, w, plans));
 
   size_t total = 0;

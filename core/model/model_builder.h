@@ -58,6 +58,9 @@ struct ModelSpec {
   float expert_weights_scale = 1.0f;
   bool expert_weights_norm = false;
   int64_t expert_groups = 0, expert_groups_used = 0;  // group-limited routing (0: none)
+  // Multi-token-prediction blocks after the n_layer layers (nextn_predict_layers; GLM-4.7-Flash
+  // has one): a MoE layer plus the nextn projection and norms, which kvchat loads and never runs.
+  int64_t n_nextn = 0;
   float yarn_log_mul = 0.0f;  // rope.scaling.yarn_log_multiplier (0.1 mscale_all_dim; DeepSeek-V2: 0.0707)
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
@@ -102,6 +105,7 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
 Status check_deepseek2_spec(const ModelSpec& spec);
 void add_deepseek2_metadata(const ModelSpec& spec, gguf::GgufWriter& w);
 void plan_deepseek2_layer(const ModelSpec& spec, int64_t l, std::vector<TensorPlan>& plans);
+void plan_deepseek2_mtp_block(const ModelSpec& spec, int64_t l, std::vector<TensorPlan>& plans);
 
 // Writes the vocabulary's tokenizer.ggml.* keys (SentencePiece or byte-level BPE).
 void add_vocabulary(gguf::GgufWriter& w, const tokenizer::Vocabulary& vocab);

@@ -32,6 +32,7 @@ Status check_deepseek2_spec(const ModelSpec& s) {
   if (!(s.rope_scale_factor >= 1 && s.rope_scale_factor < 1000) || s.rope_orig_ctx <= 0)
     return bad("--rope-scale-factor must be in [1, 1000) (1: no YaRN) and --rope-orig-ctx positive");
   if (!(s.yarn_log_mul >= 0 && s.yarn_log_mul < 10)) return bad("--yarn-log-mul must lie in [0, 10)");
+  if (s.n_nextn < 0 || s.n_nextn > 4) return bad("--nextn-layers must lie in [0, 4]");
   return {};
 }
 
@@ -52,6 +53,7 @@ void add_deepseek2_metadata(const ModelSpec& s, gguf::GgufWriter& w) {
   u32("expert_feed_forward_length", s.n_ff_exp);
   u32("expert_shared_count", s.n_expert_shared);
   u32("expert_gating_func", s.gating);
+  if (s.n_nextn > 0) u32("nextn_predict_layers", s.n_nextn);  // counted in block_count
   w.set_f32(a + "expert_weights_scale", s.expert_weights_scale);
   w.set_bool(a + "expert_weights_norm", s.expert_weights_norm);
   if (s.expert_groups > 0) {
@@ -113,6 +115,18 @@ void plan_deepseek2_layer(const ModelSpec& s, int64_t l, std::vector<TensorPlan>
     matrix(b + "ffn_up_shexp.weight", sh, s.n_embd, s.weight_std);
     matrix(b + "ffn_down_shexp.weight", s.n_embd, sh, s.weight_std);
   }
+}
+
+// An MTP block as llama.cpp's converter writes GLM's and DeepSeek's: a whole MoE layer, then
+// the projection of [embedding norm | hidden norm] back to the width and the norms around it.
+void plan_deepseek2_mtp_block(const ModelSpec& s, int64_t l, std::vector<TensorPlan>& plans) {
+  plan_deepseek2_layer(s, l, plans);
+  const std::string b = "blk." + std::to_string(l) + ".nextn.";
+  const PolicyModel policy{s.n_layer, s.n_head, !s.tied};
+  const DType t = tensor_type(s.type, b + "eh_proj.weight", 2, 2 * s.n_embd, policy);
+  plans.push_back({b + "eh_proj.weight", {2 * s.n_embd, s.n_embd}, t, 0.0f, s.weight_std, {}});
+  for (const char* norm : {"enorm.weight", "hnorm.weight", "shared_head_norm.weight"})
+    plans.push_back({b + norm, {s.n_embd}, DType::f32, 1.0f, s.norm_std, {}});
 }
 
 }  // namespace kvc::model

@@ -1,6 +1,7 @@
 // The checks that make a GGUF a usable model: expected tensors, their shapes and types, the chat template.
 #include "core/model/model_check.h"
 
+#include <charconv>
 #include <set>
 
 #include "core/gguf/gguf_file.h"
@@ -168,12 +169,21 @@ Status check_tensors(const gguf::GgufFile& f, const ModelConfig& c) {
   return {};
 }
 
-size_t expert_bytes(const gguf::GgufFile& f) {
+size_t expert_bytes(const gguf::GgufFile& f, const ModelConfig& c) {
   size_t n = 0;
   for (const gguf::TensorInfo& t : f.tensors()) {
-    if (t.name.find("_exps.") != std::string::npos) n += t.n_bytes;
+    if (t.name.find("_exps.") != std::string::npos && !is_mtp_tensor(t.name, c)) n += t.n_bytes;
   }
   return n;
+}
+
+bool is_mtp_tensor(std::string_view name, const ModelConfig& c) {
+  if (c.n_layer_nextn == 0 || !name.starts_with("blk.")) return false;
+  name.remove_prefix(4);
+  int64_t block = 0;
+  const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), block);
+  if (ec != std::errc() || end == name.data() || end == name.data() + name.size() || *end != '.') return false;
+  return block >= c.n_layer && block < c.n_layer + c.n_layer_nextn;
 }
 
 std::vector<std::string> unused_tensors(const gguf::GgufFile& f, const ModelConfig& c) {
@@ -181,7 +191,7 @@ std::vector<std::string> unused_tensors(const gguf::GgufFile& f, const ModelConf
   for (ExpectedTensor& e : expected_tensors(c)) used.insert(std::move(e.name));
   std::vector<std::string> out;
   for (const gguf::TensorInfo& t : f.tensors()) {
-    if (!used.contains(t.name)) out.push_back(t.name);
+    if (!used.contains(t.name) && !is_mtp_tensor(t.name, c)) out.push_back(t.name);
   }
   return out;
 }

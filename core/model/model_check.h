@@ -45,14 +45,19 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c);
 Status check_tensors(const gguf::GgufFile& f, const ModelConfig& c);
 
 // Bytes of the routed experts' tensors (ffn_{gate,up,gate_up,down}_exps, weights and biases) of
-// a mixture-of-experts file, all of them; 0 for a dense model. Every byte must be in memory; a
+// a mixture-of-experts file, all of them but an MTP block's; 0 for a dense model. Every byte must be in memory; a
 // token reads c.n_expert_used of every c.n_expert of them (active_expert_bytes).
-size_t expert_bytes(const gguf::GgufFile& f);
+size_t expert_bytes(const gguf::GgufFile& f, const ModelConfig& c);
 inline size_t active_expert_bytes(size_t expert_bytes, const ModelConfig& c) {
   return c.is_moe() ? expert_bytes / static_cast<size_t>(c.n_expert) * static_cast<size_t>(c.n_expert_used) : 0;
 }
 
-// The file's tensors that the model does not read (check_model_file refuses them), in file order.
+// Whether a tensor belongs to one of the file's multi-token-prediction blocks (blk.N.* with
+// n_layer <= N < n_layer + n_layer_nextn): kept in the file, never read.
+bool is_mtp_tensor(std::string_view name, const ModelConfig& c);
+
+// The file's tensors that the model does not read (check_model_file refuses them), in file order;
+// the MTP blocks' tensors are not among them.
 std::vector<std::string> unused_tensors(const gguf::GgufFile& f, const ModelConfig& c);
 
 // Real chat templates are a few KiB (tool-use templates reach ~20 KiB); a longer one is refused.

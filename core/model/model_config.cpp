@@ -60,6 +60,27 @@ Error bad(const std::string& key, const std::string& what) {
   return make_error(ErrorCode::invalid_file, "metadata " + key + ": " + what);
 }
 
+// Architectures whose files may end in multi-token-prediction blocks (llama.cpp reads
+// nextn_predict_layers for these among the ones kvchat runs).
+bool reads_mtp_blocks(std::string_view arch) { return arch == "deepseek2"; }
+
+// nextn_predict_layers: the last blocks of block_count are MTP heads, not layers of the model.
+Status read_nextn(const gguf::GgufFile& f, const std::string& p, ModelConfig& c) {
+  const std::string key = p + "nextn_predict_layers";
+  if (!f.find(key)) return {};
+  auto v = f.get_uint(key);
+  if (!v.ok()) return v.error();
+  if (*v >= static_cast<uint64_t>(c.n_layer)) {
+    return make_error(ErrorCode::invalid_file,
+                      "metadata " + key + ": " + std::to_string(*v) + " of the " + std::to_string(c.n_layer) +
+                          " blocks are prediction heads, which leaves no layer of the model itself (a file of MTP "
+                          "heads only, made for speculative decoding beside its model?); open the model's own GGUF");
+  }
+  c.n_layer_nextn = static_cast<int64_t>(*v);
+  c.n_layer -= c.n_layer_nextn;
+  return {};
+}
+
 // A count in [1, max].
 Result<int64_t> required_count(const gguf::GgufFile& f, const std::string& key, int64_t max) {
   auto v = f.get_uint(key);
@@ -330,6 +351,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   auto layers = required_count(f, p + "block_count", k_max_layers);
   if (!layers.ok()) return layers.error();
   c.n_layer = *layers;
+  if (reads_mtp_blocks(c.arch)) KVC_TRY(read_nextn(f, p, c));
   auto heads = required_count(f, p + "attention.head_count", k_max_heads);
   if (!heads.ok()) return heads.error();
   c.n_head = *heads;
@@ -455,6 +477,14 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
       return bad(p + "vocab_size", std::to_string(*n) + " disagrees with tokenizer.ggml.tokens, which has " +
                                        std::to_string(c.n_vocab) + " tokens");
     }
+  }
+  // deepseek2 files whose converter wrote no gating function (or "none"): llama.cpp takes
+  // GLM-4.7-Flash's shape (47 or 48 layers, 154880 tokens) for sigmoid routing and the rest for
+  // DeepSeek-V2's softmax. Matched here so such a file routes as it does there.
+  if (c.arch == "deepseek2" && (c.n_layer == 47 || c.n_layer == 48) && c.n_vocab == 154880) {
+    const std::string key = p + "expert_gating_func";
+    auto g = f.get_uint(key);  // read (and checked) by read_moe when present
+    if (!f.find(key) || (g.ok() && *g == 0)) c.routing.gating = kernels::MoeGating::sigmoid;
   }
   return c;
 }

@@ -47,8 +47,12 @@ struct ModelConfig {
   std::string arch;  // general.architecture: "llama", "qwen2", "gemma3", ...
   std::string name;  // general.name, if present
   int64_t n_vocab = 0;
-  int64_t n_embd = 0;  // model width
-  int64_t n_layer = 0;
+  int64_t n_embd = 0;   // model width
+  int64_t n_layer = 0;  // the layers the forward pass runs (block_count less the MTP blocks below)
+  // <arch>.nextn_predict_layers: the file's last blocks are multi-token-prediction heads (DeepSeek's
+  // MTP, GLM's and Qwen 3.5's `nextn`), drafters for speculative decoding. kvchat leaves them
+  // unread (memory-mapped, never touched), as llama.cpp does unless it drafts with them.
+  int64_t n_layer_nextn = 0;
   int64_t n_head = 0;
   int64_t n_head_kv = 0;    // n_head (MHA), fewer (GQA), 1 (MQA)
   int64_t head_dim = 0;     // usually n_embd / n_head

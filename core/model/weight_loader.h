@@ -136,10 +136,11 @@ class Loader {
     return true;
   }
 
-  // The first tensor of the file that no call above asked for, or null.
-  const gguf::TensorInfo* first_unused() const {
+  // The first tensor of the file that no call above asked for, or null; an MTP block's tensors
+  // (of config c) are left in the file by design.
+  const gguf::TensorInfo* first_unused(const ModelConfig& c) const {
     for (const gguf::TensorInfo& t : f_.tensors()) {
-      if (!used_.count(t.name)) return &t;
+      if (!used_.count(t.name) && !is_mtp_tensor(t.name, c)) return &t;
     }
     return nullptr;
   }

@@ -254,6 +254,53 @@ TEST_CASE("mkmodel: the qwen3-30b-a3b preset writes Qwen3-30B-A3B's experts as 3
   CHECK_THAT(bad.err, Catch::Contains("--experts-used must lie in [1, --experts]"));
 }
 
+TEST_CASE("mkmodel: the glm-4.7-flash preset writes GLM-4.7-Flash's latent attention, routing and MTP block",
+          "[app][e2e]") {
+  test::TempDir tmp;
+  // 3 of its 47 layers (+ its MTP block), 8 narrow experts; the attention and routing are the preset's.
+  const auto r = test::cli(
+      "mkmodel --preset glm-4.7-flash --type q8_0 --layers 3 --dim 64 --ffn 64 --experts 8 "
+      "--expert-ffn 32 --pad-vocab 1024 -q --vocab-from " +
+          test::quoted(test::model_path("stories260K.gguf")) + " -o " + test::quoted(tmp.file("glm.gguf")),
+      tmp);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto f = gguf::GgufFile::open(tmp.file("glm.gguf"));
+  REQUIRE(f.ok());
+  const std::string a = "deepseek2.";
+  CHECK(*f->get_string("general.architecture") == "deepseek2");
+  CHECK(*f->get_int(a + "block_count") == 4);  // the layers and the MTP block, as the converter counts
+  CHECK(*f->get_int(a + "nextn_predict_layers") == 1);
+  CHECK(*f->get_int(a + "attention.head_count") == 20);
+  CHECK(*f->get_int(a + "attention.q_lora_rank") == 768);
+  CHECK(*f->get_int(a + "attention.kv_lora_rank") == 512);
+  CHECK(*f->get_int(a + "attention.key_length_mla") == 256);  // 192 + 64 rope values
+  CHECK(*f->get_int(a + "attention.value_length_mla") == 256);
+  CHECK(*f->get_int(a + "expert_used_count") == 4);
+  CHECK(*f->get_int(a + "expert_shared_count") == 1);
+  CHECK(*f->get_int(a + "expert_gating_func") == 2);  // sigmoid
+  CHECK(*f->get_float(a + "expert_weights_scale") == Approx(1.8));
+  CHECK(*f->get_float(a + "rope.freq_base") == Approx(1e6));
+  CHECK(f->find(a + "rope.scaling.type") == nullptr);  // no YaRN
+  CHECK(f->find_tensor("blk.1.exp_probs_b.bias") != nullptr);
+  const gguf::TensorInfo* eh = f->find_tensor("blk.3.nextn.eh_proj.weight");
+  REQUIRE(eh);
+  CHECK(eh->shape == std::vector<int64_t>{128, 64});
+  CHECK(f->find_tensor("blk.3.ffn_up_exps.weight") != nullptr);  // the block's own MoE layer
+  // kvchat runs the three layers and names the block it leaves unread.
+  const auto inspect = test::cli("inspect " + test::quoted(tmp.file("glm.gguf")), tmp);
+  INFO(inspect.err);
+  CHECK(inspect.exit_code == 0);
+  CHECK_THAT(inspect.out, Catch::Contains("3 layers"));
+  CHECK_THAT(inspect.out, Catch::Contains("1 multi-token-prediction block after the layers (blk.3)"));
+  CHECK_THAT(inspect.out, Catch::Contains("sigmoid router, weights normalised"));
+  // --nextn-layers is deepseek2's.
+  const auto bad =
+      test::cli("mkmodel --arch llama --nextn-layers 1" + small() + " -o " + test::quoted(tmp.file("x.gguf")), tmp);
+  CHECK(bad.exit_code != 0);
+  CHECK_THAT(bad.err, Catch::Contains("--nextn-layers is for --arch deepseek2"));
+}
+
 TEST_CASE("mkmodel: the gemma3-1b preset writes Gemma 3 1B's layer pattern, window, heads and vocabulary size",
           "[app][e2e]") {
   test::TempDir tmp;

@@ -8,6 +8,7 @@
 #include "core/backend/backend.h"
 #include "core/gguf/gguf_writer.h"
 #include "core/model/model.h"
+#include "core/model/model_check.h"
 #include "core/model/model_config.h"
 #include "core/model/session.h"
 #include "storage/sqlite_cold_store.h"
@@ -124,11 +125,59 @@ TEST_CASE("deepseek2 config: an older file with one attn_kv_b, or a latent row o
   CHECK_THAT(h.error().what(), Catch::Contains("deepseek2.attention.head_count_kv"));
 }
 
+TEST_CASE(
+    "deepseek2 config: GLM-4.7-Flash's 48 blocks are 47 layers and an MTP block, and without a gating key it "
+    "routes by sigmoid, as llama.cpp reads it",
+    "[core]") {
+  // GLM-4.7-Flash as llama.cpp's converter writes it (block_count counts the MTP block); the
+  // vocabulary's size is what llama.cpp's gating rule looks at.
+  auto glm = [](int64_t n_vocab) {
+    gguf::GgufWriter w = deepseek_v2_lite();
+    w.set_u32("deepseek2.block_count", 48);
+    w.set_u32("deepseek2.nextn_predict_layers", 1);
+    std::vector<std::string> tokens;
+    for (int64_t i = 0; i < n_vocab; ++i) tokens.push_back(std::to_string(1000000 + i));
+    w.set_string_array("tokenizer.ggml.tokens", tokens);
+    return w;
+  };
+  gguf::GgufWriter w = glm(154880);
+  auto c = config_of(w);
+  INFO((c.ok() ? std::string() : c.error().what()));
+  REQUIRE(c.ok());
+  CHECK(c->n_layer == 47);
+  CHECK(c->n_layer_nextn == 1);
+  CHECK(c->n_moe_layers() == 46);
+  CHECK(c->routing.gating == kernels::MoeGating::sigmoid);
+  CHECK(model::is_mtp_tensor("blk.47.nextn.eh_proj.weight", *c));
+  CHECK(model::is_mtp_tensor("blk.47.ffn_up_exps.weight", *c));
+  CHECK_FALSE(model::is_mtp_tensor("blk.46.ffn_up_exps.weight", *c));
+  CHECK_FALSE(model::is_mtp_tensor("blk.48.attn_norm.weight", *c));
+  CHECK_FALSE(model::is_mtp_tensor("blk.4x.attn_norm.weight", *c));
+  CHECK_FALSE(model::is_mtp_tensor("output.weight", *c));
+
+  w.set_u32("deepseek2.expert_gating_func", 0);  // "none": the same rule
+  CHECK(config_of(w)->routing.gating == kernels::MoeGating::sigmoid);
+  w.set_u32("deepseek2.expert_gating_func", 1);  // a gating the file names wins
+  CHECK(config_of(w)->routing.gating == kernels::MoeGating::softmax);
+  // Another vocabulary, or the V2-Lite shape, without the key: DeepSeek's softmax.
+  CHECK(config_of(glm(300))->routing.gating == kernels::MoeGating::softmax);
+  CHECK(config_of(deepseek_v2_lite())->routing.gating == kernels::MoeGating::softmax);
+
+  // Only prediction heads: nothing to run, and the message says what the file is.
+  w = glm(300);
+  w.set_u32("deepseek2.nextn_predict_layers", 48);
+  auto heads = config_of(w);
+  REQUIRE_FALSE(heads.ok());
+  CHECK_THAT(heads.error().what(), Catch::Contains("deepseek2.nextn_predict_layers"));
+  CHECK_THAT(heads.error().what(), Catch::Contains("MTP"));
+}
+
 TEST_CASE("deepseek2: logits match llama.cpp's with and without a Q latent, over 203 positions", "[core][e2e]") {
   // tiny-deepseek2-f16: softmax routing, DeepSeek's YaRN with its mscale; qlora: a Q latent,
   // sigmoid gating with a selection bias, group-limited routing, normalised and scaled weights.
+  // mtp: the qlora model with an MTP block after its layers, which both load and neither runs.
   // Measured worst rows 0.0101 and 0.0035 (AVX-512 VNNI).
-  for (const char* name : {"tiny-deepseek2-f16", "tiny-deepseek2-qlora-f16"}) {
+  for (const char* name : {"tiny-deepseek2-f16", "tiny-deepseek2-qlora-f16", "tiny-deepseek2-mtp-f16"}) {
     DYNAMIC_SECTION(name) {
       const test::Agreement a = test::against_llama(name, test::model_path(std::string(name) + ".gguf"));
       INFO(name << ": worst rel_rms " << a.worst_rel_rms << ", top-1 " << a.top1_agree << "/" << a.top1_checked);
@@ -137,6 +186,24 @@ TEST_CASE("deepseek2: logits match llama.cpp's with and without a Q latent, over
       CHECK(a.top1_checked >= 25);
     }
   }
+}
+
+TEST_CASE("deepseek2: an MTP block after the layers is loaded and not run: the logits are the model's without it",
+          "[core][e2e]") {
+  // The two files share every trunk tensor (mkmodel seeds each tensor by its name).
+  auto be = backend::make_cpu_backend(2);
+  auto with = model::Model::load(test::model_path("tiny-deepseek2-mtp-f16.gguf"), *be);
+  INFO((with.ok() ? std::string() : with.error().what()));
+  REQUIRE(with.ok());
+  auto without = model::Model::load(test::model_path("tiny-deepseek2-qlora-f16.gguf"), *be);
+  REQUIRE(without.ok());
+  CHECK((*with)->config().n_layer == 3);
+  CHECK((*with)->config().n_layer_nextn == 1);
+  // The block's experts are not counted among those a token reads.
+  CHECK((*with)->expert_bytes() == (*without)->expert_bytes());
+  std::vector<int32_t> tokens;  // stories260K's vocabulary: 512 tokens
+  for (int i = 0; i < 40; ++i) tokens.push_back(1 + (i * 37) % 500);
+  CHECK(test::uncached_logits(**with, tokens) == test::uncached_logits(**without, tokens));
 }
 
 TEST_CASE("deepseek2: without YaRN's mscale in the scores the logits miss llama.cpp's by far", "[core][e2e]") {
