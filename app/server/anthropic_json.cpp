@@ -132,11 +132,13 @@ json anthropic_error(const ApiError& e) {
 std::string named_event(const json& j) { return "event: " + j.value("type", "") + "\ndata: " + dump(j) + "\n\n"; }
 
 std::string AnthropicStream::start() const {
-  const json usage{
-      {"input_tokens", a_.n_prompt}, {"cache_creation_input_tokens", 0}, {"cache_read_input_tokens", 0}, {"output_tokens", 0}};
-  const json message{{"id", a_.ids.id},           {"type", "message"},    {"role", "assistant"},
-                     {"model", a_.ids.model},     {"content", json::array()}, {"stop_reason", nullptr},
-                     {"stop_sequence", nullptr},  {"usage", usage}};
+  const json usage{{"input_tokens", a_.n_prompt},
+                   {"cache_creation_input_tokens", 0},
+                   {"cache_read_input_tokens", 0},
+                   {"output_tokens", 0}};
+  const json message{
+      {"id", a_.ids.id},          {"type", "message"},      {"role", "assistant"},      {"model", a_.ids.model},
+      {"content", json::array()}, {"stop_reason", nullptr}, {"stop_sequence", nullptr}, {"usage", usage}};
   return named_event(json{{"type", "message_start"}, {"message", message}}) + ping();
 }
 

@@ -77,8 +77,8 @@ class AnthropicStream {
   std::string text_;
   std::string thinking_sent_, text_sent_;
   size_t calls_sent_ = 0;
-  int index_ = -1;       // the open block's index (-1: none yet)
-  std::string open_;     // the open block's type ("" when none is open)
+  int index_ = -1;    // the open block's index (-1: none yet)
+  std::string open_;  // the open block's type ("" when none is open)
 };
 
 }  // namespace kvc::server

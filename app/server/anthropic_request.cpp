@@ -35,14 +35,13 @@ MaybeError read_unit(const json& o, const char* name, float& out) {
 MaybeError read_int(const json& o, const std::string& name, int64_t lo, int64_t hi, std::optional<int64_t>& out) {
   const json* v = field(o, name.c_str());
   if (!v) return std::nullopt;
-  const bool integral =
-      v->is_number_integer() || v->is_number_unsigned() || (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>());
+  const bool integral = v->is_number_integer() || v->is_number_unsigned() ||
+                        (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>());
   if (!integral) return wrong_type(name, "an integer", *v);
   const double d = v->get<double>();
   if (d < static_cast<double>(lo) || d > static_cast<double>(hi)) {
-    return bad_request(name + ": must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " +
-                           v->dump(),
-                       name);
+    return bad_request(
+        name + ": must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + v->dump(), name);
   }
   out = static_cast<int64_t>(d);
   return std::nullopt;
@@ -75,9 +74,8 @@ MaybeError read_text_blocks(const json& v, const std::string& param, std::string
 
 MaybeError refuse_media(const std::string& type, const std::string& param) {
   if (type == "image" || type == "document" || type == "search_result" || type == "container_upload") {
-    return bad_request(param + ": " + type +
-                           " blocks are not supported: kvchat serve runs text models only; send text blocks",
-                       param);
+    return bad_request(
+        param + ": " + type + " blocks are not supported: kvchat serve runs text models only; send text blocks", param);
   }
   return bad_request(param + ": unknown content block type \"" + ellipsize(type, 40) + "\"", param);
 }
@@ -87,7 +85,8 @@ MaybeError read_message(const json& m, size_t i, std::vector<chat::ChatMessage>&
   const std::string param = "messages." + std::to_string(i);
   if (!m.is_object()) return wrong_type(param, "an object", m);
   const json* role = field(m, "role");
-  if (!role || !role->is_string()) return bad_request(param + ".role: must be \"user\" or \"assistant\"", param + ".role");
+  if (!role || !role->is_string())
+    return bad_request(param + ".role: must be \"user\" or \"assistant\"", param + ".role");
   const std::string r = role->get<std::string>();
   if (r != "user" && r != "assistant") {
     return bad_request(param + ".role: must be \"user\" or \"assistant\", not \"" + ellipsize(r, 40) +
@@ -146,9 +145,9 @@ MaybeError read_message(const json& m, size_t i, std::vector<chat::ChatMessage>&
       }
       results.push_back(std::move(result));
     } else if (t == "tool_use" || t == "tool_result" || t == "thinking" || t == "redacted_thinking") {
-      return bad_request(pb + ".type: a " + t + " block belongs in " + (r == "user" ? "an assistant" : "a user") +
-                             " message",
-                         pb + ".type");
+      return bad_request(
+          pb + ".type: a " + t + " block belongs in " + (r == "user" ? "an assistant" : "a user") + " message",
+          pb + ".type");
     } else {
       return refuse_media(t, pb + ".type");
     }
@@ -238,7 +237,8 @@ MaybeError read_tools(const json& o, ChatRequest& r) {
 MaybeError read_tool_choice(const json& o, ChatRequest& r) {
   const json* v = field(o, "tool_choice");
   if (!v) return std::nullopt;
-  if (!v->is_object()) return wrong_type("tool_choice", "an object {\"type\": \"auto\" | \"any\" | \"tool\" | \"none\"}", *v);
+  if (!v->is_object())
+    return wrong_type("tool_choice", "an object {\"type\": \"auto\" | \"any\" | \"tool\" | \"none\"}", *v);
   const json* type = field(*v, "type");
   const std::string t = type && type->is_string() ? type->get<std::string>() : "";
   if (t == "auto") {
@@ -316,7 +316,8 @@ MaybeError read_thinking(const json& o, int64_t max_tokens, MessagesRequest& r) 
   if (!v->is_object()) return wrong_type("thinking", "an object {\"type\": \"enabled\", \"budget_tokens\"}", *v);
   const json* type = field(*v, "type");
   if (type && *type == "disabled") return std::nullopt;
-  if (!type || *type != "enabled") return bad_request("thinking.type: must be \"enabled\" or \"disabled\"", "thinking.type");
+  if (!type || *type != "enabled")
+    return bad_request("thinking.type: must be \"enabled\" or \"disabled\"", "thinking.type");
   std::optional<int64_t> budget;
   if (auto e = read_int(*v, "budget_tokens", 1024, int64_t{1} << 30, budget)) {
     e->param = "thinking.budget_tokens";

@@ -17,8 +17,8 @@ struct MessagesRequest {
   // tools -> tools_json as OpenAI's function tools; tool_choice auto / any / tool / none ->
   // automatic / required / named / none; stop_sequences -> params.stop.
   ChatRequest chat;
-  bool thinking = false;       // thinking {type: enabled}
-  int64_t budget_tokens = 0;   // its budget (>= 1024, below max_tokens, as Anthropic requires)
+  bool thinking = false;      // thinking {type: enabled}
+  int64_t budget_tokens = 0;  // its budget (>= 1024, below max_tokens, as Anthropic requires)
 };
 
 // count_tokens: max_tokens is not required there, and sampling fields are not read.

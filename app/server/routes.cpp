@@ -50,7 +50,8 @@ bool answer_cors(const ServerOptions& o, const httplib::Request& req, httplib::R
   }
   res.status = 204;
   res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-  res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta");
+  res.set_header("Access-Control-Allow-Headers",
+                 "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta");
   res.set_header("Access-Control-Max-Age", "600");
   return true;
 }
@@ -116,9 +117,9 @@ httplib::Server::HandlerResponse check_request(ServerContext& ctx, const httplib
                  shape);
       return httplib::Server::HandlerResponse::Handled;
     }
-    const bool good = auth.empty() ? same_secret(x_api_key, o.api_key)
-                                   : auth.starts_with(bearer) &&
-                                         same_secret(std::string_view(auth).substr(bearer.size()), o.api_key);
+    const bool good =
+        auth.empty() ? same_secret(x_api_key, o.api_key)
+                     : auth.starts_with(bearer) && same_secret(std::string_view(auth).substr(bearer.size()), o.api_key);
     if (!good) {
       send_error(res, ApiError{401, "incorrect API key provided", "invalid_request_error", "", "invalid_api_key"},
                  shape);
@@ -126,10 +127,10 @@ httplib::Server::HandlerResponse check_request(ServerContext& ctx, const httplib
     }
   }
   if (ctx.stopping.load() && req.path != "/health" && req.path != "/metrics") {
-    send_error(res,
-               ApiError{503, "the server is shutting down; retry once it is back", "server_error", "",
-                        "server_shutting_down"},
-               shape);
+    send_error(
+        res,
+        ApiError{503, "the server is shutting down; retry once it is back", "server_error", "", "server_shutting_down"},
+        shape);
     return httplib::Server::HandlerResponse::Handled;
   }
   return httplib::Server::HandlerResponse::Unhandled;

@@ -95,10 +95,11 @@ void run(ServerContext& ctx, httplib::Response& res, GenerationRequest gr, const
   if (!g) {
     if (refusal == Refusal::queue_full) {
       res.set_header("Retry-After", std::to_string(ctx.options.retry_after_s));
-      send_error(res, ApiError{429,
-                               "the server is busy: " + std::to_string(ctx.host.n_in_flight()) +
-                                   " requests are in flight, its limit (kvchat-cli serve --max-queue); retry shortly",
-                               "rate_limit_exceeded", "", "queue_full"},
+      send_error(res,
+                 ApiError{429,
+                          "the server is busy: " + std::to_string(ctx.host.n_in_flight()) +
+                              " requests are in flight, its limit (kvchat-cli serve --max-queue); retry shortly",
+                          "rate_limit_exceeded", "", "queue_full"},
                  shape);
     } else {
       send_error(res,

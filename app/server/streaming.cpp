@@ -120,8 +120,7 @@ struct Stream {
     }
     if (!u.done) {
       if (watch.closed()) return false;
-      if (anthropic && std::chrono::steady_clock::now() - last_write > k_ping_every &&
-          !write(AnthropicStream::ping()))
+      if (anthropic && std::chrono::steady_clock::now() - last_write > k_ping_every && !write(AnthropicStream::ping()))
         return false;
       if (ctx.stopping.load() && !g->cancel_requested()) {
         shutting_down = true;

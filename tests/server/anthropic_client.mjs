@@ -55,6 +55,13 @@ async function run() {
   stream.on('streamEvent', (e) => { events.push(e.type); });
   const final = await stream.finalMessage();
   out.stream = { deltas, events, final: brief(final) };
+  // The same on the wire (the SDK drops ping events): the event names in order.
+  const raw = await fetch(`${root}/v1/messages`, {
+    method: 'POST', body: JSON.stringify({ ...first, stream: true }),
+    headers: { 'content-type': 'application/json', 'x-api-key': apiKey, 'anthropic-version': '2023-06-01' },
+  });
+  out.wire = { status: raw.status, type: raw.headers.get('content-type'),
+               events: [...(await raw.text()).matchAll(/^event: (\w+)$/gm)].map((m) => m[1]) };
 
   // The conversation's next turn: its history (the first answer as the server gave it) is cached.
   out.next = brief(await client.messages.create({

@@ -80,17 +80,21 @@ TEST_CASE("anthropic: a request's system, content blocks, tool use and results m
   json body = base();
   body["system"] = json::array({{{"type", "text"}, {"text", "Be brief."}}, {{"type", "text"}, {"text", "Be kind."}}});
   body["messages"] = json::array(
-      {{{"role", "user"}, {"content", json::array({{{"type", "text"}, {"text", "Weather"}}, {{"type", "text"}, {"text", "in Paris?"}}})}},
+      {{{"role", "user"},
+        {"content", json::array({{{"type", "text"}, {"text", "Weather"}}, {{"type", "text"}, {"text", "in Paris?"}}})}},
        {{"role", "assistant"},
-        {"content", json::array({{{"type", "thinking"}, {"thinking", "look it up"}, {"signature", "x"}},
-                                 {{"type", "text"}, {"text", "Let me look."}},
-                                 {{"type", "tool_use"}, {"id", "toolu_1"}, {"name", "get_weather"}, {"input", {{"city", "Paris"}}}}})}},
+        {"content",
+         json::array(
+             {{{"type", "thinking"}, {"thinking", "look it up"}, {"signature", "x"}},
+              {{"type", "text"}, {"text", "Let me look."}},
+              {{"type", "tool_use"}, {"id", "toolu_1"}, {"name", "get_weather"}, {"input", {{"city", "Paris"}}}}})}},
        {{"role", "user"},
         {"content", json::array({{{"type", "tool_result"}, {"tool_use_id", "toolu_1"}, {"content", "18 C"}},
                                  {{"type", "text"}, {"text", "And tomorrow?"}}})}}});
-  body["tools"] = json::array({{{"name", "get_weather"},
-                                {"description", "Weather of a city"},
-                                {"input_schema", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}});
+  body["tools"] =
+      json::array({{{"name", "get_weather"},
+                    {"description", "Weather of a city"},
+                    {"input_schema", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}});
   body["stop_sequences"] = json::array({"END", ""});
   body["temperature"] = 0.5;
   body["top_k"] = 7;
@@ -167,8 +171,8 @@ TEST_CASE("anthropic: bad requests are refused with a 400 that names the field",
   refused(b, "max_tokens");
   CHECK(parse(b, MessagesBody::count_tokens).ok);  // count_tokens needs none
   b = base();
-  b["messages"][0]["content"] = json::array({{{"type", "text"}, {"text", "What is this?"}},
-                                             {{"type", "image"}, {"source", {{"type", "base64"}}}}});
+  b["messages"][0]["content"] = json::array(
+      {{{"type", "text"}, {"text", "What is this?"}}, {{"type", "image"}, {"source", {{"type", "base64"}}}}});
   const ApiError image = refused(b, "messages.0.content.1.type");
   CHECK(image.message.find("image") != std::string::npos);
   b = base();
@@ -196,7 +200,8 @@ TEST_CASE("anthropic: bad requests are refused with a 400 that names the field",
   refused(b, "model");
 
   const json e = anthropic_error(bad_request("max_tokens: Field required", "max_tokens"));
-  CHECK(e == json{{"type", "error"}, {"error", {{"type", "invalid_request_error"}, {"message", "max_tokens: Field required"}}}});
+  CHECK(e == json{{"type", "error"},
+                  {"error", {{"type", "invalid_request_error"}, {"message", "max_tokens: Field required"}}}});
   CHECK(anthropic_error(ApiError{401, "no key", "", "", ""})["error"]["type"] == "authentication_error");
   CHECK(anthropic_error(ApiError{404, "no model", "", "", ""})["error"]["type"] == "not_found_error");
   CHECK(anthropic_error(ApiError{429, "busy", "", "", ""})["error"]["type"] == "rate_limit_error");
@@ -221,7 +226,9 @@ TEST_CASE("anthropic: a reply becomes thinking, text and tool_use blocks with st
   CHECK(m["content"][2]["input"] == json{{"city", "Paris"}});
   CHECK(m["stop_reason"] == "tool_use");
   CHECK(m["stop_sequence"].is_null());
-  CHECK(m["usage"] == json{{"input_tokens", 28}, {"cache_creation_input_tokens", 0}, {"cache_read_input_tokens", 12},
+  CHECK(m["usage"] == json{{"input_tokens", 28},
+                           {"cache_creation_input_tokens", 0},
+                           {"cache_read_input_tokens", 12},
                            {"output_tokens", 30}});
 
   const json plain = anthropic_message(reply(false), result("Hello", model::StopReason::end_of_generation), "");
@@ -229,7 +236,8 @@ TEST_CASE("anthropic: a reply becomes thinking, text and tool_use blocks with st
   CHECK(plain["stop_reason"] == "end_turn");
   CHECK(anthropic_message(reply(false), result("Hel", model::StopReason::max_tokens), "")["stop_reason"] ==
         "max_tokens");
-  const json stopped = anthropic_message(reply(false), result("one two ", model::StopReason::stop_string), "one two END");
+  const json stopped =
+      anthropic_message(reply(false), result("one two ", model::StopReason::stop_string), "one two END");
   CHECK(stopped["stop_reason"] == "stop_sequence");
   CHECK(stopped["stop_sequence"] == "END");
   CHECK(stopped["content"][0]["text"] == "one two ");
@@ -256,12 +264,14 @@ TEST_CASE("anthropic: a streamed reply is Anthropic's events in order, adding up
     if (t == "content_block_delta" && !order.empty() && order.back() == "content_block_delta") continue;
     order.push_back(t);
   }
-  const std::vector<std::string> expected = {
-      "message_start", "ping",                                                          // the message opens
-      "content_block_start", "content_block_delta", "content_block_stop",              // thinking
-      "content_block_start", "content_block_delta", "content_block_stop",              // text
-      "content_block_start", "content_block_delta", "content_block_stop",              // tool_use
-      "message_delta",      "message_stop"};
+  const std::vector<std::string> expected = {"message_start",       "ping",  // the message opens
+                                             "content_block_start", "content_block_delta",
+                                             "content_block_stop",  // thinking
+                                             "content_block_start", "content_block_delta",
+                                             "content_block_stop",  // text
+                                             "content_block_start", "content_block_delta",
+                                             "content_block_stop",  // tool_use
+                                             "message_delta",       "message_stop"};
   CHECK(order == expected);
 
   CHECK(ev[0]["message"]["id"] == "msg_0123");
@@ -278,9 +288,11 @@ TEST_CASE("anthropic: a streamed reply is Anthropic's events in order, adding up
     } else if (e["type"] == "content_block_delta") {
       const json& d = e["delta"];
       json& b = built[e["index"].get<size_t>()];
-      if (d["type"] == "thinking_delta") b["thinking"] = b["thinking"].get<std::string>() + d["thinking"].get<std::string>();
+      if (d["type"] == "thinking_delta")
+        b["thinking"] = b["thinking"].get<std::string>() + d["thinking"].get<std::string>();
       if (d["type"] == "text_delta") b["text"] = b["text"].get<std::string>() + d["text"].get<std::string>();
-      if (d["type"] == "input_json_delta") partial_json[e["index"].get<size_t>()] += d["partial_json"].get<std::string>();
+      if (d["type"] == "input_json_delta")
+        partial_json[e["index"].get<size_t>()] += d["partial_json"].get<std::string>();
     } else if (e["type"] == "content_block_stop") {
       const auto i = e["index"].get<size_t>();
       if (built[i]["type"] == "tool_use") built[i]["input"] = json::parse(partial_json[i]);
@@ -293,8 +305,7 @@ TEST_CASE("anthropic: a streamed reply is Anthropic's events in order, adding up
   CHECK(delta["usage"]["output_tokens"] == 30);
 }
 
-TEST_CASE("anthropic: a plain streamed reply holds back a possible <think> and ends with its stop reason",
-          "[server]") {
+TEST_CASE("anthropic: a plain streamed reply holds back a possible <think> and ends with its stop reason", "[server]") {
   AnthropicStream s(reply(false));
   (void)s.start();
   CHECK(s.feed("<th").empty());  // may still open a thinking block

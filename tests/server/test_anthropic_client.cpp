@@ -64,15 +64,30 @@ TEST_CASE("serve: the anthropic client's messages, streamed, counted, cached, wi
   // whole answer's (greedy), and the final usage is the message_delta's.
   const json& st = r["stream"];
   const json& ev = st["events"];
-  REQUIRE(ev.size() >= 6);
+  REQUIRE(ev.size() >= 5);
   CHECK(ev[0] == "message_start");
-  CHECK(ev[1] == "ping");
-  CHECK(ev[2] == "content_block_start");
-  CHECK(ev[3] == "content_block_delta");
+  CHECK(ev[1] == "content_block_start");
+  CHECK(ev[2] == "content_block_delta");
   CHECK(ev[ev.size() - 3] == "content_block_stop");
   CHECK(ev[ev.size() - 2] == "message_delta");
   CHECK(ev[ev.size() - 1] == "message_stop");
   CHECK(!st["deltas"].get<std::string>().empty());
+  // On the wire, with the ping the SDK does not pass on.
+  const json& wire = r["wire"]["events"];
+  CHECK(r["wire"]["status"] == 200);
+  CHECK(r["wire"]["type"].get<std::string>().rfind("text/event-stream", 0) == 0);
+  // (as many text deltas as the engine's output was read in pieces: runs of them count as one)
+  const auto runs = [](const json& names, size_t from) {
+    std::vector<std::string> out;
+    for (size_t i = from; i < names.size(); ++i) {
+      if (out.empty() || names[i] != out.back() || names[i] != "content_block_delta") out.push_back(names[i]);
+    }
+    return out;
+  };
+  REQUIRE(wire.size() >= 2);
+  CHECK(wire[0] == "message_start");
+  CHECK(wire[1] == "ping");
+  CHECK(runs(wire, 2) == runs(ev, 1));
   CHECK(st["deltas"] == st["final"]["text"]);
   CHECK(st["final"]["text"] == plain["text"]);
   CHECK(st["final"]["stop_reason"] == plain["stop_reason"]);
@@ -80,7 +95,8 @@ TEST_CASE("serve: the anthropic client's messages, streamed, counted, cached, wi
   // The same prompt again: served from the cache (all but the last partial block or so).
   const int64_t total = plain["usage"]["input_tokens"].get<int64_t>();
   CHECK(st["final"]["usage"]["cache_read_input_tokens"].get<int64_t>() > 0);
-  CHECK(st["final"]["usage"]["input_tokens"].get<int64_t>() + st["final"]["usage"]["cache_read_input_tokens"].get<int64_t>() ==
+  CHECK(st["final"]["usage"]["input_tokens"].get<int64_t>() +
+            st["final"]["usage"]["cache_read_input_tokens"].get<int64_t>() ==
         total);
 
   // The conversation's next turn: its history, with the first answer, is read from the cache.
@@ -97,7 +113,8 @@ TEST_CASE("serve: the anthropic client's messages, streamed, counted, cached, wi
   CHECK((answered["stop_reason"] == "end_turn" || answered["stop_reason"] == "max_tokens" ||
          answered["stop_reason"] == "tool_use"));
   CHECK(answered["usage"]["cache_read_input_tokens"].get<int64_t>() >
-        r["called"]["usage"]["input_tokens"].get<int64_t>() + r["called"]["usage"]["cache_read_input_tokens"].get<int64_t>() - 16);
+        r["called"]["usage"]["input_tokens"].get<int64_t>() +
+            r["called"]["usage"]["cache_read_input_tokens"].get<int64_t>() - 16);
   // A named tool, whole and streamed (its input as input_json_delta).
   check_call(r["named"], "get_time");
   check_call(r["named_stream"], "get_time");
