@@ -28,7 +28,7 @@ async function apiError(promise) {
     await promise;
     return { status: 200 };
   } catch (e) {
-    return { class: e.constructor?.name ?? null, status: e.status ?? -1, type: e.error?.error?.type ?? null,
+    return { class: e.constructor?.name ?? null, status: e.status ?? -1, type: e.error?.error?.type ?? null, shape: e.error?.type ?? null,
              message: e.message, bad_request: e instanceof Anthropic.BadRequestError,
              authentication: e instanceof Anthropic.AuthenticationError };
   }

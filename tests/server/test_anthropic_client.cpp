@@ -125,6 +125,7 @@ TEST_CASE("serve: the anthropic client's messages, streamed, counted, cached, wi
   CHECK(no_max["status"] == 400);
   CHECK(no_max["bad_request"] == true);
   CHECK(no_max["type"] == "invalid_request_error");
+  CHECK(no_max["shape"] == "error");  // {"type": "error", "error": {...}}, not OpenAI's {"error": {...}}
   CHECK(no_max["message"].get<std::string>().find("max_tokens: Field required") != std::string::npos);
   CHECK(r["image"]["bad_request"] == true);
   CHECK(r["image"]["message"].get<std::string>().find("messages.0.content.0.type: image blocks are not supported") !=
@@ -134,5 +135,6 @@ TEST_CASE("serve: the anthropic client's messages, streamed, counted, cached, wi
   CHECK(r["wrong_key"]["status"] == 401);
   CHECK(r["wrong_key"]["authentication"] == true);
   CHECK(r["wrong_key"]["type"] == "authentication_error");
+  CHECK(r["wrong_key"]["shape"] == "error");
   CHECK(s.stop() == 0);
 }
