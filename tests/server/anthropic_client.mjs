@@ -75,12 +75,15 @@ async function run() {
   out.called = brief(called);
   const use = called.content.find((b) => b.type === 'tool_use');
   if (use) {
-    const answered = await client.messages.create({
-      ...ask, max_tokens: 12, tool_choice: { type: 'auto' },
-      messages: [...ask.messages, { role: 'assistant', content: called.content },
-                 { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: '18 C and sunny' }] }],
-    });
-    out.answered = brief(answered);
+    const result = { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: '18 C and sunny' }] };
+    const next = { ...ask, max_tokens: 12, tool_choice: { type: 'auto' },
+                   messages: [...ask.messages, { role: 'assistant', content: called.content }, result] };
+    out.answered = brief(await client.messages.create(next));
+    // The call is in the prompt: the same request counts fewer tokens with the assistant's call left out.
+    const { max_tokens: _m, temperature: _t, ...counted } = next;
+    const without = { ...counted, messages: [...ask.messages, { role: 'assistant', content: 'x' }, result] };
+    out.call_tokens = (await client.messages.countTokens(counted)).input_tokens -
+                      (await client.messages.countTokens(without)).input_tokens;
   }
   out.named = brief(await client.messages.create({ ...ask, tool_choice: { type: 'tool', name: 'get_time' } }));
   const named = client.messages.stream({ ...ask, tool_choice: { type: 'tool', name: 'get_time' } });
