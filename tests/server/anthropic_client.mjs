@@ -82,8 +82,11 @@ async function run() {
     // The call is in the prompt: the same request counts fewer tokens with the assistant's call left out.
     const { max_tokens: _m, temperature: _t, ...counted } = next;
     const without = { ...counted, messages: [...ask.messages, { role: 'assistant', content: 'x' }, result] };
-    out.call_tokens = (await client.messages.countTokens(counted)).input_tokens -
-                      (await client.messages.countTokens(without)).input_tokens;
+    const count = async (body) => (await client.messages.countTokens(body)).input_tokens;
+    out.call_tokens = await count(counted) - await count(without);
+    // And so is the tool's result: an empty one counts fewer.
+    const empty = { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: '' }] };
+    out.result_tokens = await count(counted) - await count({ ...counted, messages: [...counted.messages.slice(0, -1), empty] });
   }
   out.named = brief(await client.messages.create({ ...ask, tool_choice: { type: 'tool', name: 'get_time' } }));
   const named = client.messages.stream({ ...ask, tool_choice: { type: 'tool', name: 'get_time' } });

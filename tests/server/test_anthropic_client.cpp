@@ -115,7 +115,8 @@ TEST_CASE("serve: the anthropic client's messages, streamed, counted, cached, wi
   CHECK(answered["usage"]["cache_read_input_tokens"].get<int64_t>() >
         r["called"]["usage"]["input_tokens"].get<int64_t>() +
             r["called"]["usage"]["cache_read_input_tokens"].get<int64_t>() - 16);
-  CHECK(r["call_tokens"].get<int>() > 10);  // the tool_use block rendered by the template
+  CHECK(r["call_tokens"].get<int>() > 10);   // the tool_use block rendered by the template
+  CHECK(r["result_tokens"].get<int>() >= 4);  // "18 C and sunny" in the tool_result
   // A named tool, whole and streamed (its input as input_json_delta).
   check_call(r["named"], "get_time");
   check_call(r["named_stream"], "get_time");
