@@ -100,6 +100,33 @@ async function run() {
     ...first, messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AAAA' } }] }],
   }));
   out.stream_error = await apiError(client.messages.stream({ ...first, temperature: 3 }).finalMessage());
+
+  // A client that aborts mid-stream: the server cancels the generation (well before its 1500 tokens).
+  const metric = async (name) => {
+    const text = await (await fetch(`${root}/metrics`, { headers: { 'x-api-key': apiKey } })).text();
+    const line = text.split('\n').find((l) => l.startsWith(name));
+    return line ? Number(line.split(' ').pop()) : 0;
+  };
+  const cancelled = 'kvchat_generations_total{endpoint="chat",outcome="cancelled"}';
+  const before = await metric(cancelled);
+  const long = client.messages.stream({ model, max_tokens: 1500, temperature: 1, messages: [{ role: 'user', content: 'Write forever.' }] });
+  let pieces = 0;
+  try {
+    for await (const e of long) {
+      if (e.type === 'content_block_delta' && ++pieces === 2) {
+        long.abort();
+        break;
+      }
+    }
+  } catch (e) {
+    if (!/abort/i.test(`${e.name} ${e.message}`)) throw e;
+  }
+  let after = before;
+  for (const deadline = Date.now() + 10000; after <= before && Date.now() < deadline;) {
+    await new Promise((r) => setTimeout(r, 50));
+    after = await metric(cancelled);
+  }
+  out.abort = { pieces, cancelled: after - before, decoded: await metric('kvchat_engine_decoded_tokens_total') };
   const wrong = new Anthropic({ baseURL: root, apiKey: 'wrong', maxRetries: 0 });
   out.wrong_key = await apiError(wrong.messages.create(first));
   return out;

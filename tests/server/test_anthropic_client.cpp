@@ -115,12 +115,18 @@ TEST_CASE("serve: the anthropic client's messages, streamed, counted, cached, wi
   CHECK(answered["usage"]["cache_read_input_tokens"].get<int64_t>() >
         r["called"]["usage"]["input_tokens"].get<int64_t>() +
             r["called"]["usage"]["cache_read_input_tokens"].get<int64_t>() - 16);
-  CHECK(r["call_tokens"].get<int>() > 10);   // the tool_use block rendered by the template
+  CHECK(r["call_tokens"].get<int>() > 10);    // the tool_use block rendered by the template
   CHECK(r["result_tokens"].get<int>() >= 4);  // "18 C and sunny" in the tool_result
   // A named tool, whole and streamed (its input as input_json_delta).
   check_call(r["named"], "get_time");
   check_call(r["named_stream"], "get_time");
   CHECK(json::parse(r["named_stream"]["input_json"].get<std::string>()) == r["named_stream"]["tool_use"][0]["input"]);
+
+  // A client that aborts mid-stream cancels its generation, as on the OpenAI route.
+  CHECK(r["abort"]["pieces"] == 2);
+  CHECK(r["abort"]["cancelled"] == 1);
+  CHECK(r["abort"]["decoded"].get<double>() <
+        1400);  // all the test's generations, the aborted one's 1500 not among them
 
   // Errors: the SDK's classes, Anthropic's error types, the server's messages naming the field.
   const json& no_max = r["no_max_tokens"];
