@@ -51,6 +51,7 @@ ReplyBlocks reply_blocks(const AnthropicReply& a, std::string_view text, bool fi
   } else {
     content = std::string(text);
   }
+  if (a.opened_thinking) content = std::string(chat::k_think_open) + content;
   if (b.thinking.empty()) {
     chat::ReasoningSplit split = chat::split_reasoning(content, finished);
     if (split.open && !finished) {  // what may still be the closing tag, and newlines the end trims

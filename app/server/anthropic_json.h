@@ -31,6 +31,9 @@ struct AnthropicReply {
   bool tools = false;  // the reply is read for tool calls in tool_format
   chat::ToolFormat tool_format = chat::ToolFormat::none;
   std::vector<std::string> stop_sequences;  // the request's (stop_reason "stop_sequence" names the one met)
+  // The prompt ends with "<think>" (DeepSeek-R1's generation prompt opens it): the reply starts inside
+  // its reasoning, and is read as if it began with the tag.
+  bool opened_thinking = false;
 };
 
 // A reply's text seen as Anthropic's blocks: reasoning (harmony's analysis channel, a <think>

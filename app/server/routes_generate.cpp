@@ -1,6 +1,7 @@
-// POST /v1/chat/completions and POST /v1/completions: parse, map to tokens, admit, answer.
+// POST /v1/chat/completions, /v1/completions and /v1/messages (+ count_tokens): parse, map to tokens, admit, answer.
 #include <algorithm>
 #include <optional>
+#include <span>
 
 #include "app/common/chat_window.h"
 #include "app/server/anthropic_request.h"
@@ -8,6 +9,7 @@
 #include "app/server/response_format.h"
 #include "app/server/server_context.h"
 #include "app/server/streaming.h"
+#include "core/chat/reasoning.h"
 
 namespace kvc::server {
 
@@ -227,6 +229,10 @@ void handle_messages(ServerContext& ctx, const httplib::Request& req, httplib::R
   a.tools = pc.job.tools;
   a.tool_format = pc.job.tool_format;
   a.stop_sequences = cr.params.stop;
+  const std::vector<int32_t>& prompt = pc.gr.prompt;
+  const std::string tail = ctx.model.tokenizer().decode(std::span(prompt).last(std::min<size_t>(prompt.size(), 4)));
+  a.opened_thinking = tail.find_last_not_of(" \n\r\t") != std::string::npos &&
+                      tail.substr(0, tail.find_last_not_of(" \n\r\t") + 1).ends_with(chat::k_think_open);
   pc.job.anthropic = std::move(a);
   // Remembered under the whole reply (as the OpenAI route does) and under its text blocks, the
   // content a client sends back when the reply had reasoning: either maps back to the engine's ids.

@@ -305,6 +305,28 @@ TEST_CASE("anthropic: a streamed reply is Anthropic's events in order, adding up
   CHECK(delta["usage"]["output_tokens"] == 30);
 }
 
+TEST_CASE("anthropic: a reply after a prompt that opened <think> (DeepSeek-R1) streams its reasoning as thinking",
+          "[server]") {
+  AnthropicReply a = reply(false);
+  a.opened_thinking = true;
+  const std::string text = "add them\n</think>\n\n4.";
+  AnthropicStream s(a);
+  std::string sse = s.start();
+  for (const char c : text) sse += s.feed(std::string(1, c));
+  sse += s.finish(result(text, model::StopReason::end_of_generation), "");
+  std::string thinking, answer;
+  for (const json& e : events(sse)) {
+    if (e["type"] != "content_block_delta") continue;
+    if (e["delta"]["type"] == "thinking_delta") thinking += e["delta"]["thinking"].get<std::string>();
+    if (e["delta"]["type"] == "text_delta") answer += e["delta"]["text"].get<std::string>();
+  }
+  CHECK(thinking == "add them");
+  CHECK(answer == "4.");
+  const json whole = anthropic_message(a, result(text, model::StopReason::end_of_generation), "");
+  CHECK(whole["content"] == json::array({{{"type", "thinking"}, {"thinking", "add them"}, {"signature", ""}},
+                                         {{"type", "text"}, {"text", "4."}}}));
+}
+
 TEST_CASE("anthropic: a plain streamed reply holds back a possible <think> and ends with its stop reason", "[server]") {
   AnthropicStream s(reply(false));
   (void)s.start();
