@@ -464,31 +464,6 @@ MaybeError read_prompt(const json& o, CompletionRequest& r) {
   return std::nullopt;
 }
 
-// The body as a JSON object, or the 400 to answer with.
-Parsed<json> parse_object(std::string_view body, const RequestLimits& limits) {
-  if (json_depth(body, limits.max_json_depth + 1) > limits.max_json_depth) {
-    return Parsed<json>::failure(bad_request("the body nests arrays or objects deeper than " +
-                                             std::to_string(limits.max_json_depth) + " levels"));
-  }
-  json j;
-  try {
-    j = json::parse(body);
-  } catch (const json::out_of_range&) {
-    // "number overflow parsing '1e999'": a number beyond a double's range (about 1.8e308).
-    return Parsed<json>::failure(
-        bad_request("the body is not valid JSON: a number in it is too large for a 64-bit float (over 1.8e308)"));
-  } catch (const json::exception& e) {
-    // e.what(): "[json.exception.parse_error.101] parse error at line 1, column 2: ..."; what it
-    // quotes of the body is cut short.
-    std::string what = e.what();
-    if (const size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
-    return Parsed<json>::failure(bad_request("the body is not valid JSON: " + ellipsize(what, 200)));
-  }
-  if (!j.is_object())
-    return Parsed<json>::failure(bad_request(std::string("the body must be a JSON object, not ") + j.type_name()));
-  return Parsed<json>::success(std::move(j));
-}
-
 }  // namespace
 
 int json_depth(std::string_view text, int limit) {
@@ -516,8 +491,32 @@ int json_depth(std::string_view text, int limit) {
   return deepest;
 }
 
+Parsed<json> parse_json_object(std::string_view body, const RequestLimits& limits) {
+  if (json_depth(body, limits.max_json_depth + 1) > limits.max_json_depth) {
+    return Parsed<json>::failure(bad_request("the body nests arrays or objects deeper than " +
+                                             std::to_string(limits.max_json_depth) + " levels"));
+  }
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::out_of_range&) {
+    // "number overflow parsing '1e999'": a number beyond a double's range (about 1.8e308).
+    return Parsed<json>::failure(
+        bad_request("the body is not valid JSON: a number in it is too large for a 64-bit float (over 1.8e308)"));
+  } catch (const json::exception& e) {
+    // e.what(): "[json.exception.parse_error.101] parse error at line 1, column 2: ..."; what it
+    // quotes of the body is cut short.
+    std::string what = e.what();
+    if (const size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    return Parsed<json>::failure(bad_request("the body is not valid JSON: " + ellipsize(what, 200)));
+  }
+  if (!j.is_object())
+    return Parsed<json>::failure(bad_request(std::string("the body must be a JSON object, not ") + j.type_name()));
+  return Parsed<json>::success(std::move(j));
+}
+
 Parsed<ChatRequest> parse_chat_request(std::string_view body, const RequestLimits& limits) {
-  auto j = parse_object(body, limits);
+  auto j = parse_json_object(body, limits);
   if (!j.ok) return Parsed<ChatRequest>::failure(j.error);
   ChatRequest r;
   if (auto e = read_model(j.value, r.model)) return Parsed<ChatRequest>::failure(*e);
@@ -530,7 +529,7 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const RequestLimit
 }
 
 Parsed<CompletionRequest> parse_completion_request(std::string_view body, const RequestLimits& limits) {
-  auto j = parse_object(body, limits);
+  auto j = parse_json_object(body, limits);
   if (!j.ok) return Parsed<CompletionRequest>::failure(j.error);
   CompletionRequest r;
   if (auto e = read_model(j.value, r.model)) return Parsed<CompletionRequest>::failure(*e);

@@ -75,6 +75,10 @@ struct CompletionRequest {
 Parsed<ChatRequest> parse_chat_request(std::string_view body, const RequestLimits& limits);
 Parsed<CompletionRequest> parse_completion_request(std::string_view body, const RequestLimits& limits);
 
+// The body as a JSON object, or the 400 to answer with (not JSON, not an object, nested deeper than
+// limits.max_json_depth).
+Parsed<nlohmann::json> parse_json_object(std::string_view body, const RequestLimits& limits);
+
 // Nesting depth of arrays and objects in `text`, outside strings; stops counting past `limit`.
 int json_depth(std::string_view text, int limit);
 

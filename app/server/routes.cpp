@@ -4,6 +4,7 @@
 #include <chrono>
 #include <string>
 
+#include "app/server/anthropic_json.h"
 #include "app/server/connection_pool.h"
 #include "app/server/loopback.h"
 #include "app/server/openai_json.h"
@@ -49,7 +50,8 @@ bool answer_cors(const ServerOptions& o, const httplib::Request& req, httplib::R
   }
   res.status = 204;
   res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-  res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+  res.set_header("Access-Control-Allow-Headers",
+                 "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta");
   res.set_header("Access-Control-Max-Age", "600");
   return true;
 }
@@ -100,22 +102,35 @@ httplib::Server::HandlerResponse check_request(ServerContext& ctx, const httplib
   const ServerOptions& o = ctx.options;
   if (ambiguous_length_refused(req, res) || answer_cors(o, req, res) || loopback_host_refused(o, req, res))
     return httplib::Server::HandlerResponse::Handled;
+  const ErrorShape shape = error_shape(req);
   if (!o.api_key.empty() && req.path != "/health") {
+    // The key as a bearer token (OpenAI's clients) or in x-api-key (Anthropic's).
     const std::string auth = req.get_header_value("Authorization");
+    const std::string x_api_key = req.get_header_value("x-api-key");
     constexpr std::string_view bearer = "Bearer ";
-    if (auth.empty()) {
-      send_error(res, ApiError{401, "this server needs an API key: send the header \"Authorization: Bearer KEY\"",
-                               "invalid_request_error", "", "invalid_api_key"});
+    if (auth.empty() && x_api_key.empty()) {
+      send_error(res,
+                 ApiError{401,
+                          "this server needs an API key: send the header \"Authorization: Bearer KEY\" or "
+                          "\"x-api-key: KEY\"",
+                          "invalid_request_error", "", "invalid_api_key"},
+                 shape);
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (!auth.starts_with(bearer) || !same_secret(std::string_view(auth).substr(bearer.size()), o.api_key)) {
-      send_error(res, ApiError{401, "incorrect API key provided", "invalid_request_error", "", "invalid_api_key"});
+    const bool good =
+        auth.empty() ? same_secret(x_api_key, o.api_key)
+                     : auth.starts_with(bearer) && same_secret(std::string_view(auth).substr(bearer.size()), o.api_key);
+    if (!good) {
+      send_error(res, ApiError{401, "incorrect API key provided", "invalid_request_error", "", "invalid_api_key"},
+                 shape);
       return httplib::Server::HandlerResponse::Handled;
     }
   }
   if (ctx.stopping.load() && req.path != "/health" && req.path != "/metrics") {
-    send_error(res, ApiError{503, "the server is shutting down; retry once it is back", "server_error", "",
-                             "server_shutting_down"});
+    send_error(
+        res,
+        ApiError{503, "the server is shutting down; retry once it is back", "server_error", "", "server_shutting_down"},
+        shape);
     return httplib::Server::HandlerResponse::Handled;
   }
   return httplib::Server::HandlerResponse::Unhandled;
@@ -130,8 +145,8 @@ httplib::Server::HandlerResponse fill_error(ServerContext& ctx, const httplib::R
   switch (res.status) {
     case 404:
       e.message = "no route " + req.method + " " + req.path +
-                  "; kvchat serve answers POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET "
-                  "/health and GET /metrics";
+                  "; kvchat serve answers POST /v1/chat/completions, POST /v1/completions, POST /v1/messages, POST "
+                  "/v1/messages/count_tokens, GET /v1/models, GET /health and GET /metrics";
       e.code = "unknown_route";
       break;
     case 413:
@@ -144,7 +159,7 @@ httplib::Server::HandlerResponse fill_error(ServerContext& ctx, const httplib::R
       e.message = "the request could not be read as HTTP/1.1 (status " + std::to_string(res.status) + ")";
       if (res.status >= 500) e.type = "server_error";
   }
-  send_error(res, e);
+  send_error(res, e, error_shape(req));
   return httplib::Server::HandlerResponse::Handled;
 }
 
@@ -202,9 +217,13 @@ void ServerContext::wait_inactive(std::chrono::milliseconds timeout) {
   active_cv.wait_for(lock, timeout, [&] { return n_active == 0; });
 }
 
-void send_error(httplib::Response& res, const ApiError& e) {
+ErrorShape error_shape(const httplib::Request& req) {
+  return req.path.starts_with("/v1/messages") ? ErrorShape::anthropic : ErrorShape::openai;
+}
+
+void send_error(httplib::Response& res, const ApiError& e, ErrorShape shape) {
   res.status = e.status;
-  res.set_content(dump(e.to_json()), "application/json");
+  res.set_content(dump(shape == ErrorShape::anthropic ? anthropic_error(e) : e.to_json()), "application/json");
 }
 
 void register_routes(httplib::Server& http, ServerContext& ctx) {
@@ -212,13 +231,13 @@ void register_routes(httplib::Server& http, ServerContext& ctx) {
       [&ctx](const httplib::Request& req, httplib::Response& res) { return check_request(ctx, req, res); });
   http.set_error_handler(httplib::Server::HandlerWithResponse(
       [&ctx](const httplib::Request& req, httplib::Response& res) { return fill_error(ctx, req, res); }));
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  http.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown";
     try {
       if (ep) std::rethrow_exception(ep);
     } catch (const std::exception& e) { what = e.what(); } catch (...) {
     }
-    send_error(res, ApiError{500, "internal error: " + ellipsize(what), "server_error", "", ""});
+    send_error(res, ApiError{500, "internal error: " + ellipsize(what), "server_error", "", ""}, error_shape(req));
   });
   http.set_logger([&ctx](const httplib::Request& req, const httplib::Response& res) {
     ctx.metrics.count_request(req.path, res.status);
@@ -227,6 +246,10 @@ void register_routes(httplib::Server& http, ServerContext& ctx) {
             [&ctx](const httplib::Request& req, httplib::Response& res) { handle_chat_completions(ctx, req, res); });
   http.Post("/v1/completions",
             [&ctx](const httplib::Request& req, httplib::Response& res) { handle_completions(ctx, req, res); });
+  http.Post("/v1/messages",
+            [&ctx](const httplib::Request& req, httplib::Response& res) { handle_messages(ctx, req, res); });
+  http.Post("/v1/messages/count_tokens",
+            [&ctx](const httplib::Request& req, httplib::Response& res) { handle_count_tokens(ctx, req, res); });
   http.Get("/v1/models", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_models(ctx, req, res); });
   http.Get("/v1/models/(.+)",
            [&ctx](const httplib::Request& req, httplib::Response& res) { handle_model(ctx, req, res); });

@@ -1,12 +1,15 @@
-// POST /v1/chat/completions and POST /v1/completions: parse, map to tokens, admit, answer.
+// POST /v1/chat/completions, /v1/completions and /v1/messages (+ count_tokens): parse, map to tokens, admit, answer.
 #include <algorithm>
 #include <optional>
+#include <span>
 
 #include "app/common/chat_window.h"
+#include "app/server/anthropic_request.h"
 #include "app/server/openai_json.h"
 #include "app/server/response_format.h"
 #include "app/server/server_context.h"
 #include "app/server/streaming.h"
+#include "core/chat/reasoning.h"
 
 namespace kvc::server {
 
@@ -88,18 +91,23 @@ Parsed<app::ChatWindow> context_window(const ServerContext& ctx, const ChatReque
 // Admits the generation and answers it, whole or streamed.
 void run(ServerContext& ctx, httplib::Response& res, GenerationRequest gr, const GenerationParams& p,
          GenerationJob job) {
+  const ErrorShape shape = job.anthropic ? ErrorShape::anthropic : ErrorShape::openai;
   Refusal refusal = Refusal::none;
   std::shared_ptr<Generation> g = ctx.host.start(std::move(gr), refusal);
   if (!g) {
     if (refusal == Refusal::queue_full) {
       res.set_header("Retry-After", std::to_string(ctx.options.retry_after_s));
-      send_error(res, ApiError{429,
-                               "the server is busy: " + std::to_string(ctx.host.n_in_flight()) +
-                                   " requests are in flight, its limit (kvchat-cli serve --max-queue); retry shortly",
-                               "rate_limit_exceeded", "", "queue_full"});
+      send_error(res,
+                 ApiError{429,
+                          "the server is busy: " + std::to_string(ctx.host.n_in_flight()) +
+                              " requests are in flight, its limit (kvchat-cli serve --max-queue); retry shortly",
+                          "rate_limit_exceeded", "", "queue_full"},
+                 shape);
     } else {
-      send_error(res, ApiError{503, "the server is shutting down; retry once it is back", "server_error", "",
-                               "server_shutting_down"});
+      send_error(res,
+                 ApiError{503, "the server is shutting down; retry once it is back", "server_error", "",
+                          "server_shutting_down"},
+                 shape);
     }
     return;
   }
@@ -138,51 +146,113 @@ std::optional<ApiError> force_tool_call(const ServerContext& ctx, ChatRequest& c
   return std::nullopt;
 }
 
+// A chat request mapped to its prompt (the history through the conversation mapper, the context
+// window, the engine's options), with its job; or the error to answer with. /v1/chat/completions
+// and /v1/messages both come here: one mapping, one engine path, one cache.
+struct PreparedChat {
+  GenerationRequest gr;
+  GenerationJob job;
+  std::vector<int32_t> stream;  // the whole conversation's tokens, what the answer is remembered after
+};
+
+// force: build the grammar of a forced call (not needed to count a prompt's tokens).
+Parsed<PreparedChat> prepare_chat(ServerContext& ctx, ChatRequest& cr, bool force) {
+  using P = Parsed<PreparedChat>;
+  if (cr.model != ctx.options.model_id) return P::failure(unknown_model(ctx, cr.model));
+  // The window keeps the system prompt and the last message whatever else it drops.
+  size_t n_kept_bytes = cr.messages.empty() ? 0 : cr.messages.back().content.size();
+  if (cr.messages.size() > 1 && cr.messages[0].role == "system") n_kept_bytes += cr.messages[0].content.size();
+  if (auto e = cannot_fit(ctx, n_kept_bytes, "the last message (with the system prompt)", "messages"))
+    return P::failure(*e);
+  // Tools: rendered by the model's template and its reply read for calls, unless tool_choice is
+  // "none" (then neither: the model sees no tools, as OpenAI's none means no call). A forced call
+  // ("required", a named function) is held by grammar-constrained sampling to the shape of a call
+  // in the template's format (core/chat/tool_constraint.h), with arguments its schema allows.
+  const bool tools = !cr.tools_json.empty() && cr.tool_choice != ToolChoice::none;
+  if (force && tools && (cr.tool_choice == ToolChoice::required || cr.tool_choice == ToolChoice::named)) {
+    if (auto e = force_tool_call(ctx, cr)) return P::failure(*e);
+  }
+  auto mapped = ctx.mapper.map(cr.messages, cr.reasoning_effort, tools ? cr.tools_json : std::string());
+  if (!mapped.ok()) return P::failure(bad_request(mapped.error().message, "messages"));
+  auto window = context_window(ctx, cr, *mapped);
+  if (!window.ok) return P::failure(window.error);
+  auto options = request_options(ctx, cr.params, static_cast<int64_t>(window.value.prompt.size()),
+                                 ctx.model.chat_template().stop_strings(), "messages");
+  if (!options.ok) return P::failure(options.error);
+
+  PreparedChat out;
+  GenerationJob& job = out.job;
+  job.endpoint = Endpoint::chat;
+  job.harmony = ctx.model.chat_template().family() == chat::ChatTemplate::Family::harmony;
+  job.tool_format = chat::tool_format_of(ctx.model.chat_template().family());
+  job.tools = tools && job.tool_format != chat::ToolFormat::none;
+  job.n_prompt = static_cast<int64_t>(window.value.prompt.size());
+  job.history = HistoryInfo{mapped->conversation, mapped->n_answers, mapped->n_answers_recalled,
+                            static_cast<int64_t>(window.value.first)};
+  out.stream = std::move(mapped->tokens);
+  out.gr = GenerationRequest{mapped->conversation, std::move(window.value.prompt), std::move(options.value)};
+  return P::success(std::move(out));
+}
+
 }  // namespace
 
 void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   Parsed<ChatRequest> parsed = parse_chat_request(req.body, ctx.options.limits);
   if (!parsed.ok) return send_error(res, parsed.error);
   ChatRequest& cr = parsed.value;
-  if (cr.model != ctx.options.model_id) return send_error(res, unknown_model(ctx, cr.model));
-  // The window keeps the system prompt and the last message whatever else it drops.
-  size_t n_kept_bytes = cr.messages.empty() ? 0 : cr.messages.back().content.size();
-  if (cr.messages.size() > 1 && cr.messages[0].role == "system") n_kept_bytes += cr.messages[0].content.size();
-  if (auto e = cannot_fit(ctx, n_kept_bytes, "the last message (with the system prompt)", "messages"))
-    return send_error(res, *e);
-  // Tools: rendered by the model's template and its reply read for calls, unless tool_choice is
-  // "none" (then neither: the model sees no tools, as OpenAI's none means no call). A forced call
-  // ("required", a named function) is held by grammar-constrained sampling to the shape of a call
-  // in the template's format (core/chat/tool_constraint.h), with arguments its schema allows.
-  const bool tools = !cr.tools_json.empty() && cr.tool_choice != ToolChoice::none;
-  if (tools && (cr.tool_choice == ToolChoice::required || cr.tool_choice == ToolChoice::named)) {
-    if (auto e = force_tool_call(ctx, cr)) return send_error(res, *e);
-  }
-  auto mapped = ctx.mapper.map(cr.messages, cr.reasoning_effort, tools ? cr.tools_json : std::string());
-  if (!mapped.ok()) return send_error(res, bad_request(mapped.error().message, "messages"));
-  auto window = context_window(ctx, cr, *mapped);
-  if (!window.ok) return send_error(res, window.error);
-  auto options = request_options(ctx, cr.params, static_cast<int64_t>(window.value.prompt.size()),
-                                 ctx.model.chat_template().stop_strings(), "messages");
-  if (!options.ok) return send_error(res, options.error);
-
-  GenerationJob job;
-  job.endpoint = Endpoint::chat;
-  job.harmony = ctx.model.chat_template().family() == chat::ChatTemplate::Family::harmony;
-  job.tool_format = chat::tool_format_of(ctx.model.chat_template().family());
-  job.tools = tools && job.tool_format != chat::ToolFormat::none;
-  job.ids = ResponseIds{new_response_id("chatcmpl-"), unix_now(), ctx.options.model_id};
-  job.n_prompt = static_cast<int64_t>(window.value.prompt.size());
-  job.history = HistoryInfo{mapped->conversation, mapped->n_answers, mapped->n_answers_recalled,
-                            static_cast<int64_t>(window.value.first)};
+  Parsed<PreparedChat> prepared = prepare_chat(ctx, cr, /*force=*/true);
+  if (!prepared.ok) return send_error(res, prepared.error);
+  PreparedChat& pc = prepared.value;
+  pc.job.ids = ResponseIds{new_response_id("chatcmpl-"), unix_now(), ctx.options.model_id};
   // An answer is remembered after the whole stream (what the next request maps it back after),
   // whatever window of it the engine ran.
-  std::vector<int32_t> stream = std::move(mapped->tokens);
-  job.on_finished = [&mapper = ctx.mapper, stream](const engine::RequestResult& r) {
+  pc.job.on_finished = [&mapper = ctx.mapper, stream = std::move(pc.stream)](const engine::RequestResult& r) {
     mapper.remember(stream, r.text, r.tokens);
   };
-  GenerationRequest gr{mapped->conversation, std::move(window.value.prompt), std::move(options.value)};
-  run(ctx, res, std::move(gr), cr.params, std::move(job));
+  run(ctx, res, std::move(pc.gr), cr.params, std::move(pc.job));
+}
+
+void handle_messages(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const ErrorShape shape = ErrorShape::anthropic;
+  Parsed<MessagesRequest> parsed = parse_messages_request(req.body, ctx.options.limits, MessagesBody::create,
+                                                          ctx.model.chat_template().uses_reasoning_effort());
+  if (!parsed.ok) return send_error(res, parsed.error, shape);
+  ChatRequest& cr = parsed.value.chat;
+  Parsed<PreparedChat> prepared = prepare_chat(ctx, cr, /*force=*/true);
+  if (!prepared.ok) return send_error(res, prepared.error, shape);
+  PreparedChat& pc = prepared.value;
+  pc.job.ids = ResponseIds{new_response_id("msg_"), unix_now(), ctx.options.model_id};
+  AnthropicReply a;
+  a.ids = pc.job.ids;
+  a.n_prompt = pc.job.n_prompt;
+  a.history = pc.job.history;
+  a.tools = pc.job.tools;
+  a.tool_format = pc.job.tool_format;
+  a.stop_sequences = cr.params.stop;
+  const std::vector<int32_t>& prompt = pc.gr.prompt;
+  const std::string tail = ctx.model.tokenizer().decode(std::span(prompt).last(std::min<size_t>(prompt.size(), 4)));
+  a.opened_thinking = tail.find_last_not_of(" \n\r\t") != std::string::npos &&
+                      tail.substr(0, tail.find_last_not_of(" \n\r\t") + 1).ends_with(chat::k_think_open);
+  pc.job.anthropic = std::move(a);
+  // Remembered under the whole reply (as the OpenAI route does) and under its text blocks, the
+  // content a client sends back when the reply had reasoning: either maps back to the engine's ids.
+  pc.job.on_finished = [&mapper = ctx.mapper, stream = std::move(pc.stream),
+                        reply = *pc.job.anthropic](const engine::RequestResult& r) {
+    mapper.remember(stream, r.text, r.tokens);
+    const ReplyBlocks b = reply_blocks(reply, r.text, /*finished=*/true);
+    if (b.calls.empty() && b.text != r.text) mapper.remember(stream, b.text, r.tokens);
+  };
+  run(ctx, res, std::move(pc.gr), cr.params, std::move(pc.job));
+}
+
+void handle_count_tokens(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const ErrorShape shape = ErrorShape::anthropic;
+  Parsed<MessagesRequest> parsed = parse_messages_request(req.body, ctx.options.limits, MessagesBody::count_tokens,
+                                                          ctx.model.chat_template().uses_reasoning_effort());
+  if (!parsed.ok) return send_error(res, parsed.error, shape);
+  Parsed<PreparedChat> prepared = prepare_chat(ctx, parsed.value.chat, /*force=*/false);
+  if (!prepared.ok) return send_error(res, prepared.error, shape);
+  res.set_content(dump(nlohmann::json{{"input_tokens", prepared.value.job.n_prompt}}), "application/json");
 }
 
 void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {

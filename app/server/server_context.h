@@ -37,12 +37,19 @@ struct ServerContext {
   void wait_inactive(std::chrono::milliseconds timeout);
 };
 
-// Writes `e` as the response: its status and the OpenAI error object.
-void send_error(httplib::Response& res, const ApiError& e);
+// The error object a route answers with: OpenAI's, or Anthropic's on /v1/messages.
+enum class ErrorShape { openai, anthropic };
+ErrorShape error_shape(const httplib::Request& req);
+
+// Writes `e` as the response: its status and the error object in that shape.
+void send_error(httplib::Response& res, const ApiError& e, ErrorShape shape = ErrorShape::openai);
 
 // The routes, in routes.cpp (models, health, metrics, auth, errors) and routes_generate.cpp.
 void register_routes(httplib::Server& http, ServerContext& ctx);
 void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+// Anthropic's Messages API on the same mapping and engine path as chat completions.
+void handle_messages(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_count_tokens(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 
 }  // namespace kvc::server

@@ -14,6 +14,13 @@ namespace {
 using nlohmann::json;
 constexpr auto k_poll = std::chrono::milliseconds(100);
 constexpr auto k_drain_limit = std::chrono::seconds(30);
+constexpr auto k_ping_every = std::chrono::seconds(10);  // an Anthropic stream's keep-alive while nothing comes
+
+// The reply with what the engine cut at its end (a stop string), to tell which one; "" otherwise.
+std::string generated_text(const ServerContext& ctx, const engine::RequestResult& r) {
+  if (r.reason != model::StopReason::stop_string) return "";
+  return ctx.model.tokenizer().decode(r.tokens);
+}
 
 // Bookkeeping once a generation ended: metrics, and the answer remembered.
 void conclude(ServerContext& ctx, const Generation& g, const GenerationJob& job) {
@@ -44,6 +51,8 @@ struct Stream {
   chat::ReasoningStream harmony;              // job.harmony: the reply split as it streams
   std::optional<chat::ToolCallStream> calls;  // job.tools: the reply read for tool calls as it streams
   bool called = false;                        // a call was streamed: finish_reason "tool_calls"
+  std::optional<AnthropicStream> anthropic;   // job.anthropic: the reply as Anthropic's events
+  std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
 
   std::string call_events(const chat::ToolCallStream::Delta& d) {
     called = called || !d.calls.empty();
@@ -58,6 +67,7 @@ struct Stream {
   }
 
   std::string text_event(const std::string& text) {
+    if (anthropic) return anthropic->feed(text);
     if (job.endpoint == Endpoint::chat && job.tools) {
       if (!calls) calls.emplace(job.tool_format, job.ids.id);
       return call_events(calls->feed(text));
@@ -68,8 +78,13 @@ struct Stream {
   }
 
   // The events that end a stream: finish reason, usage, [DONE]; or an error event.
-  std::string closing_events() const {
+  std::string closing_events() {
     const engine::RequestResult& r = g->result();
+    if (anthropic) {
+      if (r.state != engine::RequestState::finished)
+        return named_event(anthropic_error(generation_error(r, shutting_down)));
+      return anthropic->finish(r, generated_text(ctx, r));
+    }
     if (r.state != engine::RequestState::finished) return sse_event(generation_error(r, shutting_down).to_json());
     std::string out;
     if (job.endpoint == Endpoint::chat) {
@@ -86,7 +101,14 @@ struct Stream {
 
   // One call of httplib's provider: false ends the response (the client is gone).
   bool pump(httplib::DataSink& sink) {
-    auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+    auto write = [&](const std::string& s) {
+      last_write = std::chrono::steady_clock::now();
+      return sink.write(s.data(), s.size());
+    };
+    if (!role_sent && anthropic) {
+      role_sent = true;
+      if (!write(anthropic->start())) return false;
+    }
     if (!role_sent && job.endpoint == Endpoint::chat) {
       role_sent = true;
       if (!write(sse_event(chat_chunk(job.ids, json{{"role", "assistant"}, {"content", ""}}, "")))) return false;
@@ -98,6 +120,8 @@ struct Stream {
     }
     if (!u.done) {
       if (watch.closed()) return false;
+      if (anthropic && std::chrono::steady_clock::now() - last_write > k_ping_every && !write(AnthropicStream::ping()))
+        return false;
       if (ctx.stopping.load() && !g->cancel_requested()) {
         shutting_down = true;
         g->cancel();
@@ -106,11 +130,12 @@ struct Stream {
     }
     concluded = true;
     conclude(ctx, *g, job);
-    if (job.endpoint == Endpoint::chat && job.tools) {  // what was held back as a call's possible start
+    // (an Anthropic stream's closing events finish what it held back)
+    if (!anthropic && job.endpoint == Endpoint::chat && job.tools) {  // what was held back as a call's possible start
       if (!calls) calls.emplace(job.tool_format, job.ids.id);
       const std::string rest = call_events(calls->finish());
       if (!rest.empty() && !write(rest)) return false;
-    } else if (job.endpoint == Endpoint::chat && job.harmony) {  // what was held back as a marker's possible start
+    } else if (!anthropic && job.endpoint == Endpoint::chat && job.harmony) {  // held back as a marker's start
       const std::string rest = delta_events(harmony.finish());
       if (!rest.empty() && !write(rest)) return false;
     }
@@ -164,7 +189,9 @@ void respond_whole(ServerContext& ctx, httplib::Response& res, std::shared_ptr<G
   if (gone) {
     res.status = 499;  // nginx's "client closed request": nobody reads it, the logs and metrics do
   } else if (r.state != engine::RequestState::finished) {
-    send_error(res, generation_error(r, shutting_down));
+    send_error(res, generation_error(r, shutting_down), job.anthropic ? ErrorShape::anthropic : ErrorShape::openai);
+  } else if (job.anthropic) {
+    res.set_content(dump(anthropic_message(*job.anthropic, r, generated_text(ctx, r))), "application/json");
   } else {
     json body = job.endpoint == Endpoint::chat ? chat_completion(job.ids, r, job.n_prompt, job.history)
                                                : text_completion(job.ids, r, job.n_prompt);
@@ -184,6 +211,7 @@ void respond_whole(ServerContext& ctx, httplib::Response& res, std::shared_ptr<G
 void respond_stream(ServerContext& ctx, httplib::Response& res, std::shared_ptr<Generation> g, GenerationJob job) {
   ctx.begin_active();
   auto s = std::make_shared<Stream>(ctx, std::move(g), std::move(job));
+  if (s->job.anthropic) s->anthropic.emplace(*s->job.anthropic);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(

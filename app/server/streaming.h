@@ -4,11 +4,14 @@
 //   stream:  data: {chunk: role}  data: {chunk: text}...  data: {chunk: finish_reason}
 //            [data: {usage chunk}]  data: [DONE]
 //   failed or shutting down mid-stream:  data: {"error": {...}}   (then the stream ends)
+// or, for /v1/messages, Anthropic's message and events (anthropic_json.h).
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <optional>
 
+#include "app/server/anthropic_json.h"
 #include "app/server/engine_host.h"
 #include "app/server/openai_json.h"
 #include "app/server/server_context.h"
@@ -28,6 +31,8 @@ struct GenerationJob {
   // (core/chat/tool_calls.h), answered as tool_calls with finish_reason "tool_calls".
   bool tools = false;
   chat::ToolFormat tool_format = chat::ToolFormat::none;
+  // Set on /v1/messages: the reply is answered as Anthropic's message or events, errors in its shape.
+  std::optional<AnthropicReply> anthropic;
   // Runs once when the generation finished (not cancelled, not failed): the mapper remembers
   // the answer's ids.
   std::function<void(const engine::RequestResult&)> on_finished;

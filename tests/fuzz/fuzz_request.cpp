@@ -1,10 +1,11 @@
 // libFuzzer target for what the server reads from a client before any model runs: any bytes as a
 // connection's first bytes (the connection pool's head scan) and as a request body (the chat and
-// completion parsers, with the server's limits).
+// completion parsers and Anthropic's messages parser, with the server's limits).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
+#include "app/server/anthropic_request.h"
 #include "app/server/request_head.h"
 #include "app/server/request_parsing.h"
 
@@ -21,5 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const kvc::server::RequestLimits limits;
   (void)kvc::server::parse_chat_request(bytes, limits);
   (void)kvc::server::parse_completion_request(bytes, limits);
+  (void)kvc::server::parse_messages_request(bytes, limits, kvc::server::MessagesBody::create, true);
+  (void)kvc::server::parse_messages_request(bytes, limits, kvc::server::MessagesBody::count_tokens, false);
   return 0;
 }

@@ -26,6 +26,17 @@ std::string openai_client_missing() {
   return "";
 }
 
+std::string anthropic_client_missing() {
+  if (const std::string v = qwen_vocab_missing(); !v.empty()) return v;
+  const auto why = k_npm_dir / "openai-missing.txt";
+  if (std::filesystem::exists(why)) return "the npm clients were not fetched: " + read_file(why);
+  if (!std::filesystem::exists(k_npm_dir / "node_modules" / "@anthropic-ai" / "sdk")) {
+    return "the @anthropic-ai/sdk npm client is not installed in " + k_npm_dir.string() +
+           " (CTest's test_openai_client fixture runs tests/server/fetch-openai-client.sh)";
+  }
+  return "";
+}
+
 nlohmann::json run_node_at(const std::string& base_url, const std::string& script, const std::string& args,
                            int timeout_s, const ServeProcess* s) {
   std::string cmd = "timeout ";

@@ -1,4 +1,4 @@
-// The server tests' Node clients (the official openai npm package, fetched by CTest's
+// The server tests' Node clients (the official openai and @anthropic-ai/sdk npm packages, fetched by CTest's
 // test_openai_client fixture): why they cannot run here, and running one of their scripts.
 #pragma once
 
@@ -14,6 +14,8 @@ inline constexpr const char* k_chat_model_id = "chat-qwen";  // make_chat_model'
 
 // Why the openai client cannot run here ("" when it can): the Qwen vocabulary or the npm package missing.
 std::string openai_client_missing();
+// The same for the @anthropic-ai/sdk client (fetched beside openai by the same fixture).
+std::string anthropic_client_missing();
 
 // Runs a Node script of tests/server with its client arguments (node_modules, base URL, the chat
 // model's id) and then ARGS; its last output line as JSON (the test fails on none, or on a
