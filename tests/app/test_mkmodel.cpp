@@ -161,9 +161,9 @@ TEST_CASE("mkmodel: --tied, --rope-base and --arch qwen2 write what llama.cpp ex
   // A typo in the architecture is refused with the choices.
   const auto bad = test::cli("mkmodel --arch qwen9" + small() + " -o " + test::quoted(tmp.file("x.gguf")), tmp);
   CHECK(bad.exit_code != 0);
-  CHECK_THAT(
-      bad.err,
-      Catch::Contains("llama, llama3, qwen2, qwen3, qwen3moe, gpt-oss, deepseek2, phi3, smollm3, gemma2 or gemma3"));
+  CHECK_THAT(bad.err,
+             Catch::Contains(
+                 "llama, llama3, qwen2, qwen3, qwen3moe, gpt-oss, deepseek2, phi3, smollm3, gemma2, gemma3 or lfm2"));
 }
 
 TEST_CASE("mkmodel: a preset writes its model's architecture, vocabulary size and tying, and options given override it",
