@@ -16,6 +16,7 @@
 #include "core/model/session.h"
 #include "storage/sqlite_cold_store.h"
 #include "support/model_fixture.h"
+#include "support/no_moe_backend.h"
 #include "support/restart_check.h"
 #include "support/test_support.h"
 
@@ -119,6 +120,14 @@ TEST_CASE("lfm2: logits match llama.cpp's over 203 positions", "[core][e2e]") {
   CHECK(a.worst_rel_rms <= 0.02);
   CHECK(a.top1_agree == a.top1_checked);
   CHECK(a.top1_checked >= 25);
+}
+
+TEST_CASE("lfm2: a backend without the short-convolution op (CUDA) refuses the model by name", "[core]") {
+  test::NoMoeBackend be;  // the CPU backend's ops without its CPU-only ones, as CUDA shows them
+  auto m = model::Model::load(tiny_lfm2(), be);
+  REQUIRE_FALSE(m.ok());
+  CHECK(m.error().code == ErrorCode::unsupported);
+  CHECK_THAT(m.error().what(), Catch::Contains("short-convolution layers") && Catch::Contains("--backend cpu"));
 }
 
 TEST_CASE("lfm2: chunked prefill gives the logits of token-by-token decode", "[core][e2e]") {
