@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/backend/backend.h"
+#include "core/engine/engine.h"
 #include "core/gguf/gguf_writer.h"
 #include "core/kv/kv_group_spec.h"
 #include "core/model/kv_setup.h"
@@ -204,6 +205,42 @@ TEST_CASE("lfm2: an edit or a branch inside a block resumes from the block's sta
   CHECK(s->last_prefix().n_recomputed == 0);
   CHECK(last_row_diff(*l3, want_a3, a3.size(), n_vocab) == 0.0);
   REQUIRE(s->cache().check_invariants().ok());
+}
+
+// Two conversations in one batch, each with its own conv states: the engine's greedy replies are
+// a solo session's.
+TEST_CASE("lfm2: the engine's batched turns match solo sessions", "[core][kv][e2e][engine]") {
+  auto be = backend::make_cpu_backend(2);
+  auto m = model::Model::load(tiny_lfm2(), *be);
+  REQUIRE(m.ok());
+  engine::RequestOptions ro;
+  ro.max_tokens = 12;
+  ro.sampling.temperature = 0;
+  ro.sampling.repeat_penalty = 1.0f;
+  ro.stop_at_eog = false;
+  auto solo = [&](const std::vector<int32_t>& prompt) {
+    auto s = model::Session::create(**m, 1024);
+    REQUIRE(s.ok());
+    model::GenerateOptions g = test::greedy_options(12);
+    g.stop_at_eog = false;
+    auto r = model::generate(*s, prompt, g);
+    REQUIRE(r.ok());
+    return r->tokens;
+  };
+  model::KvSetup ks;
+  ks.t0_tokens = 1024;
+  auto cache = model::create_kv_cache(**m, ks);
+  REQUIRE(cache.ok());
+  engine::Engine eng(**m, **cache);
+  const std::vector<int32_t> a = token_stream(150, 2), b = token_stream(90, 7);
+  const auto ia = eng.submit({1, a, ro, {}, {}});
+  const auto ib = eng.submit({2, b, ro, {}, {}});
+  REQUIRE(eng.run_until_idle([&] { return eng.check_invariants(); }).ok());
+  auto ra = eng.result(ia), rb = eng.result(ib);
+  REQUIRE(ra);
+  REQUIRE(rb);
+  CHECK(ra->tokens == solo(a));
+  CHECK(rb->tokens == solo(b));
 }
 
 // A replay of random operations (turns, branches, parking, eviction to T1 / T2, restarts over the
