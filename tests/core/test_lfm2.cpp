@@ -15,6 +15,7 @@
 #include "core/model/model.h"
 #include "core/model/model_config.h"
 #include "core/model/session.h"
+#include "core/tokenizer/pre_tokenizer.h"
 #include "storage/sqlite_cold_store.h"
 #include "support/model_fixture.h"
 #include "support/no_moe_backend.h"
@@ -113,6 +114,20 @@ TEST_CASE("lfm2 config: a scalar head_count_kv, attention layers that disagree, 
   auto no_cache = config_of(w);
   REQUIRE_FALSE(no_cache.ok());
   CHECK_THAT(no_cache.error().what(), Catch::Contains("lfm2.shortconv.l_cache"));
+}
+
+TEST_CASE("lfm2 tokenizer: pre-tokenizer lfm2 splits as llama3's and adds BOS, as llama.cpp reads it", "[core]") {
+  auto lfm2 = tokenizer::PreTokenizer::create("lfm2");
+  auto llama3 = tokenizer::PreTokenizer::create("llama-bpe");
+  REQUIRE(lfm2.ok());
+  REQUIRE(llama3.ok());
+  CHECK(lfm2->default_add_bos());  // llama.cpp: add_bos for lfm2, as for llama3
+  const std::string text = "Hello, world! It's 12345 o'clock\n\n  <|im_start|>user\nnaïve café 😀";
+  std::vector<std::string_view> a, b;
+  lfm2->split(text, a);
+  llama3->split(text, b);
+  CHECK(a == b);
+  CHECK(a.size() > 10);
 }
 
 TEST_CASE("lfm2: logits match llama.cpp's over 203 positions", "[core][e2e]") {
