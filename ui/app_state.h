@@ -39,6 +39,9 @@ struct ModelState {
   // Gemma's local layers (KV group 1, docs/ARCHITECTURE.md §3.9): how many, and their window; 0: none.
   int64_t n_local_layers = 0;
   int64_t local_window = 0;
+  // lfm2's conv layers (KV group kind recurrent): how many, and the floats of one's state; 0: none.
+  int64_t n_recurrent_layers = 0;
+  int64_t recurrent_state_floats = 0;
   size_t weight_bytes = 0;
   double progress = 0;   // [0, 1] while building or loading
   bool is_demo = false;  // the built-in model with random weights

@@ -52,9 +52,14 @@ Result<KvEstimate> estimate_kv(const KvShape& shape, const KvWhatIf& w, kv::KvFo
   if (w.local_fraction > 0 && w.window_tokens <= 0) {
     return make_error(ErrorCode::invalid_argument, "local layers need a window of at least 1 token");
   }
+  if (shape.n_recurrent_layers < 0 || shape.n_recurrent_layers >= shape.n_layer || shape.state_floats < 0 ||
+      shape.block_tokens <= 0) {
+    return make_error(ErrorCode::invalid_argument, "recurrent layers must be fewer than the layers, with a state");
+  }
   KvEstimate e;
   e.n_kv_head = n_kv_head;
-  e.n_kv_layers = (shape.n_layer + w.share_every - 1) / w.share_every;
+  const int64_t n_attention = shape.n_layer - shape.n_recurrent_layers;
+  e.n_kv_layers = (n_attention + w.share_every - 1) / w.share_every;
   e.n_local_layers = std::min(
       e.n_kv_layers, static_cast<int64_t>(std::llround(w.local_fraction * static_cast<double>(e.n_kv_layers))));
   e.bytes_per_token_layer = 2.0 * static_cast<double>(n_kv_head * shape.head_dim) * kv_element_bytes(format, group);
@@ -66,6 +71,11 @@ Result<KvEstimate> estimate_kv(const KvShape& shape, const KvWhatIf& w, kv::KvFo
   e.bytes_per_conversation =
       e.bytes_per_token_layer * static_cast<double>(n_full * n_tokens + e.n_local_layers * n_local_tokens);
   e.bytes_per_conversation_full = e.bytes_per_token * static_cast<double>(n_tokens);
+  e.state_bytes_per_sequence = 4.0 * static_cast<double>(shape.n_recurrent_layers * shape.state_floats);
+  e.state_bytes_per_conversation =
+      e.state_bytes_per_sequence * static_cast<double>((n_tokens + shape.block_tokens - 1) / shape.block_tokens + 1);
+  e.bytes_per_conversation += e.state_bytes_per_conversation;
+  e.bytes_per_conversation_full += e.state_bytes_per_conversation;
   return e;
 }
 

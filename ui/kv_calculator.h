@@ -16,6 +16,11 @@ struct KvShape {
   int64_t n_head = 0;     // query heads
   int64_t n_kv_head = 0;  // n_head (MHA), fewer (GQA), 1 (MQA)
   int64_t head_dim = 0;
+  // Recurrent layers (lfm2's conv layers, KV group kind recurrent): of n_layer, these keep no
+  // K/V but one F32 state of state_floats per sequence, with a snapshot of it in every block.
+  int64_t n_recurrent_layers = 0;
+  int64_t state_floats = 0;
+  int64_t block_tokens = 16;  // the engine's KV block (a snapshot a block)
 };
 
 // Changes to the shape, applied in this order: KV heads, then layer sharing, then local layers.
@@ -48,6 +53,10 @@ struct KvEstimate {
   double bytes_per_token_local = 0;        // the local layers' (kept for the last window_tokens positions)
   double bytes_per_conversation = 0;       // n_tokens: full layers keep all, local layers at most window_tokens
   double bytes_per_conversation_full = 0;  // n_tokens with every layer keeping every position
+  // Recurrent layers: the state of one sequence (all of them, F32) and the snapshots a
+  // conversation's blocks keep (one state each); both are in bytes_per_conversation(_full).
+  double state_bytes_per_sequence = 0;
+  double state_bytes_per_conversation = 0;
   // What keeping only the local layers' window saves, in [0, 1) of the full figure.
   double saved_fraction() const {
     return bytes_per_conversation_full > 0 ? 1.0 - bytes_per_conversation / bytes_per_conversation_full : 0.0;

@@ -45,6 +45,14 @@ std::string kv_group_line(size_t g, const KvGroupLine& line) {
   out += "  ·  ";
   out += std::to_string(line.n_layers);
   out += line.n_layers == 1 ? " layer  ·  " : " layers  ·  ";
+  if (line.state_bytes > 0) {  // recurrent: a state a sequence, a snapshot of it at every block's end
+    out += "state ";
+    out += format_bytes(line.state_bytes);
+    out += " a sequence, a snapshot a block (";
+    out += format_bytes(line.bytes_per_token);
+    out += " per token)";
+    return out;
+  }
   out += format_bytes(line.bytes_per_token);
   out += " per token";
   return out;

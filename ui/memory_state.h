@@ -154,6 +154,9 @@ struct KvGroupLine {
   int64_t window = 0;          // kind window: the positions its layers attend to
   int32_t source = -1;         // kind shared: the group whose K/V its layers read
   double bytes_per_token = 0;  // 0: it stores nothing of its own
+  // kind recurrent: one sequence's state, of which every block keeps a snapshot (bytes_per_token
+  // is then that snapshot over the block's positions).
+  double state_bytes = 0;
 };
 
 }  // namespace kvc::ui

@@ -58,6 +58,8 @@ void KvCalculatorView::draw(ViewContext& ctx) {
     n_kv_head_ = static_cast<int>(m.n_kv_head);
     head_dim_ = static_cast<int>(m.head_dim);
     n_ctx_ = static_cast<int>(std::max<int64_t>(1, m.n_ctx));
+    n_recurrent_ = static_cast<int>(m.n_recurrent_layers);
+    state_floats_ = m.recurrent_state_floats;
     if (const int g = kv::kv_group_for_head_dim(m.head_dim); g > 0) group_ = g;  // the engine's group for this head
     // The model's own local layers (Gemma), so the estimate splits its layer groups as the cache does.
     const KvWhatIf own = model_local_layers(m.n_local_layers, m.n_layer, m.local_window);
@@ -88,7 +90,8 @@ void KvCalculatorView::draw(ViewContext& ctx) {
   if (local_fraction_ > 0) int_input("window (tokens)", window_tokens_, 1, 1 << 24);
   int_input("layers sharing one KV", share_every_, 1, 1024);
 
-  const KvShape shape{n_layer_, n_head_, n_kv_head_, head_dim_};
+  if (n_recurrent_ > 0) int_input("of them recurrent (conv)", n_recurrent_, 0, n_layer_ - 1);
+  const KvShape shape{n_layer_, n_head_, n_kv_head_, head_dim_, n_recurrent_, n_recurrent_ > 0 ? state_floats_ : 0};
   KvWhatIf w;
   w.n_kv_head = kv_heads_choice_ == 1 ? 1 : kv_heads_choice_ == 2 ? gqa_heads_ : 0;
   w.local_fraction = local_fraction_;
@@ -129,6 +132,12 @@ void KvCalculatorView::draw(ViewContext& ctx) {
                         static_cast<long long>(e->n_kv_head), static_cast<long long>(e->n_kv_layers), n_layer_,
                         static_cast<long long>(e->n_local_layers));
     if (e->n_local_layers > 0) draw_layer_groups(*e, window_tokens_, n_ctx_);
+    if (e->state_bytes_per_sequence > 0) {  // the recurrent group: a state a sequence, a snapshot a block
+      ImGui::TextDisabled("%d recurrent layers: state %s a sequence, a snapshot of it every %lld tokens: %s",
+                          n_recurrent_, format_bytes(e->state_bytes_per_sequence).c_str(),
+                          static_cast<long long>(shape.block_tokens),
+                          format_bytes(e->state_bytes_per_conversation).c_str());
+    }
   }
   ImGui::End();
 }

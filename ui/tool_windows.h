@@ -20,6 +20,8 @@ struct KvCalculatorView {
  private:
   int64_t seeded_from_ = -1;  // snapshot model identity the inputs were seeded from
   int n_layer_ = 22, n_head_ = 32, n_kv_head_ = 4, head_dim_ = 64, n_ctx_ = 2048;
+  int n_recurrent_ = 0;       // the loaded model's recurrent (conv) layers, editable when it has some
+  int64_t state_floats_ = 0;  // floats of one recurrent layer's state
   int group_ = 32;
   int kv_heads_choice_ = 0;  // 0: the model's, 1: MQA, 2: GQA with gqa_heads_
   int gqa_heads_ = 8;

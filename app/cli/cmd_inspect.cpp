@@ -215,7 +215,12 @@ int run_inspect(InspectArgs a) {
                                      ? "; int8/int4 and their rotated h forms: one scale per " + std::to_string(group) +
                                            " elements; int4c K: one per channel and block of 16 positions"
                                      : "";
-  if (c.n_layer_kv() < c.n_layer) {
+  if (c.n_recurrent_layers() > 0) {
+    std::printf(
+        "\nKV cache per token (%lld of %lld layers store K and V; the %lld conv layers keep a state a sequence%s):\n",
+        static_cast<long long>(c.n_layer - c.n_recurrent_layers()), static_cast<long long>(c.n_layer),
+        static_cast<long long>(c.n_recurrent_layers()), scale_note.c_str());
+  } else if (c.n_layer_kv() < c.n_layer) {
     std::printf("\nKV cache per token (%lld of %lld layers store K and V, the rest read theirs%s):\n",
                 static_cast<long long>(c.n_layer_kv()), static_cast<long long>(c.n_layer), scale_note.c_str());
   } else if (c.mla) {
@@ -231,10 +236,15 @@ int run_inspect(InspectArgs a) {
   constexpr int k_block_tokens = 16;
   for (kv::KvFormat fmt : kv::k_kv_formats) {
     const std::string name(kv::kv_format_name(fmt));
-    const auto layout = c.kv_layout(k_block_tokens, fmt, fmt);
+    // A model with recurrent layers: the attention layers' group (the conv states are below).
+    const auto layout = c.n_recurrent_layers() > 0 ? c.kv_group_layout(0, k_block_tokens, fmt, fmt)
+                                                   : c.kv_layout(k_block_tokens, fmt, fmt);
     if (!layout.ok()) {
       if (c.mla) {
         std::printf("  %-5s not available for a latent (MLA) cache yet (use f16 or int8)\n", name.c_str());
+      } else if (c.n_recurrent_layers() > 0) {
+        std::printf("  %-5s not available: this model's recurrent layers (a second KV group) cannot hold it yet\n",
+                    name.c_str());
       } else {
         std::printf("  %-5s not available: head size %lld is not a multiple of 8 (use f16)\n", name.c_str(),
                     static_cast<long long>(c.head_dim));
@@ -243,7 +253,9 @@ int run_inspect(InspectArgs a) {
     }
     if (c.n_kv_groups() > 1 && !c.kv_group_layout(0, k_block_tokens, fmt, fmt).ok()) {
       std::printf("  %-5s not available: this model's %s cannot hold it yet\n", name.c_str(),
-                  c.n_kv_storing_groups() > 1 ? "local-attention layers (a second KV group)" : "shared-KV layers");
+                  c.n_recurrent_layers() > 0    ? "recurrent layers (a second KV group)"
+                  : c.n_kv_storing_groups() > 1 ? "local-attention layers (a second KV group)"
+                                                : "shared-KV layers");
       continue;
     }
     const double b = static_cast<double>(layout->block_bytes) / k_block_tokens;
@@ -264,10 +276,16 @@ int run_inspect(InspectArgs a) {
     std::printf("  KV groups (f16):\n");
     for (size_t g = 0; g < map.groups.size(); ++g) {
       const kv::KvGroupSpec& spec = map.groups[g];
-      const double per_token = spec.stores() ? 2.0 * static_cast<double>(spec.n_layer * c.kv_width()) * 2.0 : 0.0;
+      const double per_token = spec.stores() && spec.kind != kv::KvGroupKind::recurrent
+                                   ? 2.0 * static_cast<double>(spec.n_layer * c.kv_width()) * 2.0
+                                   : 0.0;
       std::string what = std::to_string(spec.n_layer) + (spec.n_layer == 1 ? " layer" : " layers");
       if (spec.kind == kv::KvGroupKind::window) what += ", window " + std::to_string(spec.window);
       if (spec.kind == kv::KvGroupKind::shared) what += ", reading group " + std::to_string(spec.source) + "'s K/V";
+      if (spec.kind == kv::KvGroupKind::recurrent) {  // no K/V: a state a sequence, its snapshot in every block
+        what += ", F32 state " + human_bytes(static_cast<double>(spec.state_bytes)) +
+                " a sequence, one snapshot of it a block of " + std::to_string(k_block_tokens) + " positions";
+      }
       std::printf("    group %zu  %-9s %10.0f bytes/token  (%s)\n", g,
                   std::string(kv::kv_group_kind_name(spec.kind)).c_str(), per_token, what.c_str());
     }
@@ -293,10 +311,21 @@ int run_inspect(InspectArgs a) {
   const int64_t ffn = c.is_moe() ? c.n_expert_used * (2 * c.n_embd + 3 * c.n_ff_exp) + c.n_expert : 2 * c.n_ff;
   const double act =
       256.0 * 4.0 * static_cast<double>(4 * c.n_embd + 2 * c.q_width() + 2 * c.kv_width() + ffn + c.n_vocab);
+  // Recurrent layers: a state a sequence, plus the snapshot each block of the context keeps.
+  const auto state = static_cast<double>(c.recurrent_state_bytes());
+  const double snapshots = state * static_cast<double>((a.n_ctx + k_block_tokens - 1) / k_block_tokens);
+  const double kv_total = f16 * static_cast<double>(a.n_ctx) + snapshots + state;
   std::printf("\nmemory estimate at %lld tokens of context: weights %s + KV (f16) %s + activations %s = %s\n",
               static_cast<long long>(a.n_ctx), human_bytes(static_cast<double>(weight_bytes)).c_str(),
-              human_bytes(f16 * static_cast<double>(a.n_ctx)).c_str(), human_bytes(act).c_str(),
-              human_bytes(static_cast<double>(weight_bytes) + f16 * static_cast<double>(a.n_ctx) + act).c_str());
+              human_bytes(kv_total).c_str(), human_bytes(act).c_str(),
+              human_bytes(static_cast<double>(weight_bytes) + kv_total + act).c_str());
+  if (state > 0) {
+    std::printf(
+        "           the KV holds %s of attention K/V, %s of conv state snapshots (%s a block) and the live "
+        "state %s\n",
+        human_bytes(f16 * static_cast<double>(a.n_ctx)).c_str(), human_bytes(snapshots).c_str(),
+        human_bytes(state).c_str(), human_bytes(state).c_str());
+  }
   if (n_local > 0) {
     const double aware = c.kv_bytes_window_aware(2.0, a.n_ctx);
     std::printf("           with a window-aware cache: KV (f16) %s, total %s\n", human_bytes(aware).c_str(),

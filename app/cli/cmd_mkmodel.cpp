@@ -81,6 +81,9 @@ constexpr Preset k_presets[] = {
     {"llama3.2-3b", "llama3", 3072, 28, 24, 8, 8192, 0, 128256, 131072, true, 500000.0f},
     {"qwen3-1.7b", "qwen3", 2048, 28, 16, 8, 6144, 128, 151936, 40960, true, 1000000.0f},
     {"mistral-7b", "llama", 4096, 32, 32, 8, 14336, 0, 32768, 32768, false, 1000000.0f},
+    // LFM2-1.2B: 16 layers, 10 short convolutions of 3 taps and 6 GQA attention layers (32 / 8
+    // heads of 64, Q/K norms), tied output.
+    {"lfm2-1.2b", "lfm2", 2048, 16, 32, 8, 8192, 0, 65536, 128000, true, 1000000.0f},
     // Gemma 3 1B: 26 layers (22 local of window 512, 4 global), MQA with heads of 256; 4B: 34
     // layers (window 1024), 4 KV heads, global rope scaled 1/8.
     {"gemma3-1b", "gemma3", 1152, 26, 4, 1, 6912, 256, 262144, 32768, true, 1000000.0f, 512, 1.0f},
@@ -301,7 +304,7 @@ void register_mkmodel(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "mkmodel",
       "write a llama-family GGUF (llama, llama3, qwen2, qwen3, qwen3moe, gpt-oss, deepseek2, phi3, smollm3, gemma2, "
-      "gemma3) with "
+      "gemma3, lfm2) with "
       "random "
       "weights of any shape and type");
   cmd->add_option("-o,--output", a->out, "GGUF file to write (default: DATA_DIR/models/PRESET-TYPE.gguf)");
@@ -329,7 +332,10 @@ void register_mkmodel(CLI::App& app) {
          "attention sinks, local and global layers, YaRN, biased experts with a clamped SwiGLU); deepseek2 (multi-head "
          "latent attention, dense leading layers, shared experts); gemma2 (scaled embeddings, post-norms, GeGLU, local "
          "layers alternating with global ones, soft-capping); gemma3 (gemma2 with Q/K norms, five local "
-         "layers per global one, local rope base 10000, no caps)")
+         "layers per global one, local rope base 10000, no caps); lfm2 (gated short convolutions with a recurrent "
+         "state, and GQA attention with Q/K norms at layers 2, 5, 8, 10, 12, 14 of every 16)")
+      ->capture_default_str();
+  cmd->add_option("--conv-taps", a->spec.shortconv_l_cache, "lfm2: the conv layers' taps (shortconv.l_cache)")
       ->capture_default_str();
   cmd->add_option("--head-dim", a->spec.head_dim,
                   "qwen3, qwen3moe, gpt-oss, gemma2, gemma3: the head size when it is not --dim / --heads");

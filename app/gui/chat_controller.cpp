@@ -637,6 +637,8 @@ void ChatController::do_load_model(const std::string& requested) {
   ms.n_kv_head = c.n_head_kv;
   ms.head_dim = c.head_dim;
   ms.n_local_layers = c.n_local_layers();
+  ms.n_recurrent_layers = c.n_recurrent_layers();
+  ms.recurrent_state_floats = c.recurrent_state_floats();
   ms.local_window = ms.n_local_layers > 0 ? c.local_window : 0;
   ms.weight_bytes = model_->weight_bytes();
   ms.n_params = 0;

@@ -272,6 +272,7 @@ void EngineTurnRunner::fill_memory(ui::MemoryState& out) {
     if (spec.stores()) {
       const kernels::KvBlockLayout& layout = cache_->group(static_cast<kv::KvGroup>(g)).layout();
       line.bytes_per_token = static_cast<double>(layout.block_bytes) / static_cast<double>(layout.block_tokens);
+      if (layout.state) line.state_bytes = static_cast<double>(layout.block_bytes);  // one snapshot a block
     }
     out.kv_groups.push_back(std::move(line));
   }

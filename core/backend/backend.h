@@ -106,6 +106,18 @@ class Backend {
   virtual void moe_ffn(const kernels::MoeFfnWeights& w, const float* x, int64_t n_tokens, float* y);
   virtual bool has_moe_ops() const { return false; }
 
+  // lfm2's gated short convolution (kernels/cpu/shortconv.h) for every token of the batch:
+  // bcx (n_rows, 3 n) holds each token's B, C and x rows (n = the model width), y (n_rows, n)
+  // gets C * conv(B * x). Each sequence's state lives in layer `layer` of its recurrent group's
+  // blocks (layout.state): it starts from the state after position pos0 - 1 (zeros at 0; the
+  // previous block's snapshot at a block boundary; else the tail block's, written by the step
+  // before), and the state after each block's last position, and after the batch's last
+  // token, is written into that block. Only the CPU backend has it: Model::load refuses lfm2
+  // on other backends, so the default is never reached.
+  virtual void shortconv(const kernels::KvBlockLayout& layout, int layer, std::span<const SeqSlice> seqs,
+                         const float* bcx, const float* taps, int l_cache, float* y);
+  virtual bool has_recurrent_ops() const { return false; }
+
   // The device memory of a backend with its own (free now, net of what it holds: weights,
   // caches); nullopt when it computes in host RAM (the CPU backend), or the figure is unknown.
   struct DeviceMemory {

@@ -24,6 +24,10 @@ void Backend::gelu_mul(float*, const float*, int64_t) { KVC_ASSERT(has_gemma_ops
 void Backend::softcap(float*, int64_t, float) { KVC_ASSERT(has_gemma_ops()); }
 void Backend::scale(float*, int64_t, float) { KVC_ASSERT(has_gemma_ops()); }
 void Backend::moe_ffn(const kernels::MoeFfnWeights&, const float*, int64_t, float*) { KVC_ASSERT(has_moe_ops()); }
+void Backend::shortconv(const kernels::KvBlockLayout&, int, std::span<const SeqSlice>, const float*, const float*, int,
+                        float*) {
+  KVC_ASSERT(has_recurrent_ops());
+}
 
 MachineResources with_device_memory(MachineResources m, const Backend& b) {
   if (const auto d = b.device_memory()) {

@@ -15,6 +15,7 @@
 #include "kernels/cpu/kv_block.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/quant.h"
+#include "kernels/cpu/shortconv.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace kvc::backend {
@@ -242,11 +243,36 @@ class CpuBackend final : public Backend {
   }
   bool has_moe_ops() const override { return true; }
 
+  void shortconv(const kernels::KvBlockLayout& layout, int layer, std::span<const SeqSlice> seqs, const float* bcx,
+                 const float* taps, int l_cache, float* y) override {
+    const int64_t n = layout.head_dim / (l_cache - 1);  // the model width: state = (l_cache - 1) rows of it
+    const int64_t B = layout.block_tokens;
+    for (const SeqSlice& s : seqs) {
+      // The state after position pos0 - 1, the step's own copy while the tokens run.
+      conv_state_.assign(static_cast<size_t>(layout.head_dim), 0.0f);
+      if (s.pos0 > 0) {
+        const int64_t from = s.pos0 % B == 0 ? s.pos0 / B - 1 : s.pos0 / B;
+        const auto* src = reinterpret_cast<const float*>(s.blocks[static_cast<size_t>(from)] + layout.k_offset(layer));
+        std::copy(src, src + layout.head_dim, conv_state_.begin());
+      }
+      for (int64_t i = 0; i < s.n_tokens; ++i) {
+        const int64_t row = s.row_begin + i, pos = s.pos0 + i;
+        kernels::shortconv_step(bcx + row * 3 * n, n, taps, l_cache, conv_state_.data(), y + row * n);
+        if ((pos + 1) % B == 0 || i + 1 == s.n_tokens) {
+          auto* dst = reinterpret_cast<float*>(s.blocks[static_cast<size_t>(pos / B)] + layout.k_offset(layer));
+          std::copy(conv_state_.begin(), conv_state_.end(), dst);
+        }
+      }
+    }
+  }
+  bool has_recurrent_ops() const override { return true; }
+
  private:
   static constexpr size_t k_mmap_threshold = size_t{1} << 20;
   std::mutex mapped_mu_;
   std::unordered_map<void*, size_t> mapped_;  // mmapped allocations and their sizes
   kernels::ThreadPool pool_;
+  std::vector<float> conv_state_;  // shortconv: one sequence's state while its tokens run
   std::string name_;
   std::vector<std::vector<float>> scratch_;  // per thread: attention scores
   kernels::MoeFfnScratch moe_scratch_;       // the expert FFN's buffers (the engine thread's)

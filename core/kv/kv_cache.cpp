@@ -69,7 +69,8 @@ std::vector<kernels::KvBlockLayout> KvCache::layouts() const {
 }
 
 // The hit rule over the groups: P is what the global groups (no window) have; s <= P the
-// longest prefix every group has (a windowed group needs only its window before s). Each group
+// longest prefix every group has (a windowed group needs only its window before s; a recurrent
+// one a block boundary, or its own history's exact end). Each group
 // then takes s; one that falls short (a block that cannot be promoted, no room for a copy)
 // brings the others down to it.
 Result<PrefixInfo> KvCache::prepare(SeqId id, std::span<const int32_t> prompt) {
@@ -77,7 +78,8 @@ Result<PrefixInfo> KvCache::prepare(SeqId id, std::span<const int32_t> prompt) {
   const auto t_lookup = std::chrono::steady_clock::now();
   int64_t full = INT64_MAX;
   for (KvGroup g = 0; g < n_groups(); ++g) {
-    if (group(g).window() == 0) full = std::min(full, group(g).seqs_->probe(id, prompt));
+    // What the attention groups hold; a recurrent group resumes only at its boundaries (below).
+    if (group(g).window() == 0 && !group(g).recurrent()) full = std::min(full, group(g).seqs_->probe(id, prompt));
   }
   if (full == INT64_MAX) full = seqs_->probe(id, prompt);
   int64_t cap = full;

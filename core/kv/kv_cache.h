@@ -118,6 +118,8 @@ class KvCache {
   TierUsageBytes tier_usage(Tier t, KvGroup g) const { return group(g).store_->tier_usage(t); }
   // The window of a group's layers (0: they attend to every position).
   int64_t window() const { return store_->config().window; }
+  // Whether a group holds recurrent state snapshots (lfm2's conv layers), not per-position rows.
+  bool recurrent() const { return store_->config().recurrent; }
   // Counts of every event the cache produced (kept whether or not an event log is set).
   const KvCounters& counters() const { return telemetry_->counters(); }
   const RadixIndex& index() const { return store_->index(); }

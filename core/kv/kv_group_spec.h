@@ -11,8 +11,7 @@
 //   shared j    nothing: reads group j's K/V     nothing of its own          nothing
 //   recurrent   nothing; a state per sequence    the state at exactly P      state snapshots
 //
-// full, window, latent and shared run end to end; recurrent is declared with its rules so that a
-// model needing it is refused by name (kv_group_kind_supported) until its kernels land. A latent
+// Every kind runs end to end (recurrent since lfm2: its blocks hold state snapshots, below). A latent
 // group's blocks hold one row a position per layer and no V rows (kernels::KvBlockLayout::v_in_k).
 // A shared group holds no blocks: its layers read the blocks of the group `source` names, so the
 // KV cache makes a group (a block chain, tiers, an index) only for the groups that store.
@@ -38,7 +37,8 @@ constexpr std::string_view kv_group_kind_name(KvGroupKind k) {
 
 // Whether kvchat can run a group of this kind today (the others are refused by name).
 constexpr bool kv_group_kind_supported(KvGroupKind k) {
-  return k == KvGroupKind::full || k == KvGroupKind::window || k == KvGroupKind::latent || k == KvGroupKind::shared;
+  return k == KvGroupKind::full || k == KvGroupKind::window || k == KvGroupKind::latent || k == KvGroupKind::shared ||
+         k == KvGroupKind::recurrent;
 }
 
 // Whether a group of this kind keeps blocks of its own (a shared group reads another's).
@@ -71,6 +71,21 @@ struct KvGroupSpec {
   int32_t source = -1;      // shared: the group whose blocks its layers read
   int64_t block_bytes = 0;  // bytes of one block of B positions, every layer of the group
   int64_t state_bytes = 0;  // recurrent: bytes of one sequence's state (conv window + SSM matrix)
+  // recurrent: a block of B positions stores the state after its last position (a snapshot),
+  // and every snapshot_every-th block is kept as a checkpoint. 1 (lfm2, states of KiBs a layer):
+  // every block, so a hit at any block boundary is whole and only a partial last block is
+  // recomputed. A larger N (Qwen 3.5 / Mamba2, MiBs a layer) would keep every Nth block only; the
+  // hit rule then takes the largest multiple of N B <= P that the other groups also cover
+  // (hit_boundary), recomputing at most N B - 1 positions.
+  int64_t snapshot_every = 1;
+
+  // recurrent: the longest prefix <= p this group can resume from (a checkpoint boundary);
+  // p itself for the other kinds.
+  int64_t hit_boundary(int64_t p, int64_t block_tokens) const {
+    if (kind != KvGroupKind::recurrent) return p;
+    const int64_t step = block_tokens * (snapshot_every > 0 ? snapshot_every : 1);
+    return p / step * step;
+  }
 
   bool stores() const { return kv_group_kind_stores(kind); }
 

@@ -99,6 +99,8 @@ void SequenceTable::truncate(Sequence& s, int64_t n) {
   const int64_t B = store_.block_tokens();
   BlockTable& t = s.table;
   KVC_ASSERT(n <= static_cast<int64_t>(s.tokens.size()));
+  // Recurrent: a partial block's state is after the old last token, not after n - 1; give it up.
+  if (store_.config().recurrent && n < static_cast<int64_t>(s.tokens.size())) n = n / B * B;
   const auto keep_blocks = static_cast<size_t>((n + B - 1) / B);
   KVC_ASSERT(n == 0 || keep_blocks > t.n_retired);  // the window never retires a block still written
   release_blocks_from(s, keep_blocks);
@@ -167,7 +169,10 @@ int64_t SequenceTable::probe(SeqId id, std::span<const int32_t> prompt, int64_t 
       (!k_per_channel() || blocks[static_cast<size_t>(tail_block)].shared.is_null())) {
     n = static_cast<int64_t>(lcp);
   }
-  return std::min<int64_t>({n, static_cast<int64_t>(cap), static_cast<int64_t>(prompt.size()) - 1});
+  n = std::min<int64_t>({n, static_cast<int64_t>(cap), static_cast<int64_t>(prompt.size()) - 1});
+  // A recurrent group's partial block holds the state after the sequence's last token only.
+  if (store_.config().recurrent && n % B != 0 && n != static_cast<int64_t>(s.tokens.size())) n = n / B * B;
+  return n;
 }
 
 int64_t SequenceTable::shorten(SeqId id, int64_t n) {
@@ -199,7 +204,10 @@ Result<PrefixInfo> SequenceTable::prepare(SeqId id, std::span<const int32_t> pro
   const auto tail_block = static_cast<size_t>(static_cast<int64_t>(lcp) / B);
   const auto tail_n = static_cast<size_t>(static_cast<int64_t>(lcp) % B);
   SeqBlock tail;
-  if (tail_n > 0 && tail_block < t.blocks.size() && t.blocks[tail_block].t0_slot >= 0) {
+  // A recurrent group's tail block holds the state after the sequence's last token: of use only
+  // when the prompt continues the whole history.
+  const bool tail_usable = !store_.config().recurrent || lcp == s.tokens.size();
+  if (tail_n > 0 && tail_usable && tail_block < t.blocks.size() && t.blocks[tail_block].t0_slot >= 0) {
     if (t.blocks[tail_block].shared.is_null()) {
       tail = t.blocks[tail_block];
       t.blocks[tail_block].t0_slot = -1;  // moved out: not freed with the rest

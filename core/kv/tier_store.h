@@ -54,6 +54,11 @@ struct KvCacheConfig {
   // never at publish or demotion; the rest lives on T0/T1 while room lasts. Its lookup walks the
   // key chain past blocks that have no data anywhere, since only the window's blocks are read.
   bool checkpoints_only = false;
+  // A recurrent KV group (lfm2's conv layers, kv_group_spec.h): each block holds the state after
+  // the last position written into it, not one row per position. So a prefix is reusable only up
+  // to a block boundary (a full block's state is its snapshot), or up to the exact end of the
+  // sequence's own private tail; the rest of a partial block is recomputed, never copied.
+  bool recurrent = false;
 };
 
 // A fixed number of equal slots in one allocation. Invariant: every slot is either in

@@ -25,8 +25,9 @@ Forward::Forward(const Model& m, std::vector<kernels::KvBlockLayout> layouts, in
   }
   for (size_t g = 0; g < layouts_.size(); ++g) {
     const kernels::KvBlockLayout& layout = layouts_[g];
-    KVC_ASSERT(layout.n_layer == map.groups[g].n_layer && layout.n_kv_head == c.n_head_kv &&
-               layout.head_dim == c.head_dim && layout.block_tokens == layouts_[0].block_tokens);
+    KVC_ASSERT(layout.n_layer == map.groups[g].n_layer && layout.block_tokens == layouts_[0].block_tokens);
+    KVC_ASSERT(layout.state ? layout.head_dim == c.recurrent_state_floats()  // lfm2's conv states
+                            : layout.n_kv_head == c.n_head_kv && layout.head_dim == c.head_dim);
   }
   slices_.resize(layouts_.size());
   auto buf = [&](int64_t width) {
@@ -52,14 +53,18 @@ Forward::Forward(const Model& m, std::vector<kernels::KvBlockLayout> layouts, in
     mla_o_ = buf(c.n_head * c.mla_value_head);
     mla_pe_ = buf(c.n_head * c.rope.n_rot);
   }
+  if (c.lfm2) {
+    conv_bcx_ = buf(3 * c.n_embd);
+    conv_y_ = buf(c.n_embd);
+  }
   logits_ = buf(c.n_vocab);
   tokens_ = static_cast<int32_t*>(be_.alloc(static_cast<size_t>(max_batch) * sizeof(int32_t)));
   if (!tokens_) alloc_failed_ = true;
 }
 
 Forward::~Forward() {
-  for (float* p :
-       {x_, h_, q_, k_, v_, att_, gate_, up_, out_rows_, logits_, moe_out_, mla_q_, mla_a_, mla_b_, mla_o_, mla_pe_}) {
+  for (float* p : {x_, h_, q_, k_, v_, att_, gate_, up_, out_rows_, logits_, moe_out_, mla_q_, mla_a_, mla_b_, mla_o_,
+                   mla_pe_, conv_bcx_, conv_y_}) {
     be_.free(p);
   }
   be_.free(tokens_);
@@ -140,7 +145,11 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
     // Attention block: h = norm(x); q, k, v = h W^T (+ per-head norms); rope; store k, v;
     // x += attn(q) Wo^T (Gemma: x += post_norm(attn(q) Wo^T), a local layer's window in the mask).
     be_.rmsnorm(x_, lw.attn_norm, n, c.n_embd, c.rms_eps, h_);
-    if (c.mla) {  // deepseek2: attention in the latent space (forward_mla.cpp)
+    if (c.layer_is_recurrent(l)) {  // lfm2's conv layer: its state in the recurrent group's blocks
+      be_.matmul(lw.conv_in, h_, n, conv_bcx_, nullptr);
+      be_.shortconv(layout, layer, slices, conv_bcx_, lw.conv_kernel, static_cast<int>(c.shortconv_l_cache), conv_y_);
+      be_.matmul(lw.conv_out, conv_y_, n, h_, nullptr);
+    } else if (c.mla) {  // deepseek2: attention in the latent space (forward_mla.cpp)
       mla_attention(l, n, layout, layer, slices, shape);
     } else {
       be_.matmul(lw.wq, h_, n, q_, lw.bq);

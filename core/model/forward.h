@@ -78,6 +78,8 @@ class Forward {
   float* mla_b_ = nullptr;
   float* mla_o_ = nullptr;
   float* mla_pe_ = nullptr;    // (max_batch, n_head * n_rot): the query heads' rope parts, rotated together
+  float* conv_bcx_ = nullptr;  // lfm2 only, else null: (max_batch, 3 n_embd) a conv layer's in_proj rows
+  float* conv_y_ = nullptr;    // lfm2 only: (max_batch, n_embd) its gated conv output
   float* logits_ = nullptr;    // (max_batch, n_vocab)
   int32_t* tokens_ = nullptr;  // (max_batch) host staging of the batch's token ids
   bool alloc_failed_ = false;  // a buffer above could not be allocated; eval() reports it

@@ -53,6 +53,18 @@ Result<std::unique_ptr<kv::KvCache>> create_kv_cache(const Model& m, const KvSet
                                        static_cast<double>(c.n_layer_kv()));
     gc.fingerprint = kv_group_fingerprint(m, *gl, g);
     gc.window = spec.window;
+    if (spec.kind == kv::KvGroupKind::recurrent) {  // a state snapshot a block: as many blocks as the positions
+      gc.recurrent = true;
+      int64_t positions = n_positions;
+      if (o.budget.t0_bytes > 0) {  // the budget's positions over the attention group's blocks and these
+        auto attn = c.kv_group_layout(0, o.block_tokens, o.k_format, o.v_format);
+        if (!attn.ok()) return attn.error();
+        positions = o.budget.t0_bytes / (attn->block_bytes + gl->block_bytes) * B;
+      }
+      gc.t0_bytes = ((positions + B - 1) / B + 2) * gl->block_bytes;
+      window_bytes += gc.t0_bytes;
+      continue;
+    }
     if (spec.kind != kv::KvGroupKind::window) {
       n_full_layers += spec.n_layer;
       continue;
@@ -64,7 +76,7 @@ Result<std::unique_ptr<kv::KvCache>> create_kv_cache(const Model& m, const KvSet
   }
   for (int g = 0; g < n_storing; ++g) {
     const kv::KvGroupSpec& spec = map.groups[static_cast<size_t>(g)];
-    if (spec.kind == kv::KvGroupKind::window) continue;
+    if (spec.kind == kv::KvGroupKind::window || spec.kind == kv::KvGroupKind::recurrent) continue;
     kv::KvCacheConfig& gc = groups[static_cast<size_t>(g)];
     const double share = static_cast<double>(spec.n_layer) / static_cast<double>(n_full_layers);
     gc.t0_bytes = o.budget.t0_bytes > 0

@@ -67,6 +67,43 @@ Status load_moe(Loader& ld, const ModelConfig& c, const std::string& b, kernels:
   return {};
 }
 
+// An lfm2 layer l: its conv (in_proj, the taps, out_proj) or its attention (Q/K/V, their norms,
+// attn_output), then its FFN; attn_norm is the input norm of either.
+Status load_lfm2_layer(Loader& ld, const ModelConfig& c, int64_t l, LayerWeights& w) {
+  const std::string b = "blk." + std::to_string(l) + ".";
+  auto matrix = [&](backend::Weight& dst, const std::string& name, int64_t rows, int64_t cols) -> Status {
+    auto r = ld.matrix(b + name, rows, cols);
+    if (!r.ok()) return r.error();
+    dst = *r;
+    return {};
+  };
+  auto floats = [&](const float*& dst, const std::string& name, int64_t n) -> Status {
+    auto r = ld.vector(b + name, n);
+    if (!r.ok()) return r.error();
+    dst = *r;
+    return {};
+  };
+  KVC_TRY(floats(w.attn_norm, "attn_norm.weight", c.n_embd));
+  if (c.layer_is_recurrent(l)) {
+    KVC_TRY(matrix(w.conv_in, "shortconv.in_proj.weight", 3 * c.n_embd, c.n_embd));
+    auto taps = ld.matrix_floats(b + "shortconv.conv.weight", c.n_embd, c.shortconv_l_cache);
+    if (!taps.ok()) return taps.error();
+    w.conv_kernel = *taps;
+    KVC_TRY(matrix(w.conv_out, "shortconv.out_proj.weight", c.n_embd, c.n_embd));
+  } else {
+    KVC_TRY(matrix(w.wq, "attn_q.weight", c.q_width(), c.n_embd));
+    KVC_TRY(matrix(w.wk, "attn_k.weight", c.kv_width(), c.n_embd));
+    KVC_TRY(matrix(w.wv, "attn_v.weight", c.kv_width(), c.n_embd));
+    KVC_TRY(matrix(w.wo, "attn_output.weight", c.n_embd, c.q_width()));
+    KVC_TRY(floats(w.q_norm, "attn_q_norm.weight", c.head_dim));
+    KVC_TRY(floats(w.k_norm, "attn_k_norm.weight", c.head_dim));
+  }
+  KVC_TRY(floats(w.ffn_norm, "ffn_norm.weight", c.n_embd));
+  KVC_TRY(matrix(w.w_gate, "ffn_gate.weight", c.n_ff, c.n_embd));
+  KVC_TRY(matrix(w.w_up, "ffn_up.weight", c.n_ff, c.n_embd));
+  return matrix(w.w_down, "ffn_down.weight", c.n_embd, c.n_ff);
+}
+
 // deepseek2's attention (b: "blk.N."): Q (directly, or through the Q latent and its norm), the
 // K/V latent with its norm, and the per-head k_b / v_b; attn_output is loaded with the others.
 Status load_mla(Loader& ld, const ModelConfig& c, const std::string& b, LayerWeights& w) {
@@ -267,6 +304,12 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
                                                        "FFN) is not supported by the " +
                                                        std::string(be.name()) + " backend yet; use --backend cpu"));
   }
+  if (c.lfm2 && !be.has_recurrent_ops()) {
+    return fail(make_error(ErrorCode::unsupported, "architecture " + c.arch +
+                                                       " (short-convolution layers with a recurrent state) is not "
+                                                       "supported by the " +
+                                                       std::string(be.name()) + " backend yet; use --backend cpu"));
+  }
   if (c.gemma && !be.has_gemma_ops()) {
     return fail(make_error(ErrorCode::unsupported, "architecture " + c.arch + " (GeGLU, soft-capping) is not " +
                                                        "supported by the " + std::string(be.name()) +
@@ -300,6 +343,10 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
       dst = *r;
       return {};
     };
+    if (c.lfm2) {  // model_config_lfm2.cpp: conv or attention, then a dense SwiGLU FFN
+      if (Status st = load_lfm2_layer(ld, c, l, w); !st.ok()) return fail(st.error());
+      continue;
+    }
     const bool fused_qkv = c.fused_qkv, fused_up = c.fused_gate_up;
     const int64_t qkv_rows = c.q_width() + 2 * c.kv_width();
     for (const Status& s :
@@ -376,7 +423,7 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
                              "yet; use --backend cpu"));
     }
   }
-  auto onorm = ld.vector("output_norm.weight", c.n_embd);
+  auto onorm = ld.vector(c.lfm2 ? "token_embd_norm.weight" : "output_norm.weight", c.n_embd);
   if (!onorm.ok()) return fail(onorm.error());
   m->weights_.output_norm = *onorm;
   if (c.tied_embeddings) {

@@ -45,6 +45,10 @@ struct LayerWeights {
   const float* kv_a_norm = nullptr;   // (kv_lora_rank)
   std::vector<backend::Weight> wk_b;  // per head (kv_lora_rank, mla_nope): q_nope into the latent space
   std::vector<backend::Weight> wv_b;  // per head (mla_value_head, kv_lora_rank): the latent out
+  // lfm2's conv layers (ModelConfig::layer_is_recurrent) have these instead of attention:
+  backend::Weight conv_in;             // (3 n_embd, n_embd): B, C and x rows
+  const float* conv_kernel = nullptr;  // (n_embd, l_cache): each channel's taps, oldest first
+  backend::Weight conv_out;            // (n_embd, n_embd)
   // A mixture-of-experts layer (ModelConfig::layer_is_moe) has these instead of the three above:
   // the router, the experts' 3-D tensors as views of n_expert stacked matrices, the shared experts.
   kernels::MoeFfnWeights moe;

@@ -101,6 +101,7 @@ Status ModelSpec::validate(int64_t n_vocab) const {
   const bool moe = arch == "qwen3moe" || arch == "gpt-oss" || arch == "deepseek2";
   if (arch == "deepseek2") KVC_TRY(check_deepseek2_spec(*this));
   if (n_nextn != 0 && arch != "deepseek2") return bad("--nextn-layers is for --arch deepseek2");
+  if (arch == "lfm2") KVC_TRY(check_lfm2_spec(*this));
   if (head_dim != 0 && arch != "qwen3" && !moe && !gemma)
     return bad(
         "--head-dim is for --arch qwen3, qwen3moe, gpt-oss, gemma2 and gemma3 (other architectures use --dim / --heads)");
@@ -130,9 +131,10 @@ Status ModelSpec::validate(int64_t n_vocab) const {
     return bad("--dim and --ffn must be multiples of 32 (the quantization block)");
   if (n_vocab < 4) return bad("the vocabulary is too small");
   if (arch != "llama" && arch != "llama3" && arch != "qwen2" && arch != "qwen3" && !moe && arch != "phi3" &&
-      arch != "smollm3" && !gemma) {
+      arch != "smollm3" && !gemma && arch != "lfm2") {
     return bad("unknown architecture '" + arch +
-               "' (choose llama, llama3, qwen2, qwen3, qwen3moe, gpt-oss, deepseek2, phi3, smollm3, gemma2 or gemma3)");
+               "' (choose llama, llama3, qwen2, qwen3, qwen3moe, gpt-oss, deepseek2, phi3, smollm3, gemma2, gemma3 or "
+               "lfm2)");
   }
   if (sliding_window < 0 || sliding_window > n_ctx) return bad("--window must lie in [0, --ctx]");
   if (shared_kv_from_layer != 0) {
@@ -264,6 +266,7 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
     w.set_f32(a + "rope.scaling.factor", spec.rope_scale_factor);
   }
   if (spec.arch == "deepseek2") add_deepseek2_metadata(spec, w);
+  if (spec.arch == "lfm2") add_lfm2_metadata(spec, w);
   w.set_f32(a + "attention.layer_norm_rms_epsilon", spec.rms_eps);
   w.set_u32(a + "vocab_size", static_cast<uint32_t>(n_vocab));
   add_vocabulary(w, vocab);
@@ -337,6 +340,10 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
       plan_deepseek2_layer(spec, l, plans);
       continue;
     }
+    if (spec.arch == "lfm2") {
+      plan_lfm2_layer(spec, l, plans);
+      continue;
+    }
     const std::string b = "blk." + std::to_string(l) + ".";
     vector(b + "attn_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
     if (spec.arch == "phi3") {  // Q, K and V rows in one tensor; V's rows keep the plain deviation
@@ -392,7 +399,7 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
     }
     if (gemma) vector(b + "post_ffw_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
   }
-  vector("output_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
+  vector(spec.arch == "lfm2" ? "token_embd_norm.weight" : "output_norm.weight", spec.n_embd, 1.0f, spec.norm_std);
   if (!spec.tied && !gemma) matrix("output.weight", n_vocab, spec.n_embd, spec.weight_std);  // Gemma: always tied
   for (int64_t l = spec.n_layer; l < spec.n_layer + spec.n_nextn; ++l) plan_deepseek2_mtp_block(spec, l, plans);
   if (!spec.broken.empty()) KVC_TRY(apply_broken_variant(spec.broken, spec, vocab, w, plans));

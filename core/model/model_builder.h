@@ -61,7 +61,8 @@ struct ModelSpec {
   // Multi-token-prediction blocks after the n_layer layers (nextn_predict_layers; GLM-4.7-Flash
   // has one): a MoE layer plus the nextn projection and norms, which kvchat loads and never runs.
   int64_t n_nextn = 0;
-  float yarn_log_mul = 0.0f;  // rope.scaling.yarn_log_multiplier (0.1 mscale_all_dim; DeepSeek-V2: 0.0707)
+  float yarn_log_mul = 0.0f;      // rope.scaling.yarn_log_multiplier (0.1 mscale_all_dim; DeepSeek-V2: 0.0707)
+  int64_t shortconv_l_cache = 3;  // lfm2: the conv layers' taps (shortconv.l_cache)
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
   float rope_scale_factor = 8.0f;  // llama3, phi3 (long factors): the low-frequency pairs' divisor
@@ -106,6 +107,12 @@ Status check_deepseek2_spec(const ModelSpec& spec);
 void add_deepseek2_metadata(const ModelSpec& spec, gguf::GgufWriter& w);
 void plan_deepseek2_layer(const ModelSpec& spec, int64_t l, std::vector<TensorPlan>& plans);
 void plan_deepseek2_mtp_block(const ModelSpec& spec, int64_t l, std::vector<TensorPlan>& plans);
+
+// lfm2: its layer pattern (attention or conv), keys and the tensors of layer l (model_builder_lfm2.cpp).
+bool lfm2_layer_is_attention(int64_t l);
+Status check_lfm2_spec(const ModelSpec& spec);
+void add_lfm2_metadata(const ModelSpec& spec, gguf::GgufWriter& w);
+void plan_lfm2_layer(const ModelSpec& spec, int64_t l, std::vector<TensorPlan>& plans);
 
 // Writes the vocabulary's tokenizer.ggml.* keys (SentencePiece or byte-level BPE).
 void add_vocabulary(gguf::GgufWriter& w, const tokenizer::Vocabulary& vocab);

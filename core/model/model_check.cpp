@@ -70,6 +70,25 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     vector(b + "attn_norm.weight", c.n_embd, false);
+    if (c.lfm2) {  // a conv layer's gated short convolution, or attention with Q/K norms; a SwiGLU FFN
+      if (c.layer_is_recurrent(l)) {
+        matrix(b + "shortconv.in_proj.weight", 3 * c.n_embd, c.n_embd);
+        out.push_back({b + "shortconv.conv.weight", c.n_embd, c.shortconv_l_cache, true, false});
+        matrix(b + "shortconv.out_proj.weight", c.n_embd, c.n_embd);
+      } else {
+        matrix(b + "attn_q.weight", c.q_width(), c.n_embd);
+        matrix(b + "attn_k.weight", c.kv_width(), c.n_embd);
+        matrix(b + "attn_v.weight", c.kv_width(), c.n_embd);
+        matrix(b + "attn_output.weight", c.n_embd, c.q_width());
+        vector(b + "attn_q_norm.weight", c.head_dim, false);
+        vector(b + "attn_k_norm.weight", c.head_dim, false);
+      }
+      vector(b + "ffn_norm.weight", c.n_embd, false);
+      matrix(b + "ffn_gate.weight", c.n_ff, c.n_embd);
+      matrix(b + "ffn_up.weight", c.n_ff, c.n_embd);
+      matrix(b + "ffn_down.weight", c.n_embd, c.n_ff);
+      continue;
+    }
     if (c.mla) {  // deepseek2: Q (or its latent), the K/V latent, per-head k_b and v_b
       if (c.q_lora_rank > 0) {
         matrix(b + "attn_q_a.weight", c.q_lora_rank, c.n_embd);
@@ -138,7 +157,7 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
       matrix(b + "ffn_down.weight", c.n_embd, c.n_ff);
     }
   }
-  vector("output_norm.weight", c.n_embd, false);
+  vector(c.lfm2 ? "token_embd_norm.weight" : "output_norm.weight", c.n_embd, false);
   if (!c.tied_embeddings) matrix("output.weight", c.n_vocab, c.n_embd);
   return out;
 }

@@ -37,6 +37,7 @@ constexpr ArchTraits k_archs[] = {
     {"qwen3moe", false, false, true, false, 0, 0, true},
     {"gpt-oss", false, true, false, false, 0, 0, true},
     {"deepseek2", true, false, false, false, 0, 0, true},
+    {"lfm2", false, false, true, false, 0, 0},
 };
 
 // Bounds on the hyperparameters: far above any released model, low enough that every size
@@ -338,7 +339,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   if (!traits) {
     return make_error(ErrorCode::unsupported, "metadata general.architecture: '" + gguf::printable(c.arch) +
                                                   "' is not supported yet (supported: llama, mistral, qwen2, qwen3, "
-                                                  "qwen3moe, gpt-oss, deepseek2, phi3, smollm3, gemma2, gemma3)");
+                                                  "qwen3moe, gpt-oss, deepseek2, phi3, smollm3, gemma2, gemma3, lfm2)");
   }
   if (f.find("general.name")) {
     if (auto n = f.get_string("general.name"); n.ok()) c.name = *n;
@@ -355,9 +356,13 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   auto heads = required_count(f, p + "attention.head_count", k_max_heads);
   if (!heads.ok()) return heads.error();
   c.n_head = *heads;
-  auto heads_kv = optional_count(f, p + "attention.head_count_kv", k_max_heads, c.n_head);
-  if (!heads_kv.ok()) return heads_kv.error();
-  c.n_head_kv = *heads_kv;
+  if (c.arch == "lfm2") {  // head_count_kv per layer, 0 marking the conv layers
+    KVC_TRY(read_lfm2(f, c));
+  } else {
+    auto heads_kv = optional_count(f, p + "attention.head_count_kv", k_max_heads, c.n_head);
+    if (!heads_kv.ok()) return heads_kv.error();
+    c.n_head_kv = *heads_kv;
+  }
   // An MoE model without dense layers has no use for feed_forward_length (read_moe checks).
   auto ff = traits->moe ? optional_count(f, p + "feed_forward_length", k_max_ffn, 0)
                         : required_count(f, p + "feed_forward_length", k_max_ffn);
@@ -535,6 +540,14 @@ Result<kernels::KvBlockLayout> ModelConfig::kv_group_layout(int g, int block_tok
                       "--kv-type int4h");
   }
   if (map.n_storing() == 1) return whole;
+  if (map.groups[static_cast<size_t>(g)].kind == kv::KvGroupKind::recurrent) {  // F32 state snapshots
+    auto state = kernels::make_state_block_layout(map.groups[static_cast<size_t>(g)].n_layer, recurrent_state_floats(),
+                                                  block_tokens);
+    if (!state)
+      return make_error(ErrorCode::invalid_argument,
+                        "cannot lay out the recurrent state of KV group " + std::to_string(g));
+    return *state;
+  }
   auto layout = kernels::make_kv_block_layout(map.groups[static_cast<size_t>(g)].n_layer, whole->n_kv_head,
                                               whole->head_dim, block_tokens, k_format, v_format);
   if (!layout) return make_error(ErrorCode::invalid_argument, "cannot lay out KV group " + std::to_string(g));

@@ -154,6 +154,30 @@ struct ModelConfig {
   int64_t mla_value_head = 0;  // attention.value_length_mla: a head's output after v_b (128)
   int64_t mla_nope() const { return mla_key_head - rope.n_rot; }
 
+  // lfm2 (core/model/model_config_lfm2.cpp): a hybrid of short-convolution layers and GQA
+  // attention layers. attention.head_count_kv is a per-layer array in which 0 marks a conv
+  // layer; n_head_kv is the attention layers' (one value for all). A conv layer keeps no K/V,
+  // only a state per sequence: the last shortconv_l_cache - 1 gated inputs (B * x) of its width,
+  // kept in the layers' KV group of kind recurrent (kv_group_map). Its output norm is the
+  // tensor token_embd_norm, as llama.cpp names it.
+  bool lfm2 = false;
+  int64_t shortconv_l_cache = 0;         // shortconv.l_cache: the depthwise conv's taps (3 in LFM2)
+  std::vector<uint8_t> layer_recurrent;  // per layer: 1 for a conv layer; empty for other models
+  bool layer_is_recurrent(int64_t l) const {
+    return !layer_recurrent.empty() && layer_recurrent[static_cast<size_t>(l)] != 0;
+  }
+  int64_t n_recurrent_layers() const {
+    int64_t n = 0;
+    for (uint8_t r : layer_recurrent) n += r;
+    return n;
+  }
+  // Floats of one recurrent layer's state for one sequence ((l_cache - 1) x n_embd), and bytes of
+  // all of them (F32): what one sequence keeps, and what each snapshot in a block holds.
+  int64_t recurrent_state_floats() const { return lfm2 ? (shortconv_l_cache - 1) * n_embd : 0; }
+  int64_t recurrent_state_bytes() const {
+    return n_recurrent_layers() * recurrent_state_floats() * static_cast<int64_t>(sizeof(float));
+  }
+
   bool tied_embeddings = false;  // no output.weight: logits use token_embd
   bool fused_qkv = false;        // attn_qkv.weight holds Q, K, V rows (Phi-3)
   bool fused_gate_up = false;    // ffn_up.weight holds gate then up rows, no ffn_gate (Phi-3)
@@ -164,7 +188,7 @@ struct ModelConfig {
   // Layers that read another's K/V (shared_kv_from_layer) store none and count nothing here.
   // MLA (mla): one latent row a token and layer, no V.
   double kv_bytes_per_token(double elem_bytes) const {
-    return (mla ? 1.0 : 2.0) * static_cast<double>(n_layer_kv() * kv_width()) * elem_bytes;
+    return (mla ? 1.0 : 2.0) * static_cast<double>((n_layer_kv() - n_recurrent_layers()) * kv_width()) * elem_bytes;
   }
   // MLA: what the same model would keep as multi-head attention, K and V per head
   // (n_head (key_length_mla + value_length_mla) a layer); 0 for other models.
@@ -212,5 +236,13 @@ Status read_kv_sharing(const gguf::GgufFile& f, ModelConfig& c);
 // head sizes, and the query scale with DeepSeek's YaRN mscale as llama.cpp computes it. A file
 // converted before attn_kv_b was split into attn_k_b / attn_v_b is refused, saying how to reconvert.
 Status read_deepseek2(const gguf::GgufFile& f, ModelConfig& c);
+
+// Reads lfm2's layer pattern (from_gguf, before the head checks): the per-layer
+// attention.head_count_kv array (0: a conv layer) into layer_recurrent and n_head_kv, and
+// shortconv.l_cache. A file whose attention layers disagree on their KV heads is refused.
+Status read_lfm2(const gguf::GgufFile& f, ModelConfig& c);
+// The KV groups of a model with recurrent layers: group 0 the attention layers (full), group 1
+// the recurrent ones (kind recurrent, its blocks holding state snapshots).
+KvGroupMap recurrent_group_map(const ModelConfig& c);
 
 }  // namespace kvc::model

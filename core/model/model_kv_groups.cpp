@@ -20,6 +20,7 @@ int64_t shared_source_layer(const ModelConfig& c, int64_t l) {
 }  // namespace
 
 KvGroupMap ModelConfig::kv_group_map() const {
+  if (!layer_recurrent.empty()) return recurrent_group_map(*this);  // lfm2 (model_config_lfm2.cpp)
   KvGroupMap m;
   const int64_t n_kv = n_layer_kv();
   int64_t n_local = 0;

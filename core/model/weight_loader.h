@@ -60,6 +60,26 @@ class Loader {
     return static_cast<const float*>(*dev);
   }
 
+  // A 2-D tensor of exactly (n_rows, n_cols) as n_rows * n_cols floats (dequantized), row by
+  // row: small tables the kernels read as floats (lfm2's conv taps).
+  Result<const float*> matrix_floats(const std::string& name, int64_t n_rows, int64_t n_cols) {
+    auto info = matrix_info(name, n_rows, n_cols);
+    if (!info.ok()) return info.error();
+    const gguf::TensorInfo* t = *info;
+    std::vector<float> host(static_cast<size_t>(n_rows * n_cols));
+    for (int64_t r = 0; r < n_rows; ++r) {
+      kernels::dequantize_row(t->type,
+                              f_.tensor_data(*t) + kernels::row_bytes(t->type, n_cols) * static_cast<size_t>(r),
+                              host.data() + r * n_cols, n_cols);
+    }
+    bytes_ += t->n_bytes;
+    types_.insert(kernels::dtype_name(t->type));
+    auto dev = be_.upload_floats(host.data(), static_cast<int64_t>(host.size()));
+    if (!dev.ok()) return dev.error();
+    owned_.push_back(*dev);
+    return static_cast<const float*>(*dev);
+  }
+
   // n_mats matrices of (n_rows, n_cols) stacked in one 3-D tensor [n_cols, n_rows, n_mats] (a
   // mixture of experts' ffn_*_exps), as one weight of n_mats * n_rows rows: expert e's matrix is
   // its rows [e n_rows, (e + 1) n_rows).

@@ -19,6 +19,11 @@ bool KvBlockLayout::check_invariants() const {
   const bool per_channel = kv_k_per_channel(k_type);
   const int64_t k_row = per_channel ? kv_k_per_channel_row_bytes(n_elems) : row_bytes(k_type, group, n_elems);
   const int64_t k_anchor = kv_type_anchored(k_type) ? 2 * n_elems : per_channel ? 4 * n_elems : 0;
+  if (state) {  // recurrent: one F32 state a layer
+    return n_kv_head == 1 && k_type == KvType::f16 && v_type == KvType::f16 && !v_in_k && k_anchor_bytes == 0 &&
+           k_row_bytes == 4 * static_cast<int64_t>(head_dim) && v_row_bytes == 0 && layer_bytes == k_row_bytes &&
+           block_bytes == n_layer * layer_bytes;
+  }
   if (v_in_k) {  // latent: K rows only, V read from them
     return v_type == k_type && (k_type == KvType::f16 || k_type == KvType::q8) && n_kv_head == 1 &&
            k_row_bytes == k_row && v_row_bytes == k_row_bytes && k_row_bytes % 2 == 0 && k_anchor_bytes == 0 &&
@@ -44,6 +49,23 @@ std::optional<KvBlockLayout> make_latent_block_layout(int n_layer, int row_elems
   l.v_in_k = true;
   l.k_row_bytes = l.v_row_bytes = row_bytes(type, l.group, row_elems);
   l.layer_bytes = block_tokens * l.k_row_bytes;
+  l.block_bytes = n_layer * l.layer_bytes;
+  if (!l.check_invariants()) return std::nullopt;
+  return l;
+}
+
+std::optional<KvBlockLayout> make_state_block_layout(int n_layer, int64_t state_floats, int block_tokens) {
+  if (n_layer <= 0 || state_floats <= 0 || state_floats > (int64_t{1} << 28) || block_tokens <= 0) return std::nullopt;
+  KvBlockLayout l;
+  l.n_layer = n_layer;
+  l.n_kv_head = 1;
+  l.head_dim = static_cast<int>(state_floats);
+  l.block_tokens = block_tokens;
+  l.group = kv_group_for_head_dim(l.head_dim);
+  l.state = true;
+  l.k_row_bytes = 4 * state_floats;
+  l.v_row_bytes = 0;
+  l.layer_bytes = l.k_row_bytes;
   l.block_bytes = n_layer * l.layer_bytes;
   if (!l.check_invariants()) return std::nullopt;
   return l;

@@ -62,6 +62,10 @@ struct KvBlockLayout {
   int64_t layer_bytes = 0;
   int64_t block_bytes = 0;
   bool v_in_k = false;  // latent: no V rows, V is the K row (k_type == v_type, neither anchored nor per channel)
+  // recurrent state (make_state_block_layout): no rows per position; each layer keeps one F32
+  // state of head_dim floats (n_kv_head 1), the sequence's state after the block's last
+  // position written so far (after its last position once full: the block's snapshot).
+  bool state = false;
 
   // Byte offset of layer `layer`'s K (V) rows inside a block (after its anchor).
   int64_t k_offset(int layer) const { return layer * layer_bytes + k_anchor_bytes; }
@@ -99,6 +103,14 @@ std::optional<KvBlockLayout> make_kv_block_layout(int n_layer, int n_kv_head, in
 // The layout of a latent cache (MLA): n_layer layers of one row of row_elems elements a position
 // in `type` (f16 or int8), no V rows (v_in_k); nullopt for another type or a count <= 0.
 std::optional<KvBlockLayout> make_latent_block_layout(int n_layer, int row_elems, int block_tokens, KvType type);
+
+// The layout of a recurrent group's blocks: n_layer layers of one F32 state of state_floats
+// floats each (layer_bytes = 4 state_floats, whatever B is), no K or V rows:
+//
+//   state block = | layer 0 state | layer 1 state | ...      (k_offset(layer) == layer * layer_bytes)
+//
+// nullopt for a count <= 0 or a state over 2^28 floats.
+std::optional<KvBlockLayout> make_state_block_layout(int n_layer, int64_t state_floats, int block_tokens);
 
 // Where position t of a sequence lives, given its block table (block i holds [i B, (i+1) B)).
 struct KvSlot {

@@ -147,6 +147,22 @@ TEST_CASE("cli: inspect of a deepseek2 model gives its latent bytes per token be
   CHECK_THAT(r.out, Catch::Contains("int4  not available for a latent (MLA) cache yet"));
 }
 
+TEST_CASE("cli: inspect of an lfm2 model gives its attention layers' K/V per token and its conv layers' state",
+          "[app][e2e]") {
+  kvc::test::TempDir tmp;
+  auto r = cli("inspect " + quoted(kvc::test::model_path("tiny-lfm2-f16.gguf")) + " -c 4096", tmp);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("2 of 6 layers store K and V; the 4 conv layers keep a state a sequence"));
+  // 2 attention layers x 2 KV heads x 64 x 2 (K, V) x 2 bytes; the 4 conv layers: 2 x 256 floats each.
+  CHECK_THAT(r.out, Catch::Contains("f16         1024 bytes/token"));
+  CHECK_THAT(r.out, Catch::Contains("group 1  recurrent"));
+  CHECK_THAT(r.out, Catch::Contains("F32 state 8.0 KiB a sequence, one snapshot of it a block of 16 positions"));
+  // 4096 tokens: 256 blocks' snapshots of 8 KiB, and the live state.
+  CHECK_THAT(r.out, Catch::Contains("4.0 MiB of attention K/V, 2.0 MiB of conv state snapshots (8.0 KiB a block)"));
+  CHECK_THAT(r.out, Catch::Contains("int4c not available: this model's recurrent layers"));
+}
+
 TEST_CASE("cli: inspect of a kvchat shared-KV test model lists its groups, and its cache stores only half the layers",
           "[app][e2e]") {
   kvc::test::TempDir tmp;

@@ -161,9 +161,38 @@ TEST_CASE("mkmodel: --tied, --rope-base and --arch qwen2 write what llama.cpp ex
   // A typo in the architecture is refused with the choices.
   const auto bad = test::cli("mkmodel --arch qwen9" + small() + " -o " + test::quoted(tmp.file("x.gguf")), tmp);
   CHECK(bad.exit_code != 0);
-  CHECK_THAT(
-      bad.err,
-      Catch::Contains("llama, llama3, qwen2, qwen3, qwen3moe, gpt-oss, deepseek2, phi3, smollm3, gemma2 or gemma3"));
+  CHECK_THAT(bad.err,
+             Catch::Contains(
+                 "llama, llama3, qwen2, qwen3, qwen3moe, gpt-oss, deepseek2, phi3, smollm3, gemma2, gemma3 or lfm2"));
+}
+
+TEST_CASE("mkmodel: the lfm2-1.2b preset writes LFM2's layer pattern, its conv taps and token_embd_norm",
+          "[app][e2e]") {
+  test::TempDir tmp;
+  // LFM2-1.2B's shape with 7 layers of a small width: conv, conv, attention, conv, conv, attention, conv.
+  const auto r = test::cli(
+      "mkmodel --preset lfm2-1.2b --type q8_0 --dim 64 --layers 7 --heads 2 --kv-heads 1 --ffn 64 -q --vocab-from " +
+          test::quoted(test::model_path("stories260K.gguf")) + " -o " + test::quoted(tmp.file("lfm2.gguf")),
+      tmp);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto f = gguf::GgufFile::open(tmp.file("lfm2.gguf"));
+  REQUIRE(f.ok());
+  CHECK(*f->get_string("general.architecture") == "lfm2");
+  CHECK(*f->get_i32_array("lfm2.attention.head_count_kv") == std::vector<int32_t>{0, 0, 1, 0, 0, 1, 0});
+  CHECK(*f->get_int("lfm2.shortconv.l_cache") == 3);
+  CHECK(*f->get_int("lfm2.vocab_size") == 65536);
+  CHECK(f->find_tensor("token_embd_norm.weight") != nullptr);  // the output norm, as llama.cpp names it
+  CHECK(f->find_tensor("output_norm.weight") == nullptr);
+  REQUIRE(f->find_tensor("blk.0.shortconv.conv.weight"));
+  CHECK(f->find_tensor("blk.0.shortconv.conv.weight")->shape == std::vector<int64_t>{3, 64});
+  CHECK(f->find_tensor("blk.0.attn_q.weight") == nullptr);
+  CHECK(f->find_tensor("blk.2.attn_q_norm.weight") != nullptr);
+  CHECK(f->find_tensor("blk.2.shortconv.in_proj.weight") == nullptr);
+  const auto inspect = test::cli("inspect " + test::quoted(tmp.file("lfm2.gguf")), tmp);
+  INFO(inspect.err);
+  CHECK(inspect.exit_code == 0);
+  CHECK_THAT(inspect.out, Catch::Contains("2 of 7 layers store K and V; the 5 conv layers keep a state a sequence"));
 }
 
 TEST_CASE("mkmodel: a preset writes its model's architecture, vocabulary size and tying, and options given override it",

@@ -28,6 +28,7 @@ const char* const k_templates[] = {
     "microsoft-Phi-3.5-mini-instruct",
     "HuggingFaceTB-SmolLM3-3B",
     "openai-gpt-oss-120b",
+    "LFM2.5-Instruct",
 };
 
 std::vector<ChatMessage> messages_of(const nlohmann::ordered_json& list) {

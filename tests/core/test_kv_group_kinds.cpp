@@ -83,8 +83,16 @@ TEST_CASE("KV group kinds: each kind's hit rule, what T2 keeps and whether it ru
   CHECK(shared.t2_keeps() == kv::T2Keeps::nothing);
   CHECK(recurrent.t2_keeps() == kv::T2Keeps::state_snapshots);
   CHECK(kv::kv_group_kind_supported(kv::KvGroupKind::shared));
-  CHECK(kv::kv_group_kind_supported(kv::KvGroupKind::latent));  // deepseek2 (test_deepseek2.cpp)
-  CHECK_FALSE(kv::kv_group_kind_supported(kv::KvGroupKind::recurrent));
+  CHECK(kv::kv_group_kind_supported(kv::KvGroupKind::latent));     // deepseek2 (test_deepseek2.cpp)
+  CHECK(kv::kv_group_kind_supported(kv::KvGroupKind::recurrent));  // lfm2 (test_lfm2.cpp)
+  // A recurrent group resumes at a snapshot: every block's end (N = 1), or every Nth block's.
+  CHECK(recurrent.hit_boundary(200, 16) == 192);
+  CHECK(recurrent.hit_boundary(192, 16) == 192);
+  kv::KvGroupSpec every4 = recurrent;
+  every4.snapshot_every = 4;
+  CHECK(every4.hit_boundary(200, 16) == 192);
+  CHECK(every4.hit_boundary(190, 16) == 128);
+  CHECK(full.hit_boundary(200, 16) == 200);
   CHECK_FALSE(shared.stores());
   CHECK(recurrent.stores());
 }

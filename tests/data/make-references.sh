@@ -12,7 +12,7 @@
 #   <model>.reference.txt         prompt ids (llama.cpp's tokenizer, BOS added), greedy ids and text
 #                                 (the llama3 / qwen3 / phi3 / smollm3 models: a 486-token prompt from
 #                                 assets/demo/corpus.txt; llama-dump-logits runs them with a 512-token context;
-#                                 the gemma2 / gemma3 / gpt-oss / deepseek2 ones: its first 200 tokens or so,
+#                                 the gemma2 / gemma3 / gpt-oss / deepseek2 / lfm2 ones: its first 200 tokens or so,
 #                                 past their windows of 64 and 32)
 #   <model>.logits.f16            logits at the prompt positions its reference.txt's "logit_rows:"
 #                                 line lists (every one, or every 3rd / 4th and the last), float16
@@ -134,7 +134,7 @@ for m in "$work"/models/*.gguf; do
   name=$(basename "$m" .gguf)
   case $name in
     # 203 positions of 512 columns: every 4th row and the last.
-    tiny-gemma* | tiny-gpt-oss-* | tiny-deepseek2-*) reference "$m" "$name" "$gemma_prompt" 16 f16-every-4 ;;
+    tiny-gemma* | tiny-gpt-oss-* | tiny-deepseek2-* | tiny-lfm2-*) reference "$m" "$name" "$gemma_prompt" 16 f16-every-4 ;;
     # 486 positions of 512 columns: every 4th row. 20 positions of 32,000: every 3rd.
     tiny-llama3-* | tiny-qwen3-* | tiny-phi3-* | tiny-smollm3-* | tiny-qwen2-f16) reference "$m" "$name" "$long_prompt" 16 f16-every-4 ;;
     tiny-q-* | tiny-w320-* | tiny-qwen3moe-*) reference "$m" "$name" "$synthetic_prompt" 16 f16-every-1 ;;

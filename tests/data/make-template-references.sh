@@ -45,6 +45,7 @@ templates=(
   "microsoft-Phi-3.5-mini-instruct ggml-vocab-phi-3"
   "HuggingFaceTB-SmolLM3-3B ggml-vocab-llama-bpe"
   "openai-gpt-oss-120b ggml-vocab-llama-spm tools"
+  "LFM2.5-Instruct ggml-vocab-llama-bpe tools"
 )
 
 work=$(mktemp -d)

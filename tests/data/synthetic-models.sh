@@ -96,6 +96,9 @@ models=(
   # GLM-4.7-Flash's file layout: the qlora model with one MTP block after its 3 layers (block_count 4,
   # nextn_predict_layers 1), which llama.cpp and kvchat load and do not run.
   "tiny-deepseek2-mtp-f16   --seed 3 --type f16 --qk-std 0.1 --vocab-from=$stories --arch deepseek2 --dim 256 --layers 3 --heads 4 --kv-heads 1 --ffn 512 --kv-lora-rank 128 --q-lora-rank 96 --rope-dim 32 --mla-nope 64 --mla-value 64 --dense-layers 1 --experts 8 --experts-used 2 --expert-ffn 128 --shared-experts 1 --router-std 0.2 --expert-std 0.05 --gating 2 --selection-bias-std 0.5 --expert-weights-norm --expert-weights-scale 2.5 --expert-groups 4 --expert-groups-used 2 --rope-base 1000000 --rope-scale-factor 1 --nextn-layers 1"
+  # lfm2: 6 layers, short convolutions of 3 taps (F32, std 0.3) at 0, 1, 3, 4 and GQA attention
+  # with Q/K norms at 2 and 5 (LFM2-1.2B's pattern cut short); 4 heads of 64, 2 KV heads.
+  "tiny-lfm2-f16 --type f16 --qk-std 0.1 --vocab-from=$stories --arch lfm2 --dim 256 --layers 6 --heads 4 --kv-heads 2 --ffn 512 --rope-base 1000000"
   "tiny-qwen3moe-e128-q4_0 --type q4_0 --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch qwen3moe --experts 128 --experts-used 8 --expert-ffn 64 --router-std 0.2"
 )
 

@@ -19,7 +19,9 @@ namespace kvc::test {
 // cache (none recomputed); then, with T0 emptied to T1, the 400 again (399 reused, some from T1);
 // then a new session over `store` after the first closed: 400 positions from T2, none recomputed.
 // F16 KV: every checked row equals uncached_logits'. `store`: a directory for the SQLite store.
-inline void check_turns_t1_and_restart(const model::Model& m, const std::string& store) {
+// t1_reused: what the whole 400 on T1 reuses (its last token is recomputed): 399, or for a model
+// with a recurrent group the last block boundary before it, 384 (399 - t1_reused recomputed).
+inline void check_turns_t1_and_restart(const model::Model& m, const std::string& store, int64_t t1_reused = 399) {
   const int64_t n_vocab = m.config().n_vocab;
   const std::vector<int32_t> stream = token_stream(440, 1);
   const std::vector<float> want = uncached_logits(m, stream);
@@ -48,7 +50,8 @@ inline void check_turns_t1_and_restart(const model::Model& m, const std::string&
     CHECK(kc.tier_usage(kv::Tier::t0, 0).used_blocks == 0);
     auto t1 = s->evaluate(std::span(stream).first(400));
     REQUIRE(t1.ok());
-    CHECK(s->n_reused() == 399);
+    CHECK(s->n_reused() == t1_reused);
+    CHECK(s->last_prefix().n_recomputed == 399 - t1_reused);
     CHECK(s->last_prefix().n_from_tier[1] > 0);
     CHECK(last_row_diff(*t1, want, 400, n_vocab) == 0.0);
     REQUIRE(kc.check_invariants().ok());

@@ -175,3 +175,18 @@ TEST_CASE("kv calculator: Gemma 3 1B and 4B per layer group, and what the local 
   CHECK(e->bytes_per_token_global == e->bytes_per_token);
   CHECK(e->saved_fraction() == 0);
 }
+
+TEST_CASE("kv calculator: LFM2-1.2B's 6 attention layers per token and its 10 conv layers' state per sequence",
+          "[ui]") {
+  // 16 layers, 10 of them short convolutions keeping 2 x 2048 floats each; GQA 32 / 8 heads of 64.
+  constexpr KvShape lfm2{16, 32, 8, 64, 10, 2 * 2048};
+  auto e = estimate_kv(lfm2, {}, KvFormat::f16, 32, 4096);
+  REQUIRE(e.ok());
+  CHECK(e->n_kv_layers == 6);
+  CHECK(e->bytes_per_token == 6 * 2 * 8 * 64 * 2);          // 12 KiB: the attention layers only
+  CHECK(e->state_bytes_per_sequence == 10 * 2 * 2048 * 4);  // 160 KiB
+  // A snapshot every block of 16 (256 at 4096 tokens) and the live state.
+  CHECK(e->state_bytes_per_conversation == 163840.0 * 257);
+  CHECK(e->bytes_per_conversation == 12288.0 * 4096 + 163840.0 * 257);
+  CHECK_FALSE(estimate_kv(KvShape{16, 32, 8, 64, 16, 4096}, {}, KvFormat::f16, 32, 10).ok());  // no attention layer
+}

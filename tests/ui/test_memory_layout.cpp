@@ -326,4 +326,7 @@ TEST_CASE("KV groups: each group's line names its kind, window or source, layers
         "group 1  ·  window 512  ·  22 layers  ·  22.0 KiB per token");
   CHECK(kv_group_line(2, KvGroupLine{"shared", 3, 0, 1, 0}) ==
         "group 2  ·  shared, reads group 1  ·  3 layers  ·  0 B per token");
+  // lfm2's conv layers: a state a sequence, its snapshot in every block of 16.
+  CHECK(kv_group_line(1, KvGroupLine{"recurrent", 10, 0, -1, 10240, 163840}) ==
+        "group 1  ·  recurrent  ·  10 layers  ·  state 160.0 KiB a sequence, a snapshot a block (10.0 KiB per token)");
 }
