@@ -93,6 +93,12 @@ models=(
   # tie (seeds 1, 2 and 6 have one such row, a miss of 0.1-1.2 on that row alone).
   "tiny-deepseek2-f16       --seed 5 --type f16 --qk-std 0.1 --vocab-from=$stories --arch deepseek2 --dim 256 --layers 3 --heads 4 --kv-heads 1 --ffn 512 --kv-lora-rank 128 --rope-dim 32 --mla-nope 64 --mla-value 64 --dense-layers 1 --experts 8 --experts-used 2 --expert-ffn 128 --shared-experts 1 --router-std 0.2 --expert-std 0.05 --rope-scale-factor 8 --rope-orig-ctx 128 --yarn-log-mul 0.0707"
   "tiny-deepseek2-qlora-f16 --seed 3 --type f16 --qk-std 0.1 --vocab-from=$stories --arch deepseek2 --dim 256 --layers 3 --heads 4 --kv-heads 1 --ffn 512 --kv-lora-rank 128 --q-lora-rank 96 --rope-dim 32 --mla-nope 64 --mla-value 64 --dense-layers 1 --experts 8 --experts-used 2 --expert-ffn 128 --shared-experts 1 --router-std 0.2 --expert-std 0.05 --gating 2 --selection-bias-std 0.5 --expert-weights-norm --expert-weights-scale 2.5 --expert-groups 4 --expert-groups-used 2 --rope-base 1000000 --rope-scale-factor 1"
+  # gemma4 (E2B-like): 9 layers, two local (heads of 64, window 64, rope base 10000) to one global
+  # (heads of 128, a quarter of their pairs rotating through rope_freqs, base 1e6); the last 3
+  # layers (local, local, global) store no K/V and read layers 4 (local) and 5 (global); their FFN
+  # is double-wide; per-layer embeddings of 64; the global layers have no attn_v (V is K's
+  # projection); MQA. The Q/K norms fix the scores' size and gemma4 does not scale them: sharp.
+  "tiny-gemma4-f16      --type f16  --vocab-from=$stories --dim 256 --layers 9 --heads 4 --kv-heads 1 --head-dim 128 --head-dim-swa 64 --ffn 512 --arch gemma4 --window 64 --swa-period 3 --shared-kv-layers 3 --per-layer-embd 64 --double-wide-ffn --k-eq-v --rope-base 1000000 --qk-norm-mean 0.5"
   "tiny-qwen3moe-e128-q4_0 --type q4_0 --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch qwen3moe --experts 128 --experts-used 8 --expert-ffn 64 --router-std 0.2"
 )
 
