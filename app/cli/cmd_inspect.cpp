@@ -264,7 +264,14 @@ int run_inspect(InspectArgs a) {
                   c.n_kv_storing_groups() > 1 ? "local-attention layers (a second KV group)" : "shared-KV layers");
       continue;
     }
-    const double b = static_cast<double>(layout->block_bytes) / k_block_tokens;
+    double b = static_cast<double>(layout->block_bytes) / k_block_tokens;
+    if (c.head_dim_local > 0) {  // gemma4: each storing group's layout has its own head size
+      b = 0.0;
+      for (int g = 0; g < c.n_kv_storing_groups(); ++g) {
+        auto gl = c.kv_group_layout(g, k_block_tokens, fmt, fmt);
+        if (gl.ok()) b += static_cast<double>(gl->block_bytes) / k_block_tokens;
+      }
+    }
     std::printf("  %-5s %10.0f bytes/token  (%.3fx F16)   %lld tokens: %s\n", name.c_str(), b, b / f16,
                 static_cast<long long>(a.n_ctx), human_bytes(b * static_cast<double>(a.n_ctx)).c_str());
   }
