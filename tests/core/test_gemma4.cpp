@@ -228,3 +228,17 @@ TEST_CASE("gemma4: the cache serves four turns, T1 and a restart from disk; disk
   REQUIRE(st.n_blocks > full_blocks);
   CHECK(st.used_bytes == full_blocks * g0->block_bytes + (st.n_blocks - full_blocks) * g1->block_bytes);
 }
+
+TEST_CASE("gemma4: the per-layer embedding table is read from the mapped file, not copied", "[core]") {
+  auto be = backend::make_cpu_backend(1);
+  auto m = model::Model::load(test::model_path("tiny-gemma4-f16.gguf"), *be);
+  REQUIRE(m.ok());
+  const kernels::MatrixView& t = (*m)->weights().per_layer_token_embd.view;
+  const std::span<const uint8_t> data = (*m)->file().data_section();
+  const auto* p = static_cast<const uint8_t*>(t.data);
+  REQUIRE(p != nullptr);
+  CHECK(t.n_rows == (*m)->config().n_vocab);
+  CHECK(t.n_cols == 9 * 64);
+  CHECK(p >= data.data());
+  CHECK(p < data.data() + data.size());
+}
