@@ -154,7 +154,7 @@ int run_inspect(InspectArgs a) {
               c.qkv_bias ? ", QKV bias" : "", c.tied_embeddings ? ", tied embeddings" : "");
   std::string features;
   if (c.qk_norm) features += ", Q/K norms";
-  if (f.find_tensor("rope_freqs.weight")) features += ", rope factors (Llama 3)";
+  if (f.find_tensor("rope_freqs.weight") && !c.gemma4) features += ", rope factors (Llama 3)";
   if (f.find_tensor("rope_factors_long.weight"))
     features += ", LongRoPE (original context " + std::to_string(c.n_ctx_orig) + ")";
   if (c.fused_qkv) features += ", fused QKV";
@@ -176,7 +176,25 @@ int run_inspect(InspectArgs a) {
       features += ", YaRN rope " + num0(1.0f / c.rope.freq_scale) + "x over " + std::to_string(c.n_ctx_orig);
     }
   }
-  if (c.shared_kv_from_layer > 0) {
+  if (c.gemma4) {
+    features += ", heads of " + std::to_string(c.head_dim_local) + " (local) and " + std::to_string(c.head_dim) +
+                " (global), unscaled scores, V norm, layer output scale";
+    if (f.find_tensor("rope_freqs.weight")) features += ", proportional rope on the global layers (rope_freqs)";
+    if (c.n_embd_per_layer > 0) {
+      const gguf::TensorInfo* t = f.find_tensor("per_layer_token_embd.weight");
+      features +=
+          ", per-layer embeddings of " + std::to_string(c.n_embd_per_layer) +
+          (t ? " (table " + human_bytes(static_cast<double>(t->n_bytes)) + ", memory-mapped, one row read a token)"
+             : std::string());
+    }
+    if (!c.layer_ff.empty() && c.layer_n_ff(c.n_layer - 1) != c.layer_n_ff(0)) {
+      features += ", FFN " + std::to_string(c.layer_n_ff(c.n_layer - 1)) + " wide on the shared layers";
+    }
+    if (c.shared_kv_from_layer > 0) {
+      features += ", layers " + std::to_string(c.shared_kv_from_layer) +
+                  "+ read the K/V of the last local and the last global storing layer (attention.shared_kv_layers)";
+    }
+  } else if (c.shared_kv_from_layer > 0) {
     features +=
         ", layers " + std::to_string(c.shared_kv_from_layer) + "+ read an earlier layer's K/V (kvchat test model)";
   }
@@ -232,6 +250,14 @@ int run_inspect(InspectArgs a) {
                 scale_note.c_str());
   }
   const double f16 = c.kv_bytes_per_token(kv::KvFormat::f16);
+  if (c.n_layer_kv() < c.n_layer) {  // what the shared layers would keep if they stored their own
+    model::ModelConfig unshared = c;
+    unshared.shared_kv_from_layer = 0;
+    const double all = unshared.kv_bytes_per_token(kv::KvFormat::f16);
+    std::printf("  sharing: %.0f instead of %.0f bytes/token in F16 (saves %.1f%%: %lld layers read another's K/V)\n",
+                f16, all, all > 0 ? 100.0 * (1.0 - f16 / all) : 0.0,
+                static_cast<long long>(c.n_layer - c.n_layer_kv()));
+  }
   // Bytes as the cache lays them out (blocks of 16 positions: int4h's anchors, int4c's per-channel rows).
   constexpr int k_block_tokens = 16;
   for (kv::KvFormat fmt : kv::k_kv_formats) {
@@ -258,7 +284,14 @@ int run_inspect(InspectArgs a) {
                                                 : "shared-KV layers");
       continue;
     }
-    const double b = static_cast<double>(layout->block_bytes) / k_block_tokens;
+    double b = static_cast<double>(layout->block_bytes) / k_block_tokens;
+    if (c.head_dim_local > 0) {  // gemma4: each storing group's layout has its own head size
+      b = 0.0;
+      for (int g = 0; g < c.n_kv_storing_groups(); ++g) {
+        auto gl = c.kv_group_layout(g, k_block_tokens, fmt, fmt);
+        if (gl.ok()) b += static_cast<double>(gl->block_bytes) / k_block_tokens;
+      }
+    }
     std::printf("  %-5s %10.0f bytes/token  (%.3fx F16)   %lld tokens: %s\n", name.c_str(), b, b / f16,
                 static_cast<long long>(a.n_ctx), human_bytes(b * static_cast<double>(a.n_ctx)).c_str());
   }
@@ -276,8 +309,12 @@ int run_inspect(InspectArgs a) {
     std::printf("  KV groups (f16):\n");
     for (size_t g = 0; g < map.groups.size(); ++g) {
       const kv::KvGroupSpec& spec = map.groups[g];
+      int64_t head_dim = c.head_dim;  // the group's own (gemma4's local and global heads differ in size)
+      for (int64_t l = 0; l < c.n_layer; ++l) {
+        if (map.layer_group[static_cast<size_t>(l)] == static_cast<int>(g)) head_dim = c.layer_head_dim(l);
+      }
       const double per_token = spec.stores() && spec.kind != kv::KvGroupKind::recurrent
-                                   ? 2.0 * static_cast<double>(spec.n_layer * c.kv_width()) * 2.0
+                                   ? 2.0 * static_cast<double>(spec.n_layer * c.n_head_kv * head_dim) * 2.0
                                    : 0.0;
       std::string what = std::to_string(spec.n_layer) + (spec.n_layer == 1 ? " layer" : " layers");
       if (spec.kind == kv::KvGroupKind::window) what += ", window " + std::to_string(spec.window);

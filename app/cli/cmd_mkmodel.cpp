@@ -1,6 +1,7 @@
 // kvchat-cli mkmodel: write a llama or qwen2 GGUF with random weights; and the built-in demo model.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -88,6 +89,8 @@ constexpr Preset k_presets[] = {
     // layers (window 1024), 4 KV heads, global rope scaled 1/8.
     {"gemma3-1b", "gemma3", 1152, 26, 4, 1, 6912, 256, 262144, 32768, true, 1000000.0f, 512, 1.0f},
     {"gemma3-4b", "gemma3", 2560, 34, 8, 4, 10240, 256, 262208, 131072, true, 1000000.0f, 1024, 8.0f},
+    {"gemma4-e2b", "gemma4", 1536, 35, 8, 1, 6144, 512, 262144, 131072, true, 1000000.0f, 512, 1.0f, 0, 0, 0, 1e-6f},
+    {"gemma4-e4b", "gemma4", 2560, 42, 8, 2, 10240, 512, 262144, 131072, true, 1000000.0f, 512, 1.0f, 0, 0, 0, 1e-6f},
     // Qwen3-30B-A3B (and Qwen3-Coder-30B-A3B): 48 layers of 128 experts of width 768, 8 used
     // per token (3.3B of 30.5B parameters active), GQA 32 / 4 heads of 128, separate output.
     {"qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 6144, 128, 151936, 40960, false, 1000000.0f, 0, 0, 128, 8, 768,
@@ -168,6 +171,22 @@ constexpr Preset k_presets[] = {
      1},
 };
 
+// Gemma 4's edge models (their published configs): heads of 256 on local layers and 512 on global
+// ones (a quarter of whose pairs rotate), local windows of 512, per-layer embeddings of 256, the
+// last layers sharing K/V. E2B: 35 layers (4 local to 1 global), 20 shared, MQA, the shared
+// layers' FFN double-wide; E4B: 42 layers (5 to 1), 18 shared, 2 KV heads. With --layers N the
+// storing layers keep their share, rounded to whole local/global periods.
+struct Gemma4Preset {
+  const char* name;
+  int swa_period;
+  int64_t shared, head_dim_swa, per_layer;
+  bool double_wide;
+};
+constexpr Gemma4Preset k_gemma4_presets[] = {
+    {"gemma4-e2b", 5, 20, 256, 256, true},
+    {"gemma4-e4b", 6, 18, 256, 256, false},
+};
+
 const Preset* find_preset(const std::string& name) {
   for (const auto& p : k_presets) {
     if (name == p.name) return &p;
@@ -223,6 +242,18 @@ void apply_preset(const Preset& p, MkmodelArgs& a, const Given& given) {
     set("--nextn-layers", a.spec.n_nextn, p.nextn);
   }
   if (p.rope_orig_ctx > 0) set("--rope-orig-ctx", a.spec.rope_orig_ctx, p.rope_orig_ctx);
+  for (const Gemma4Preset& g : k_gemma4_presets) {
+    if (std::string(g.name) != p.name) continue;
+    set("--swa-period", a.spec.swa_period, g.swa_period);
+    set("--head-dim-swa", a.spec.head_dim_swa, g.head_dim_swa);
+    set("--per-layer-embd", a.spec.n_embd_per_layer, g.per_layer);
+    if (!given("--double-wide-ffn")) a.spec.double_wide_ffn = g.double_wide;
+    // The storing layers' share of the preset, in whole periods (the last storing layer global).
+    const int64_t period = a.spec.swa_period, n = a.spec.n_layer;
+    const int64_t kv_periods = std::max<int64_t>(1, ((n - g.shared * n / p.n_layer) + period / 2) / period);
+    set("--shared-kv-layers", a.spec.shared_kv_layers, std::max<int64_t>(0, n - kv_periods * period));
+    a.spec.final_softcap = given("--final-softcap") ? a.spec.final_softcap : 30.0f;
+  }
 }
 
 // Appends unused tokens ("<unused_N>") until the vocabulary has n tokens: a model with the
@@ -304,7 +335,7 @@ void register_mkmodel(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "mkmodel",
       "write a llama-family GGUF (llama, llama3, qwen2, qwen3, qwen3moe, gpt-oss, deepseek2, phi3, smollm3, gemma2, "
-      "gemma3, lfm2) with "
+      "gemma3, gemma4, lfm2) with "
       "random "
       "weights of any shape and type");
   cmd->add_option("-o,--output", a->out, "GGUF file to write (default: DATA_DIR/models/PRESET-TYPE.gguf)");
@@ -397,8 +428,23 @@ void register_mkmodel(CLI::App& app) {
                   "kvchat-only test models (llama, gemma2, gemma3): layers from this one on store no K/V and "
                   "read the last earlier layer's of their kind, as Gemma 3n does (0: none)")
       ->capture_default_str();
+  cmd->add_option("--head-dim-swa", a->spec.head_dim_swa,
+                  "gemma4: the local layers' head size (--head-dim: the global)")
+      ->capture_default_str();
+  cmd->add_option("--swa-period", a->spec.swa_period, "gemma4: layer l is global when l % period == period - 1")
+      ->capture_default_str();
+  cmd->add_option("--shared-kv-layers", a->spec.shared_kv_layers,
+                  "gemma4: the last N layers store no K/V and read the last local / global storing layer's")
+      ->capture_default_str();
+  cmd->add_option("--per-layer-embd", a->spec.n_embd_per_layer, "gemma4: per-layer embedding width (0: none)")
+      ->capture_default_str();
+  cmd->add_flag("--double-wide-ffn", a->spec.double_wide_ffn, "gemma4: the shared layers' FFN is 2 --ffn wide");
+  cmd->add_flag("--k-eq-v", a->spec.k_eq_v, "gemma4: the global layers have no attn_v (V is K's projection)");
+  cmd->add_option("--rope-base-swa", a->spec.rope_freq_base_swa, "gemma4: the local layers' rope base")
+      ->capture_default_str();
   cmd->add_option("--attn-softcap", a->spec.attn_softcap, "gemma2: attn_logit_softcapping")->capture_default_str();
-  cmd->add_option("--final-softcap", a->spec.final_softcap, "gemma2: final_logit_softcapping")->capture_default_str();
+  cmd->add_option("--final-softcap", a->spec.final_softcap, "gemma2, gemma4: final_logit_softcapping")
+      ->capture_default_str();
   cmd->add_option("--rope-base", a->spec.rope_freq_base, "rope frequency base")->capture_default_str();
   cmd->add_flag("--tied", a->spec.tied, "no output.weight: the output layer reuses the token embeddings");
   cmd->add_option("--seed", a->spec.seed, "weights seed (the file depends only on the options)")->capture_default_str();

@@ -27,7 +27,11 @@ Forward::Forward(const Model& m, std::vector<kernels::KvBlockLayout> layouts, in
     const kernels::KvBlockLayout& layout = layouts_[g];
     KVC_ASSERT(layout.n_layer == map.groups[g].n_layer && layout.block_tokens == layouts_[0].block_tokens);
     KVC_ASSERT(layout.state ? layout.head_dim == c.recurrent_state_floats()  // lfm2's conv states
-                            : layout.n_kv_head == c.n_head_kv && layout.head_dim == c.head_dim);
+                            : layout.n_kv_head == c.n_head_kv);
+  }
+  for (int64_t l = 0; l < c.n_layer; ++l) {  // gemma4: local and global heads differ in size
+    const kernels::KvBlockLayout& layout = layouts_[static_cast<size_t>(layer_group_[static_cast<size_t>(l)])];
+    KVC_ASSERT(layout.state || layout.head_dim == c.layer_head_dim(l));
   }
   slices_.resize(layouts_.size());
   auto buf = [&](int64_t width) {
@@ -37,10 +41,10 @@ Forward::Forward(const Model& m, std::vector<kernels::KvBlockLayout> layouts, in
   };
   x_ = buf(c.n_embd);
   h_ = buf(c.n_embd);
-  q_ = buf(c.q_width());
-  k_ = buf(c.kv_width());
-  v_ = buf(c.kv_width());
-  att_ = buf(c.q_width());
+  q_ = buf(c.n_head * c.max_head_dim());
+  k_ = buf(c.n_head_kv * c.max_head_dim());
+  v_ = buf(c.n_head_kv * c.max_head_dim());
+  att_ = buf(c.n_head * c.max_head_dim());
   gate_ = buf(c.n_ff);
   up_ = buf(c.n_ff);
   out_rows_ = buf(c.n_embd);
@@ -57,14 +61,25 @@ Forward::Forward(const Model& m, std::vector<kernels::KvBlockLayout> layouts, in
     conv_bcx_ = buf(3 * c.n_embd);
     conv_y_ = buf(c.n_embd);
   }
+  if (c.gemma4) {
+    if (c.n_embd_per_layer > 0) {
+      pl_in_ = buf(c.n_layer * c.n_embd_per_layer);
+      pl_tmp_ = buf(c.n_layer * c.n_embd_per_layer);
+      pl_gate_ = buf(c.n_embd_per_layer);
+    }
+    const std::vector<float> ones(static_cast<size_t>(c.max_head_dim()), 1.0f);
+    auto up = be_.upload_floats(ones.data(), c.max_head_dim());
+    if (up.ok()) ones_ = *up;
+    if (!up.ok()) alloc_failed_ = true;
+  }
   logits_ = buf(c.n_vocab);
   tokens_ = static_cast<int32_t*>(be_.alloc(static_cast<size_t>(max_batch) * sizeof(int32_t)));
   if (!tokens_) alloc_failed_ = true;
 }
 
 Forward::~Forward() {
-  for (float* p : {x_, h_, q_, k_, v_, att_, gate_, up_, out_rows_, logits_, moe_out_, mla_q_, mla_a_, mla_b_, mla_o_,
-                   mla_pe_, conv_bcx_, conv_y_}) {
+  for (float* p : {x_,     h_,     q_,     k_,     v_,      att_,      gate_,   up_,    out_rows_, logits_,  moe_out_,
+                   mla_q_, mla_a_, mla_b_, mla_o_, mla_pe_, conv_bcx_, conv_y_, pl_in_, pl_tmp_,   pl_gate_, ones_}) {
     be_.free(p);
   }
   be_.free(tokens_);
@@ -132,6 +147,7 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
   be_.copy_from_host(batch_tokens_.data(), tokens_, static_cast<size_t>(n) * sizeof(int32_t));
   be_.embed(w.token_embd, tokens_, n, x_);  // x: (n, n_embd)
   if (c.gemma) be_.scale(x_, n * c.n_embd, std::sqrt(static_cast<float>(c.n_embd)));
+  if (c.gemma4 && c.n_embd_per_layer > 0) gemma4_per_layer_inputs(n);
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     // The layer's K/V live in its KV group's blocks, at its index among that group's layers.
@@ -142,6 +158,10 @@ Result<std::span<const float>> Forward::eval(std::span<const SeqInput> inputs, L
     // A shared layer (kvchat's test models, as Gemma 3n's last layers) computes Q only and reads the
     // K/V an earlier layer of its kind stored.
     const bool stores = layer_stores_[static_cast<size_t>(l)];
+    if (c.gemma4) {  // forward_gemma4.cpp
+      gemma4_layer(l, n, layout, layer, slices, stores);
+      continue;
+    }
     // Attention block: h = norm(x); q, k, v = h W^T (+ per-head norms); rope; store k, v;
     // x += attn(q) Wo^T (Gemma: x += post_norm(attn(q) Wo^T), a local layer's window in the mask).
     be_.rmsnorm(x_, lw.attn_norm, n, c.n_embd, c.rms_eps, h_);

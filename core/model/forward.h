@@ -59,6 +59,16 @@ class Forward {
   // attn_output), storing the layer's latent rows into its blocks.
   void mla_attention(int64_t l, int64_t n, const kernels::KvBlockLayout& layout, int layer,
                      const std::vector<backend::SeqSlice>& slices, const kernels::AttentionShape& shape);
+  // gemma4's layer (forward_gemma4.cpp): attention with the layer's own head size and V norm,
+  // GeGLU FFN of its width, the per-layer embedding gated in, the output scale; and the per-layer
+  // inputs of the batch (pl_in_), computed once before the layers from the scaled embeddings in x_.
+  void gemma4_layer(int64_t l, int64_t n, const kernels::KvBlockLayout& layout, int layer,
+                    const std::vector<backend::SeqSlice>& slices, bool stores);
+  void gemma4_per_layer_inputs(int64_t n);
+  float* pl_in_ = nullptr;    // gemma4: (n_layer, max_batch, n_embd_per_layer), layer-major
+  float* pl_tmp_ = nullptr;   // gemma4: (max_batch, n_layer * n_embd_per_layer) token-major scratch
+  float* pl_gate_ = nullptr;  // gemma4: (max_batch, n_embd_per_layer)
+  float* ones_ = nullptr;     // gemma4: (max_head_dim) ones, V's RMS norm without weight
   int64_t max_batch_;
   // Backend buffers, each sized for max_batch rows.
   float* x_ = nullptr;         // (max_batch, n_embd) residual stream

@@ -40,7 +40,18 @@ Result<std::unique_ptr<kv::KvCache>> create_kv_cache(const Model& m, const KvSet
   // T1 is split by layer share.
   constexpr int64_t k_window_sequences = 16;  // the engine's max_running by default
   const int64_t B = o.block_tokens;
-  const int64_t n_positions = o.budget.t0_bytes > 0 ? o.budget.t0_bytes / layout->block_bytes * B : n_blocks * B;
+  // Bytes of one block of every storing layer: gemma4's local and global heads differ in size, so
+  // the groups' layouts are summed rather than one whole layout taken.
+  int64_t all_block_bytes = layout->block_bytes;
+  if (c.head_dim_local > 0) {
+    all_block_bytes = 0;
+    for (int g = 0; g < n_storing; ++g) {
+      auto gl = c.kv_group_layout(g, o.block_tokens, o.k_format, o.v_format);
+      if (!gl.ok()) return gl.error();
+      all_block_bytes += gl->block_bytes;
+    }
+  }
+  const int64_t n_positions = o.budget.t0_bytes > 0 ? o.budget.t0_bytes / all_block_bytes * B : n_blocks * B;
   std::vector<kv::KvCacheConfig> groups(static_cast<size_t>(n_storing));
   int64_t window_bytes = 0, n_full_layers = 0;
   for (int g = 0; g < n_storing; ++g) {  // the windowed groups first: the full ones get the rest

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/model/model_check.h"
+#include "core/model/model_gemma4.h"
 #include "core/model/weight_loader.h"
 #include "core/tokenizer/pre_tokenizer.h"
 #include "core/util/assert.h"
@@ -298,6 +299,12 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
                                                        "is not supported by the " +
                                                        std::string(be.name()) + " backend yet; use --backend cpu"));
   }
+  if (c.gemma4 && be.name().rfind("cpu", 0) != 0) {
+    return fail(make_error(ErrorCode::unsupported,
+                           "architecture gemma4 (per-layer embeddings, heads of two sizes, "
+                           "shared KV layers) is not supported by the " +
+                               std::string(be.name()) + " backend yet; use --backend cpu"));
+  }
   if (c.is_moe() && !be.has_moe_ops()) {
     return fail(make_error(ErrorCode::unsupported, "architecture " + c.arch +
                                                        " (a mixture of experts: the expert router and the experts' "
@@ -321,6 +328,10 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
   m->weights_.layers.resize(static_cast<size_t>(c.n_layer));
   for (int64_t l = 0; l < c.n_layer; ++l) {
     LayerWeights& w = m->weights_.layers[static_cast<size_t>(l)];
+    if (c.gemma4) {  // model_gemma4.cpp: heads and FFN widths of its own per layer
+      if (Status st = load_gemma4_layer(ld, c, l, w); !st.ok()) return fail(st.error());
+      continue;
+    }
     const std::string b = "blk." + std::to_string(l) + ".";
     auto assign_m = [&](backend::Weight& dst, const char* name, int64_t rows, int64_t cols) -> Status {
       auto r = ld.matrix(b + name, rows, cols);
@@ -423,6 +434,7 @@ Result<std::unique_ptr<Model>> Model::from_file(gguf::GgufFile file, const std::
                              "yet; use --backend cpu"));
     }
   }
+  if (Status st = load_gemma4_globals(ld, c, m->weights_); c.gemma4 && !st.ok()) return fail(st.error());
   auto onorm = ld.vector(c.lfm2 ? "token_embd_norm.weight" : "output_norm.weight", c.n_embd);
   if (!onorm.ok()) return fail(onorm.error());
   m->weights_.output_norm = *onorm;

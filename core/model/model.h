@@ -52,6 +52,12 @@ struct LayerWeights {
   // A mixture-of-experts layer (ModelConfig::layer_is_moe) has these instead of the three above:
   // the router, the experts' 3-D tensors as views of n_expert stacked matrices, the shared experts.
   kernels::MoeFfnWeights moe;
+  // gemma4 (model_gemma4.cpp): the per-layer embedding's gate (n_embd_per_layer, n_embd), its
+  // projection back (n_embd, n_embd_per_layer) and norm (n_embd), and the layer's output scale.
+  backend::Weight per_layer_gate;
+  backend::Weight per_layer_proj;
+  const float* per_layer_post_norm = nullptr;
+  float out_scale = 1.0f;
 };
 
 struct ModelWeights {
@@ -59,6 +65,11 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;    // n_layer
   const float* output_norm = nullptr;  // (n_embd)
   backend::Weight output;              // (n_vocab, n_embd); token_embd when tied
+  // gemma4's per-layer embeddings: a table (n_vocab, n_layer * n_embd_per_layer) read one row a
+  // token, the residual's projection (n_layer * n_embd_per_layer, n_embd) and its norm.
+  backend::Weight per_layer_token_embd;
+  backend::Weight per_layer_model_proj;
+  const float* per_layer_proj_norm = nullptr;  // (n_embd_per_layer)
 };
 
 struct LoadOptions {

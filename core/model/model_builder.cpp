@@ -97,14 +97,16 @@ Status ModelSpec::validate(int64_t n_vocab) const {
   if (arch != "deepseek2" && (head_size() <= 0 || head_size() % 2 != 0 || head_size() > 1024)) {
     return bad("the head size (--head-dim, or --dim / --heads) must be even and at most 1024 for rotary embeddings");
   }
-  const bool gemma = arch == "gemma2" || arch == "gemma3";
+  const bool gemma = arch == "gemma2" || arch == "gemma3" || arch == "gemma4";
   const bool moe = arch == "qwen3moe" || arch == "gpt-oss" || arch == "deepseek2";
   if (arch == "deepseek2") KVC_TRY(check_deepseek2_spec(*this));
   if (n_nextn != 0 && arch != "deepseek2") return bad("--nextn-layers is for --arch deepseek2");
   if (arch == "lfm2") KVC_TRY(check_lfm2_spec(*this));
+  if (arch == "gemma4") KVC_TRY(check_gemma4_spec(*this));
   if (head_dim != 0 && arch != "qwen3" && !moe && !gemma)
     return bad(
-        "--head-dim is for --arch qwen3, qwen3moe, gpt-oss, gemma2 and gemma3 (other architectures use --dim / --heads)");
+        "--head-dim is for --arch qwen3, qwen3moe, gpt-oss, gemma2, gemma3 and gemma4 (other architectures use --dim / "
+        "--heads)");
   if (arch == "gpt-oss") {
     if (sliding_window <= 0) return bad("--window must be positive for gpt-oss (its local layers' window)");
     if (!(rope_scale_factor >= 1 && rope_scale_factor < 1000 && rope_orig_ctx > 0))
@@ -134,11 +136,12 @@ Status ModelSpec::validate(int64_t n_vocab) const {
       arch != "smollm3" && !gemma && arch != "lfm2") {
     return bad("unknown architecture '" + arch +
                "' (choose llama, llama3, qwen2, qwen3, qwen3moe, gpt-oss, deepseek2, phi3, smollm3, gemma2, gemma3 or "
-               "lfm2)");
+               "gemma4 or lfm2)");
   }
   if (sliding_window < 0 || sliding_window > n_ctx) return bad("--window must lie in [0, --ctx]");
   if (shared_kv_from_layer != 0) {
-    if (arch != "llama" && !gemma) return bad("--shared-kv-from-layer is for --arch llama, gemma2 and gemma3");
+    if (arch != "llama" && arch != "gemma2" && arch != "gemma3")
+      return bad("--shared-kv-from-layer is for --arch llama, gemma2 and gemma3 (gemma4: --shared-kv-layers)");
     if (shared_kv_from_layer < 1 || shared_kv_from_layer >= n_layer)
       return bad("--shared-kv-from-layer must lie in [1, --layers)");
     const int64_t period = arch == "gemma2" ? 2 : arch == "gemma3" ? 6 : 0;
@@ -225,7 +228,7 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   w.set_u32(a + "attention.head_count", static_cast<uint32_t>(spec.n_head));
   w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(spec.n_head_kv));
   w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(head_dim));
-  const bool gemma = spec.arch == "gemma2" || spec.arch == "gemma3";
+  const bool gemma = spec.arch == "gemma2" || spec.arch == "gemma3" || spec.arch == "gemma4";
   const bool oss = spec.arch == "gpt-oss";
   const bool moe = spec.arch == "qwen3moe" || oss || spec.arch == "deepseek2";
   const bool qwen3 = spec.arch == "qwen3" || spec.arch == "qwen3moe";  // Q/K norms and key_length
@@ -267,6 +270,7 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
   }
   if (spec.arch == "deepseek2") add_deepseek2_metadata(spec, w);
   if (spec.arch == "lfm2") add_lfm2_metadata(spec, w);
+  if (spec.arch == "gemma4") add_gemma4_metadata(spec, w);
   w.set_f32(a + "attention.layer_norm_rms_epsilon", spec.rms_eps);
   w.set_u32(a + "vocab_size", static_cast<uint32_t>(n_vocab));
   add_vocabulary(w, vocab);
@@ -335,6 +339,7 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
                      0.0f,
                      llama3_rope_factors(head_dim / 2, spec.rope_freq_base, 1.25f, spec.rope_orig_ctx)});
   }
+  if (spec.arch == "gemma4") plan_gemma4_globals(spec, n_vocab, plans);
   for (int64_t l = 0; l < spec.n_layer; ++l) {
     if (spec.arch == "deepseek2") {
       plan_deepseek2_layer(spec, l, plans);
@@ -342,6 +347,10 @@ Status write_random_model(const ModelSpec& spec, const tokenizer::Vocabulary& vo
     }
     if (spec.arch == "lfm2") {
       plan_lfm2_layer(spec, l, plans);
+      continue;
+    }
+    if (spec.arch == "gemma4") {
+      plan_gemma4_layer(spec, l, plans);
       continue;
     }
     const std::string b = "blk." + std::to_string(l) + ".";

@@ -72,8 +72,21 @@ struct ModelSpec {
   // earlier layer's of their kind (kvchat.shared_kv_from_layer, as Gemma 3n / 4); 0: none written.
   // Their attn_k / attn_v weights are still written (unused).
   int64_t shared_kv_from_layer = 0;
+  // gemma4 (model_builder_gemma4.cpp): head_dim is the global layers' head size, head_dim_swa the
+  // local ones'; layer l is global when l % swa_period == swa_period - 1; the last shared_kv_layers
+  // layers read the K/V of the last local / global storing layer; per-layer embeddings of
+  // n_embd_per_layer (0: none); double_wide_ffn gives the shared layers an FFN of 2 n_ff; the
+  // global layers rotate a quarter of their pairs (rope_freqs), the local ones all of theirs with
+  // base rope_freq_base_swa; k_eq_v writes no attn_v on the global layers (V is K's projection).
+  int64_t head_dim_swa = 0;
+  int swa_period = 5;
+  int64_t shared_kv_layers = 0;
+  int64_t n_embd_per_layer = 0;
+  bool double_wide_ffn = false;
+  bool k_eq_v = false;
+  float rope_freq_base_swa = 10000.0f;
   float attn_softcap = 50.0f;   // gemma2: attn_logit_softcapping
-  float final_softcap = 30.0f;  // gemma2: final_logit_softcapping
+  float final_softcap = 30.0f;  // gemma2, gemma4: final_logit_softcapping
   FileType type = FileType::q8_0;
   uint64_t seed = 1;
   float weight_std = 0.02f;       // matrices: near-normal with this standard deviation, mean 0
@@ -113,6 +126,13 @@ bool lfm2_layer_is_attention(int64_t l);
 Status check_lfm2_spec(const ModelSpec& spec);
 void add_lfm2_metadata(const ModelSpec& spec, gguf::GgufWriter& w);
 void plan_lfm2_layer(const ModelSpec& spec, int64_t l, std::vector<TensorPlan>& plans);
+
+// gemma4: its metadata keys, the tensors before the layers, and the tensors of layer l
+// (model_builder_gemma4.cpp).
+Status check_gemma4_spec(const ModelSpec& spec);
+void add_gemma4_metadata(const ModelSpec& spec, gguf::GgufWriter& w);
+void plan_gemma4_globals(const ModelSpec& spec, int64_t n_vocab, std::vector<TensorPlan>& plans);
+void plan_gemma4_layer(const ModelSpec& spec, int64_t l, std::vector<TensorPlan>& plans);
 
 // Writes the vocabulary's tokenizer.ggml.* keys (SentencePiece or byte-level BPE).
 void add_vocabulary(gguf::GgufWriter& w, const tokenizer::Vocabulary& vocab);

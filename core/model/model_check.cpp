@@ -6,6 +6,7 @@
 
 #include "core/gguf/gguf_file.h"
 #include "core/model/model.h"
+#include "core/model/model_gemma4.h"
 
 namespace kvc::model {
 
@@ -62,6 +63,10 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
   auto expert_vectors = [&](std::string name, int64_t n) {
     out.push_back({std::move(name), 1, n, false, true, c.n_expert});
   };
+  if (c.gemma4) {  // model_gemma4.cpp
+    expected_gemma4_tensors(c, out);
+    return out;
+  }
   matrix("token_embd.weight", c.n_vocab, c.n_embd);
   // Rope frequency divisors: Llama 3's, or Phi-3's LongRoPE pair (Model::load picks one).
   vector("rope_freqs.weight", c.rope.n_rot / 2, true);

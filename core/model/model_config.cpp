@@ -38,6 +38,7 @@ constexpr ArchTraits k_archs[] = {
     {"gpt-oss", false, true, false, false, 0, 0, true},
     {"deepseek2", true, false, false, false, 0, 0, true},
     {"lfm2", false, false, true, false, 0, 0},
+    {"gemma4", false, false, true, false, 0, 0},  // read_gemma4: its pattern is a per-layer list
 };
 
 // Bounds on the hyperparameters: far above any released model, low enough that every size
@@ -337,9 +338,10 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
     if (c.arch == a.name) traits = &a;
   }
   if (!traits) {
-    return make_error(ErrorCode::unsupported, "metadata general.architecture: '" + gguf::printable(c.arch) +
-                                                  "' is not supported yet (supported: llama, mistral, qwen2, qwen3, "
-                                                  "qwen3moe, gpt-oss, deepseek2, phi3, smollm3, gemma2, gemma3, lfm2)");
+    return make_error(ErrorCode::unsupported,
+                      "metadata general.architecture: '" + gguf::printable(c.arch) +
+                          "' is not supported yet (supported: llama, mistral, qwen2, qwen3, "
+                          "qwen3moe, gpt-oss, deepseek2, phi3, smollm3, gemma2, gemma3, gemma4, lfm2)");
   }
   if (f.find("general.name")) {
     if (auto n = f.get_string("general.name"); n.ok()) c.name = *n;
@@ -359,13 +361,21 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   if (c.arch == "lfm2") {  // head_count_kv per layer, 0 marking the conv layers
     KVC_TRY(read_lfm2(f, c));
   } else {
-    auto heads_kv = optional_count(f, p + "attention.head_count_kv", k_max_heads, c.n_head);
+    // gemma4 may give head_count_kv and feed_forward_length per layer (arrays): read_gemma4 reads them.
+    auto per_layer = [&](const std::string& key) {
+      const gguf::Value* v = c.arch == "gemma4" ? f.find(key) : nullptr;
+      return v != nullptr && v->as<gguf::Array>() != nullptr;
+    };
+    auto heads_kv = per_layer(p + "attention.head_count_kv")
+                        ? Result<int64_t>(c.n_head)
+                        : optional_count(f, p + "attention.head_count_kv", k_max_heads, c.n_head);
     if (!heads_kv.ok()) return heads_kv.error();
     c.n_head_kv = *heads_kv;
   }
   // An MoE model without dense layers has no use for feed_forward_length (read_moe checks).
-  auto ff = traits->moe ? optional_count(f, p + "feed_forward_length", k_max_ffn, 0)
-                        : required_count(f, p + "feed_forward_length", k_max_ffn);
+  auto ff = per_layer(p + "feed_forward_length") ? Result<int64_t>(int64_t{1})
+            : traits->moe                        ? optional_count(f, p + "feed_forward_length", k_max_ffn, 0)
+                                                 : required_count(f, p + "feed_forward_length", k_max_ffn);
   if (!ff.ok()) return ff.error();
   c.n_ff = *ff;
   auto ctx = optional_count(f, p + "context_length", k_max_context, 2048);
@@ -466,6 +476,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   if (traits->moe) KVC_TRY(read_moe(f, p, c));
   if (c.arch == "gpt-oss") KVC_TRY(read_gpt_oss(f, p, c));
   if (c.arch == "deepseek2") KVC_TRY(read_deepseek2(f, c));
+  if (c.arch == "gemma4") KVC_TRY(read_gemma4(f, c));
   KVC_TRY(read_kv_sharing(f, c));
 
   c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
@@ -497,6 +508,12 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
 Result<kernels::KvBlockLayout> ModelConfig::kv_layout(int block_tokens, kv::KvFormat k_format,
                                                       kv::KvFormat v_format) const {
   const bool quantized = k_format != kv::KvFormat::f16 || v_format != kv::KvFormat::f16;
+  if (quantized && head_dim_local > 0 && kv::kv_group_for_head_dim(head_dim_local) == 0) {
+    return make_error(ErrorCode::unsupported, "KV format " + std::string(kv::kv_format_name(k_format)) +
+                                                  " needs a head size that is a multiple of 8; this model's local "
+                                                  "layers' head size is " +
+                                                  std::to_string(head_dim_local) + ". Use --kv-type f16");
+  }
   if (quantized && kv::kv_group_for_head_dim(head_dim) == 0) {
     return make_error(ErrorCode::unsupported,
                       "KV format " + std::string(kv::kv_format_name(k_format)) + "/" +
@@ -517,8 +534,12 @@ Result<kernels::KvBlockLayout> ModelConfig::kv_layout(int block_tokens, kv::KvFo
     }
     return *latent;
   }
+  // gemma4: the storing layers' head size where they all have one (else the larger, global one;
+  // each KV group's layout has its own, kv_group_layout).
+  int64_t hd = layer_head_dim(0);
+  for (int64_t l = 1; l < n_layer_kv(); ++l) hd = layer_head_dim(l) == hd ? hd : head_dim;
   auto layout = kernels::make_kv_block_layout(static_cast<int>(n_layer_kv()), static_cast<int>(n_head_kv),
-                                              static_cast<int>(head_dim), block_tokens, k_format, v_format);
+                                              static_cast<int>(hd), block_tokens, k_format, v_format);
   if (!layout) {
     return make_error(ErrorCode::invalid_argument, "cannot lay out the KV cache for " + std::to_string(n_layer) +
                                                        " layers, " + std::to_string(n_head_kv) + " KV heads of size " +
@@ -548,8 +569,12 @@ Result<kernels::KvBlockLayout> ModelConfig::kv_group_layout(int g, int block_tok
                         "cannot lay out the recurrent state of KV group " + std::to_string(g));
     return *state;
   }
+  int64_t group_head_dim = whole->head_dim;  // gemma4: local and global layers' heads differ
+  for (int64_t l = 0; l < n_layer_kv(); ++l) {
+    if (map.layer_group[static_cast<size_t>(l)] == g) group_head_dim = layer_head_dim(l);
+  }
   auto layout = kernels::make_kv_block_layout(map.groups[static_cast<size_t>(g)].n_layer, whole->n_kv_head,
-                                              whole->head_dim, block_tokens, k_format, v_format);
+                                              static_cast<int>(group_head_dim), block_tokens, k_format, v_format);
   if (!layout) return make_error(ErrorCode::invalid_argument, "cannot lay out KV group " + std::to_string(g));
   return *layout;
 }

@@ -1,6 +1,7 @@
 // The hyper-parameters of a llama-family model, read from GGUF metadata and checked.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -84,7 +85,10 @@ struct ModelConfig {
   float attn_softcap = 0.0f;       // Gemma 2: every score x becomes cap tanh(x / cap) (0: none)
   float final_softcap = 0.0f;      // Gemma 2: every logit likewise
   float query_scale = 0.0f;        // multiplies q . k; 0: 1 / sqrt(head_dim)
-  bool layer_is_local(int64_t l) const { return swa_period > 0 && local_window > 0 && l % swa_period < swa_period - 1; }
+  bool layer_is_local(int64_t l) const {
+    if (!local_layers.empty()) return local_window > 0 && local_layers[static_cast<size_t>(l)] != 0;
+    return swa_period > 0 && local_window > 0 && l % swa_period < swa_period - 1;
+  }
   // The window layer l attends through (0: all earlier positions).
   int64_t layer_window(int64_t l) const { return layer_is_local(l) ? local_window : sliding_window; }
   const kernels::RopeParams& layer_rope(int64_t l) const { return layer_is_local(l) ? rope_local : rope; }
@@ -177,6 +181,26 @@ struct ModelConfig {
   int64_t recurrent_state_bytes() const {
     return n_recurrent_layers() * recurrent_state_floats() * static_cast<int64_t>(sizeof(float));
   }
+  // gemma4 (model_gemma4.cpp): Gemma with a per-layer local/global list (local_layers, from
+  // attention.sliding_window_pattern), heads of head_dim_local on local layers and head_dim on
+  // global ones (key_length_swa / key_length), the global rope through rope_freqs (its factors
+  // of 1e30 leave the unrotated pairs still), V RMS-normed without weight (V = K's projection
+  // where the layer has no attn_v), scores not scaled (query_scale 1), per-layer FFN widths
+  // (layer_ff: the shared layers' double-wide FFN), per-layer embeddings of n_embd_per_layer
+  // gated into each layer's output, and each layer's output scaled by layer_output_scale. Its
+  // last layers share K/V (attention.shared_kv_layers, as shared_kv_from_layer).
+  bool gemma4 = false;
+  std::vector<uint8_t> local_layers;  // per layer: 1 local, 0 global; empty: swa_period decides
+  int64_t head_dim_local = 0;         // gemma4: the local layers' head size; 0: head_dim
+  std::vector<int64_t> layer_ff;      // gemma4: per-layer FFN width; empty: n_ff (then the largest)
+  int64_t n_embd_per_layer = 0;       // gemma4: embedding_length_per_layer_input; 0: none
+  int64_t layer_head_dim(int64_t l) const {
+    return head_dim_local > 0 && layer_is_local(l) ? head_dim_local : head_dim;
+  }
+  int64_t layer_n_ff(int64_t l) const { return layer_ff.empty() ? n_ff : layer_ff[static_cast<size_t>(l)]; }
+  int64_t layer_q_width(int64_t l) const { return n_head * layer_head_dim(l); }
+  int64_t layer_kv_width(int64_t l) const { return n_head_kv * layer_head_dim(l); }
+  int64_t max_head_dim() const { return std::max(head_dim, head_dim_local); }
 
   bool tied_embeddings = false;  // no output.weight: logits use token_embd
   bool fused_qkv = false;        // attn_qkv.weight holds Q, K, V rows (Phi-3)
@@ -188,6 +212,11 @@ struct ModelConfig {
   // Layers that read another's K/V (shared_kv_from_layer) store none and count nothing here.
   // MLA (mla): one latent row a token and layer, no V.
   double kv_bytes_per_token(double elem_bytes) const {
+    if (head_dim_local > 0) {  // gemma4: each storing layer's own head size
+      int64_t n = 0;
+      for (int64_t l = 0; l < n_layer_kv(); ++l) n += layer_kv_width(l);
+      return 2.0 * static_cast<double>(n) * elem_bytes;
+    }
     return (mla ? 1.0 : 2.0) * static_cast<double>((n_layer_kv() - n_recurrent_layers()) * kv_width()) * elem_bytes;
   }
   // MLA: what the same model would keep as multi-head attention, K and V per head
@@ -198,8 +227,8 @@ struct ModelConfig {
   // The same for the local layers only, and for the global ones (all layers when none is local).
   double kv_bytes_per_token_local(double elem_bytes) const {
     int64_t n = 0;
-    for (int64_t l = 0; l < n_layer_kv(); ++l) n += layer_is_local(l) ? 1 : 0;
-    return 2.0 * static_cast<double>(n * kv_width()) * elem_bytes;
+    for (int64_t l = 0; l < n_layer_kv(); ++l) n += layer_is_local(l) ? layer_kv_width(l) : 0;
+    return 2.0 * static_cast<double>(n) * elem_bytes;
   }
   double kv_bytes_per_token_global(double elem_bytes) const {
     return kv_bytes_per_token(elem_bytes) - kv_bytes_per_token_local(elem_bytes);
@@ -231,6 +260,12 @@ struct ModelConfig {
 // Reads kvchat.shared_kv_from_layer into c (from_gguf, after the layer pattern), refusing a value
 // outside [1, n_layer) or a shared layer with no earlier storing layer of its kind.
 Status read_kv_sharing(const gguf::GgufFile& f, ModelConfig& c);
+
+// Reads gemma4's keys into c (from_gguf, after rope; model_gemma4.cpp): the per-layer pattern,
+// window, head sizes, rope of the local layers, FFN widths, per-layer embeddings, shared KV layers
+// (as shared_kv_from_layer, refusing a file whose last two storing layers are not one local and
+// one global, the producers llama.cpp reads) and the final soft-cap.
+Status read_gemma4(const gguf::GgufFile& f, ModelConfig& c);
 
 // Reads deepseek2's MLA keys into c (from_gguf, after rope and the MoE keys): the ranks, the MLA
 // head sizes, and the query scale with DeepSeek's YaRN mscale as llama.cpp computes it. A file

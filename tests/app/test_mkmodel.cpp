@@ -161,9 +161,10 @@ TEST_CASE("mkmodel: --tied, --rope-base and --arch qwen2 write what llama.cpp ex
   // A typo in the architecture is refused with the choices.
   const auto bad = test::cli("mkmodel --arch qwen9" + small() + " -o " + test::quoted(tmp.file("x.gguf")), tmp);
   CHECK(bad.exit_code != 0);
-  CHECK_THAT(bad.err,
-             Catch::Contains(
-                 "llama, llama3, qwen2, qwen3, qwen3moe, gpt-oss, deepseek2, phi3, smollm3, gemma2, gemma3 or lfm2"));
+  CHECK_THAT(
+      bad.err,
+      Catch::Contains(
+          "llama, llama3, qwen2, qwen3, qwen3moe, gpt-oss, deepseek2, phi3, smollm3, gemma2, gemma3, gemma4 or lfm2"));
 }
 
 TEST_CASE("mkmodel: the lfm2-1.2b preset writes LFM2's layer pattern, its conv taps and token_embd_norm",
@@ -371,4 +372,43 @@ TEST_CASE("mkmodel: the gemma3-1b preset writes Gemma 3 1B's layer pattern, wind
   REQUIRE(f4.ok());
   CHECK(*f4->get_int("gemma3.attention.sliding_window") == 1024);
   CHECK(*f4->get_float("gemma3.rope.scaling.factor") == 8.0);
+}
+
+TEST_CASE("mkmodel: the gemma4-e2b preset writes Gemma 4 E2B's pattern, head sizes, sharing and per-layer embeddings",
+          "[app][e2e]") {
+  test::TempDir tmp;
+  // E2B made small: 10 layers keep the preset's share of storing layers in whole periods of five
+  // (layers 0-4 store, 5-9 read layers 3 and 4), the shared layers' FFN double-wide.
+  const auto r = test::cli(
+      "mkmodel --preset gemma4-e2b --type q8_0 --dim 64 --ffn 64 --head-dim 64 --head-dim-swa 32 --per-layer-embd 32 "
+      "--layers 10 --pad-vocab 0 -q --vocab-from " +
+          test::quoted(test::model_path("stories260K.gguf")) + " -o " + test::quoted(tmp.file("e2b.gguf")),
+      tmp);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto f = gguf::GgufFile::open(tmp.file("e2b.gguf"));
+  REQUIRE(f.ok());
+  CHECK(*f->get_string("general.architecture") == "gemma4");
+  CHECK(*f->get_int("gemma4.block_count") == 10);
+  CHECK(*f->get_int("gemma4.attention.shared_kv_layers") == 5);
+  CHECK(*f->get_int("gemma4.attention.key_length") == 64);
+  CHECK(*f->get_int("gemma4.attention.key_length_swa") == 32);
+  CHECK(*f->get_int("gemma4.rope.dimension_count_swa") == 32);
+  CHECK(*f->get_int("gemma4.attention.sliding_window") == 512);
+  CHECK(*f->get_int("gemma4.attention.head_count_kv") == 1);
+  CHECK(*f->get_int("gemma4.embedding_length_per_layer_input") == 32);
+  CHECK(*f->get_float("gemma4.final_logit_softcapping") == 30.0);
+  CHECK(*f->get_i32_array("gemma4.feed_forward_length") ==
+        std::vector<int32_t>{64, 64, 64, 64, 64, 128, 128, 128, 128, 128});
+  CHECK(f->find_tensor("per_layer_token_embd.weight")->shape == std::vector<int64_t>{10 * 32, 512});
+  CHECK(f->find_tensor("rope_freqs.weight")->shape == std::vector<int64_t>{32});
+  CHECK(f->find_tensor("output.weight") == nullptr);  // tied
+  // inspect: which layers share, and what it saves (5 storing layers: 4 local of 32 and 1 global of
+  // 64, K and V in F16, against 8 local and 2 global without sharing).
+  const auto inspect = test::cli("inspect " + test::quoted(tmp.file("e2b.gguf")), tmp);
+  INFO(inspect.err);
+  REQUIRE(inspect.exit_code == 0);
+  CHECK_THAT(inspect.out, Catch::Contains("layers 5+ read the K/V of the last local and the last global storing"));
+  CHECK_THAT(inspect.out, Catch::Contains("sharing: 768 instead of 1536 bytes/token in F16 (saves 50.0%"));
+  CHECK_THAT(inspect.out, Catch::Contains("heads of 32 (local) and 64 (global)"));
 }

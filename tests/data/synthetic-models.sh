@@ -99,6 +99,12 @@ models=(
   # lfm2: 6 layers, short convolutions of 3 taps (F32, std 0.3) at 0, 1, 3, 4 and GQA attention
   # with Q/K norms at 2 and 5 (LFM2-1.2B's pattern cut short); 4 heads of 64, 2 KV heads.
   "tiny-lfm2-f16 --type f16 --qk-std 0.1 --vocab-from=$stories --arch lfm2 --dim 256 --layers 6 --heads 4 --kv-heads 2 --ffn 512 --rope-base 1000000"
+  # gemma4 (E2B-like): 9 layers, two local (heads of 64, window 64, rope base 10000) to one global
+  # (heads of 128, a quarter of their pairs rotating through rope_freqs, base 1e6); the last 3
+  # layers (local, local, global) store no K/V and read layers 4 (local) and 5 (global); their FFN
+  # is double-wide; per-layer embeddings of 64; the global layers have no attn_v (V is K's
+  # projection); MQA. The Q/K norms fix the scores' size and gemma4 does not scale them: sharp.
+  "tiny-gemma4-f16      --type f16  --vocab-from=$stories --dim 256 --layers 9 --heads 4 --kv-heads 1 --head-dim 128 --head-dim-swa 64 --ffn 512 --arch gemma4 --window 64 --swa-period 3 --shared-kv-layers 3 --per-layer-embd 64 --double-wide-ffn --k-eq-v --rope-base 1000000 --qk-norm-mean 0.5"
   "tiny-qwen3moe-e128-q4_0 --type q4_0 --vocab-from=$stories --dim 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512 --arch qwen3moe --experts 128 --experts-used 8 --expert-ffn 64 --router-std 0.2"
 )
 
