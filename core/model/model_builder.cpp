@@ -135,7 +135,7 @@ Status ModelSpec::validate(int64_t n_vocab) const {
   if (arch != "llama" && arch != "llama3" && arch != "qwen2" && arch != "qwen3" && !moe && arch != "phi3" &&
       arch != "smollm3" && !gemma && arch != "lfm2") {
     return bad("unknown architecture '" + arch +
-               "' (choose llama, llama3, qwen2, qwen3, qwen3moe, gpt-oss, deepseek2, phi3, smollm3, gemma2, gemma3 or "
+               "' (choose llama, llama3, qwen2, qwen3, qwen3moe, gpt-oss, deepseek2, phi3, smollm3, gemma2, gemma3, "
                "gemma4 or lfm2)");
   }
   if (sliding_window < 0 || sliding_window > n_ctx) return bad("--window must lie in [0, --ctx]");

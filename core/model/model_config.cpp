@@ -358,14 +358,14 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   auto heads = required_count(f, p + "attention.head_count", k_max_heads);
   if (!heads.ok()) return heads.error();
   c.n_head = *heads;
+  // gemma4 may give head_count_kv and feed_forward_length per layer (arrays): read_gemma4 reads them.
+  auto per_layer = [&](const std::string& key) {
+    const gguf::Value* v = c.arch == "gemma4" ? f.find(key) : nullptr;
+    return v != nullptr && v->as<gguf::Array>() != nullptr;
+  };
   if (c.arch == "lfm2") {  // head_count_kv per layer, 0 marking the conv layers
     KVC_TRY(read_lfm2(f, c));
   } else {
-    // gemma4 may give head_count_kv and feed_forward_length per layer (arrays): read_gemma4 reads them.
-    auto per_layer = [&](const std::string& key) {
-      const gguf::Value* v = c.arch == "gemma4" ? f.find(key) : nullptr;
-      return v != nullptr && v->as<gguf::Array>() != nullptr;
-    };
     auto heads_kv = per_layer(p + "attention.head_count_kv")
                         ? Result<int64_t>(c.n_head)
                         : optional_count(f, p + "attention.head_count_kv", k_max_heads, c.n_head);

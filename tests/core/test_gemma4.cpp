@@ -202,7 +202,7 @@ TEST_CASE("gemma4: a backend other than the CPU's refuses the model, saying so",
 // Four turns from T0, a round trip through T1, a restart over the same store: every logit the
 // same as an uncached run's, bit for bit (F16 KV), none recomputed; the disk holds K/V of the
 // storing layers only (the shared layers add nothing).
-TEST_CASE("gemma4: the cache serves four turns, T1 and a restart from disk; disk bytes follow the sharing",
+TEST_CASE("gemma4: the cache serves four turns, T1 and a restart from disk, and disk bytes follow the sharing",
           "[core][kv][e2e]") {
   test::TempDir tmp;
   auto be = backend::make_cpu_backend(2);
